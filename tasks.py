@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""One-command set-up and tasks; needs only Python 3.11+ on the machine.
+
+    python3 tasks.py build   # create .venv, install, build the sample index, print the summary
+    python3 tasks.py test    # create .venv, install with test extras, run the whole test suite
+    python3 tasks.py ui      # create .venv, install, start `dagster dev` with a persistent DAGSTER_HOME
+
+The virtual environment is (re)installed only when pyproject.toml changed since
+the last install, so repeated runs start in a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+STAMP = VENV / ".installed-from"
+
+
+def ensure_venv() -> None:
+    if sys.version_info < (3, 11):
+        sys.exit(f"rag-assets needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    if not (BIN / "python").exists():
+        print(f"Creating {VENV} ...", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text().strip() == wanted:
+        return
+    print("Installing rag-assets and its dependencies (first run takes a minute or two) ...", flush=True)
+    pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--upgrade", "pip"], check=True)
+    subprocess.run([*pip, "-e", f"{ROOT}[dev]"], check=True)
+    STAMP.write_text(wanted)
+
+
+def run(*cmd: str, env: dict[str, str] | None = None) -> int:
+    return subprocess.call(list(cmd), cwd=ROOT, env={**os.environ, **(env or {})})
+
+
+def main(argv: list[str]) -> int:
+    task = argv[0] if argv else "help"
+    rest = argv[1:]
+    if task not in ("build", "test", "ui"):
+        print(__doc__)
+        return 0 if task in ("help", "-h", "--help") else 2
+    ensure_venv()
+    if task == "build":
+        return run(str(BIN / "rag"), "build", *rest)
+    if task == "test":
+        return run(str(BIN / "python"), "-m", "pytest", *rest)
+    home = ROOT / ".dagster_home"
+    home.mkdir(exist_ok=True)
+    return run(str(BIN / "dagster"), "dev", *rest, env={"DAGSTER_HOME": str(home)})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
