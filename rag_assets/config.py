@@ -1,0 +1,309 @@
+"""Project configuration: ``rag.yaml``, environment overrides and collection discovery.
+
+Precedence, lowest to highest: built-in defaults, the config file, environment
+variables (``RAG_CONTENT_DIR``, ``RAG_OUTPUT_DIR``, ``RAG_EMBEDDER``), explicit
+overrides (CLI flags). Relative paths in the file are resolved against the
+file's folder, so ``rag`` works from any working directory.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from rag_assets.chunking import ChunkingParams
+
+CONFIG_FILE_NAME = "rag.yaml"
+DEFAULT_COLLECTION_WEIGHTS: dict[str, float] = {
+    "docs": 1.5,
+    "posts": 1.2,
+    "learn": 1.1,
+    "projects": 1.0,
+    "journal": 0.8,
+}
+# Dagster rejects partition keys containing these (see dagster's INVALID_PARTITION_SUBSTRINGS);
+# ',' and '|' are kept out as well because Dagster uses them to join keys in ranges and tags.
+FORBIDDEN_PARTITION_SUBSTRINGS = ("...", ",", "|", "\a", "\b", "\f", "\n", "\r", "\t", "\v", "\0")
+
+
+class ConfigError(ValueError):
+    """The configuration is unusable; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class VaultConfig:
+    """A note vault listed in ``rag.yaml`` (indexed by the privacy-tier assets)."""
+
+    name: str
+    path: Path
+    tier: str
+
+
+@dataclass(frozen=True)
+class RagConfig:
+    """Everything a build needs to know, resolved to absolute paths."""
+
+    content_dir: Path
+    output_dir: Path
+    embedder: str = "hashing"
+    embedding_dimension: int = 384
+    collections: tuple[str, ...] | None = None  # None: discover the content dir's folders
+    collection_weights: Mapping[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_COLLECTION_WEIGHTS)
+    )
+    chunking: ChunkingParams = ChunkingParams()
+    vaults: tuple[VaultConfig, ...] = ()
+    vector_decimals: int = 5
+    config_path: Path | None = None
+
+    @property
+    def public_dir(self) -> Path:
+        return self.output_dir / "public"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.output_dir / "data"
+
+    @property
+    def index_path(self) -> Path:
+        return self.public_dir / "embeddings-index.json"
+
+    @property
+    def meta_path(self) -> Path:
+        return self.public_dir / "embeddings-meta.json"
+
+    @property
+    def public_store_path(self) -> Path:
+        return self.data_dir / "rag-store-public.db"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.data_dir / "rag-manifest.json"
+
+    @property
+    def intermediate_dir(self) -> Path:
+        """Where Dagster's IO manager keeps the per-collection records between assets."""
+        return self.data_dir / "intermediate"
+
+    def weight_for(self, collection: str) -> float:
+        return float(self.collection_weights.get(collection, 1.0))
+
+
+def find_config_file(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The config file to read: ``--config``, else ``RAG_CONFIG``, else ``./rag.yaml`` if present."""
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist (given with --config)")
+        return path.resolve()
+    from_env = os.environ.get("RAG_CONFIG")
+    if from_env:
+        path = Path(from_env)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist (given with RAG_CONFIG)")
+        return path.resolve()
+    default = Path.cwd() / CONFIG_FILE_NAME
+    return default.resolve() if default.is_file() else None
+
+
+def load_config(
+    config_file: str | os.PathLike[str] | None = None,
+    *,
+    content_dir: str | os.PathLike[str] | None = None,
+    output_dir: str | os.PathLike[str] | None = None,
+    embedder: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RagConfig:
+    """Read the config file (if any) and apply environment and explicit overrides."""
+    env = os.environ if environ is None else environ
+    path = find_config_file(config_file)
+    raw = _read_yaml_mapping(path) if path else {}
+    base = path.parent if path else Path.cwd()
+
+    def resolve(value: str | os.PathLike[str]) -> Path:
+        p = Path(os.path.expanduser(str(value)))
+        return (p if p.is_absolute() else base / p).resolve()
+
+    def resolve_cli(value: str | os.PathLike[str]) -> Path:
+        # Flags and env vars are relative to where the user typed them, not to the file.
+        return Path(os.path.expanduser(str(value))).resolve()
+
+    chunk_raw = _mapping(raw.get("chunking", {}), "chunking")
+    embed_raw = raw.get("embedder", "hashing")
+    embed_name, embed_dim = _parse_embedder(embed_raw)
+    weights = dict(DEFAULT_COLLECTION_WEIGHTS)
+    weights.update({str(k): float(v) for k, v in _mapping(raw.get("weights", {}), "weights").items()})
+    collections = raw.get("collections")
+    if collections is not None:
+        if not isinstance(collections, list) or not all(isinstance(c, str) for c in collections):
+            raise ConfigError(f"{path}: 'collections' must be a list of folder names")
+        collections = tuple(collections)
+
+    cfg = RagConfig(
+        content_dir=resolve(raw.get("content_dir", "content")),
+        output_dir=resolve(raw.get("output_dir", ".")),
+        embedder=embed_name,
+        embedding_dimension=embed_dim,
+        collections=collections,
+        collection_weights=weights,
+        chunking=_parse_chunking(chunk_raw, path),
+        vaults=tuple(_parse_vaults(raw.get("vaults", []), resolve, path)),
+        vector_decimals=int(raw.get("vector_decimals", 5)),
+        config_path=path,
+    )
+    if env.get("RAG_CONTENT_DIR"):
+        cfg = replace(cfg, content_dir=resolve_cli(env["RAG_CONTENT_DIR"]))
+    if env.get("RAG_OUTPUT_DIR"):
+        cfg = replace(cfg, output_dir=resolve_cli(env["RAG_OUTPUT_DIR"]))
+    if env.get("RAG_EMBEDDER"):
+        cfg = replace(cfg, embedder=env["RAG_EMBEDDER"])
+    if content_dir is not None:
+        cfg = replace(cfg, content_dir=resolve_cli(content_dir))
+    if output_dir is not None:
+        cfg = replace(cfg, output_dir=resolve_cli(output_dir))
+    if embedder is not None:
+        cfg = replace(cfg, embedder=embedder)
+    _validate(cfg)
+    return cfg
+
+
+def _read_yaml_mapping(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of settings, not {type(data).__name__}")
+    return data
+
+
+def _mapping(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"'{name}' in the config must be a mapping")
+    return value
+
+
+def _parse_chunking(raw: dict[str, Any], path: Path | None) -> ChunkingParams:
+    unknown = sorted(set(raw) - set(ChunkingParams.__dataclass_fields__))
+    if unknown:
+        known = ", ".join(ChunkingParams.__dataclass_fields__)
+        raise ConfigError(f"{path}: unknown chunking setting(s) {', '.join(unknown)}; known: {known}")
+    try:
+        return ChunkingParams(**{k: int(v) for k, v in raw.items()})
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: chunking: {exc}") from None
+
+
+def _parse_embedder(raw: Any) -> tuple[str, int]:
+    if isinstance(raw, str):
+        return raw, 384
+    if isinstance(raw, dict):
+        return str(raw.get("name", "hashing")), int(raw.get("dimension", 384))
+    raise ConfigError("'embedder' must be a name (e.g. hashing) or a mapping with 'name'")
+
+
+def _parse_vaults(raw: Any, resolve, path: Path | None) -> list[VaultConfig]:
+    if not raw:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError(f"{path}: 'vaults' must be a list of {{name, path, tier}} entries")
+    vaults = []
+    for entry in raw:
+        if not isinstance(entry, dict) or not {"name", "path"} <= entry.keys():
+            raise ConfigError(f"{path}: each vault needs 'name' and 'path' (got {entry!r})")
+        tier = str(entry.get("tier", "private"))
+        if tier not in ("safe", "private"):
+            raise ConfigError(f"{path}: vault {entry['name']!r} has tier {tier!r}; use safe or private")
+        vaults.append(VaultConfig(name=str(entry["name"]), path=resolve(entry["path"]), tier=tier))
+    return vaults
+
+
+def _validate(cfg: RagConfig) -> None:
+    p = cfg.chunking
+    if not (0 < p.min_words <= p.target_words) or not (0 <= p.overlap_words < p.target_words):
+        raise ConfigError(
+            "chunking needs 0 < min_words <= target_words and 0 <= overlap_words < target_words"
+        )
+    if cfg.embedding_dimension <= 0:
+        raise ConfigError("embedder dimension must be positive")
+    from rag_assets.embedders import KNOWN_EMBEDDERS
+
+    if cfg.embedder not in KNOWN_EMBEDDERS:
+        raise ConfigError(f"unknown embedder {cfg.embedder!r}; choose one of: {', '.join(KNOWN_EMBEDDERS)}")
+
+
+def invalid_collection_reason(name: str) -> str | None:
+    """Why a folder name cannot be a collection (a Dagster partition key), or None."""
+    bad = [s for s in FORBIDDEN_PARTITION_SUBSTRINGS if s in name]
+    if bad:
+        shown = ", ".join(repr(s) for s in bad)
+        return f"folder name contains {shown}, which Dagster forbids in partition keys; rename the folder"
+    if not name.strip():
+        return "folder name is blank"
+    return None
+
+
+def _is_vault_folder(folder: Path, vaults: tuple[VaultConfig, ...]) -> bool:
+    """True when the folder is a vault or contains one (vaults never enter the public index)."""
+    folder = folder.resolve()
+    return any(v.path == folder or folder in v.path.parents for v in vaults)
+
+
+@dataclass(frozen=True)
+class CollectionDiscovery:
+    """The collections to index, and the folders left out with a reason."""
+
+    collections: tuple[str, ...]
+    excluded: tuple[tuple[str, str], ...]  # (folder, reason)
+    missing: tuple[str, ...]  # configured collections with no folder
+    loose_files: tuple[str, ...] = ()  # files directly in the content dir, outside any collection
+
+
+def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
+    """The top-level folders of the content dir that form collections.
+
+    Hidden folders and folders that are (or hold) configured vaults are left out.
+    When the config lists collections explicitly, only those are used; a listed
+    collection whose folder is missing is reported, not fatal, so that the other
+    collections still build.
+    """
+    excluded: list[tuple[str, str]] = []
+    found: list[str] = []
+    loose: list[str] = []
+    if cfg.content_dir.is_dir():
+        for entry in sorted(cfg.content_dir.iterdir(), key=lambda p: p.name):
+            if not entry.is_dir():
+                if entry.is_file() and not entry.name.startswith("."):
+                    loose.append(entry.name)
+                continue
+            if entry.name.startswith("."):
+                continue
+            if _is_vault_folder(entry, cfg.vaults):
+                excluded.append((entry.name, "note vault (indexed by the vault tiers, never public)"))
+                continue
+            reason = invalid_collection_reason(entry.name)
+            if reason:
+                excluded.append((entry.name, reason))
+                continue
+            found.append(entry.name)
+    if cfg.collections is None:
+        return CollectionDiscovery(tuple(found), tuple(excluded), (), tuple(loose))
+    # A listed collection whose folder is missing stays a partition: its run reports the
+    # missing folder in the UI instead of the collection silently vanishing.
+    listed = []
+    for name in cfg.collections:
+        reason = invalid_collection_reason(name)
+        if reason:
+            excluded.append((name, reason))
+        elif name not in listed:
+            listed.append(name)
+    missing = tuple(c for c in listed if c not in found)
+    return CollectionDiscovery(tuple(listed), tuple(excluded), missing, tuple(loose))

@@ -1,0 +1,211 @@
+"""Reading Markdown files into :class:`Document` records.
+
+Every way a file can be unusable (not Markdown, binary, not UTF-8, empty, broken
+frontmatter, a slug another file already took) becomes a :class:`SkippedFile`
+with a reason a site owner can act on, never an exception: one bad file must
+not stop a collection from building.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rag_assets.records import Document, ParsedCollection, SkippedFile
+from rag_assets.sources import iter_collection_files
+
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
+_FRONTMATTER_CLOSERS = ("---", "...")
+_FIRST_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.MULTILINE)
+_MDX_ESM_LINE = re.compile(r"^(import|export)\s.*$", re.MULTILINE)
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# libyaml's loader parses frontmatter about ten times faster than the pure-Python one.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class UnusableFile(Exception):
+    """Raised inside this module for a file that must be skipped; carries the reason."""
+
+
+def parse_collection(content_dir: Path, collection: str, content_hash: str) -> ParsedCollection:
+    """Parse every file of one collection folder, keeping the failures with their reasons."""
+    root = content_dir / collection
+    if not root.is_dir():
+        return ParsedCollection(
+            collection=collection,
+            content_hash=content_hash,
+            documents=[],
+            skipped=[SkippedFile(path=collection, reason="collection folder does not exist")],
+        )
+    documents: list[Document] = []
+    skipped: list[SkippedFile] = []
+    slug_owner: dict[str, str] = {}
+    for path in iter_collection_files(root):
+        rel = path.relative_to(content_dir).as_posix()
+        result = parse_markdown_file(path, content_dir=content_dir, collection=collection)
+        if isinstance(result, SkippedFile):
+            skipped.append(result)
+            continue
+        if result.slug in slug_owner:
+            skipped.append(
+                SkippedFile(
+                    path=rel,
+                    reason=f"same slug '{result.slug}' as {slug_owner[result.slug]}; rename one of them",
+                )
+            )
+            continue
+        slug_owner[result.slug] = rel
+        documents.append(result)
+    return ParsedCollection(collection, content_hash, documents, skipped)
+
+
+def parse_markdown_file(path: Path, *, content_dir: Path, collection: str) -> Document | SkippedFile:
+    """One file as a Document, or a SkippedFile saying why it cannot be indexed."""
+    rel = path.relative_to(content_dir).as_posix()
+    try:
+        return _parse(path, rel, collection, content_dir)
+    except UnusableFile as exc:
+        return SkippedFile(path=rel, reason=str(exc))
+    except OSError as exc:
+        return SkippedFile(path=rel, reason=f"cannot read file: {exc.strerror or exc}")
+
+
+def _parse(path: Path, rel: str, collection: str, content_dir: Path) -> Document:
+    if path.suffix.lower() not in MARKDOWN_SUFFIXES:
+        kind = path.suffix.lower() or "no extension"
+        raise UnusableFile(f"not a Markdown file ({kind}); only {', '.join(MARKDOWN_SUFFIXES)} are indexed")
+    raw = path.read_bytes()
+    text = decode_markdown_bytes(raw)
+    frontmatter, body = split_frontmatter(text)
+    if path.suffix.lower() == ".mdx":
+        body = strip_mdx_esm(body)
+    if not body.strip() and not frontmatter.get("title"):
+        raise UnusableFile("empty file: no text and no title")
+    slug = path.relative_to(content_dir / collection).with_suffix("").as_posix()
+    title = _title(frontmatter, body, slug)
+    return Document(
+        collection=collection,
+        slug=slug,
+        path=rel,
+        title=title,
+        description=_text_field(frontmatter.get("description")),
+        tags=normalise_tags(frontmatter.get("tags")),
+        frontmatter=frontmatter,
+        body=body,
+        updated_at=_updated_at(frontmatter, path),
+        content_sha256=hashlib.sha256(raw).hexdigest(),
+    )
+
+
+def decode_markdown_bytes(raw: bytes) -> str:
+    """UTF-8 text with the BOM removed and CRLF/CR line endings made LF."""
+    if not raw.strip():
+        raise UnusableFile("empty file")
+    if b"\0" in raw[:8192]:
+        raise UnusableFile("binary file (contains NUL bytes), not Markdown text")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UnusableFile(
+            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); re-save the file as UTF-8"
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
+    """YAML frontmatter between ``---`` lines, and the body after it."""
+    if not text.startswith("---\n") and text.rstrip("\n") != "---":
+        return {}, text
+    lines = text.split("\n")
+    for end in range(1, len(lines)):
+        if lines[end].rstrip() in _FRONTMATTER_CLOSERS:
+            break
+    else:
+        raise UnusableFile("frontmatter opened with '---' is never closed; add a closing '---' line")
+    block = "\n".join(lines[1:end])
+    try:
+        data = yaml.load(block, Loader=_YAML_LOADER) if block.strip() else {}
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 2}" if where is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UnusableFile(f"invalid YAML frontmatter{line}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UnusableFile(f"frontmatter must be a YAML mapping of fields, not a {type(data).__name__}")
+    return json_safe(data), "\n".join(lines[end + 1 :])
+
+
+def json_safe(value: Any) -> Any:
+    """Frontmatter values as JSON types: dates become ISO strings, keys strings."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def normalise_tags(raw: Any) -> list[str]:
+    """Tags from a YAML list or a comma-separated string, de-duplicated, order kept."""
+    if raw is None:
+        return []
+    items = raw.split(",") if isinstance(raw, str) else raw if isinstance(raw, list) else [raw]
+    tags: list[str] = []
+    for item in items:
+        tag = str(item).strip()
+        if tag and tag not in tags:
+            tags.append(tag)
+    return tags
+
+
+def strip_mdx_esm(body: str) -> str:
+    """Drop MDX ``import``/``export`` lines outside code fences: they are code, not prose."""
+    out: list[str] = []
+    fence: str | None = None
+    for line in body.split("\n"):
+        match = _FENCE_LINE.match(line)
+        if match:
+            marker = match.group(1)
+            if fence is None:
+                fence = marker
+            elif marker[0] == fence[0] and len(marker) >= len(fence):
+                fence = None
+        if fence is None and _MDX_ESM_LINE.match(line):
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def _text_field(value: Any) -> str:
+    if value is None:
+        return ""
+    return " ".join(str(value).split())
+
+
+def _title(frontmatter: dict[str, Any], body: str, slug: str) -> str:
+    title = _text_field(frontmatter.get("title"))
+    if title:
+        return title
+    match = _FIRST_H1.search(body)
+    if match:
+        return match.group(1).strip()
+    return slug.rsplit("/", 1)[-1].replace("-", " ").replace("_", " ").strip() or slug
+
+
+def _updated_at(frontmatter: dict[str, Any], path: Path) -> str:
+    for key in ("lastmod", "updated", "date"):
+        value = frontmatter.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    mtime = dt.datetime.fromtimestamp(path.stat().st_mtime, tz=dt.timezone.utc)
+    return mtime.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -1,0 +1,120 @@
+"""Records that flow between the pipeline steps.
+
+Plain dataclasses: they are pickled by Dagster's IO manager between assets and
+serialised into the published outputs, so they hold only JSON-friendly values
+(plus a numpy matrix on :class:`EmbeddedCollection`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file that was not indexed, and why (shown in logs, metadata and the CLI)."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class Document:
+    """One Markdown file, parsed: frontmatter split from the body."""
+
+    collection: str
+    slug: str
+    path: str  # relative to the content dir, POSIX separators
+    title: str
+    description: str
+    tags: list[str]
+    frontmatter: dict[str, Any]  # JSON-safe (dates are ISO strings)
+    body: str
+    updated_at: str  # ISO 8601 UTC: frontmatter lastmod/updated/date, else file mtime
+    content_sha256: str  # of the file's bytes
+
+    @property
+    def id(self) -> str:
+        return f"{self.collection}/{self.slug}"
+
+
+@dataclass
+class Chunk:
+    """A retrievable piece of a document, with the metadata the index publishes."""
+
+    id: str  # <collection>/<slug>/chunk-<i>
+    text: str
+    collection: str
+    slug: str
+    title: str
+    chunk_index: int
+    total_chunks: int
+    heading_path: list[str]
+    word_count: int
+    tags: list[str]
+
+    @property
+    def document_id(self) -> str:
+        return f"{self.collection}/{self.slug}"
+
+    def metadata(self) -> dict[str, Any]:
+        """The ``metadata`` object of a chunk in the published JSON index."""
+        return {
+            "collection": self.collection,
+            "slug": self.slug,
+            "title": self.title,
+            "chunkIndex": self.chunk_index,
+            "totalChunks": self.total_chunks,
+            "headingPath": list(self.heading_path),
+            "wordCount": self.word_count,
+            "tags": list(self.tags),
+        }
+
+
+@dataclass
+class CollectionSnapshot:
+    """The files of one collection at one moment, and their combined hash."""
+
+    collection: str
+    root: str  # absolute path of the collection folder
+    content_hash: str
+    files: dict[str, str]  # relative path -> SHA-256 of the bytes
+    total_bytes: int
+
+
+@dataclass
+class ParsedCollection:
+    """Output of ``parsed_documents``: every file of a collection, parsed or skipped."""
+
+    collection: str
+    content_hash: str
+    documents: list[Document]
+    skipped: list[SkippedFile] = field(default_factory=list)
+
+
+@dataclass
+class ChunkedCollection:
+    """Output of ``chunks``: the documents (without bodies) and their chunks."""
+
+    collection: str
+    content_hash: str
+    documents: list[Document]
+    chunks: list[Chunk]
+    skipped: list[SkippedFile] = field(default_factory=list)
+
+
+@dataclass
+class EmbeddedCollection:
+    """Output of ``embeddings``: chunks with one float32 vector each (row i is chunk i)."""
+
+    collection: str
+    content_hash: str
+    documents: list[Document]
+    chunks: list[Chunk]
+    vectors: np.ndarray  # shape (len(chunks), dimension), float32, L2-normalised
+    model: str
+    dimension: int
+    skipped: list[SkippedFile] = field(default_factory=list)
