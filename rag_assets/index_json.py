@@ -1,0 +1,106 @@
+"""The static public index (``embeddings-index.json``) and its small sidecar.
+
+Other tools read these files (a site's client-side search, for example), so the
+field names are a contract. Vector components are rounded to
+``vector_decimals`` places (5 by default): ``bench/precision.py`` measured that
+5 decimals leave every query's top-10 unchanged on the Hugo docs (the only
+reorderings swap results whose float32 scores differ by < 1e-6, i.e. ties) while
+the index shrinks by about a third against printing full float32 values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import orjson
+
+from rag_assets.atomic import atomic_write_bytes
+from rag_assets.records import EmbeddedCollection
+
+INDEX_FORMAT_VERSION = "1.0"
+
+
+@dataclass(frozen=True)
+class IndexHeader:
+    """The fields shared by the index and its sidecar."""
+
+    model: str
+    dimension: int
+    built_at: str
+    content_hash: str
+    total_chunks: int
+    collections: dict[str, dict[str, int]]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "version": INDEX_FORMAT_VERSION,
+            "model": self.model,
+            "dimension": self.dimension,
+            "builtAt": self.built_at,
+            "contentHash": self.content_hash,
+            "totalChunks": self.total_chunks,
+            "collections": self.collections,
+        }
+
+
+def index_header(
+    collections: Iterable[EmbeddedCollection], *, model: str, dimension: int, built_at: str, content_hash: str
+) -> IndexHeader:
+    counts = {
+        c.collection: {"chunks": len(c.chunks), "documents": len(c.documents)}
+        for c in sorted(collections, key=lambda c: c.collection)
+    }
+    return IndexHeader(
+        model=model,
+        dimension=dimension,
+        built_at=built_at,
+        content_hash=content_hash,
+        total_chunks=sum(v["chunks"] for v in counts.values()),
+        collections=counts,
+    )
+
+
+def render_index(header: IndexHeader, collections: Iterable[EmbeddedCollection], vector_decimals: int) -> bytes:
+    """The whole index as compact JSON bytes, chunks in collection then chunk order."""
+    chunks: list[dict[str, Any]] = []
+    for col in sorted(collections, key=lambda c: c.collection):
+        rounded = np.round(col.vectors.astype(np.float64), vector_decimals)
+        # Negative zeros print as "-0.0"; normalising them saves bytes and keeps output stable.
+        rounded[rounded == 0] = 0.0
+        rows = rounded.tolist()
+        for chunk, vector in zip(col.chunks, rows):
+            chunks.append({"id": chunk.id, "text": chunk.text, "embedding": vector, "metadata": chunk.metadata()})
+    document = header.as_json()
+    document["chunks"] = chunks
+    return orjson.dumps(document)
+
+
+def write_index(
+    index_path: Path,
+    meta_path: Path,
+    header: IndexHeader,
+    collections: list[EmbeddedCollection],
+    vector_decimals: int,
+) -> tuple[int, int]:
+    """Write index then sidecar atomically; returns (index bytes, sidecar bytes)."""
+    payload = render_index(header, collections, vector_decimals)
+    atomic_write_bytes(index_path, payload)
+    meta = header.as_json()
+    meta["sizeBytes"] = len(payload)
+    meta_payload = orjson.dumps(meta)
+    atomic_write_bytes(meta_path, meta_payload)
+    return len(payload), len(meta_payload)
+
+
+def read_index(index_path: Path) -> dict[str, Any]:
+    return orjson.loads(index_path.read_bytes())
+
+
+def read_meta(meta_path: Path) -> dict[str, Any] | None:
+    try:
+        return orjson.loads(meta_path.read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return None

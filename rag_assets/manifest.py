@@ -1,0 +1,71 @@
+"""``rag-manifest.json``: what was indexed, from which file version, and when.
+
+The manifest is the per-document ledger that incremental builds and
+``rag status`` read; the index itself only knows chunks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+import orjson
+
+from rag_assets.atomic import atomic_write_bytes
+from rag_assets.records import EmbeddedCollection
+
+MANIFEST_VERSION = "1.0"
+
+
+def build_manifest(
+    collections: Iterable[EmbeddedCollection],
+    *,
+    model: str,
+    dimension: int,
+    built_at: str,
+    index_size_bytes: int,
+    full_build: bool = True,
+    previous: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    documents: dict[str, dict[str, Any]] = {}
+    total_chunks = 0
+    for col in sorted(collections, key=lambda c: c.collection):
+        counts: dict[str, int] = {}
+        for chunk in col.chunks:
+            counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
+        total_chunks += len(col.chunks)
+        for doc in col.documents:
+            documents[doc.id] = {
+                "path": doc.path,
+                "lastModified": doc.updated_at,
+                "contentHash": doc.content_sha256,
+                "chunkCount": counts.get(doc.id, 0),
+                "indexedAt": built_at,
+            }
+    last_full = built_at if full_build else (previous or {}).get("lastFullBuild")
+    return {
+        "version": MANIFEST_VERSION,
+        "model": model,
+        "dimension": dimension,
+        "lastFullBuild": last_full,
+        "lastIncrementalUpdate": None if full_build else built_at,
+        "documents": dict(sorted(documents.items())),
+        "stats": {
+            "totalDocuments": len(documents),
+            "totalChunks": total_chunks,
+            "indexSizeMB": round(index_size_bytes / 1_000_000, 3),
+        },
+    }
+
+
+def write_manifest(path: Path, manifest: dict[str, Any]) -> int:
+    payload = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
+    atomic_write_bytes(path, payload)
+    return len(payload)
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    try:
+        return orjson.loads(path.read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return None

@@ -1,0 +1,207 @@
+"""The SQLite store of one privacy tier: documents, chunks, vectors and BM25.
+
+Schema (a contract; other tools read it):
+
+- ``documents(id, collection, slug, title, tags JSON, updated_at, chunk_count)``
+- ``chunks(id, document_id, chunk_index, text, heading_path JSON, word_count, embedding BLOB float32)``
+- ``fts_chunks``: an FTS5 external-content table over ``chunks.text`` kept in sync by triggers
+- ``embeddings_meta(model, dimension, built_at)``
+
+The store runs in WAL mode and every write is one transaction, so a reader
+keeps seeing the previous version until the new one is committed and a killed
+build leaves the old contents intact. ``VACUUM`` would renumber the implicit
+rowids that the FTS table points at, so this module never runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from rag_assets.records import EmbeddedCollection
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY,
+    collection TEXT NOT NULL,
+    slug TEXT NOT NULL,
+    title TEXT,
+    tags JSON,
+    updated_at TEXT,
+    chunk_count INTEGER
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id TEXT PRIMARY KEY,
+    document_id TEXT NOT NULL REFERENCES documents(id),
+    chunk_index INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    heading_path JSON,
+    word_count INTEGER,
+    embedding BLOB
+);
+CREATE INDEX IF NOT EXISTS idx_chunks_document ON chunks(document_id);
+CREATE INDEX IF NOT EXISTS idx_documents_collection ON documents(collection);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks USING fts5(
+    text, content='chunks', content_rowid='rowid', tokenize='porter unicode61'
+);
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO fts_chunks(rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO fts_chunks(fts_chunks, rowid, text) VALUES ('delete', old.rowid, old.text);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
+    INSERT INTO fts_chunks(fts_chunks, rowid, text) VALUES ('delete', old.rowid, old.text);
+    INSERT INTO fts_chunks(rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TABLE IF NOT EXISTS embeddings_meta (
+    model TEXT NOT NULL,
+    dimension INTEGER NOT NULL,
+    built_at TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    """What a store holds, for metadata, checks and ``rag status``."""
+
+    documents: int
+    chunks: int
+    fts_rows: int
+    model: str | None
+    dimension: int | None
+    built_at: str | None
+    per_collection: dict[str, dict[str, int]]
+    size_bytes: int
+
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """A connection in WAL mode with foreign keys on (read-only opens never create the file)."""
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=10000")
+    return conn
+
+
+def ensure_schema(conn: sqlite3.Connection) -> None:
+    conn.executescript(SCHEMA)
+
+
+def replace_contents(
+    path: Path,
+    collections: Iterable[EmbeddedCollection],
+    *,
+    model: str,
+    dimension: int,
+    built_at: str,
+) -> None:
+    """Make the store hold exactly these collections, in one transaction."""
+    with closing(connect(path)) as conn:
+        ensure_schema(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM chunks")
+            conn.execute("DELETE FROM documents")
+            conn.execute("DELETE FROM embeddings_meta")
+            for col in collections:
+                _insert_collection(conn, col)
+            conn.execute(
+                "INSERT INTO embeddings_meta(model, dimension, built_at) VALUES (?, ?, ?)",
+                (model, dimension, built_at),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        # Fold the WAL back into the main file when no reader holds it (PASSIVE never waits,
+        # so a long-running search process cannot stall a build).
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
+def _insert_collection(conn: sqlite3.Connection, col: EmbeddedCollection) -> None:
+    counts: dict[str, int] = {}
+    for chunk in col.chunks:
+        counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
+    conn.executemany(
+        "INSERT INTO documents(id, collection, slug, title, tags, updated_at, chunk_count)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (d.id, d.collection, d.slug, d.title, json.dumps(d.tags), d.updated_at, counts.get(d.id, 0))
+            for d in col.documents
+        ],
+    )
+    vectors = np.ascontiguousarray(col.vectors, dtype=np.float32)
+    conn.executemany(
+        "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count, embedding)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                c.id,
+                c.document_id,
+                c.chunk_index,
+                c.text,
+                json.dumps(c.heading_path, ensure_ascii=False),
+                c.word_count,
+                vectors[i].tobytes(),
+            )
+            for i, c in enumerate(col.chunks)
+        ],
+    )
+
+
+def summarise(path: Path) -> StoreSummary | None:
+    """Counts and model of a store, or None when it does not exist yet."""
+    if not path.is_file():
+        return None
+    with closing(connect(path, readonly=True)) as conn:
+        docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        fts = conn.execute("SELECT COUNT(*) FROM fts_chunks_docsize").fetchone()[0]
+        meta = conn.execute("SELECT model, dimension, built_at FROM embeddings_meta LIMIT 1").fetchone()
+        per_collection: dict[str, dict[str, int]] = {}
+        for collection, n_docs, n_chunks in conn.execute(
+            "SELECT d.collection, COUNT(DISTINCT d.id), COUNT(c.id)"
+            " FROM documents d LEFT JOIN chunks c ON c.document_id = d.id GROUP BY d.collection"
+        ):
+            per_collection[collection] = {"documents": n_docs, "chunks": n_chunks}
+    size = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+    return StoreSummary(
+        documents=docs,
+        chunks=chunks,
+        fts_rows=fts,
+        model=meta[0] if meta else None,
+        dimension=meta[1] if meta else None,
+        built_at=meta[2] if meta else None,
+        per_collection=per_collection,
+        size_bytes=size,
+    )
+
+
+def chunk_ids(path: Path) -> set[str]:
+    with closing(connect(path, readonly=True)) as conn:
+        return {row[0] for row in conn.execute("SELECT id FROM chunks")}
+
+
+def orphan_counts(path: Path) -> dict[str, int]:
+    """Rows that point at nothing: chunks without a document, FTS rows without a chunk."""
+    with closing(connect(path, readonly=True)) as conn:
+        chunk_orphans = conn.execute(
+            "SELECT COUNT(*) FROM chunks c LEFT JOIN documents d ON d.id = c.document_id WHERE d.id IS NULL"
+        ).fetchone()[0]
+        fts_orphans = conn.execute(
+            "SELECT COUNT(*) FROM fts_chunks_docsize f LEFT JOIN chunks c ON c.rowid = f.id WHERE c.rowid IS NULL"
+        ).fetchone()[0]
+    return {"chunks_without_document": chunk_orphans, "fts_rows_without_chunk": fts_orphans}
