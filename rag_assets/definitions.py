@@ -1,0 +1,45 @@
+"""Dagster entry point: ``dagster dev`` (via ``[tool.dagster]``) loads ``defs`` from here.
+
+The collection partitions come from the content folder named in ``rag.yaml``,
+so the definitions are built by a function of the config; tests and the CLI
+call :func:`build_definitions` with their own config.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from rag_assets.config import RagConfig, discover_collections, load_config
+from rag_assets.defs.checks import outputs_consistent
+from rag_assets.defs.content import build_content_assets
+from rag_assets.defs.embeddings import build_embedding_assets
+from rag_assets.defs.jobs import build_jobs
+from rag_assets.defs.partitions import collection_partitions
+from rag_assets.defs.publish import public_index, public_store, rag_manifest
+from rag_assets.defs.resources import EmbedderResource, RagSettings
+
+
+def build_definitions(cfg: RagConfig) -> dg.Definitions:
+    """All assets, checks, jobs and resources for one configuration."""
+    partitions = collection_partitions(discover_collections(cfg).collections)
+    return dg.Definitions(
+        assets=[
+            *build_content_assets(partitions),
+            *build_embedding_assets(partitions),
+            public_index,
+            public_store,
+            rag_manifest,
+        ],
+        asset_checks=[outputs_consistent],
+        jobs=build_jobs(),
+        resources={
+            "rag": RagSettings.from_config(cfg),
+            "embedder": EmbedderResource(name=cfg.embedder, dimension=cfg.embedding_dimension),
+            # Intermediate records live beside the outputs, so a CLI build and `dagster dev`
+            # (possibly with different DAGSTER_HOMEs) share them.
+            "io_manager": dg.FilesystemIOManager(base_dir=str(cfg.intermediate_dir)),
+        },
+    )
+
+
+defs = build_definitions(load_config())

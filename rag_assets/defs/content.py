@@ -1,0 +1,80 @@
+"""Per-collection assets: hash the files, parse them, chunk them."""
+
+
+from pathlib import Path
+
+import dagster as dg
+
+from rag_assets.defs.resources import RagSettings
+from rag_assets.parsing import parse_collection
+from rag_assets.pipeline import chunk_collection
+from rag_assets.records import ChunkedCollection, CollectionSnapshot, ParsedCollection
+from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
+from rag_assets.sources import snapshot_collection
+
+GROUP = "collections"
+
+
+def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
+    """The hash, parse and chunk assets over the given collection partitions."""
+
+    @dg.asset(partitions_def=partitions_def, group_name=GROUP, kinds={"markdown"})
+    def content_hash(context: dg.AssetExecutionContext, rag: RagSettings) -> dg.Output[CollectionSnapshot]:
+        """SHA-256 over the relative paths and bytes of every file in one collection."""
+        collection = context.partition_key
+        snapshot = snapshot_collection(Path(rag.content_dir), collection)
+        if not Path(snapshot.root).is_dir():
+            context.log.warning(f"[{collection}] folder {snapshot.root} does not exist; the collection is empty")
+        context.log.info(f"[{collection}] {len(snapshot.files)} files, hash {snapshot.content_hash[:12]}")
+        return dg.Output(
+            snapshot,
+            metadata={
+                "content_hash": snapshot.content_hash,
+                "files": len(snapshot.files),
+                "total_size": human_bytes(snapshot.total_bytes),
+                "folder": dg.MetadataValue.path(snapshot.root),
+            },
+        )
+
+    @dg.asset(partitions_def=partitions_def, group_name=GROUP, kinds={"markdown"})
+    def parsed_documents(
+        context: dg.AssetExecutionContext, rag: RagSettings, content_hash: CollectionSnapshot
+    ) -> dg.Output[ParsedCollection]:
+        """Markdown files parsed into frontmatter and body; unusable files listed with reasons."""
+        collection = context.partition_key
+        parsed = parse_collection(Path(rag.content_dir), collection, content_hash.content_hash)
+        for item in parsed.skipped:
+            context.log.warning(f"[{collection}] skipped {item.path}: {item.reason}")
+        context.log.info(f"[{collection}] parsed {len(parsed.documents)} documents, skipped {len(parsed.skipped)}")
+        return dg.Output(
+            parsed,
+            metadata={
+                "documents": len(parsed.documents),
+                "skipped_files": len(parsed.skipped),
+                "skipped": dg.MetadataValue.md(skipped_markdown(parsed.skipped)),
+                "words": sum(len(d.body.split()) for d in parsed.documents),
+                "content_hash": parsed.content_hash,
+            },
+        )
+
+    @dg.asset(partitions_def=partitions_def, group_name=GROUP, kinds={"python"})
+    def chunks(
+        context: dg.AssetExecutionContext, rag: RagSettings, parsed_documents: ParsedCollection
+    ) -> dg.Output[ChunkedCollection]:
+        """Heading-aware chunks of about 400 words with 50 words of overlap."""
+        chunked = chunk_collection(parsed_documents, rag.chunking_params())
+        words = [c.word_count for c in chunked.chunks]
+        context.log.info(f"[{chunked.collection}] {len(chunked.chunks)} chunks from {len(chunked.documents)} documents")
+        return dg.Output(
+            chunked,
+            metadata={
+                "documents": len(chunked.documents),
+                "chunks": len(chunked.chunks),
+                "mean_words_per_chunk": round(sum(words) / len(words), 1) if words else 0.0,
+                "max_words_per_chunk": max(words, default=0),
+                "preview": dg.MetadataValue.md(chunk_preview_markdown(chunked.chunks)),
+                "content_hash": chunked.content_hash,
+            },
+        )
+
+    return [content_hash, parsed_documents, chunks]

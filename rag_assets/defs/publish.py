@@ -1,0 +1,127 @@
+"""Fan-in assets: the published outputs built from every collection's embeddings."""
+
+
+from typing import Any
+
+import dagster as dg
+
+from rag_assets.defs.resources import RagSettings
+from rag_assets.pipeline import ordered, publish_index, publish_manifest, publish_store, utc_now_iso
+from rag_assets.records import EmbeddedCollection
+from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
+
+GROUP = "published"
+# A collection never built yet (a folder added since the last build) is left out of the
+# published index rather than failing it; the metadata lists it under `not_built`.
+ALL_COLLECTIONS = dg.AssetIn(
+    "embeddings",
+    partition_mapping=dg.AllPartitionMapping(),
+    metadata={"allow_missing_partitions": True},
+)
+
+
+def all_collections(loaded: Any) -> list[EmbeddedCollection]:
+    """The fan-in input as a sorted list of collections.
+
+    Dagster's filesystem IO manager hands over a dict of partition -> value when several
+    partitions are loaded, but the bare value when only one exists, hence the ``Any``
+    annotation on the inputs and this normalisation.
+    """
+    if isinstance(loaded, EmbeddedCollection):
+        return [loaded]
+    return ordered(loaded)
+
+
+def _collection_table(collections: list[EmbeddedCollection]) -> str:
+    lines = ["| collection | documents | chunks | skipped |", "| --- | ---: | ---: | ---: |"]
+    for c in collections:
+        lines.append(f"| {c.collection} | {len(c.documents)} | {len(c.chunks)} | {len(c.skipped)} |")
+    return "\n".join(lines)
+
+
+def _common_metadata(rag: RagSettings, collections: list[EmbeddedCollection]) -> dict[str, Any]:
+    skipped = [s for c in collections for s in c.skipped]
+    not_built = sorted(set(rag.collections) - {c.collection for c in collections})
+    return {
+        "not_built": ", ".join(not_built) or "none",
+        "documents": sum(len(c.documents) for c in collections),
+        "chunks": sum(len(c.chunks) for c in collections),
+        "per_collection": dg.MetadataValue.md(_collection_table(collections)),
+        "skipped_files": len(skipped),
+        "skipped": dg.MetadataValue.md(skipped_markdown(skipped)),
+    }
+
+
+@dg.asset(group_name=GROUP, ins={"embeddings": ALL_COLLECTIONS}, kinds={"json"})
+def public_index(
+    context: dg.AssetExecutionContext, rag: RagSettings, embeddings: Any
+) -> dg.MaterializeResult:
+    """The static public index (embeddings-index.json) and its small meta sidecar."""
+    cfg = rag.to_config()
+    collections = all_collections(embeddings)
+    published = publish_index(collections, cfg, utc_now_iso())
+    header = published.header
+    context.log.info(
+        f"wrote {cfg.index_path} ({human_bytes(published.index_bytes)}, {header.total_chunks} chunks, {header.model})"
+    )
+    preview = [chunk for c in collections for chunk in c.chunks[:1]]
+    return dg.MaterializeResult(
+        metadata={
+            **_common_metadata(rag, collections),
+            "model": header.model,
+            "dimension": header.dimension,
+            "content_hash": header.content_hash,
+            "built_at": header.built_at,
+            "index_path": dg.MetadataValue.path(str(cfg.index_path)),
+            "index_size": human_bytes(published.index_bytes),
+            "index_bytes": published.index_bytes,
+            "meta_bytes": published.meta_bytes,
+            "bytes_per_chunk": round(published.index_bytes / header.total_chunks) if header.total_chunks else 0,
+            "preview": dg.MetadataValue.md(chunk_preview_markdown(preview, limit=5)),
+        },
+    )
+
+
+@dg.asset(group_name=GROUP, ins={"embeddings": ALL_COLLECTIONS}, kinds={"sqlite"})
+def public_store(
+    context: dg.AssetExecutionContext, rag: RagSettings, embeddings: Any
+) -> dg.MaterializeResult:
+    """SQLite store of the public collections (chunks, vectors, FTS5) for server-side hybrid search."""
+    cfg = rag.to_config()
+    collections = all_collections(embeddings)
+    summary = publish_store(collections, cfg, utc_now_iso())
+    context.log.info(f"wrote {cfg.public_store_path} ({human_bytes(summary.size_bytes)}, {summary.chunks} chunks)")
+    return dg.MaterializeResult(
+        metadata={
+            **_common_metadata(rag, collections),
+            "model": summary.model or "",
+            "dimension": summary.dimension or 0,
+            "fts_rows": summary.fts_rows,
+            "built_at": summary.built_at or "",
+            "store_path": dg.MetadataValue.path(str(cfg.public_store_path)),
+            "store_size": human_bytes(summary.size_bytes),
+            "store_bytes": summary.size_bytes,
+        }
+    )
+
+
+@dg.asset(group_name=GROUP, ins={"embeddings": ALL_COLLECTIONS}, deps=[public_index, public_store], kinds={"json"})
+def rag_manifest(
+    context: dg.AssetExecutionContext, rag: RagSettings, embeddings: Any
+) -> dg.MaterializeResult:
+    """Per-document ledger (rag-manifest.json): content hash, chunk count and index time of every file."""
+    cfg = rag.to_config()
+    collections = all_collections(embeddings)
+    data = publish_manifest(collections, cfg, utc_now_iso())
+    stats = data["stats"]
+    context.log.info(f"wrote {cfg.manifest_path} ({stats['totalDocuments']} documents)")
+    return dg.MaterializeResult(
+        metadata={
+            **_common_metadata(rag, collections),
+            "model": data["model"],
+            "dimension": data["dimension"],
+            "last_full_build": data["lastFullBuild"] or "",
+            "index_size_mb": stats["indexSizeMB"],
+            "manifest_path": dg.MetadataValue.path(str(cfg.manifest_path)),
+        }
+    )

@@ -1,0 +1,135 @@
+"""Running the jobs in-process: what `rag build`, the benchmarks and tests share.
+
+One build is the ``index_collection`` job once per collection partition, then
+the ``publish_index`` job: the same jobs and assets the Dagster UI launches.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import dagster as dg
+
+from rag_assets.config import RagConfig, discover_collections
+from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
+from rag_assets.records import SkippedFile
+
+# The CLI reports failures itself, in one line without a traceback; Dagster's console
+# logger would repeat them with stack traces, so it only speaks with --verbose.
+QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+@dataclass
+class CollectionOutcome:
+    collection: str
+    success: bool
+    seconds: float
+    metadata: dict[str, dict[str, Any]]  # asset -> metadata values
+    skipped: list[SkippedFile] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class BuildOutcome:
+    collections: list[CollectionOutcome]
+    publish_metadata: dict[str, dict[str, Any]]
+    failed_checks: list[str]
+    error: str | None
+    seconds: float
+
+    @property
+    def success(self) -> bool:
+        return self.error is None and all(c.success for c in self.collections) and not self.failed_checks
+
+
+@contextmanager
+def cli_instance() -> Iterator[dg.DagsterInstance]:
+    """The project's instance when DAGSTER_HOME is set (runs then show in the UI), else ephemeral."""
+    instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else dg.DagsterInstance.ephemeral()
+    try:
+        yield instance
+    finally:
+        instance.dispose()
+
+
+def run_build(
+    cfg: RagConfig,
+    instance: dg.DagsterInstance,
+    *,
+    collections: Sequence[str] | None = None,
+    verbose: bool = False,
+    on_collection: Callable[[CollectionOutcome], None] = lambda _: None,
+) -> BuildOutcome:
+    """Index the given collections (default: all), then publish; stops at the first failure."""
+    from rag_assets.definitions import build_definitions
+
+    started = time.perf_counter()
+    defs = build_definitions(cfg)
+    run_config = {} if verbose else QUIET_RUN_CONFIG
+    targets = list(collections or discover_collections(cfg).collections)
+    outcomes: list[CollectionOutcome] = []
+    index_job = defs.resolve_job_def(INDEX_COLLECTION_JOB)
+    for collection in targets:
+        t0 = time.perf_counter()
+        result = index_job.execute_in_process(
+            partition_key=collection, instance=instance, raise_on_error=False, run_config=run_config
+        )
+        outcome = CollectionOutcome(
+            collection=collection,
+            success=result.success,
+            seconds=time.perf_counter() - t0,
+            metadata=materialization_metadata(result),
+            skipped=list(result.output_for_node("parsed_documents").skipped)
+            if _produced(result, "parsed_documents")
+            else [],
+            error=None if result.success else failure_message(result),
+        )
+        outcomes.append(outcome)
+        on_collection(outcome)
+        if not result.success:
+            return BuildOutcome(outcomes, {}, [], f"collection {collection}: {outcome.error}", time.perf_counter() - started)
+    result = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(
+        instance=instance, raise_on_error=False, run_config=run_config
+    )
+    failed_checks = [
+        f"{c.check_name}: {getattr(c.metadata.get('problems'), 'value', '')}"
+        for c in result.get_asset_check_evaluations()
+        if not c.passed
+    ]
+    return BuildOutcome(
+        collections=outcomes,
+        publish_metadata=materialization_metadata(result),
+        failed_checks=failed_checks,
+        error=None if result.success else f"publishing: {failure_message(result)}",
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _produced(result: dg.ExecuteInProcessResult, node: str) -> bool:
+    return any(e.is_successful_output and e.node_name == node for e in result.all_node_events)
+
+
+def materialization_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+    """Asset name -> {metadata key: plain value} for a run's materialisations."""
+    out: dict[str, dict[str, Any]] = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.event_specific_data.materialization
+        out[mat.asset_key.to_user_string()] = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+    return out
+
+
+def failure_message(result: dg.ExecuteInProcessResult) -> str:
+    """The user-facing error of a failed run: the root cause, without the traceback."""
+    messages = []
+    for event in result.all_events:
+        if event.is_step_failure:
+            error = event.step_failure_data.error
+            while error is not None and error.cause is not None:
+                error = error.cause
+            text = error.message.strip() if error else "unknown error"
+            messages.append(f"step {event.step_key}: {text}")
+    return "; ".join(messages) or "the run failed (see the Dagster logs)"

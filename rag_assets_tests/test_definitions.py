@@ -1,0 +1,168 @@
+"""End to end through Dagster: every partition materialised in-process with a real instance."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from rag_assets.config import discover_collections
+from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
+from rag_assets.definitions import build_definitions
+from rag_assets.index_json import read_index, read_meta
+from rag_assets.manifest import read_manifest
+
+from .conftest import CORPORA, PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT
+
+
+def build_everything(cfg, instance) -> dict[str, dg.ExecuteInProcessResult]:
+    """Run the index job for every collection, then the publish job, as `rag build` does."""
+    defs = build_definitions(cfg)
+    results = {}
+    for collection in discover_collections(cfg).collections:
+        results[collection] = defs.resolve_job_def(INDEX_COLLECTION_JOB).execute_in_process(
+            partition_key=collection, instance=instance
+        )
+    results["__publish__"] = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(instance=instance)
+    return results
+
+
+def metadata_of(result: dg.ExecuteInProcessResult, asset: str) -> dict:
+    for event in result.get_asset_materialization_events():
+        mat = event.event_specific_data.materialization
+        if mat.asset_key.to_user_string() == asset:
+            return {k: v.value for k, v in mat.metadata.items()}
+    raise AssertionError(f"{asset} was not materialised")
+
+
+BAD_INPUT_TREE = {
+    "posts/homelab-proxmox-setup.md": PROXMOX_POST,
+    "posts/windows.md": b"\xef\xbb\xbf---\r\ntitle: CRLF\r\n---\r\nSome text with CRLF endings.\r\n",
+    "posts/broken-yaml.md": "---\ntitle: 'unterminated\n---\nbody",
+    "posts/latin1.md": "r\xe9sum\xe9".encode("latin-1"),
+    "posts/empty.md": "",
+    "posts/photo.jpg": b"\xff\xd8\xff\xe0\0\x10JFIF",
+    "docs/guide.mdx": "import X from 'x'\n\n# Guide\n\nUse <X /> to do things.\n",
+    "docs/dupe.md": "# Setup\n\none\n\n## Verify\n\na\n\n## Verify\n\nb\n",
+    "bad...name/note.md": "# Never indexed",
+}
+
+
+def test_bad_input_is_reported_and_everything_else_is_indexed(write_tree, make_config):
+    cfg = make_config(write_tree(BAD_INPUT_TREE))
+    with dg.instance_for_test() as instance:
+        results = build_everything(cfg, instance)
+    assert all(r.success for r in results.values())
+    assert set(results) == {"docs", "posts", "__publish__"}  # the forbidden folder name is not a partition
+
+    parsed = metadata_of(results["posts"], "parsed_documents")
+    assert parsed["documents"] == 2 and parsed["skipped_files"] == 4
+    for needle in ("broken-yaml.md", "invalid YAML", "latin1.md", "UTF-8", "empty.md", "photo.jpg"):
+        assert needle in parsed["skipped"]
+
+    index = read_index(cfg.index_path)
+    ids = {c["id"] for c in index["chunks"]}
+    assert {"posts/homelab-proxmox-setup/chunk-0", "posts/windows/chunk-0", "docs/guide/chunk-0"} <= ids
+    assert index["collections"] == {"docs": {"chunks": 2, "documents": 2}, "posts": {"chunks": 2, "documents": 2}}
+    published = metadata_of(results["__publish__"], "public_index")
+    assert published["skipped_files"] == 4 and "photo.jpg" in published["skipped"]
+
+
+def test_sample_content_builds_into_every_output(make_config):
+    cfg = make_config(SAMPLE_CONTENT)
+    with dg.instance_for_test() as instance:
+        results = build_everything(cfg, instance)
+        publish = results.pop("__publish__")
+        assert publish.success
+        checks = publish.get_asset_check_evaluations()
+        assert [c.check_name for c in checks] == ["outputs_consistent"] and checks[0].passed
+        # Metadata the UI shows for each step.
+        posts = results["posts"]
+        assert metadata_of(posts, "content_hash")["files"] >= 5
+        assert "headingPath" not in metadata_of(posts, "chunks")["preview"]  # rendered as a path, not JSON
+        assert metadata_of(posts, "embeddings")["model"] == "rag-assets/feature-hash-v1"
+        index_meta = metadata_of(publish, "public_index")
+        for key in ("documents", "chunks", "per_collection", "model", "dimension", "content_hash", "index_size", "preview", "skipped"):
+            assert key in index_meta
+
+    assert set(results) == {"docs", "journal", "learn", "posts", "projects"}
+    index = read_index(cfg.index_path)
+    assert index["version"] and index["dimension"] == 384 and index["model"] == "rag-assets/feature-hash-v1"
+    assert index["totalChunks"] == len(index["chunks"]) >= 25
+    chunk = index["chunks"][0]
+    assert set(chunk) == {"id", "text", "embedding", "metadata"}
+    assert set(chunk["metadata"]) == {
+        "collection", "slug", "title", "chunkIndex", "totalChunks", "headingPath", "wordCount", "tags",
+    }
+    assert len(chunk["embedding"]) == 384
+
+    meta = read_meta(cfg.meta_path)
+    assert cfg.meta_path.stat().st_size < 600
+    assert meta["contentHash"] == index["contentHash"] and meta["sizeBytes"] == cfg.index_path.stat().st_size
+
+    with sqlite3.connect(cfg.public_store_path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        n_chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        assert n_chunks == index["totalChunks"]
+        hits = conn.execute(
+            "SELECT c.id FROM fts_chunks f JOIN chunks c ON c.rowid = f.rowid WHERE fts_chunks MATCH 'vlan' "
+            "ORDER BY bm25(fts_chunks) LIMIT 3"
+        ).fetchall()
+        assert any(h[0].startswith("posts/homelab-proxmox-setup/") for h in hits)
+        blob, = conn.execute("SELECT embedding FROM chunks LIMIT 1").fetchone()
+        assert len(blob) == 384 * 4
+        assert conn.execute("SELECT model, dimension FROM embeddings_meta").fetchone() == (
+            "rag-assets/feature-hash-v1", 384,
+        )
+
+    manifest = read_manifest(cfg.manifest_path)
+    assert manifest["stats"]["totalChunks"] == index["totalChunks"]
+    assert "posts/homelab-proxmox-setup" in manifest["documents"]
+
+
+def test_a_collection_not_built_yet_is_left_out_and_named(write_tree, make_config):
+    cfg = make_config(write_tree({"posts/a.md": PROXMOX_POST, "docs/b.md": "# B\n\ntext"}))
+    defs = build_definitions(cfg)
+    with dg.instance_for_test() as instance:
+        defs.resolve_job_def(INDEX_COLLECTION_JOB).execute_in_process(partition_key="posts", instance=instance)
+        publish = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(instance=instance)
+    assert metadata_of(publish, "public_index")["not_built"] == "docs"
+    assert set(read_index(cfg.index_path)["collections"]) == {"posts"}
+
+
+@pytest.mark.parametrize("corpus", ["hugo-docs", "jekyll-docs"])
+def test_real_corpus_builds_with_every_file_accounted_for(corpus, make_config):
+    content = CORPORA / corpus / "content"
+    if not content.is_dir():
+        pytest.skip(f"{content} is not present")
+    cfg = make_config(content)
+    with dg.instance_for_test() as instance:
+        results = build_everything(cfg, instance)
+    assert all(r.success for r in results.values())
+    collections = discover_collections(cfg).collections
+    on_disk = {p.relative_to(content).as_posix() for p in content.rglob("*") if p.is_file()}
+    loose = set(discover_collections(cfg).loose_files)
+    indexed = {d["path"] for d in read_manifest(cfg.manifest_path)["documents"].values()}
+    skipped = set()
+    for name in collections:
+        parsed = results[name].output_for_node("parsed_documents")
+        skipped |= {s.path for s in parsed.skipped}
+    assert indexed | skipped | loose == on_disk
+    assert not indexed & skipped
+    assert len(indexed) >= 0.95 * len(on_disk)
+
+
+def test_definitions_validate_with_the_dagster_cli():
+    proc = subprocess.run(
+        [sys.executable, "-m", "dagster", "definitions", "validate", "-m", "rag_assets.definitions"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
