@@ -1,0 +1,214 @@
+"""The ``rag`` command: a front over the same Dagster assets the UI runs.
+
+``rag build`` executes the ``index_collection`` job once per collection and then
+the ``publish_index`` job, in-process, against the same definitions that
+``dagster dev`` loads, so the CLI and the UI can never build different indexes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from rag_assets import index_json, store
+from rag_assets.config import ConfigError, RagConfig, discover_collections, load_config
+from rag_assets.embedders import UnknownEmbedderError
+from rag_assets.reporting import human_bytes, relative_age
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        cfg = load_config(
+            args.config, content_dir=args.content_dir, output_dir=args.output_dir, embedder=getattr(args, "embedder", None)
+        )
+        return args.handler(cfg, args)
+    except (ConfigError, UnknownEmbedderError) as exc:
+        print(f"rag: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("rag: interrupted; the previous outputs are intact", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE", help="config file (default: $RAG_CONFIG, else ./rag.yaml)")
+    common.add_argument("--content-dir", metavar="DIR", help="folder whose top-level folders are the collections")
+    common.add_argument("--output-dir", metavar="DIR", help="folder that receives public/ and data/")
+
+    parser = argparse.ArgumentParser(
+        prog="rag",
+        description="Build and inspect a retrieval (RAG) index of Markdown content, as Dagster assets.",
+        epilog="Run `rag COMMAND --help` for a command's options. Docs: README.md.",
+    )
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    build = commands.add_parser(
+        "build",
+        parents=[common],
+        help="parse, chunk and embed the collections, then publish the index",
+        description=(
+            "Materialise the Dagster assets in-process: for each collection content_hash -> parsed_documents "
+            "-> chunks -> embeddings, then public_index, public_store and rag_manifest. Prints progress per "
+            "collection and a summary; exits 1 if any step fails."
+        ),
+    )
+    build.add_argument(
+        "--collection", action="append", metavar="NAME", help="build only this collection (repeatable); others keep their last build"
+    )
+    build.add_argument("--embedder", metavar="NAME", help="embedding provider (overrides rag.yaml and $RAG_EMBEDDER): hashing")
+    build.add_argument("-v", "--verbose", action="store_true", help="show Dagster's step logs")
+    build.set_defaults(handler=cmd_build)
+
+    status = commands.add_parser(
+        "status",
+        parents=[common],
+        help="show what the published index holds",
+        description="Model, dimension, chunks, size, build time, content hash and per-collection counts.",
+    )
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.set_defaults(handler=cmd_status)
+    return parser
+
+
+# --- build -----------------------------------------------------------------------------------
+
+
+def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from rag_assets.defs.runner import CollectionOutcome, cli_instance, run_build
+
+    discovery = discover_collections(cfg)
+    for folder, reason in discovery.excluded:
+        print(f"note: folder {folder!r} is not a collection: {reason}")
+    for name in discovery.loose_files:
+        print(f"note: {name} is directly in the content folder, outside any collection; not indexed")
+    for name in discovery.missing:
+        print(f"warning: collection {name!r} is configured but {cfg.content_dir / name} does not exist")
+    if not cfg.content_dir.is_dir():
+        print(f"rag: content folder {cfg.content_dir} does not exist; set content_dir in rag.yaml or --content-dir", file=sys.stderr)
+        return EXIT_USAGE
+    targets = list(args.collection or discovery.collections)
+    unknown = [c for c in targets if c not in discovery.collections]
+    if unknown:
+        print(
+            f"rag: unknown collection(s) {', '.join(unknown)}; known: {', '.join(discovery.collections) or 'none'}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if not targets:
+        print(f"rag: no collections found in {cfg.content_dir}; add a folder of Markdown files", file=sys.stderr)
+        return EXIT_USAGE
+
+    def progress(outcome: CollectionOutcome) -> None:
+        if not outcome.success:
+            print(f"[{outcome.collection}] FAILED ({outcome.seconds:.1f}s)")
+            return
+        meta = outcome.metadata
+        print(
+            f"[{outcome.collection}] {meta['parsed_documents']['documents']} documents, "
+            f"{meta['chunks']['chunks']} chunks, {len(outcome.skipped)} skipped ({outcome.seconds:.1f}s)",
+            flush=True,
+        )
+
+    print(f"Building {len(targets)} collection(s) from {cfg.content_dir} with embedder '{cfg.embedder}'", flush=True)
+    with cli_instance() as instance:
+        outcome = run_build(cfg, instance, collections=targets, verbose=args.verbose, on_collection=progress)
+    skipped = [s for c in outcome.collections for s in c.skipped]
+    if skipped:
+        print(f"\nSkipped {len(skipped)} file(s):")
+        for item in skipped:
+            print(f"  {item.path}: {item.reason}")
+    if outcome.error:
+        print(f"rag: build failed: {outcome.error}", file=sys.stderr)
+        print("rag: the previous index is unchanged", file=sys.stderr)
+        return EXIT_FAILED
+    for problem in outcome.failed_checks:
+        print(f"rag: check failed: {problem}", file=sys.stderr)
+    print(f"Built in {outcome.seconds:.1f}s\n")
+    _print_status(cfg)
+    return EXIT_FAILED if outcome.failed_checks else EXIT_OK
+
+
+# --- status ----------------------------------------------------------------------------------
+
+
+def status_report(cfg: RagConfig) -> dict[str, Any]:
+    """What the published index and store hold, as a JSON-ready dict."""
+    meta = index_json.read_meta(cfg.meta_path)
+    summary = store.summarise(cfg.public_store_path)
+    report: dict[str, Any] = {"indexPath": str(cfg.index_path), "built": meta is not None}
+    if meta:
+        built_at = meta.get("builtAt")
+        report.update(
+            model=meta.get("model"),
+            dimension=meta.get("dimension"),
+            totalChunks=meta.get("totalChunks"),
+            totalDocuments=sum(c.get("documents", 0) for c in meta.get("collections", {}).values()),
+            indexBytes=meta.get("sizeBytes"),
+            builtAt=built_at,
+            ageSeconds=_age_seconds(built_at),
+            contentHash=meta.get("contentHash"),
+            collections=meta.get("collections", {}),
+        )
+    if summary:
+        report["store"] = {
+            "path": str(cfg.public_store_path),
+            "bytes": summary.size_bytes,
+            "documents": summary.documents,
+            "chunks": summary.chunks,
+            "model": summary.model,
+        }
+    return report
+
+
+def _age_seconds(iso: str | None) -> float | None:
+    import datetime as dt
+
+    if not iso:
+        return None
+    try:
+        built = dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(0.0, (dt.datetime.now(dt.timezone.utc) - built).total_seconds())
+
+
+def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:
+    if args.json:
+        print(json.dumps(status_report(cfg), indent=2))
+        return EXIT_OK if status_report(cfg)["built"] else EXIT_FAILED
+    return _print_status(cfg)
+
+
+def _print_status(cfg: RagConfig) -> int:
+    report = status_report(cfg)
+    if not report["built"]:
+        print(f"No index at {cfg.index_path} yet; run `rag build`.")
+        return EXIT_FAILED
+    age = report.get("ageSeconds")
+    print(f"Index       {report['indexPath']}")
+    print(f"Model       {report['model']} ({report['dimension']} dimensions)")
+    print(f"Chunks      {report['totalChunks']} from {report['totalDocuments']} documents")
+    print(f"Size        {human_bytes(report.get('indexBytes') or 0)}")
+    print(f"Built       {report['builtAt']} ({relative_age(age) if age is not None else 'unknown'})")
+    print(f"Content     {report['contentHash']}")
+    if "store" in report:
+        s = report["store"]
+        print(f"Store       {s['path']} ({human_bytes(s['bytes'])}, {s['chunks']} chunks)")
+    print("Collections")
+    for name, counts in report["collections"].items():
+        print(f"  {name:<20} {counts['documents']:>6} documents {counts['chunks']:>7} chunks")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The `rag` command, run as a user would: real files, real Dagster runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import dagster as dg
+
+from rag_assets.cli import main
+
+from .conftest import PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT
+
+
+def test_build_prints_progress_and_summary_then_status_reads_it(capsys, tmp_path):
+    out = tmp_path / "out"
+    assert main(["build", "--content-dir", str(SAMPLE_CONTENT), "--output-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for line in ("[posts] 8 documents", "[journal]", "Built in", "Model       rag-assets/feature-hash-v1 (384 dimensions)"):
+        assert line in printed
+    assert (out / "public" / "embeddings-index.json").is_file()
+
+    assert main(["status", "--json", "--output-dir", str(out)]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["totalDocuments"] == 30 and status["dimension"] == 384
+    assert set(status["collections"]) == {"docs", "journal", "learn", "posts", "projects"}
+    assert status["ageSeconds"] < 600
+
+
+def test_build_one_collection_keeps_the_others(capsys, write_tree, tmp_path):
+    content = write_tree({"posts/a.md": PROXMOX_POST, "docs/b.md": "# B\n\nSome documentation text."})
+    args = ["--content-dir", str(content), "--output-dir", str(tmp_path / "out")]
+    assert main(["build", *args]) == 0
+    (content / "posts" / "c.md").write_text("# C\n\nA new post about zfs.")
+    assert main(["build", "--collection", "posts", *args]) == 0
+    assert "Building 1 collection(s)" in capsys.readouterr().out
+    main(["status", "--json", *args])
+    status = json.loads(capsys.readouterr().out)
+    assert status["collections"] == {"docs": {"chunks": 1, "documents": 1}, "posts": {"chunks": 2, "documents": 2}}
+
+
+def test_skipped_files_are_listed_with_reasons(capsys, write_tree, tmp_path):
+    content = write_tree({"posts/a.md": PROXMOX_POST, "posts/bad.md": "---\ntitle: [x\n---\n", "loose.md": "# Loose"})
+    assert main(["build", "--content-dir", str(content), "--output-dir", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "Skipped 1 file(s):" in printed and "posts/bad.md: invalid YAML frontmatter" in printed
+    assert "loose.md is directly in the content folder" in printed
+
+
+def test_user_errors_exit_2_with_a_message_and_no_traceback(capsys, write_tree, tmp_path):
+    content = write_tree({"posts/a.md": PROXMOX_POST})
+    out = ["--output-dir", str(tmp_path / "out")]
+    assert main(["build", "--content-dir", str(tmp_path / "missing"), *out]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["build", "--content-dir", str(content), "--collection", "nope", *out]) == 2
+    assert "unknown collection(s) nope; known: posts" in capsys.readouterr().err
+    assert main(["build", "--content-dir", str(content), "--embedder", "word2vec", *out]) == 2
+    assert "unknown embedder 'word2vec'" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("chunking: {min_words: 900}")
+    assert main(["build", "--config", str(bad)]) == 2
+    assert "configuration error" in capsys.readouterr().err
+    assert main(["status", *out]) == 1
+    assert "run `rag build`" in capsys.readouterr().out
+
+
+def test_help_explains_the_commands():
+    proc = subprocess.run([sys.executable, "-m", "rag_assets.cli", "build", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0
+    for flag in ("--collection", "--embedder", "--config", "--content-dir", "--output-dir"):
+        assert flag in proc.stdout
+
+
+def test_cli_runs_are_kept_in_the_project_dagster_home(tmp_path, write_tree):
+    """With DAGSTER_HOME set (as the README says), runs persist across processes."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    content = write_tree({"posts/a.md": PROXMOX_POST, "docs/b.md": "# B\n\ntext"})
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    cmd = [sys.executable, "-m", "rag_assets.cli", "build", "--content-dir", str(content), "--output-dir", str(tmp_path / "o")]
+    for _ in range(2):
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    os.environ["DAGSTER_HOME"] = str(home)
+    try:
+        with dg.DagsterInstance.get() as instance:
+            runs = instance.get_runs()
+            assert len(runs) == 6  # (2 collections + publish) x 2 builds
+            assert {r.job_name for r in runs} == {"index_collection", "publish_index"}
+    finally:
+        del os.environ["DAGSTER_HOME"]
