@@ -63,7 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     build.add_argument(
-        "--collection", action="append", metavar="NAME", help="build only this collection (repeatable); others keep their last build"
+        "--collection",
+        action="extend",
+        nargs="+",
+        metavar="NAME",
+        help="build only these collections (repeatable); the others keep their last build",
     )
     build.add_argument("--embedder", metavar="NAME", help="embedding provider (overrides rag.yaml and $RAG_EMBEDDER): hashing")
     build.add_argument("-v", "--verbose", action="store_true", help="show Dagster's step logs")
