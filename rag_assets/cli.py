@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Sequence
 
@@ -34,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, UnknownEmbedderError) as exc:
         print(f"rag: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # Output piped into `head` and friends: stop quietly, like other Unix tools.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except KeyboardInterrupt:
         print("rag: interrupted; the previous outputs are intact", file=sys.stderr)
         return 130
