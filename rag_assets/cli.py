@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from rag_assets import index_json, store
 from rag_assets.config import ConfigError, RagConfig, discover_collections, load_config
-from rag_assets.embedders import UnknownEmbedderError
+from rag_assets.embedders import EmbeddingError, UnknownEmbedderError, select_embedder
 from rag_assets.reporting import human_bytes, relative_age
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -128,7 +128,17 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    print(f"Building {len(targets)} collection(s) from {cfg.content_dir} with embedder '{cfg.embedder}'", flush=True)
+    selection = select_embedder(cfg.embedding)
+    print(f"Embedder: {selection.provider}, {selection.embedder.model} ({selection.reason})")
+    published = index_json.read_meta(cfg.meta_path)
+    if args.collection and published and published.get("model") != selection.embedder.model:
+        # One index, one model: a partial build with another model would mix them.
+        print(
+            f"note: the index was built with {published.get('model')}; switching to {selection.embedder.model} "
+            "re-embeds every collection"
+        )
+        targets = list(discovery.collections)
+    print(f"Building {len(targets)} collection(s) from {cfg.content_dir}", flush=True)
     with cli_instance() as instance:
         outcome = run_build(cfg, instance, collections=targets, verbose=args.verbose, on_collection=progress)
     skipped = [s for c in outcome.collections for s in c.skipped]

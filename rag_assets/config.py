@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import yaml
 
 from rag_assets.chunking import ChunkingParams
+from rag_assets.embedders.selection import PROVIDERS, EmbedderSettings, OllamaSettings, OpenAISettings, canonical_name
 
 CONFIG_FILE_NAME = "rag.yaml"
 DEFAULT_COLLECTION_WEIGHTS: dict[str, float] = {
@@ -49,8 +50,7 @@ class RagConfig:
 
     content_dir: Path
     output_dir: Path
-    embedder: str = "hashing"
-    embedding_dimension: int = 384
+    embedding: EmbedderSettings = EmbedderSettings()
     collections: tuple[str, ...] | None = None  # None: discover the content dir's folders
     collection_weights: Mapping[str, float] = field(
         default_factory=lambda: dict(DEFAULT_COLLECTION_WEIGHTS)
@@ -59,6 +59,14 @@ class RagConfig:
     vaults: tuple[VaultConfig, ...] = ()
     vector_decimals: int = 5
     config_path: Path | None = None
+
+    @property
+    def embedder(self) -> str:
+        return self.embedding.name
+
+    @property
+    def embedding_cache_path(self) -> Path:
+        return self.data_dir / "embedding-cache.db"
 
     @property
     def public_dir(self) -> Path:
@@ -133,8 +141,7 @@ def load_config(
         return Path(os.path.expanduser(str(value))).resolve()
 
     chunk_raw = _mapping(raw.get("chunking", {}), "chunking")
-    embed_raw = raw.get("embedder", "hashing")
-    embed_name, embed_dim = _parse_embedder(embed_raw)
+    embedding = _parse_embedder(raw.get("embedder", "auto"), path)
     weights = dict(DEFAULT_COLLECTION_WEIGHTS)
     weights.update({str(k): float(v) for k, v in _mapping(raw.get("weights", {}), "weights").items()})
     collections = raw.get("collections")
@@ -146,8 +153,7 @@ def load_config(
     cfg = RagConfig(
         content_dir=resolve(raw.get("content_dir", "content")),
         output_dir=resolve(raw.get("output_dir", ".")),
-        embedder=embed_name,
-        embedding_dimension=embed_dim,
+        embedding=embedding,
         collections=collections,
         collection_weights=weights,
         chunking=_parse_chunking(chunk_raw, path),
@@ -160,13 +166,13 @@ def load_config(
     if env.get("RAG_OUTPUT_DIR"):
         cfg = replace(cfg, output_dir=resolve_cli(env["RAG_OUTPUT_DIR"]))
     if env.get("RAG_EMBEDDER"):
-        cfg = replace(cfg, embedder=env["RAG_EMBEDDER"])
+        cfg = replace(cfg, embedding=replace(cfg.embedding, name=env["RAG_EMBEDDER"]))
     if content_dir is not None:
         cfg = replace(cfg, content_dir=resolve_cli(content_dir))
     if output_dir is not None:
         cfg = replace(cfg, output_dir=resolve_cli(output_dir))
     if embedder is not None:
-        cfg = replace(cfg, embedder=embedder)
+        cfg = replace(cfg, embedding=replace(cfg.embedding, name=embedder))
     _validate(cfg)
     return cfg
 
@@ -202,12 +208,30 @@ def _parse_chunking(raw: dict[str, Any], path: Path | None) -> ChunkingParams:
         raise ConfigError(f"{path}: chunking: {exc}") from None
 
 
-def _parse_embedder(raw: Any) -> tuple[str, int]:
+def _parse_embedder(raw: Any, path: Path | None) -> EmbedderSettings:
+    """``embedder: NAME`` or a mapping with ``name`` and per-provider sections."""
     if isinstance(raw, str):
-        return raw, 384
-    if isinstance(raw, dict):
-        return str(raw.get("name", "hashing")), int(raw.get("dimension", 384))
-    raise ConfigError("'embedder' must be a name (e.g. hashing) or a mapping with 'name'")
+        return EmbedderSettings(name=raw)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: 'embedder' must be a name (auto, hashing, ...) or a mapping with 'name'")
+    try:
+        openai = OpenAISettings(**_mapping(raw.get("openai"), "embedder.openai"))
+        ollama = OllamaSettings(**_mapping(raw.get("ollama"), "embedder.ollama"))
+        local = _mapping(raw.get("local"), "embedder.local")
+        hashing = _mapping(raw.get("hashing"), "embedder.hashing")
+        return EmbedderSettings(
+            name=str(raw.get("name", "auto")),
+            batch_size=int(raw.get("batch_size", 50)),
+            max_retries=int(raw.get("max_retries", 3)),
+            timeout=float(raw.get("timeout", 30.0)),
+            retry_after_cap=float(raw.get("retry_after_cap", 60.0)),
+            openai=openai,
+            ollama=ollama,
+            local_model_path=local.get("model_path"),
+            hashing_dimension=int(hashing.get("dimension", 384)),
+        )
+    except TypeError as exc:
+        raise ConfigError(f"{path}: embedder: {exc}") from None
 
 
 def _parse_vaults(raw: Any, resolve, path: Path | None) -> list[VaultConfig]:
@@ -232,12 +256,11 @@ def _validate(cfg: RagConfig) -> None:
         raise ConfigError(
             "chunking needs 0 < min_words <= target_words and 0 <= overlap_words < target_words"
         )
-    if cfg.embedding_dimension <= 0:
-        raise ConfigError("embedder dimension must be positive")
-    from rag_assets.embedders import KNOWN_EMBEDDERS
-
-    if cfg.embedder not in KNOWN_EMBEDDERS:
-        raise ConfigError(f"unknown embedder {cfg.embedder!r}; choose one of: {', '.join(KNOWN_EMBEDDERS)}")
+    e = cfg.embedding
+    if min(e.hashing_dimension, e.openai.dimension, e.ollama.dimension, e.batch_size) <= 0:
+        raise ConfigError("embedder dimensions and batch_size must be positive")
+    if canonical_name(e.name) not in PROVIDERS:
+        raise ConfigError(f"unknown embedder {e.name!r}; choose one of: {', '.join(PROVIDERS)}")
 
 
 def invalid_collection_reason(name: str) -> str | None:

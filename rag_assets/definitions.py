@@ -10,7 +10,7 @@ from __future__ import annotations
 import dagster as dg
 
 from rag_assets.config import RagConfig, discover_collections, load_config
-from rag_assets.defs.checks import outputs_consistent
+from rag_assets.defs.checks import embedding_service, outputs_consistent
 from rag_assets.defs.content import build_content_assets
 from rag_assets.defs.embeddings import build_embedding_assets
 from rag_assets.defs.jobs import build_jobs
@@ -30,11 +30,11 @@ def build_definitions(cfg: RagConfig) -> dg.Definitions:
             public_store,
             rag_manifest,
         ],
-        asset_checks=[outputs_consistent],
+        asset_checks=[outputs_consistent, embedding_service],
         jobs=build_jobs(),
         resources={
             "rag": RagSettings.from_config(cfg),
-            "embedder": EmbedderResource(name=cfg.embedder, dimension=cfg.embedding_dimension),
+            "embedder": EmbedderResource.from_settings(cfg.embedding),
             # Intermediate records live beside the outputs, so a CLI build and `dagster dev`
             # (possibly with different DAGSTER_HOMEs) share them.
             "io_manager": dg.FilesystemIOManager(base_dir=str(cfg.intermediate_dir)),

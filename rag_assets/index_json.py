@@ -29,6 +29,7 @@ class IndexHeader:
 
     model: str
     dimension: int
+    provider: str
     built_at: str
     content_hash: str
     total_chunks: int
@@ -39,6 +40,7 @@ class IndexHeader:
             "version": INDEX_FORMAT_VERSION,
             "model": self.model,
             "dimension": self.dimension,
+            "provider": self.provider,
             "builtAt": self.built_at,
             "contentHash": self.content_hash,
             "totalChunks": self.total_chunks,
@@ -47,7 +49,13 @@ class IndexHeader:
 
 
 def index_header(
-    collections: Iterable[EmbeddedCollection], *, model: str, dimension: int, built_at: str, content_hash: str
+    collections: Iterable[EmbeddedCollection],
+    *,
+    model: str,
+    dimension: int,
+    built_at: str,
+    content_hash: str,
+    provider: str = "hashing",
 ) -> IndexHeader:
     counts = {
         c.collection: {"chunks": len(c.chunks), "documents": len(c.documents)}
@@ -56,6 +64,7 @@ def index_header(
     return IndexHeader(
         model=model,
         dimension=dimension,
+        provider=provider,
         built_at=built_at,
         content_hash=content_hash,
         total_chunks=sum(v["chunks"] for v in counts.values()),

@@ -24,6 +24,7 @@ def build_manifest(
     dimension: int,
     built_at: str,
     index_size_bytes: int,
+    provider: str = "hashing",
     full_build: bool = True,
     previous: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -47,6 +48,7 @@ def build_manifest(
         "version": MANIFEST_VERSION,
         "model": model,
         "dimension": dimension,
+        "provider": provider,
         "lastFullBuild": last_full,
         "lastIncrementalUpdate": None if full_build else built_at,
         "documents": dict(sorted(documents.items())),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping
 
 import numpy as np
@@ -16,7 +16,9 @@ import numpy as np
 from rag_assets import index_json, manifest, store
 from rag_assets.chunking import ChunkingParams, chunk_document
 from rag_assets.config import RagConfig
-from rag_assets.embedders import Embedder
+from rag_assets.embedders import Embedder, EmbeddingBatchError
+from rag_assets.embedders.cache import EmbeddingCache
+from rag_assets.embedders.http import Usage
 from rag_assets.records import ChunkedCollection, EmbeddedCollection, ParsedCollection
 from rag_assets.sources import overall_content_hash
 
@@ -43,71 +45,137 @@ def chunk_collection(parsed: ParsedCollection, params: ChunkingParams) -> Chunke
     )
 
 
-@dataclass(frozen=True)
+@dataclass
 class EmbeddingStats:
-    batches: int
-    seconds: float
+    """What one collection's embedding run cost, for the asset metadata."""
+
+    batches: int = 0
+    failed_batches: int = 0
+    seconds: float = 0.0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    requests: int = 0
+    retries: int = 0
+    tokens: int = 0
+    errors: list[str] = field(default_factory=list)
 
 
 def embed_collection(
-    chunked: ChunkedCollection, embedder: Embedder, *, batch_size: int = 50, log: Log = lambda _: None
+    chunked: ChunkedCollection,
+    embedder: Embedder,
+    *,
+    cache: EmbeddingCache | None = None,
+    batch_size: int = 50,
+    provider: str | None = None,
+    log: Log = lambda _: None,
 ) -> tuple[EmbeddedCollection, EmbeddingStats]:
-    """Embed every chunk in batches, logging progress per batch."""
-    texts = [c.text for c in chunked.chunks]
-    total_batches = max(1, -(-len(texts) // batch_size)) if texts else 0
-    parts: list[np.ndarray] = []
+    """Embed every chunk not already in the cache, in batches, logging progress per batch.
+
+    A batch that fails after its retries is logged and left out: its chunks are listed
+    in ``failed_chunk_ids`` and, since they are not cached, the next run retries exactly
+    them. An authentication error stops the run at once.
+    """
+    stats = EmbeddingStats()
     started = time.perf_counter()
-    for number, start in enumerate(range(0, len(texts), batch_size), start=1):
-        batch = texts[start : start + batch_size]
+    prepare = getattr(embedder, "prepare_document", lambda text: text)
+    sent_texts = [prepare(c.text) for c in chunked.chunks]
+    vectors: dict[int, np.ndarray] = cache.get_many(embedder.model, embedder.dimension, sent_texts) if cache else {}
+    stats.cache_hits = len(vectors)
+    missing = [i for i in range(len(chunked.chunks)) if i not in vectors]
+    stats.cache_misses = len(missing)
+    if stats.cache_hits:
+        log(f"[{chunked.collection}] {stats.cache_hits} chunks from the embedding cache, {len(missing)} to embed")
+    usage_before = _usage(embedder)
+    batches = [missing[i : i + batch_size] for i in range(0, len(missing), batch_size)]
+    stats.batches = len(batches)
+    failed: list[int] = []
+    for number, positions in enumerate(batches, start=1):
+        texts = [chunked.chunks[i].text for i in positions]
         t0 = time.perf_counter()
-        vectors = embedder.embed_documents(batch)
-        _check_vectors(vectors, len(batch), embedder, number)
-        parts.append(vectors)
+        label = f"{number}/{len(batches)} of {chunked.collection}"
+        try:
+            batch_vectors = embedder.embed_documents(texts, batch_label=label)
+            _check_vectors(batch_vectors, len(texts), embedder, number)
+        except EmbeddingBatchError as exc:
+            stats.failed_batches += 1
+            stats.errors.append(str(exc))
+            failed.extend(positions)
+            log(f"[{chunked.collection}] Batch {number}/{len(batches)}: FAILED, {len(texts)} chunks left for the next run: {exc}")
+            continue
+        if cache:
+            cache.put_many(embedder.model, [sent_texts[i] for i in positions], batch_vectors)
+        for i, vector in zip(positions, batch_vectors):
+            vectors[i] = vector
         log(
-            f"[{chunked.collection}] Batch {number}/{total_batches}: "
-            f"{len(batch)} chunks embedded ({time.perf_counter() - t0:.1f}s)"
+            f"[{chunked.collection}] Batch {number}/{len(batches)}: "
+            f"{len(texts)} chunks embedded ({time.perf_counter() - t0:.1f}s)"
         )
-    matrix = np.vstack(parts) if parts else np.zeros((0, embedder.dimension), dtype=np.float32)
+    usage = _usage(embedder).since(usage_before) if usage_before else None
+    if usage:
+        stats.requests, stats.retries, stats.tokens = usage.requests, usage.retries, usage.tokens
+    kept = [i for i in range(len(chunked.chunks)) if i in vectors]
+    matrix = (
+        np.vstack([vectors[i] for i in kept]).astype(np.float32, copy=False)
+        if kept
+        else np.zeros((0, embedder.dimension), dtype=np.float32)
+    )
+    stats.seconds = time.perf_counter() - started
     embedded = EmbeddedCollection(
         collection=chunked.collection,
         content_hash=chunked.content_hash,
         documents=chunked.documents,
-        chunks=chunked.chunks,
-        vectors=matrix.astype(np.float32, copy=False),
+        chunks=[chunked.chunks[i] for i in kept],
+        vectors=matrix,
         model=embedder.model,
         dimension=embedder.dimension,
         skipped=list(chunked.skipped),
+        provider=provider or getattr(embedder, "provider", "custom"),
+        failed_chunk_ids=[chunked.chunks[i].id for i in failed],
     )
-    return embedded, EmbeddingStats(batches=total_batches, seconds=time.perf_counter() - started)
+    return embedded, stats
+
+
+def _usage(embedder: Embedder) -> Usage | None:
+    usage = getattr(embedder, "usage", None)
+    return usage.snapshot() if isinstance(usage, Usage) else None
 
 
 def _check_vectors(vectors: np.ndarray, expected: int, embedder: Embedder, batch: int) -> None:
     """A wrong-shaped or non-finite answer must fail loudly, never become a silent bad index."""
     if vectors.shape != (expected, embedder.dimension):
-        raise ValueError(
+        raise EmbeddingBatchError(
             f"embedder {embedder.model} returned shape {vectors.shape} for batch {batch}, "
             f"expected ({expected}, {embedder.dimension})"
         )
     if not np.isfinite(vectors).all():
-        raise ValueError(f"embedder {embedder.model} returned non-finite values for batch {batch}")
+        raise EmbeddingBatchError(f"embedder {embedder.model} returned non-finite values for batch {batch}")
 
 
 class MixedModelsError(ValueError):
     """Collections embedded with different models cannot share one index."""
 
 
-def index_model(collections: Iterable[EmbeddedCollection]) -> tuple[str, int]:
-    """The one model and dimension of all collections; mixing them is refused."""
+@dataclass(frozen=True)
+class IndexModel:
+    provider: str
+    model: str
+    dimension: int
+
+
+def index_model(collections: Iterable[EmbeddedCollection]) -> IndexModel:
+    """The one model of all collections; mixing models in one index is refused."""
     models = {(c.model, c.dimension) for c in collections}
     if len(models) > 1:
         listed = ", ".join(sorted(f"{m} ({d})" for m, d in models))
         raise MixedModelsError(
-            f"collections were embedded with different models: {listed}; "
-            "rebuild every collection with one embedder (rag build)"
+            f"collections were embedded with different models: {listed}; one index holds one model, "
+            "so rebuild every collection with the configured embedder (rag build, or materialize all partitions)"
         )
-    if not models:
+    collections = list(collections)
+    if not collections:
         raise ValueError("no collection has been embedded yet; run a build of at least one collection")
-    return next(iter(models))
+    first = collections[0]
+    return IndexModel(first.provider, first.model, first.dimension)
 
 
 def content_hash_of(collections: Iterable[EmbeddedCollection]) -> str:
@@ -122,9 +190,10 @@ class PublishedIndex:
 
 
 def publish_index(collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str) -> PublishedIndex:
-    model, dimension = index_model(collections)
+    m = index_model(collections)
     header = index_json.index_header(
-        collections, model=model, dimension=dimension, built_at=built_at, content_hash=content_hash_of(collections)
+        collections, model=m.model, dimension=m.dimension, provider=m.provider, built_at=built_at,
+        content_hash=content_hash_of(collections),
     )
     index_bytes, meta_bytes = index_json.write_index(
         cfg.index_path, cfg.meta_path, header, collections, cfg.vector_decimals
@@ -133,20 +202,21 @@ def publish_index(collections: list[EmbeddedCollection], cfg: RagConfig, built_a
 
 
 def publish_store(collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str) -> store.StoreSummary:
-    model, dimension = index_model(collections)
-    store.replace_contents(cfg.public_store_path, collections, model=model, dimension=dimension, built_at=built_at)
+    m = index_model(collections)
+    store.replace_contents(cfg.public_store_path, collections, model=m.model, dimension=m.dimension, built_at=built_at)
     summary = store.summarise(cfg.public_store_path)
     assert summary is not None
     return summary
 
 
 def publish_manifest(collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str) -> dict:
-    model, dimension = index_model(collections)
+    m = index_model(collections)
     index_size = cfg.index_path.stat().st_size if cfg.index_path.exists() else 0
     data = manifest.build_manifest(
         collections,
-        model=model,
-        dimension=dimension,
+        model=m.model,
+        dimension=m.dimension,
+        provider=m.provider,
         built_at=built_at,
         index_size_bytes=index_size,
         previous=manifest.read_manifest(cfg.manifest_path),

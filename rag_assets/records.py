@@ -118,3 +118,6 @@ class EmbeddedCollection:
     model: str
     dimension: int
     skipped: list[SkippedFile] = field(default_factory=list)
+    provider: str = "hashing"
+    # Chunks whose batch failed: left out of `chunks` and `vectors`, retried on the next run.
+    failed_chunk_ids: list[str] = field(default_factory=list)

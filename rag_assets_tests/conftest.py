@@ -42,6 +42,15 @@ iface vmbr0 inet manual
 
 
 @pytest.fixture
+def embedding_server():
+    """A real HTTP server on 127.0.0.1 speaking the OpenAI and Ollama embedding protocols."""
+    from .embedding_server import EmbeddingServer
+
+    with EmbeddingServer() as server:
+        yield server
+
+
+@pytest.fixture
 def write_tree(tmp_path: Path) -> Callable[[dict[str, str | bytes]], Path]:
     """Write ``{relative path: text or bytes}`` under tmp_path/content and return that folder."""
 
@@ -69,6 +78,7 @@ def make_config(tmp_path: Path) -> Callable[..., RagConfig]:
             None,
             content_dir=content_dir,
             output_dir=overrides.pop("output_dir", tmp_path / "out"),
+            embedder=overrides.pop("embedder", "hashing"),
             environ={},
             **overrides,
         )
@@ -78,7 +88,15 @@ def make_config(tmp_path: Path) -> Callable[..., RagConfig]:
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Tests never read the developer's rag.yaml, RAG_* variables or DAGSTER_HOME."""
-    for var in ("RAG_CONFIG", "RAG_CONTENT_DIR", "RAG_OUTPUT_DIR", "RAG_EMBEDDER", "DAGSTER_HOME"):
+    """Tests never read the developer's rag.yaml, RAG_*/provider variables or DAGSTER_HOME.
+
+    They build with the offline hashing embedder unless a test chooses otherwise, so that
+    an installed local model or a running Ollama on the developer's machine changes nothing.
+    """
+    for var in (
+        "RAG_CONFIG", "RAG_CONTENT_DIR", "RAG_OUTPUT_DIR", "DAGSTER_HOME",
+        "OPENROUTER_API_KEY", "OPENAI_API_KEY", "RAG_OPENAI_BASE_URL", "OLLAMA_HOST",
+    ):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RAG_EMBEDDER", "hashing")
     monkeypatch.chdir(tmp_path)

@@ -1,10 +1,13 @@
-"""Per-collection embeddings asset."""
+"""Per-collection embeddings asset, and the checks on its provider."""
 
+from typing import Optional
 
 import dagster as dg
 
-from rag_assets.defs.resources import EmbedderResource
-from rag_assets.pipeline import embed_collection
+from rag_assets.defs.resources import EmbedderResource, RagSettings
+from rag_assets.embedders.cache import EmbeddingCache
+from rag_assets.index_json import read_meta
+from rag_assets.pipeline import EmbeddingStats, embed_collection
 from rag_assets.records import ChunkedCollection, EmbeddedCollection
 from rag_assets.reporting import chunk_preview_markdown
 
@@ -14,25 +17,76 @@ GROUP = "collections"
 def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
     @dg.asset(partitions_def=partitions_def, group_name=GROUP, kinds={"numpy"}, pool="embedding_api")
     def embeddings(
-        context: dg.AssetExecutionContext, embedder: EmbedderResource, chunks: ChunkedCollection
+        context: dg.AssetExecutionContext, rag: RagSettings, embedder: EmbedderResource, chunks: ChunkedCollection
     ) -> dg.Output[EmbeddedCollection]:
-        """One L2-normalised float32 vector per chunk, from the configured embedder."""
-        model = embedder.create()
-        context.log.info(f"[{chunks.collection}] embedding {len(chunks.chunks)} chunks with {model.model}")
-        embedded, stats = embed_collection(chunks, model, batch_size=embedder.batch_size, log=context.log.info)
+        """One L2-normalised float32 vector per chunk, from the configured embedder, through the cache."""
+        selection = embedder.select()
+        model = selection.embedder
+        context.log.info(f"[{chunks.collection}] embedder {selection.provider}: {model.model} ({selection.reason})")
+        _warn_on_model_change(context, rag, model.model)
+        embedded, stats = embed_collection(
+            chunks,
+            model,
+            cache=EmbeddingCache(rag.embedding_cache_path),
+            batch_size=embedder.batch_size,
+            provider=selection.provider,
+            log=context.log.info,
+        )
+        close = getattr(model, "close", None)
+        if close:
+            close()
         return dg.Output(
             embedded,
             metadata={
+                "provider": selection.provider,
                 "model": embedded.model,
                 "dimension": embedded.dimension,
+                "selection_reason": selection.reason,
                 "chunks": len(embedded.chunks),
                 "documents": len(embedded.documents),
-                "batches": stats.batches,
-                "embedding_seconds": round(stats.seconds, 3),
-                "chunks_per_second": round(len(embedded.chunks) / stats.seconds, 1) if stats.seconds else 0.0,
+                **usage_metadata(stats, embedder.openai.price_per_million_tokens if selection.provider == "openai" else None),
+                "failed_chunks": len(embedded.failed_chunk_ids),
+                "failed_chunk_ids": dg.MetadataValue.md(_bullets(embedded.failed_chunk_ids)),
+                "errors": dg.MetadataValue.md(_bullets(stats.errors)),
                 "preview": dg.MetadataValue.md(chunk_preview_markdown(embedded.chunks, limit=2)),
                 "content_hash": embedded.content_hash,
             },
         )
 
     return [embeddings]
+
+
+def usage_metadata(stats: EmbeddingStats, price_per_million: Optional[float]) -> dict:
+    meta = {
+        "batches": stats.batches,
+        "failed_batches": stats.failed_batches,
+        "cache_hits": stats.cache_hits,
+        "cache_misses": stats.cache_misses,
+        "requests": stats.requests,
+        "retries": stats.retries,
+        "tokens": stats.tokens,
+        "embedding_seconds": round(stats.seconds, 3),
+        "chunks_per_second": round(stats.cache_misses / stats.seconds, 1) if stats.seconds else 0.0,
+    }
+    if price_per_million is not None:
+        meta["estimated_cost_usd"] = round(stats.tokens / 1_000_000 * price_per_million, 6)
+    return meta
+
+
+def _warn_on_model_change(context: dg.AssetExecutionContext, rag: RagSettings, model: str) -> None:
+    meta = read_meta(rag.to_config().meta_path)
+    if meta and meta.get("model") != model:
+        context.log.warning(
+            f"the published index was built with {meta.get('model')}; the configured embedder is {model}. "
+            "One index holds one model: every collection is re-embedded, and the index is republished only "
+            "once all of them are (rag build does this; in the UI, materialize all partitions)."
+        )
+
+
+def _bullets(items: list[str], limit: int = 50) -> str:
+    if not items:
+        return "_none_"
+    lines = [f"- `{item}`" for item in items[:limit]]
+    if len(items) > limit:
+        lines.append(f"- … and {len(items) - limit} more")
+    return "\n".join(lines)

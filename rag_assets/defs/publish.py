@@ -52,7 +52,18 @@ def _common_metadata(rag: RagSettings, collections: list[EmbeddedCollection]) ->
     }
 
 
-@dg.asset(group_name=GROUP, ins={"embeddings": ALL_COLLECTIONS}, kinds={"json"})
+@dg.asset(
+    group_name=GROUP,
+    ins={"embeddings": ALL_COLLECTIONS},
+    kinds={"json"},
+    check_specs=[
+        dg.AssetCheckSpec(
+            "index_complete",
+            asset="public_index",
+            description="Every chunk has a vector: no embedding batch failed in the last run of any collection.",
+        )
+    ],
+)
 def public_index(
     context: dg.AssetExecutionContext, rag: RagSettings, embeddings: Any
 ) -> dg.MaterializeResult:
@@ -65,11 +76,27 @@ def public_index(
         f"wrote {cfg.index_path} ({human_bytes(published.index_bytes)}, {header.total_chunks} chunks, {header.model})"
     )
     preview = [chunk for c in collections for chunk in c.chunks[:1]]
+    failed = [chunk_id for c in collections for chunk_id in c.failed_chunk_ids]
+    if failed:
+        context.log.warning(f"{len(failed)} chunks have no vector (their batches failed); the next run retries them")
     return dg.MaterializeResult(
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="index_complete",
+                passed=not failed,
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata={
+                    "missing_chunks": len(failed),
+                    "missing_chunk_ids": dg.MetadataValue.md("\n".join(f"- `{i}`" for i in failed[:50]) or "_none_"),
+                },
+            )
+        ],
         metadata={
             **_common_metadata(rag, collections),
             "model": header.model,
+            "provider": header.provider,
             "dimension": header.dimension,
+            "missing_chunks": len(failed),
             "content_hash": header.content_hash,
             "built_at": header.built_at,
             "index_path": dg.MetadataValue.path(str(cfg.index_path)),

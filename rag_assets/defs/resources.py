@@ -2,13 +2,20 @@
 
 
 from pathlib import Path
+from typing import Optional
 
 import dagster as dg
 from pydantic import Field
 
 from rag_assets.chunking import ChunkingParams
 from rag_assets.config import RagConfig, discover_collections
-from rag_assets.embedders import Embedder, create_embedder
+from rag_assets.embedders.ollama import DEFAULT_DIMENSION as OLLAMA_DIMENSION
+from rag_assets.embedders.ollama import DEFAULT_MODEL as OLLAMA_MODEL
+from rag_assets.embedders.ollama import OllamaHealth, ollama_health, ollama_host
+from rag_assets.embedders.openai_compat import DEFAULT_DIMENSION as OPENAI_DIMENSION
+from rag_assets.embedders.openai_compat import DEFAULT_MODEL as OPENAI_MODEL
+from rag_assets.embedders.openai_compat import OPENROUTER_BASE_URL
+from rag_assets.embedders.selection import EmbedderSettings, OllamaSettings, OpenAISettings, Selection, select_embedder
 
 
 class RagSettings(dg.ConfigurableResource):
@@ -48,6 +55,10 @@ class RagSettings(dg.ConfigurableResource):
             vector_decimals=self.vector_decimals,
         )
 
+    @property
+    def embedding_cache_path(self) -> Path:
+        return self.to_config().embedding_cache_path
+
     def chunking_params(self) -> ChunkingParams:
         return ChunkingParams(
             target_words=self.target_words,
@@ -57,12 +68,89 @@ class RagSettings(dg.ConfigurableResource):
         )
 
 
+class OpenAICompatibleResource(dg.ConfigurableResource):
+    """An OpenAI-compatible /v1/embeddings API: OpenRouter by default; OpenAI, vLLM, LM Studio, llama.cpp too."""
+
+    base_url: str = Field(default=OPENROUTER_BASE_URL, description="API base URL; $RAG_OPENAI_BASE_URL overrides it.")
+    model: str = Field(default=OPENAI_MODEL, description="Embedding model name.")
+    dimension: int = Field(default=OPENAI_DIMENSION, description="Vector dimension the model returns.")
+    api_key_env: str = Field(default="OPENROUTER_API_KEY", description="Environment variable holding the key.")
+    send_dimensions: bool = Field(default=False, description="Send `dimensions` (text-embedding-3 models only).")
+    price_per_million_tokens: Optional[float] = Field(default=None, description="USD per 1M tokens, for cost estimates.")
+
+    def settings(self) -> OpenAISettings:
+        return OpenAISettings(
+            base_url=self.base_url,
+            model=self.model,
+            dimension=self.dimension,
+            api_key_env=self.api_key_env,
+            send_dimensions=self.send_dimensions,
+            price_per_million_tokens=self.price_per_million_tokens,
+        )
+
+
+class OllamaResource(dg.ConfigurableResource):
+    """An Ollama server (POST /api/embed; GET /api/tags for health)."""
+
+    host: Optional[str] = Field(default=None, description="Base URL; default $OLLAMA_HOST, else http://localhost:11434.")
+    model: str = Field(default=OLLAMA_MODEL, description="Embedding model (pulled with `ollama pull`).")
+    dimension: int = Field(default=OLLAMA_DIMENSION, description="Vector dimension the model returns.")
+
+    def settings(self) -> OllamaSettings:
+        return OllamaSettings(host=self.host, model=self.model, dimension=self.dimension)
+
+    def health(self) -> OllamaHealth:
+        return ollama_health(ollama_host(self.host), timeout=2.0)
+
+
 class EmbedderResource(dg.ConfigurableResource):
-    """The embedding provider, chosen by name (``hashing`` is the offline default)."""
+    """Which embedding provider runs (``auto`` picks the best available) and how it behaves."""
 
-    name: str = Field(default="hashing", description="Provider name: hashing.")
-    dimension: int = Field(default=384, description="Vector dimension (hashing embedder).")
+    name: str = Field(default="auto", description="auto, openai (OpenRouter), ollama, local or hashing.")
     batch_size: int = Field(default=50, description="Chunks sent per embedding request.")
+    max_retries: int = Field(default=3, description="Retries per batch on 429, 5xx, timeouts, bad answers.")
+    timeout: float = Field(default=30.0, description="Seconds to wait for one request.")
+    retry_after_cap: float = Field(default=60.0, description="Longest Retry-After honoured, in seconds.")
+    local_model_path: Optional[str] = Field(default=None, description="Folder of a sentence-transformers model.")
+    hashing_dimension: int = Field(default=384, description="Dimension of the offline hashing embedder.")
+    openai: OpenAICompatibleResource = Field(default_factory=OpenAICompatibleResource)
+    ollama: OllamaResource = Field(default_factory=OllamaResource)
 
-    def create(self) -> Embedder:
-        return create_embedder(self.name, self.dimension)
+    @classmethod
+    def from_settings(cls, s: EmbedderSettings) -> "EmbedderResource":
+        o, l = s.openai, s.ollama
+        return cls(
+            name=s.name,
+            batch_size=s.batch_size,
+            max_retries=s.max_retries,
+            timeout=s.timeout,
+            retry_after_cap=s.retry_after_cap,
+            local_model_path=s.local_model_path,
+            hashing_dimension=s.hashing_dimension,
+            openai=OpenAICompatibleResource(
+                base_url=o.base_url,
+                model=o.model,
+                dimension=o.dimension,
+                api_key_env=o.api_key_env,
+                send_dimensions=o.send_dimensions,
+                price_per_million_tokens=o.price_per_million_tokens,
+            ),
+            ollama=OllamaResource(host=l.host, model=l.model, dimension=l.dimension),
+        )
+
+    def settings(self) -> EmbedderSettings:
+        return EmbedderSettings(
+            name=self.name,
+            batch_size=self.batch_size,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+            retry_after_cap=self.retry_after_cap,
+            openai=self.openai.settings(),
+            ollama=self.ollama.settings(),
+            local_model_path=self.local_model_path,
+            hashing_dimension=self.hashing_dimension,
+        )
+
+    def select(self) -> Selection:
+        """The embedder to use now, and why (``auto`` probes the services)."""
+        return select_embedder(self.settings())

@@ -1,11 +1,22 @@
-"""Embedding providers behind one :class:`Embedder` interface."""
+"""Embedding providers behind one :class:`Embedder` interface, and how one is chosen."""
 
 from __future__ import annotations
 
 from rag_assets.embedders.base import Embedder, l2_normalise
+from rag_assets.embedders.errors import EmbeddingAuthError, EmbeddingBatchError, EmbeddingError, ProviderUnavailable
 from rag_assets.embedders.hashing import HashingEmbedder
+from rag_assets.embedders.selection import (
+    PROVIDERS,
+    EmbedderSettings,
+    OllamaSettings,
+    OpenAISettings,
+    Selection,
+    canonical_name,
+    query_embedder,
+    select_embedder,
+)
 
-KNOWN_EMBEDDERS = ("hashing", "auto")
+KNOWN_EMBEDDERS = PROVIDERS + ("openrouter",)
 
 
 class UnknownEmbedderError(ValueError):
@@ -13,13 +24,14 @@ class UnknownEmbedderError(ValueError):
 
 
 def create_embedder(name: str, dimension: int = 384) -> Embedder:
-    """The embedder configured by name (``embedder:`` in rag.yaml, ``RAG_EMBEDDER``, ``--embedder``)."""
-    # `auto` picks the best available provider; with only the offline one built in, that is hashing.
-    if name in ("hashing", "auto"):
-        return HashingEmbedder(dimension=dimension)
-    raise UnknownEmbedderError(
-        f"unknown embedder {name!r}; choose one of: {', '.join(KNOWN_EMBEDDERS)}"
-    )
+    """An embedder by name with default settings (``auto`` probes what is available)."""
+    if canonical_name(name) not in PROVIDERS:
+        raise UnknownEmbedderError(f"unknown embedder {name!r}; choose one of: {', '.join(PROVIDERS)}")
+    return select_embedder(EmbedderSettings(name=name, hashing_dimension=dimension)).embedder
 
 
-__all__ = ["Embedder", "HashingEmbedder", "create_embedder", "l2_normalise", "UnknownEmbedderError"]
+__all__ = [
+    "Embedder", "HashingEmbedder", "EmbedderSettings", "OpenAISettings", "OllamaSettings", "Selection",
+    "EmbeddingError", "EmbeddingAuthError", "EmbeddingBatchError", "ProviderUnavailable", "UnknownEmbedderError",
+    "create_embedder", "select_embedder", "query_embedder", "l2_normalise", "KNOWN_EMBEDDERS",
+]

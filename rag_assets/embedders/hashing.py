@@ -40,6 +40,8 @@ def tokenize(text: str) -> list[str]:
 class HashingEmbedder:
     """Feature-hashing embedder (see the module docstring)."""
 
+    provider = "hashing"
+
     def __init__(self, dimension: int = 384, bigram_weight: float = 0.5) -> None:
         if dimension <= 0:
             raise ValueError("dimension must be positive")
@@ -56,7 +58,10 @@ class HashingEmbedder:
     def dimension(self) -> int:
         return self._dimension
 
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+    def prepare_document(self, text: str) -> str:
+        return text
+
+    def embed_documents(self, texts: Sequence[str], *, batch_label: str | None = None) -> np.ndarray:
         matrix = np.zeros((len(texts), self._dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             self._accumulate(matrix[row], text)

