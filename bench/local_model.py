@@ -87,6 +87,9 @@ def main() -> None:
         raise SystemExit(f"corpus not found: {args.corpus}")
     texts = passages(args.corpus, args.passages, args.words)
 
+    # As LocalEmbedder does before its own import: the Hub client reads these when imported.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     t0 = time.perf_counter()
     import sentence_transformers  # noqa: F401  (timed on its own: most of the load cost)
     import torch
@@ -95,12 +98,13 @@ def main() -> None:
     embedder = LocalEmbedder()
     embedder.embed_query("warm up")  # loads the model
     t2 = time.perf_counter()
-    first_token_count = len(embedder._load().tokenizer(texts[0])["input_ids"])  # noqa: SLF001
+    model = embedder._load()  # noqa: SLF001  (the loaded SentenceTransformer, for its tokenizer)
+    pieces = statistics.median(len(model.tokenizer(text, verbose=False)["input_ids"]) for text in texts)
 
     print(f"model           {embedder.model} ({embedder.dimension} dims) from {embedder.model_folder}")
     print(f"torch           {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs")
-    print(f"passages        {len(texts)} x {args.words} words of {args.corpus} "
-          f"(first: {first_token_count} word pieces, model reads {embedder._load().max_seq_length})")  # noqa: SLF001
+    print(f"passages        {len(texts)} x {args.words} words of {args.corpus}")
+    print(f"                median {pieces:.0f} word pieces each; the model reads the first {model.max_seq_length}")
     print(f"import          {t1 - t0:.2f} s  (sentence-transformers + torch)")
     print(f"load            {t2 - t1:.2f} s  (model weights + first query)")
     print(f"load total      {t2 - t0:.2f} s")

@@ -8,6 +8,7 @@ the ``publish_index`` job, in-process, against the same definitions that
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -15,7 +16,8 @@ from typing import Any, Sequence
 
 from rag_assets import index_json, store
 from rag_assets.config import ConfigError, RagConfig, discover_collections, load_config
-from rag_assets.embedders import EmbeddingError, UnknownEmbedderError, select_embedder
+from rag_assets.embedders import UnknownEmbedderError, select_embedder
+from rag_assets.embedders.selection import service_status
 from rag_assets.reporting import human_bytes, relative_age
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -169,6 +171,7 @@ def status_report(cfg: RagConfig) -> dict[str, Any]:
         built_at = meta.get("builtAt")
         report.update(
             model=meta.get("model"),
+            provider=meta.get("provider"),
             dimension=meta.get("dimension"),
             totalChunks=meta.get("totalChunks"),
             totalDocuments=sum(c.get("documents", 0) for c in meta.get("collections", {}).values()),
@@ -202,10 +205,17 @@ def _age_seconds(iso: str | None) -> float | None:
 
 
 def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:
+    service = service_status(cfg.embedding)
     if args.json:
-        print(json.dumps(status_report(cfg), indent=2))
-        return EXIT_OK if status_report(cfg)["built"] else EXIT_FAILED
-    return _print_status(cfg)
+        report = status_report(cfg)
+        report["embeddingService"] = dataclasses.asdict(service) | {"reachable": service.selected_reachable}
+        print(json.dumps(report, indent=2))
+        return EXIT_OK if report["built"] else EXIT_FAILED
+    code = _print_status(cfg)
+    print("Embedding service")
+    for line in service.lines():
+        print(f"  {line}")
+    return code
 
 
 def _print_status(cfg: RagConfig) -> int:
@@ -215,7 +225,7 @@ def _print_status(cfg: RagConfig) -> int:
         return EXIT_FAILED
     age = report.get("ageSeconds")
     print(f"Index       {report['indexPath']}")
-    print(f"Model       {report['model']} ({report['dimension']} dimensions)")
+    print(f"Model       {report['model']} ({report['dimension']} dimensions, provider {report.get('provider')})")
     print(f"Chunks      {report['totalChunks']} from {report['totalDocuments']} documents")
     print(f"Size        {human_bytes(report.get('indexBytes') or 0)}")
     print(f"Built       {report['builtAt']} ({relative_age(age) if age is not None else 'unknown'})")

@@ -225,6 +225,7 @@ def _parse_embedder(raw: Any, path: Path | None) -> EmbedderSettings:
             max_retries=int(raw.get("max_retries", 3)),
             timeout=float(raw.get("timeout", 30.0)),
             retry_after_cap=float(raw.get("retry_after_cap", 60.0)),
+            backoff=float(raw.get("backoff", 0.5)),
             openai=openai,
             ollama=ollama,
             local_model_path=local.get("model_path"),

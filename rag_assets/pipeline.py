@@ -18,7 +18,7 @@ from rag_assets.chunking import ChunkingParams, chunk_document
 from rag_assets.config import RagConfig
 from rag_assets.embedders import Embedder, EmbeddingBatchError
 from rag_assets.embedders.cache import EmbeddingCache
-from rag_assets.embedders.http import Usage
+from rag_assets.embedders.http import RemoteEmbedder, Usage
 from rag_assets.records import ChunkedCollection, EmbeddedCollection, ParsedCollection
 from rag_assets.sources import overall_content_hash
 
@@ -94,7 +94,11 @@ def embed_collection(
         t0 = time.perf_counter()
         label = f"{number}/{len(batches)} of {chunked.collection}"
         try:
-            batch_vectors = embedder.embed_documents(texts, batch_label=label)
+            batch_vectors = (
+                embedder.embed_documents(texts, batch_label=label)  # names the batch in its errors
+                if isinstance(embedder, RemoteEmbedder)
+                else embedder.embed_documents(texts)
+            )
             _check_vectors(batch_vectors, len(texts), embedder, number)
         except EmbeddingBatchError as exc:
             stats.failed_batches += 1

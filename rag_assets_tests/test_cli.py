@@ -19,7 +19,7 @@ def test_build_prints_progress_and_summary_then_status_reads_it(capsys, tmp_path
     out = tmp_path / "out"
     assert main(["build", "--content-dir", str(SAMPLE_CONTENT), "--output-dir", str(out)]) == 0
     printed = capsys.readouterr().out
-    for line in ("[posts] 8 documents", "[journal]", "Built in", "Model       rag-assets/feature-hash-v1 (384 dimensions)"):
+    for line in ("[posts] 8 documents", "[journal]", "Built in", "Model       rag-assets/feature-hash-v1 (384 dimensions, provider hashing)"):
         assert line in printed
     assert (out / "public" / "embeddings-index.json").is_file()
 

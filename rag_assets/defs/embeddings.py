@@ -69,7 +69,7 @@ def usage_metadata(stats: EmbeddingStats, price_per_million: Optional[float]) ->
         "chunks_per_second": round(stats.cache_misses / stats.seconds, 1) if stats.seconds else 0.0,
     }
     if price_per_million is not None:
-        meta["estimated_cost_usd"] = round(stats.tokens / 1_000_000 * price_per_million, 6)
+        meta["estimated_cost_usd"] = stats.tokens / 1_000_000 * price_per_million
     return meta
 
 

@@ -111,6 +111,7 @@ class EmbedderResource(dg.ConfigurableResource):
     max_retries: int = Field(default=3, description="Retries per batch on 429, 5xx, timeouts, bad answers.")
     timeout: float = Field(default=30.0, description="Seconds to wait for one request.")
     retry_after_cap: float = Field(default=60.0, description="Longest Retry-After honoured, in seconds.")
+    backoff: float = Field(default=0.5, description="Longest wait before the first retry (doubles each retry).")
     local_model_path: Optional[str] = Field(default=None, description="Folder of a sentence-transformers model.")
     hashing_dimension: int = Field(default=384, description="Dimension of the offline hashing embedder.")
     openai: OpenAICompatibleResource = Field(default_factory=OpenAICompatibleResource)
@@ -125,6 +126,7 @@ class EmbedderResource(dg.ConfigurableResource):
             max_retries=s.max_retries,
             timeout=s.timeout,
             retry_after_cap=s.retry_after_cap,
+            backoff=s.backoff,
             local_model_path=s.local_model_path,
             hashing_dimension=s.hashing_dimension,
             openai=OpenAICompatibleResource(
@@ -145,6 +147,7 @@ class EmbedderResource(dg.ConfigurableResource):
             max_retries=self.max_retries,
             timeout=self.timeout,
             retry_after_cap=self.retry_after_cap,
+            backoff=self.backoff,
             openai=self.openai.settings(),
             ollama=self.ollama.settings(),
             local_model_path=self.local_model_path,

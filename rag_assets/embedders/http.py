@@ -71,8 +71,9 @@ def retry_after_seconds(value: str | None, cap: float, now: float | None = None)
     try:
         seconds = float(value)
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
             return None
         seconds = parsed.timestamp() - (time.time() if now is None else now)
     if math.isnan(seconds):

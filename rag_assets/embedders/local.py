@@ -138,7 +138,9 @@ def _set_offline_mode() -> None:
     """Forbid Hub downloads for this process unless the user chose otherwise.
 
     huggingface_hub and transformers read these variables when they are first imported,
-    so this must run before sentence-transformers is imported.
+    so this must run before sentence-transformers is imported. If another part of the
+    process imported them earlier, the variables come too late to matter; loading a
+    folder path with ``local_files_only=True`` still keeps the load off the network.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -154,8 +156,9 @@ class LocalEmbedder:
     ``dimension`` loads it.
 
     Texts longer than the model's maximum sequence length (256 word pieces for
-    all-MiniLM-L6-v2, about 190 English words) are truncated by the model: the vector
-    describes the start of such a text.
+    all-MiniLM-L6-v2: about 190 words of plain English, far fewer of text full of links,
+    shortcodes or code) are truncated by the model: the vector describes the start of
+    such a text only.
     """
 
     def __init__(

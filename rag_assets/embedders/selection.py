@@ -55,6 +55,7 @@ class EmbedderSettings:
     max_retries: int = 3
     timeout: float = 30.0
     retry_after_cap: float = 60.0
+    backoff: float = 0.5  # first retry waits up to this long (full jitter), then doubling
     openai: OpenAISettings = field(default_factory=OpenAISettings)
     ollama: OllamaSettings = field(default_factory=OllamaSettings)
     local_model_path: str | None = None
@@ -62,7 +63,12 @@ class EmbedderSettings:
 
     @property
     def policy(self) -> RetryPolicy:
-        return RetryPolicy(max_retries=self.max_retries, timeout=self.timeout, retry_after_cap=self.retry_after_cap)
+        return RetryPolicy(
+            max_retries=self.max_retries,
+            base_backoff=self.backoff,
+            timeout=self.timeout,
+            retry_after_cap=self.retry_after_cap,
+        )
 
 
 @dataclass(frozen=True)
