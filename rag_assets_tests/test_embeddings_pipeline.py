@@ -149,3 +149,14 @@ def test_status_reports_the_embedding_service(embedding_server, monkeypatch, cap
     assert main(["status", "--output-dir", str(tmp_path)]) == 1  # no index yet, but the service is shown
     printed = capsys.readouterr().out
     assert f"ollama     {embedding_server.url}: online, models: nomic-embed-text:latest" in printed
+
+
+def test_local_model_builds_the_index_through_dagster(make_config, write_tree):
+    available, why = local_model_status()
+    if not available:
+        pytest.skip(f"local provider not installed: {why}")
+    content = write_tree({"posts/a.md": PROXMOX_POST, "posts/b.md": "# Bread\n\nA sourdough starter needs flour and water."})
+    outcome = build(make_config(content, embedder="local"))
+    assert outcome.success, outcome.error
+    meta = outcome.collections[0].metadata["embeddings"]
+    assert (meta["provider"], meta["model"], meta["dimension"]) == ("local", "sentence-transformers/all-MiniLM-L6-v2", 384)

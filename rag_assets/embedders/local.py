@@ -161,6 +161,8 @@ class LocalEmbedder:
     such a text only.
     """
 
+    provider = "local"
+
     def __init__(
         self,
         model_path: str | os.PathLike[str] | None = None,
@@ -202,6 +204,10 @@ class LocalEmbedder:
     def model_folder(self) -> Path | None:
         """The folder the weights come from (None when no model was found)."""
         return self._folder
+
+    def prepare_document(self, text: str) -> str:
+        """The text as the model sees it (no prefix): what the embedding cache keys on."""
+        return text
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """One L2-normalised float32 row per text, shape ``(len(texts), dimension)``."""
