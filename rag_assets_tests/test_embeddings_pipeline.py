@@ -160,3 +160,18 @@ def test_local_model_builds_the_index_through_dagster(make_config, write_tree):
     assert outcome.success, outcome.error
     meta = outcome.collections[0].metadata["embeddings"]
     assert (meta["provider"], meta["model"], meta["dimension"]) == ("local", "sentence-transformers/all-MiniLM-L6-v2", 384)
+
+
+def test_queries_use_the_provider_that_built_the_index_or_say_why_not(embedding_server):
+    from rag_assets.embedders import ProviderUnavailable, query_embedder
+
+    settings = EmbedderSettings(ollama=OllamaSettings(host=embedding_server.url))
+    embedder = query_embedder("ollama", "nomic-embed-text", 768, settings, {})
+    assert embedder.embed_query("vlans").shape == (768,)
+    assert embedding_server.embedding_requests[-1].json["input"] == ["search_query: vlans"]
+    down = EmbedderSettings(ollama=OllamaSettings(host="http://127.0.0.1:9"))
+    with pytest.raises(ProviderUnavailable, match="not reachable"):
+        query_embedder("ollama", "nomic-embed-text", 768, down, {})
+    with pytest.raises(ProviderUnavailable, match="OPENROUTER_API_KEY is not set"):
+        query_embedder("openai", "openai/text-embedding-3-small", 1536, settings, {})
+    assert query_embedder("hashing", "rag-assets/feature-hash-v1", 384, settings, {}).dimension == 384

@@ -1,6 +1,7 @@
 """Resources: where content lives and which embedder turns it into vectors."""
 
 
+import dataclasses
 from pathlib import Path
 from typing import Optional
 
@@ -79,14 +80,7 @@ class OpenAICompatibleResource(dg.ConfigurableResource):
     price_per_million_tokens: Optional[float] = Field(default=None, description="USD per 1M tokens, for cost estimates.")
 
     def settings(self) -> OpenAISettings:
-        return OpenAISettings(
-            base_url=self.base_url,
-            model=self.model,
-            dimension=self.dimension,
-            api_key_env=self.api_key_env,
-            send_dimensions=self.send_dimensions,
-            price_per_million_tokens=self.price_per_million_tokens,
-        )
+        return OpenAISettings(**{k: getattr(self, k) for k in OpenAISettings.__dataclass_fields__})
 
 
 class OllamaResource(dg.ConfigurableResource):
@@ -97,10 +91,13 @@ class OllamaResource(dg.ConfigurableResource):
     dimension: int = Field(default=OLLAMA_DIMENSION, description="Vector dimension the model returns.")
 
     def settings(self) -> OllamaSettings:
-        return OllamaSettings(host=self.host, model=self.model, dimension=self.dimension)
+        return OllamaSettings(**{k: getattr(self, k) for k in OllamaSettings.__dataclass_fields__})
 
     def health(self) -> OllamaHealth:
         return ollama_health(ollama_host(self.host), timeout=2.0)
+
+
+_NESTED = ("openai", "ollama")  # provider sections that are resources of their own
 
 
 class EmbedderResource(dg.ConfigurableResource):
@@ -119,40 +116,16 @@ class EmbedderResource(dg.ConfigurableResource):
 
     @classmethod
     def from_settings(cls, s: EmbedderSettings) -> "EmbedderResource":
-        o, l = s.openai, s.ollama
+        flat = {k: v for k, v in dataclasses.asdict(s).items() if k not in _NESTED}
         return cls(
-            name=s.name,
-            batch_size=s.batch_size,
-            max_retries=s.max_retries,
-            timeout=s.timeout,
-            retry_after_cap=s.retry_after_cap,
-            backoff=s.backoff,
-            local_model_path=s.local_model_path,
-            hashing_dimension=s.hashing_dimension,
-            openai=OpenAICompatibleResource(
-                base_url=o.base_url,
-                model=o.model,
-                dimension=o.dimension,
-                api_key_env=o.api_key_env,
-                send_dimensions=o.send_dimensions,
-                price_per_million_tokens=o.price_per_million_tokens,
-            ),
-            ollama=OllamaResource(host=l.host, model=l.model, dimension=l.dimension),
+            **flat,
+            openai=OpenAICompatibleResource(**dataclasses.asdict(s.openai)),
+            ollama=OllamaResource(**dataclasses.asdict(s.ollama)),
         )
 
     def settings(self) -> EmbedderSettings:
-        return EmbedderSettings(
-            name=self.name,
-            batch_size=self.batch_size,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            retry_after_cap=self.retry_after_cap,
-            backoff=self.backoff,
-            openai=self.openai.settings(),
-            ollama=self.ollama.settings(),
-            local_model_path=self.local_model_path,
-            hashing_dimension=self.hashing_dimension,
-        )
+        flat = {k: getattr(self, k) for k in EmbedderSettings.__dataclass_fields__ if k not in _NESTED}
+        return EmbedderSettings(**flat, openai=self.openai.settings(), ollama=self.ollama.settings())
 
     def select(self) -> Selection:
         """The embedder to use now, and why (``auto`` probes the services)."""
