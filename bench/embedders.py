@@ -21,10 +21,11 @@ run needs. Printed, as medians:
    and their difference, the client overhead, in ms and as a share of the call;
    then where that overhead goes (encode, decode, check), timed in-process. The
    two kinds of call alternate, batch by batch, after a warm-up pass that fills
-   the server's vector memo, so both see the same server.
+   the server's vector memo, so both see the same server; the vector compute a
+   cold server adds is printed apart (``EmbeddingServer.vector_for``, uncached).
 2. Throughput of OpenAICompatibleEmbedder with 1, 2, 4 threads, one client each,
-   embedding --total passages in batches (median of --runs runs, after each client
-   has opened its connection).
+   embedding --total passages in batches (median of --runs runs, thread counts
+   interleaved, after each client has opened its connection).
 3. HashingEmbedder (offline) on the same passages, for contrast: first pass on a
    new instance (cold bucket memo) and warm runs.
 
@@ -56,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from local_model import paragraphs  # noqa: E402  (the same passages as the local-model bench)
 from rag_assets.embedders import HashingEmbedder  # noqa: E402
-from rag_assets.embedders.http import RemoteEmbedder, batched  # noqa: E402
+from rag_assets.embedders.http import RemoteEmbedder, batched, decode_json  # noqa: E402
 from rag_assets.embedders.ollama import OllamaEmbedder  # noqa: E402
 from rag_assets.embedders.openai_compat import OpenAICompatibleEmbedder  # noqa: E402
 from rag_assets_tests.embedding_server import EmbeddingServer  # noqa: E402
@@ -127,7 +128,9 @@ def server_process(dimension: int) -> Iterator[str]:
 
 # --------------------------------------------------------------------------- clients
 def openai_client(url: str, dimension: int, batch_size: int) -> RemoteEmbedder:
-    return OpenAICompatibleEmbedder(base_url=f"{url}/v1", model=OPENAI_MODEL, dimension=dimension, batch_size=batch_size)
+    return OpenAICompatibleEmbedder(
+        base_url=f"{url}/v1", model=OPENAI_MODEL, dimension=dimension, batch_size=batch_size
+    )
 
 
 def ollama_client(url: str, dimension: int, batch_size: int) -> RemoteEmbedder:
@@ -173,7 +176,6 @@ class Overhead:
     encode: float
     decode: float
     check: float
-    server_compute: float
 
     @property
     def overhead(self) -> float:
@@ -184,7 +186,6 @@ def measure_overhead(make: ClientFactory, url: str, dimension: int, batches: lis
     """Client call vs the same raw request, alternating per batch, then the overhead's parts."""
     client = make(url, dimension, len(batches[0]))
     requests = [request_for(client, batch) for batch in batches]
-    compute = server_compute_per_batch(client, batches, dimension)
     with httpx.Client(timeout=30) as http:
         responses = [raw_post(http, endpoint, body) for endpoint, body in requests]  # warm-up: server memo, connection
         client.embed_documents(batches[0])  # warm-up: the client's connection
@@ -207,30 +208,33 @@ def measure_overhead(make: ClientFactory, url: str, dimension: int, batches: lis
             assert vectors.shape == (len(batch), dimension), vectors.shape
     client.close()
     encode, decode, check = overhead_parts(client, batches, responses)
-    return Overhead(statistics.median(client_s), statistics.median(raw_s), encode, decode, check, compute)
+    return Overhead(statistics.median(client_s), statistics.median(raw_s), encode, decode, check)
 
 
-def overhead_parts(client: RemoteEmbedder, batches: list[list[str]], responses: list[bytes]) -> tuple[float, float, float]:
+def overhead_parts(
+    client: RemoteEmbedder, batches: list[list[str]], responses: list[bytes]
+) -> tuple[float, float, float]:
     """Median per batch of the client's three steps, in-process: encode the request, decode the
-    JSON answer, check and normalise the vectors. What the overhead holds beyond them is httpx's."""
+    JSON answer, check and normalise the vectors. The overhead's remainder (httpx, copies, GC) is
+    left unattributed."""
     encode_s, decode_s, check_s = [], [], []
     for batch, raw in zip(batches, responses):
         encode_s.append(timed(lambda: request_for(client, batch))[0])
-        t_decode, body = timed(lambda: json.loads(raw))
+        t_decode, body = timed(lambda: decode_json(raw))  # the client's own decoder
         decode_s.append(t_decode)
         check_s.append(timed(lambda: client._parse(body, len(batch)))[0])  # noqa: SLF001
     return statistics.median(encode_s), statistics.median(decode_s), statistics.median(check_s)
 
 
-def server_compute_per_batch(client: RemoteEmbedder, batches: list[list[str]], dimension: int) -> float:
+def server_compute_per_batch(batches: list[list[str]], dimension: int) -> float:
     """The server's vector computation per batch, uncached: ``vector_for`` on distinct texts.
 
     The server memoises vectors, so after the warm-up the raw requests pay JSON and HTTP
-    only; this is the compute a cold server adds. This process's memo starts empty (the
-    server runs in another process), so each first call computes. Median over batches of
-    distinct texts, as the machine is shared.
+    only; this is the compute a cold server would add. This process's memo starts empty
+    (the server runs in another process), so each first call computes. Measured once,
+    before anything else, as the median over batches of distinct texts.
     """
-    texts = list(dict.fromkeys(client.prepare_document(t) for batch in batches for t in batch))
+    texts = list(dict.fromkeys(t for batch in batches for t in batch))
     size = len(batches[0])
     times = [
         timed(lambda: [EmbeddingServer.vector_for(t, dimension) for t in group])[0] / len(group) * size
@@ -270,6 +274,18 @@ def throughput(url: str, dimension: int, texts: list[str], batch_size: int, thre
     return done / elapsed
 
 
+def throughput_runs(url: str, dimension: int, texts: list[str], batch_size: int,
+                    thread_counts: list[int], runs: int) -> dict[int, list[float]]:
+    """Chunks/s per thread count, ``runs`` each, interleaved (1, 2, 4, 1, 2, 4, ...) so that
+    the load of others on the shared cores drifts over all thread counts alike."""
+    warm_server(url, dimension, texts, batch_size)
+    rates: dict[int, list[float]] = {n: [] for n in thread_counts}
+    for _ in range(runs):
+        for n in thread_counts:
+            rates[n].append(throughput(url, dimension, texts, batch_size, n))
+    return rates
+
+
 # --------------------------------------------------------------------------- 3. hashing
 def hashing_rates(texts: list[str], dimension: int, batch_size: int, runs: int) -> tuple[float, float]:
     """Chunks/s of HashingEmbedder: the first pass of a new instance, and the median of warm runs."""
@@ -289,7 +305,7 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f}"
 
 
-def print_report(args: argparse.Namespace, distinct: int, overheads: dict[str, Overhead],
+def print_report(args: argparse.Namespace, distinct: int, compute: float, overheads: dict[str, Overhead],
                  rates: dict[int, list[float]], hashing: tuple[float, float]) -> None:
     print(f"corpus      {args.corpus}: {distinct} distinct passages of {args.words} words (reused in order)")
     print(f"vectors     {args.dimension} dimensions, batches of {args.batch_size}, "
@@ -297,17 +313,16 @@ def print_report(args: argparse.Namespace, distinct: int, overheads: dict[str, O
     print(f"note        the loopback server shares these cores: the figures bound the client, not a provider")
     print()
     print(f"1. per batch of {args.batch_size}, median of {args.batches} batches (ms)")
-    print(f"   {'client':<8}{'call':>8}{'raw':>8}{'overhead':>10}{'share':>7}   "
-          f"{'encode':>7}{'decode':>7}{'check':>7}{'httpx+':>7}   {'compute':>7}")
+    print(f"   {'client':<8}{'call':>8}{'raw':>8}{'overhead':>10}{'share':>7}   {'encode':>7}{'decode':>7}{'check':>7}")
     for name, o in overheads.items():
-        rest = o.overhead - o.encode - o.decode - o.check
         print(f"   {name:<8}{ms(o.client):>8}{ms(o.raw):>8}{ms(o.overhead):>10}{o.overhead / o.client:>7.0%}   "
-              f"{ms(o.encode):>7}{ms(o.decode):>7}{ms(o.check):>7}{ms(rest):>7}   {ms(o.server_compute):>7}")
-    print("   call = embed_documents; raw = same request pre-serialised, answer not decoded;")
-    print("   overhead = call - raw; encode/decode/check = its parts in-process, httpx+ = the rest;")
-    print("   compute = the server's uncached vector work (vector_for), not in raw: the server memoises it")
+              f"{ms(o.encode):>7}{ms(o.decode):>7}{ms(o.check):>7}")
+    print("   call = embed_documents; raw = the same request pre-serialised, answer read, not decoded;")
+    print("   overhead = call - raw; encode/decode/check = its main parts, timed in-process")
+    print("   (the rest of the overhead is unattributed: httpx, copies, GC)")
+    print(f"   server vector compute, uncached (vector_for): {ms(compute)} ms per batch, not in raw (memoised)")
     print()
-    print(f"2. OpenAICompatibleEmbedder, {args.total} chunks, median of {args.runs} run(s)")
+    print(f"2. OpenAICompatibleEmbedder, {args.total} chunks, median of {args.runs} run{'s' if args.runs > 1 else ''}")
     print(f"   {'threads':<8}{'chunks/s':>10}{'speed-up':>10}   runs")
     base = statistics.median(rates[min(rates)])
     for threads, values in rates.items():
@@ -340,15 +355,12 @@ def main() -> None:
     passages = corpus_passages(args.corpus, args.words)
     batches = [list(b) for b in batched(take(passages, args.batches * args.batch_size), args.batch_size)]
     texts = take(passages, args.total)
+    compute = server_compute_per_batch(batches, args.dimension)
     with server_process(args.dimension) as url:
         overheads = {name: measure_overhead(make, url, args.dimension, batches) for name, make in CLIENTS.items()}
-        print("overhead measured", file=sys.stderr, flush=True)
-        warm_server(url, args.dimension, texts, args.batch_size)
-        rates = {n: [throughput(url, args.dimension, texts, args.batch_size, n) for _ in range(args.runs)]
-                 for n in args.threads}
-        print("throughput measured", file=sys.stderr, flush=True)
+        rates = throughput_runs(url, args.dimension, texts, args.batch_size, args.threads, args.runs)
     hashing = hashing_rates(texts, args.dimension, args.batch_size, args.runs)
-    print_report(args, len(passages), overheads, rates, hashing)
+    print_report(args, len(passages), compute, overheads, rates, hashing)
 
 
 if __name__ == "__main__":
