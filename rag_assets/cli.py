@@ -18,7 +18,10 @@ from rag_assets import index_json, store
 from rag_assets.config import ConfigError, RagConfig, discover_collections, load_config
 from rag_assets.embedders import UnknownEmbedderError, select_embedder
 from rag_assets.embedders.selection import service_status
+from rag_assets.freshness import age_label, detect_changes
+from rag_assets.pipeline import plan_collection
 from rag_assets.reporting import human_bytes, relative_age
+from rag_assets.sources import snapshot_collection
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -77,8 +80,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="build only these collections (repeatable); the others keep their last build",
     )
     build.add_argument("--embedder", metavar="NAME", help="embedding provider (overrides rag.yaml and $RAG_EMBEDDER): hashing")
+    mode = build.add_mutually_exclusive_group()
+    mode.add_argument("--force", action="store_true", help="rebuild every collection even if nothing changed")
+    mode.add_argument(
+        "--incremental",
+        action="store_true",
+        help="only the collections whose files changed (the default when an index exists)",
+    )
+    mode.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="per collection: files added, changed, removed and chunks that would be embedded; writes nothing",
+    )
     build.add_argument("-v", "--verbose", action="store_true", help="show Dagster's step logs")
     build.set_defaults(handler=cmd_build)
+
+    check = commands.add_parser(
+        "check",
+        parents=[common],
+        help="exit 0 if the index matches the content, 1 if it is stale; writes nothing",
+        description="Compare the content on disk with the last build and say which collections changed and why.",
+    )
+    check.set_defaults(handler=cmd_check)
 
     status = commands.add_parser(
         "status",
@@ -118,6 +141,17 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     if not targets:
         print(f"rag: no collections found in {cfg.content_dir}; add a folder of Markdown files", file=sys.stderr)
         return EXIT_USAGE
+    if args.dry_run:
+        return _dry_run(cfg, targets)
+    if not args.force and not args.collection:
+        report = detect_changes(cfg)
+        if report.up_to_date:
+            print(f"Index is up to date (content hash {report.current_hash[:12]}); nothing to build. Use --force to rebuild.")
+            return EXIT_OK
+        if report.has_index:
+            targets = [c.collection for c in report.changed if c.status != "removed"]
+            for change in report.changed:
+                print(f"[{change.collection}] {change.summary()}")
 
     def progress(outcome: CollectionOutcome) -> None:
         if not outcome.success:
@@ -142,7 +176,14 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
         targets = list(discovery.collections)
     print(f"Building {len(targets)} collection(s) from {cfg.content_dir}", flush=True)
     with cli_instance() as instance:
-        outcome = run_build(cfg, instance, collections=targets, verbose=args.verbose, on_collection=progress)
+        outcome = run_build(
+            cfg,
+            instance,
+            collections=targets,
+            verbose=args.verbose,
+            on_collection=progress,
+            full=True if args.force else None,
+        )
     skipped = [s for c in outcome.collections for s in c.skipped]
     if skipped:
         print(f"\nSkipped {len(skipped)} file(s):")
@@ -157,6 +198,47 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     print(f"Built in {outcome.seconds:.1f}s\n")
     _print_status(cfg)
     return EXIT_FAILED if outcome.failed_checks else EXIT_OK
+
+
+def _dry_run(cfg: RagConfig, targets: list[str]) -> int:
+    report = detect_changes(cfg, save_stat_cache=False)
+    embedder = select_embedder(cfg.embedding).embedder
+    print(f"Dry run with {embedder.model}; nothing is written.")
+    by_name = {c.collection: c for c in report.collections}
+    for change in report.collections:
+        if change.collection not in targets and change.status != "removed":
+            continue
+        if change.status == "removed":
+            print(f"[{change.collection}] folder removed: its chunks would be deleted from every output")
+            continue
+        files = snapshot_collection(cfg.content_dir, change.collection).files
+        plan = plan_collection(cfg, change.collection, files, embedder)
+        print(
+            f"[{change.collection}] {change.summary()}: {len(change.added)} added, {len(change.changed)} changed, "
+            f"{len(change.removed)} removed; {plan.documents_to_parse} to parse, "
+            f"{plan.chunks_to_embed} of {plan.chunks} chunks to embed"
+        )
+    del by_name
+    return EXIT_OK
+
+
+def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
+    report = detect_changes(cfg, save_stat_cache=False)
+    if not report.has_index:
+        print(f"Stale: no index at {cfg.index_path}; run `rag build`.")
+        return EXIT_FAILED
+    if report.up_to_date:
+        print(f"Fresh: the index matches the content (content hash {report.current_hash[:12]}).")
+        return EXIT_OK
+    print("Stale: the content changed since the last build.")
+    for change in report.changed:
+        print(f"  [{change.collection}] {change.summary()}")
+        for label, paths in (("added", change.added), ("changed", change.changed), ("removed", change.removed)):
+            for path in paths[:10]:
+                print(f"      {label:<8} {path}")
+            if len(paths) > 10:
+                print(f"      ... and {len(paths) - 10} more {label}")
+    return EXIT_FAILED
 
 
 # --- status ----------------------------------------------------------------------------------
@@ -178,6 +260,7 @@ def status_report(cfg: RagConfig) -> dict[str, Any]:
             indexBytes=meta.get("sizeBytes"),
             builtAt=built_at,
             ageSeconds=_age_seconds(built_at),
+            freshness=age_label(built_at)[0],
             contentHash=meta.get("contentHash"),
             collections=meta.get("collections", {}),
         )
@@ -228,7 +311,8 @@ def _print_status(cfg: RagConfig) -> int:
     print(f"Model       {report['model']} ({report['dimension']} dimensions, provider {report.get('provider')})")
     print(f"Chunks      {report['totalChunks']} from {report['totalDocuments']} documents")
     print(f"Size        {human_bytes(report.get('indexBytes') or 0)}")
-    print(f"Built       {report['builtAt']} ({relative_age(age) if age is not None else 'unknown'})")
+    label, _ = age_label(report.get("builtAt"))
+    print(f"Built       {report['builtAt']} ({relative_age(age) if age is not None else 'unknown'}): {label}")
     print(f"Content     {report['contentHash']}")
     if "store" in report:
         s = report["store"]

@@ -45,6 +45,16 @@ class VaultConfig:
 
 
 @dataclass(frozen=True)
+class AutomationConfig:
+    """The change sensor and the nightly rebuild."""
+
+    sensor_interval_seconds: int = 30
+    sensor_enabled: bool = True
+    nightly_cron: str = "0 3 * * *"
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True)
 class RagConfig:
     """Everything a build needs to know, resolved to absolute paths."""
 
@@ -58,6 +68,7 @@ class RagConfig:
     chunking: ChunkingParams = ChunkingParams()
     vaults: tuple[VaultConfig, ...] = ()
     vector_decimals: int = 5
+    automation: AutomationConfig = AutomationConfig()
     config_path: Path | None = None
 
     @property
@@ -67,6 +78,14 @@ class RagConfig:
     @property
     def embedding_cache_path(self) -> Path:
         return self.data_dir / "embedding-cache.db"
+
+    @property
+    def document_cache_path(self) -> Path:
+        return self.data_dir / "document-cache.db"
+
+    @property
+    def stat_cache_path(self) -> Path:
+        return self.data_dir / "stat-cache.json"
 
     @property
     def public_dir(self) -> Path:
@@ -159,6 +178,7 @@ def load_config(
         chunking=_parse_chunking(chunk_raw, path),
         vaults=tuple(_parse_vaults(raw.get("vaults", []), resolve, path)),
         vector_decimals=int(raw.get("vector_decimals", 5)),
+        automation=_parse_automation(raw.get("automation"), path),
         config_path=path,
     )
     if env.get("RAG_CONTENT_DIR"):
@@ -195,6 +215,13 @@ def _mapping(value: Any, name: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"'{name}' in the config must be a mapping")
     return value
+
+
+def _parse_automation(raw: Any, path: Path | None) -> AutomationConfig:
+    try:
+        return AutomationConfig(**_mapping(raw, "automation"))
+    except TypeError as exc:
+        raise ConfigError(f"{path}: automation: {exc}") from None
 
 
 def _parse_chunking(raw: dict[str, Any], path: Path | None) -> ChunkingParams:

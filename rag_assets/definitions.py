@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import dagster as dg
 
-from rag_assets.config import RagConfig, discover_collections, load_config
-from rag_assets.defs.checks import embedding_service, outputs_consistent
+from rag_assets.config import RagConfig, load_config
+from rag_assets.defs.checks import embedding_service, index_matches_content, index_recent, outputs_consistent
 from rag_assets.defs.content import build_content_assets
 from rag_assets.defs.embeddings import build_embedding_assets
 from rag_assets.defs.jobs import build_jobs
 from rag_assets.defs.partitions import collection_partitions
 from rag_assets.defs.publish import public_index, public_store, rag_manifest
 from rag_assets.defs.resources import EmbedderResource, RagSettings
+from rag_assets.defs.schedules import build_nightly_schedule
+from rag_assets.defs.sensors import build_change_sensor
 
 
 def build_definitions(cfg: RagConfig) -> dg.Definitions:
     """All assets, checks, jobs and resources for one configuration."""
-    partitions = collection_partitions(discover_collections(cfg).collections)
+    partitions = collection_partitions
     return dg.Definitions(
         assets=[
             *build_content_assets(partitions),
@@ -30,8 +32,10 @@ def build_definitions(cfg: RagConfig) -> dg.Definitions:
             public_store,
             rag_manifest,
         ],
-        asset_checks=[outputs_consistent, embedding_service],
+        asset_checks=[outputs_consistent, embedding_service, index_matches_content, index_recent],
         jobs=build_jobs(),
+        sensors=[build_change_sensor(cfg)],
+        schedules=[build_nightly_schedule(cfg)],
         resources={
             "rag": RagSettings.from_config(cfg),
             "embedder": EmbedderResource.from_settings(cfg.embedding),

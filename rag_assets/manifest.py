@@ -29,8 +29,15 @@ def build_manifest(
     previous: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     documents: dict[str, dict[str, Any]] = {}
+    per_collection: dict[str, dict[str, Any]] = {}
     total_chunks = 0
     for col in sorted(collections, key=lambda c: c.collection):
+        # Per-collection hashes and skipped files let `rag check` and the change sensor say
+        # what changed since this build without reading the index.
+        per_collection[col.collection] = {
+            "contentHash": col.content_hash,
+            "skipped": {s.path: s.reason for s in col.skipped},
+        }
         counts: dict[str, int] = {}
         for chunk in col.chunks:
             counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
@@ -41,16 +48,18 @@ def build_manifest(
                 "lastModified": doc.updated_at,
                 "contentHash": doc.content_sha256,
                 "chunkCount": counts.get(doc.id, 0),
-                "indexedAt": built_at,
+                "indexedAt": _indexed_at(previous, doc.id, doc.content_sha256, built_at),
             }
     last_full = built_at if full_build else (previous or {}).get("lastFullBuild")
+    last_incremental = None if full_build else built_at
     return {
         "version": MANIFEST_VERSION,
         "model": model,
         "dimension": dimension,
         "provider": provider,
         "lastFullBuild": last_full,
-        "lastIncrementalUpdate": None if full_build else built_at,
+        "lastIncrementalUpdate": last_incremental,
+        "collections": per_collection,
         "documents": dict(sorted(documents.items())),
         "stats": {
             "totalDocuments": len(documents),
@@ -58,6 +67,14 @@ def build_manifest(
             "indexSizeMB": round(index_size_bytes / 1_000_000, 3),
         },
     }
+
+
+def _indexed_at(previous: dict[str, Any] | None, doc_id: str, sha: str, built_at: str) -> str:
+    """An unchanged document keeps the time it was first indexed in this version."""
+    before = ((previous or {}).get("documents") or {}).get(doc_id)
+    if before and before.get("contentHash") == sha and before.get("indexedAt"):
+        return before["indexedAt"]
+    return built_at
 
 
 def write_manifest(path: Path, manifest: dict[str, Any]) -> int:

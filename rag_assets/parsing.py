@@ -12,11 +12,11 @@ import datetime as dt
 import hashlib
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
-from rag_assets.records import Document, ParsedCollection, SkippedFile
+from rag_assets.records import Chunk, Document, ParsedCollection, SkippedFile
 from rag_assets.sources import iter_collection_files
 
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
@@ -32,8 +32,19 @@ class UnusableFile(Exception):
     """Raised inside this module for a file that must be skipped; carries the reason."""
 
 
-def parse_collection(content_dir: Path, collection: str, content_hash: str) -> ParsedCollection:
-    """Parse every file of one collection folder, keeping the failures with their reasons."""
+def parse_collection(
+    content_dir: Path,
+    collection: str,
+    content_hash: str,
+    reuse: Mapping[str, tuple[Document, list[Chunk]]] | None = None,
+) -> ParsedCollection:
+    """Parse every file of one collection folder, keeping the failures with their reasons.
+
+    Files found in ``reuse`` (unchanged since they were last chunked) are not read again:
+    their previous Document and chunks are carried over.
+    """
+    reuse = reuse or {}
+    cached_chunks: dict[str, list[Chunk]] = {}
     root = content_dir / collection
     if not root.is_dir():
         return ParsedCollection(
@@ -47,7 +58,11 @@ def parse_collection(content_dir: Path, collection: str, content_hash: str) -> P
     slug_owner: dict[str, str] = {}
     for path in iter_collection_files(root):
         rel = path.relative_to(content_dir).as_posix()
-        result = parse_markdown_file(path, content_dir=content_dir, collection=collection)
+        if rel in reuse:
+            result, chunks = reuse[rel]
+            cached_chunks[rel] = chunks
+        else:
+            result = parse_markdown_file(path, content_dir=content_dir, collection=collection)
         if isinstance(result, SkippedFile):
             skipped.append(result)
             continue
@@ -61,7 +76,7 @@ def parse_collection(content_dir: Path, collection: str, content_hash: str) -> P
             continue
         slug_owner[result.slug] = rel
         documents.append(result)
-    return ParsedCollection(collection, content_hash, documents, skipped)
+    return ParsedCollection(collection, content_hash, documents, skipped, cached_chunks)
 
 
 def parse_markdown_file(path: Path, *, content_dir: Path, collection: str) -> Document | SkippedFile:

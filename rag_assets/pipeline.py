@@ -19,7 +19,8 @@ from rag_assets.config import RagConfig
 from rag_assets.embedders import Embedder, EmbeddingBatchError
 from rag_assets.embedders.cache import EmbeddingCache
 from rag_assets.embedders.http import RemoteEmbedder, Usage
-from rag_assets.records import ChunkedCollection, EmbeddedCollection, ParsedCollection
+from rag_assets.doc_cache import DocumentCache
+from rag_assets.records import Chunk, ChunkedCollection, Document, EmbeddedCollection, ParsedCollection
 from rag_assets.sources import overall_content_hash
 
 Log = Callable[[str], None]
@@ -29,13 +30,24 @@ def utc_now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def chunk_collection(parsed: ParsedCollection, params: ChunkingParams) -> ChunkedCollection:
-    """Chunk every document; bodies are dropped afterwards since only chunks travel on."""
+def chunk_collection(
+    parsed: ParsedCollection, params: ChunkingParams, cache: DocumentCache | None = None
+) -> ChunkedCollection:
+    """Chunk every new or changed document (reusing the chunks of unchanged ones); bodies
+    are dropped afterwards since only chunks travel on."""
     chunks = []
     documents = []
+    fresh: list[tuple[Document, list[Chunk]]] = []
     for doc in parsed.documents:
-        chunks.extend(chunk_document(doc, params))
+        doc_chunks = parsed.cached_chunks.get(doc.path)
+        if doc_chunks is None:
+            doc_chunks = chunk_document(doc, params)
+            fresh.append((doc, doc_chunks))
+        chunks.extend(doc_chunks)
         documents.append(replace(doc, body=""))
+    if cache is not None:
+        cache.store(fresh)
+        cache.prune(parsed.collection, {d.path for d in parsed.documents})
     return ChunkedCollection(
         collection=parsed.collection,
         content_hash=parsed.content_hash,
@@ -205,15 +217,21 @@ def publish_index(collections: list[EmbeddedCollection], cfg: RagConfig, built_a
     return PublishedIndex(header, index_bytes, meta_bytes)
 
 
-def publish_store(collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str) -> store.StoreSummary:
+def publish_store(
+    collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str
+) -> tuple[store.StoreSummary, store.SyncResult]:
     m = index_model(collections)
-    store.replace_contents(cfg.public_store_path, collections, model=m.model, dimension=m.dimension, built_at=built_at)
+    result = store.sync_contents(
+        cfg.public_store_path, collections, model=m.model, dimension=m.dimension, built_at=built_at
+    )
     summary = store.summarise(cfg.public_store_path)
     assert summary is not None
-    return summary
+    return summary, result
 
 
-def publish_manifest(collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str) -> dict:
+def publish_manifest(
+    collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str, full_build: bool = True
+) -> dict:
     m = index_model(collections)
     index_size = cfg.index_path.stat().st_size if cfg.index_path.exists() else 0
     data = manifest.build_manifest(
@@ -223,6 +241,7 @@ def publish_manifest(collections: list[EmbeddedCollection], cfg: RagConfig, buil
         provider=m.provider,
         built_at=built_at,
         index_size_bytes=index_size,
+        full_build=full_build,
         previous=manifest.read_manifest(cfg.manifest_path),
     )
     manifest.write_manifest(cfg.manifest_path, data)
@@ -231,3 +250,34 @@ def publish_manifest(collections: list[EmbeddedCollection], cfg: RagConfig, buil
 
 def ordered(collections: Mapping[str, EmbeddedCollection]) -> list[EmbeddedCollection]:
     return [collections[name] for name in sorted(collections)]
+
+
+@dataclass(frozen=True)
+class CollectionPlan:
+    """What a build of one collection would do (``rag build --dry-run``)."""
+
+    collection: str
+    documents_to_parse: int
+    chunks: int
+    chunks_to_embed: int
+
+
+def plan_collection(cfg: RagConfig, collection: str, files: dict[str, str], embedder: Embedder) -> CollectionPlan:
+    """Parse and chunk in memory, count chunk texts not in the embedding cache; writes nothing."""
+    from rag_assets.parsing import parse_collection
+
+    reuse = (
+        DocumentCache(cfg.document_cache_path, cfg.chunking).lookup(collection, files)
+        if cfg.document_cache_path.is_file()
+        else {}
+    )
+    parsed = parse_collection(cfg.content_dir, collection, "", reuse)
+    chunked = chunk_collection(parsed, cfg.chunking, cache=None)
+    prepare = getattr(embedder, "prepare_document", lambda text: text)
+    texts = [prepare(c.text) for c in chunked.chunks]
+    cached = (
+        EmbeddingCache(cfg.embedding_cache_path).get_many(embedder.model, embedder.dimension, texts)
+        if cfg.embedding_cache_path.is_file()
+        else {}
+    )
+    return CollectionPlan(collection, len(parsed.documents) - len(reuse), len(texts), len(texts) - len(cached))

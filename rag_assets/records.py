@@ -93,6 +93,9 @@ class ParsedCollection:
     content_hash: str
     documents: list[Document]
     skipped: list[SkippedFile] = field(default_factory=list)
+    # Chunks of documents reused unchanged from the previous build, by document path;
+    # those documents were not read again and carry an empty body.
+    cached_chunks: dict[str, list[Chunk]] = field(default_factory=dict)
 
 
 @dataclass

@@ -13,6 +13,9 @@ import os
 from pathlib import Path
 from typing import Iterator, Mapping
 
+import orjson
+
+from rag_assets.atomic import atomic_write_bytes
 from rag_assets.records import CollectionSnapshot
 
 _READ_BLOCK = 1 << 20
@@ -52,16 +55,60 @@ def combine_hashes(entries: Mapping[str, str]) -> str:
     return digest.hexdigest()
 
 
-def snapshot_collection(content_dir: Path, collection: str) -> CollectionSnapshot:
+class StatCache:
+    """SHA-256 of files by (relative path, size, mtime): hashing 10,000 unchanged files costs
+    10,000 ``stat`` calls, not 10,000 reads. Kept as one JSON file beside the outputs.
+
+    A file edited within the same mtime tick and to the same size would be missed; mtimes
+    are nanoseconds on the file systems this runs on, and ``rag build --force`` rehashes.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._entries: dict[str, list] = {}
+        self._dirty = False
+        if path is not None and path.is_file():
+            try:
+                self._entries = orjson.loads(path.read_bytes())
+            except orjson.JSONDecodeError:
+                self._entries = {}  # a damaged cache only costs a rehash
+
+    def sha256(self, rel: str, path: Path, stat: os.stat_result) -> str:
+        entry = self._entries.get(rel)
+        if entry and entry[0] == stat.st_size and entry[1] == stat.st_mtime_ns:
+            return entry[2]
+        digest = sha256_file(path)
+        self._entries[rel] = [stat.st_size, stat.st_mtime_ns, digest]
+        self._dirty = True
+        return digest
+
+    def forget_missing(self, prefix: str, seen: set[str]) -> None:
+        stale = [rel for rel in self._entries if rel.startswith(prefix) and rel not in seen]
+        for rel in stale:
+            del self._entries[rel]
+        self._dirty = self._dirty or bool(stale)
+
+    def save(self) -> None:
+        if self.path is not None and self._dirty:
+            atomic_write_bytes(self.path, orjson.dumps(self._entries))
+            self._dirty = False
+
+
+def snapshot_collection(
+    content_dir: Path, collection: str, stat_cache: StatCache | None = None
+) -> CollectionSnapshot:
     """Hash one collection folder; a missing folder is an empty collection."""
     root = content_dir / collection
+    cache = stat_cache or StatCache(None)
     files: dict[str, str] = {}
     total = 0
     if root.is_dir():
         for path in iter_collection_files(root):
             rel = path.relative_to(content_dir).as_posix()
-            files[rel] = sha256_file(path)
-            total += path.stat().st_size
+            stat = path.stat()
+            files[rel] = cache.sha256(rel, path, stat)
+            total += stat.st_size
+    cache.forget_missing(f"{collection}/", set(files))
     return CollectionSnapshot(
         collection=collection,
         root=str(root),

@@ -131,6 +131,92 @@ def replace_contents(
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
+@dataclass(frozen=True)
+class SyncResult:
+    documents_written: int
+    documents_deleted: int
+    chunks_written: int
+    chunks_deleted: int
+    full_rewrite: bool
+
+
+def sync_contents(
+    path: Path,
+    collections: Iterable[EmbeddedCollection],
+    *,
+    model: str,
+    dimension: int,
+    built_at: str,
+) -> SyncResult:
+    """Make the store hold exactly these collections, touching only what changed.
+
+    One transaction: deleted documents and chunks go (their FTS rows with them, by the
+    triggers), changed chunks are deleted and re-inserted, unchanged rows stay. A store
+    built with another model is rewritten whole, since one store holds one model.
+    """
+    collections = list(collections)
+    with closing(connect(path)) as conn:
+        ensure_schema(conn)
+        meta = conn.execute("SELECT model, dimension FROM embeddings_meta LIMIT 1").fetchone()
+    if meta is None or tuple(meta) != (model, dimension):
+        replace_contents(path, collections, model=model, dimension=dimension, built_at=built_at)
+        n_docs = sum(len(c.documents) for c in collections)
+        n_chunks = sum(len(c.chunks) for c in collections)
+        return SyncResult(n_docs, 0, n_chunks, 0, True)
+
+    new_docs = {}
+    new_chunks = {}
+    for col in collections:
+        counts: dict[str, int] = {}
+        for chunk in col.chunks:
+            counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
+        for d in col.documents:
+            new_docs[d.id] = (d.collection, d.slug, d.title, json.dumps(d.tags), d.updated_at, counts.get(d.id, 0))
+        vectors = np.ascontiguousarray(col.vectors, dtype=np.float32)
+        for i, c in enumerate(col.chunks):
+            row = (c.document_id, c.chunk_index, c.text, json.dumps(c.heading_path, ensure_ascii=False), c.word_count)
+            new_chunks[c.id] = (row, vectors[i].tobytes())
+
+    with closing(connect(path)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            old_docs = {
+                r[0]: tuple(r[1:])
+                for r in conn.execute("SELECT id, collection, slug, title, tags, updated_at, chunk_count FROM documents")
+            }
+            old_chunks = {
+                r[0]: (tuple(r[1:6]), r[6])
+                for r in conn.execute(
+                    "SELECT id, document_id, chunk_index, text, heading_path, word_count, embedding FROM chunks"
+                )
+            }
+            stale_chunks = [cid for cid, value in old_chunks.items() if new_chunks.get(cid) != value]
+            fresh_chunks = [cid for cid, value in new_chunks.items() if old_chunks.get(cid) != value]
+            conn.executemany("DELETE FROM chunks WHERE id = ?", [(cid,) for cid in stale_chunks])
+            gone_docs = [did for did in old_docs if did not in new_docs]
+            conn.executemany("DELETE FROM documents WHERE id = ?", [(did,) for did in gone_docs])
+            changed_docs = [did for did, row in new_docs.items() if old_docs.get(did) != row]
+            conn.executemany(
+                "INSERT INTO documents(id, collection, slug, title, tags, updated_at, chunk_count)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET collection=excluded.collection,"
+                " slug=excluded.slug, title=excluded.title, tags=excluded.tags, updated_at=excluded.updated_at,"
+                " chunk_count=excluded.chunk_count",
+                [(did, *new_docs[did]) for did in changed_docs],
+            )
+            conn.executemany(
+                "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count, embedding)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(cid, *new_chunks[cid][0], new_chunks[cid][1]) for cid in fresh_chunks],
+            )
+            conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    return SyncResult(len(changed_docs), len(gone_docs), len(fresh_chunks), len(stale_chunks), False)
+
+
 def _insert_collection(conn: sqlite3.Connection, col: EmbeddedCollection) -> None:
     counts: dict[str, int] = {}
     for chunk in col.chunks:

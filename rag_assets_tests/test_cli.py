@@ -82,8 +82,8 @@ def test_cli_runs_are_kept_in_the_project_dagster_home(tmp_path, write_tree):
     content = write_tree({"posts/a.md": PROXMOX_POST, "docs/b.md": "# B\n\ntext"})
     env = {**os.environ, "DAGSTER_HOME": str(home)}
     cmd = [sys.executable, "-m", "rag_assets.cli", "build", "--content-dir", str(content), "--output-dir", str(tmp_path / "o")]
-    for _ in range(2):
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    for extra in ([], ["--force"]):
+        proc = subprocess.run(cmd + extra, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
     os.environ["DAGSTER_HOME"] = str(home)
     try:

@@ -14,6 +14,7 @@ import pytest
 from rag_assets.config import discover_collections
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
 from rag_assets.definitions import build_definitions
+from rag_assets.defs.partitions import sync_partitions
 from rag_assets.index_json import read_index, read_meta
 from rag_assets.manifest import read_manifest
 
@@ -23,6 +24,7 @@ from .conftest import CORPORA, PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT
 def build_everything(cfg, instance) -> dict[str, dg.ExecuteInProcessResult]:
     """Run the index job for every collection, then the publish job, as `rag build` does."""
     defs = build_definitions(cfg)
+    sync_partitions(instance, cfg)
     results = {}
     for collection in discover_collections(cfg).collections:
         results[collection] = defs.resolve_job_def(INDEX_COLLECTION_JOB).execute_in_process(
@@ -80,7 +82,9 @@ def test_sample_content_builds_into_every_output(make_config):
         publish = results.pop("__publish__")
         assert publish.success
         checks = publish.get_asset_check_evaluations()
-        assert {c.check_name: c.passed for c in checks} == {"outputs_consistent": True, "index_complete": True}
+        assert {c.check_name: c.passed for c in checks} == {
+            "outputs_consistent": True, "index_complete": True, "index_matches_content": True, "index_recent": True,
+        }
         # Metadata the UI shows for each step.
         posts = results["posts"]
         assert metadata_of(posts, "content_hash")["files"] >= 5
@@ -129,6 +133,7 @@ def test_a_collection_not_built_yet_is_left_out_and_named(write_tree, make_confi
     cfg = make_config(write_tree({"posts/a.md": PROXMOX_POST, "docs/b.md": "# B\n\ntext"}))
     defs = build_definitions(cfg)
     with dg.instance_for_test() as instance:
+        sync_partitions(instance, cfg)
         defs.resolve_job_def(INDEX_COLLECTION_JOB).execute_in_process(partition_key="posts", instance=instance)
         publish = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(instance=instance)
     assert metadata_of(publish, "public_index")["not_built"] == "docs"

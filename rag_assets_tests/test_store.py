@@ -76,3 +76,22 @@ def test_a_reader_sees_the_old_version_until_commit(tmp_path):
     reader.execute("COMMIT")
     assert reader.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == 3
     reader.close()
+
+
+def test_sync_touches_only_what_changed_and_leaves_no_orphans(tmp_path):
+    path = tmp_path / "s.db"
+    first = make_collection("posts", ["alpha words", "beta words", "gamma words"])
+    result = store.sync_contents(path, [first], model="m", dimension=8, built_at="1")
+    assert result.full_rewrite
+    second = make_collection("posts", ["alpha words", "beta changed"])  # chunk 1 edited, chunk 2 gone
+    result = store.sync_contents(path, [second, make_collection("docs", ["delta"])], model="m", dimension=8, built_at="2")
+    assert not result.full_rewrite
+    assert (result.chunks_written, result.chunks_deleted) == (2, 2)  # posts chunk-1 and docs chunk-0 in; old chunk-1 and chunk-2 out
+    assert store.chunk_ids(path) == {"posts/doc/chunk-0", "posts/doc/chunk-1", "docs/doc/chunk-0"}
+    assert fts_ids(path, "gamma") == [] and fts_ids(path, "changed") == ["posts/doc/chunk-1"]
+    assert store.orphan_counts(path) == {"chunks_without_document": 0, "fts_rows_without_chunk": 0}
+    result = store.sync_contents(path, [make_collection("docs", ["delta"])], model="m", dimension=8, built_at="3")
+    assert result.documents_deleted == 1 and store.chunk_ids(path) == {"docs/doc/chunk-0"}
+    assert store.summarise(path).fts_rows == 1
+    result = store.sync_contents(path, [make_collection("docs", ["delta"])], model="other", dimension=8, built_at="4")
+    assert result.full_rewrite and store.summarise(path).model == "other"

@@ -7,6 +7,10 @@ from rag_assets.consistency import check_public_outputs
 from rag_assets.defs.publish import rag_manifest
 from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.embedders.selection import service_status
+from rag_assets.freshness import age_label, detect_changes
+from rag_assets.index_json import read_meta
+
+MAX_AGE_DAYS = 7
 
 
 @dg.asset_check(asset=rag_manifest, description="JSON index, SQLite store, FTS table and manifest agree.")
@@ -44,4 +48,39 @@ def embedding_service(embedder: EmbedderResource) -> dg.AssetCheckResult:
             "openai_key_set": status.openai_key_set,
             "local_model": status.local_reason,
         },
+    )
+
+
+@dg.asset_check(
+    asset="public_index",
+    description="The published index exists and its contentHash matches the content on disk now.",
+)
+def index_matches_content(rag: RagSettings) -> dg.AssetCheckResult:
+    cfg = rag.to_config()
+    report = detect_changes(cfg, save_stat_cache=False)
+    changed = {c.collection: c.summary() for c in report.changed}
+    # The manifest may not be rewritten yet when this runs (it is the next asset), so the
+    # verdict compares hashes only; the per-collection list is for the reader.
+    return dg.AssetCheckResult(
+        passed=report.has_index and report.current_hash == report.published_hash,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "index_exists": report.has_index,
+            "index_content_hash": report.published_hash or "",
+            "current_content_hash": report.current_hash,
+            "changed_collections": dg.MetadataValue.md(
+                "\n".join(f"- **{name}**: {why}" for name, why in changed.items()) or "_none_"
+            ),
+        },
+    )
+
+
+@dg.asset_check(asset="public_index", description=f"The index was built within the last {MAX_AGE_DAYS} days.")
+def index_recent(rag: RagSettings) -> dg.AssetCheckResult:
+    meta = read_meta(rag.to_config().meta_path) or {}
+    label, age = age_label(meta.get("builtAt"))
+    return dg.AssetCheckResult(
+        passed=age is not None and age <= MAX_AGE_DAYS * 86400,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"built_at": meta.get("builtAt") or "never", "age_hours": round((age or 0) / 3600, 1), "freshness": label},
     )

@@ -10,7 +10,8 @@ from rag_assets.parsing import parse_collection
 from rag_assets.pipeline import chunk_collection
 from rag_assets.records import ChunkedCollection, CollectionSnapshot, ParsedCollection
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
-from rag_assets.sources import snapshot_collection
+from rag_assets.doc_cache import DocumentCache
+from rag_assets.sources import StatCache, snapshot_collection
 
 GROUP = "collections"
 
@@ -22,7 +23,10 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
     def content_hash(context: dg.AssetExecutionContext, rag: RagSettings) -> dg.Output[CollectionSnapshot]:
         """SHA-256 over the relative paths and bytes of every file in one collection."""
         collection = context.partition_key
-        snapshot = snapshot_collection(Path(rag.content_dir), collection)
+        cfg = rag.to_config()
+        stat_cache = StatCache(cfg.stat_cache_path)
+        snapshot = snapshot_collection(cfg.content_dir, collection, stat_cache)
+        stat_cache.save()
         if not Path(snapshot.root).is_dir():
             context.log.warning(f"[{collection}] folder {snapshot.root} does not exist; the collection is empty")
         context.log.info(f"[{collection}] {len(snapshot.files)} files, hash {snapshot.content_hash[:12]}")
@@ -42,17 +46,24 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
     ) -> dg.Output[ParsedCollection]:
         """Markdown files parsed into frontmatter and body; unusable files listed with reasons."""
         collection = context.partition_key
-        parsed = parse_collection(Path(rag.content_dir), collection, content_hash.content_hash)
+        cfg = rag.to_config()
+        reuse = DocumentCache(cfg.document_cache_path, cfg.chunking).lookup(collection, content_hash.files)
+        parsed = parse_collection(cfg.content_dir, collection, content_hash.content_hash, reuse)
         for item in parsed.skipped:
             context.log.warning(f"[{collection}] skipped {item.path}: {item.reason}")
-        context.log.info(f"[{collection}] parsed {len(parsed.documents)} documents, skipped {len(parsed.skipped)}")
+        reused = len(parsed.cached_chunks)
+        context.log.info(
+            f"[{collection}] {len(parsed.documents)} documents ({len(parsed.documents) - reused} parsed, "
+            f"{reused} unchanged), {len(parsed.skipped)} skipped"
+        )
         return dg.Output(
             parsed,
             metadata={
                 "documents": len(parsed.documents),
+                "parsed_now": len(parsed.documents) - reused,
+                "unchanged": reused,
                 "skipped_files": len(parsed.skipped),
                 "skipped": dg.MetadataValue.md(skipped_markdown(parsed.skipped)),
-                "words": sum(len(d.body.split()) for d in parsed.documents),
                 "content_hash": parsed.content_hash,
             },
         )
@@ -62,7 +73,8 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
         context: dg.AssetExecutionContext, rag: RagSettings, parsed_documents: ParsedCollection
     ) -> dg.Output[ChunkedCollection]:
         """Heading-aware chunks of about 400 words with 50 words of overlap."""
-        chunked = chunk_collection(parsed_documents, rag.chunking_params())
+        cfg = rag.to_config()
+        chunked = chunk_collection(parsed_documents, cfg.chunking, DocumentCache(cfg.document_cache_path, cfg.chunking))
         words = [c.word_count for c in chunked.chunks]
         context.log.info(f"[{chunked.collection}] {len(chunked.chunks)} chunks from {len(chunked.documents)} documents")
         return dg.Output(

@@ -1,10 +1,13 @@
 """Fan-in assets: the published outputs built from every collection's embeddings."""
 
 
+from datetime import timedelta
 from typing import Any
 
 import dagster as dg
 
+from rag_assets.defs.jobs import BUILD_TAG
+from rag_assets.defs.partitions import COLLECTIONS_PARTITION
 from rag_assets.defs.resources import RagSettings
 from rag_assets.pipeline import ordered, publish_index, publish_manifest, publish_store, utc_now_iso
 from rag_assets.records import EmbeddedCollection
@@ -39,9 +42,10 @@ def _collection_table(collections: list[EmbeddedCollection]) -> str:
     return "\n".join(lines)
 
 
-def _common_metadata(rag: RagSettings, collections: list[EmbeddedCollection]) -> dict[str, Any]:
+def _common_metadata(context: dg.AssetExecutionContext, collections: list[EmbeddedCollection]) -> dict[str, Any]:
     skipped = [s for c in collections for s in c.skipped]
-    not_built = sorted(set(rag.collections) - {c.collection for c in collections})
+    partitions = context.instance.get_dynamic_partitions(COLLECTIONS_PARTITION)
+    not_built = sorted(set(partitions) - {c.collection for c in collections})
     return {
         "not_built": ", ".join(not_built) or "none",
         "documents": sum(len(c.documents) for c in collections),
@@ -56,6 +60,8 @@ def _common_metadata(rag: RagSettings, collections: list[EmbeddedCollection]) ->
     group_name=GROUP,
     ins={"embeddings": ALL_COLLECTIONS},
     kinds={"json"},
+    # Warn after 12 h without a new build, fail after 48 h: the Fresh/Stale/Old of `rag status`.
+    freshness_policy=dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=48), warn_window=timedelta(hours=12)),
     check_specs=[
         dg.AssetCheckSpec(
             "index_complete",
@@ -92,7 +98,7 @@ def public_index(
             )
         ],
         metadata={
-            **_common_metadata(rag, collections),
+            **_common_metadata(context, collections),
             "model": header.model,
             "provider": header.provider,
             "dimension": header.dimension,
@@ -116,14 +122,18 @@ def public_store(
     """SQLite store of the public collections (chunks, vectors, FTS5) for server-side hybrid search."""
     cfg = rag.to_config()
     collections = all_collections(embeddings)
-    summary = publish_store(collections, cfg, utc_now_iso())
+    summary, sync = publish_store(collections, cfg, utc_now_iso())
     context.log.info(f"wrote {cfg.public_store_path} ({human_bytes(summary.size_bytes)}, {summary.chunks} chunks)")
     return dg.MaterializeResult(
         metadata={
-            **_common_metadata(rag, collections),
+            **_common_metadata(context, collections),
             "model": summary.model or "",
             "dimension": summary.dimension or 0,
             "fts_rows": summary.fts_rows,
+            "chunks_written": sync.chunks_written,
+            "chunks_deleted": sync.chunks_deleted,
+            "documents_deleted": sync.documents_deleted,
+            "full_rewrite": sync.full_rewrite,
             "built_at": summary.built_at or "",
             "store_path": dg.MetadataValue.path(str(cfg.public_store_path)),
             "store_size": human_bytes(summary.size_bytes),
@@ -139,12 +149,13 @@ def rag_manifest(
     """Per-document ledger (rag-manifest.json): content hash, chunk count and index time of every file."""
     cfg = rag.to_config()
     collections = all_collections(embeddings)
-    data = publish_manifest(collections, cfg, utc_now_iso())
+    full = context.run.tags.get(BUILD_TAG, "full") == "full"
+    data = publish_manifest(collections, cfg, utc_now_iso(), full_build=full)
     stats = data["stats"]
     context.log.info(f"wrote {cfg.manifest_path} ({stats['totalDocuments']} documents)")
     return dg.MaterializeResult(
         metadata={
-            **_common_metadata(rag, collections),
+            **_common_metadata(context, collections),
             "model": data["model"],
             "dimension": data["dimension"],
             "last_full_build": data["lastFullBuild"] or "",

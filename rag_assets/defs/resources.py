@@ -9,7 +9,7 @@ import dagster as dg
 from pydantic import Field
 
 from rag_assets.chunking import ChunkingParams
-from rag_assets.config import RagConfig, discover_collections
+from rag_assets.config import RagConfig
 from rag_assets.embedders.ollama import DEFAULT_DIMENSION as OLLAMA_DIMENSION
 from rag_assets.embedders.ollama import DEFAULT_MODEL as OLLAMA_MODEL
 from rag_assets.embedders.ollama import OllamaHealth, ollama_health, ollama_host
@@ -30,7 +30,6 @@ class RagSettings(dg.ConfigurableResource):
     max_chars: int = Field(default=3000, description="Hard cap for text without spaces (CJK).")
     vector_decimals: int = Field(default=5, description="Decimals kept per vector component in the JSON index.")
     collection_weights: dict[str, float] = Field(default_factory=dict, description="Search priority per collection.")
-    collections: list[str] = Field(default_factory=list, description="Collections found when the definitions loaded.")
 
     @classmethod
     def from_config(cls, cfg: RagConfig) -> "RagSettings":
@@ -44,7 +43,6 @@ class RagSettings(dg.ConfigurableResource):
             max_chars=p.max_chars,
             vector_decimals=cfg.vector_decimals,
             collection_weights=dict(cfg.collection_weights),
-            collections=list(discover_collections(cfg).collections),
         )
 
     def to_config(self) -> RagConfig:

@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterator, Sequence
 import dagster as dg
 
 from rag_assets.config import RagConfig, discover_collections
-from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
+from rag_assets.defs.jobs import BUILD_TAG, INDEX_COLLECTION_JOB, PUBLISH_JOB
+from rag_assets.defs.partitions import sync_partitions
 from rag_assets.records import SkippedFile
 
 # The CLI reports failures itself, in one line without a traceback; Dagster's console
@@ -62,21 +63,31 @@ def run_build(
     *,
     collections: Sequence[str] | None = None,
     verbose: bool = False,
+    full: bool | None = None,
     on_collection: Callable[[CollectionOutcome], None] = lambda _: None,
 ) -> BuildOutcome:
-    """Index the given collections (default: all), then publish; stops at the first failure."""
+    """Index the given collections (default: all), then publish; stops at the first failure.
+
+    ``full`` tags the runs as a full rebuild (every collection) or an incremental update,
+    which the manifest records as lastFullBuild or lastIncrementalUpdate.
+    """
     from rag_assets.definitions import build_definitions
 
     started = time.perf_counter()
+    sync_partitions(instance, cfg)
     defs = build_definitions(cfg)
     run_config = {} if verbose else QUIET_RUN_CONFIG
-    targets = list(collections or discover_collections(cfg).collections)
+    all_collections = discover_collections(cfg).collections
+    targets = list(discover_collections(cfg).collections if collections is None else collections)
+    if full is None:
+        full = set(targets) >= set(all_collections)
+    tags = {BUILD_TAG: "full" if full else "incremental"}
     outcomes: list[CollectionOutcome] = []
     index_job = defs.resolve_job_def(INDEX_COLLECTION_JOB)
     for collection in targets:
         t0 = time.perf_counter()
         result = index_job.execute_in_process(
-            partition_key=collection, instance=instance, raise_on_error=False, run_config=run_config
+            partition_key=collection, instance=instance, raise_on_error=False, run_config=run_config, tags=tags
         )
         outcome = CollectionOutcome(
             collection=collection,
@@ -93,7 +104,7 @@ def run_build(
         if not result.success:
             return BuildOutcome(outcomes, {}, [], f"collection {collection}: {outcome.error}", time.perf_counter() - started)
     result = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(
-        instance=instance, raise_on_error=False, run_config=run_config
+        instance=instance, raise_on_error=False, run_config=run_config, tags=tags
     )
     failed_checks = [
         f"{c.check_name}: {getattr(c.metadata.get('problems'), 'value', '')}"

@@ -1,0 +1,105 @@
+"""What changed since the published build, and how old it is (no Dagster import).
+
+Compares the collections on disk (hashed with the stat cache, so unchanged files
+are not read) with the manifest of the last build: per collection, the files
+added, changed and removed. `rag build`, `rag check`, `rag status`, the change
+sensor and the freshness checks all read it from here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from rag_assets import manifest as manifest_io
+from rag_assets.config import RagConfig, discover_collections
+from rag_assets.sources import StatCache, overall_content_hash, snapshot_collection
+
+FRESH_HOURS = 12
+STALE_HOURS = 48
+
+
+@dataclass
+class CollectionChange:
+    collection: str
+    status: str  # new | changed | removed | unchanged
+    content_hash: str | None
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        if self.status == "new":
+            return f"new collection ({len(self.added)} files)"
+        if self.status == "removed":
+            return "collection folder removed"
+        parts = [f"{len(v)} {k}" for k, v in (("added", self.added), ("changed", self.changed), ("removed", self.removed)) if v]
+        return ", ".join(parts) or "unchanged"
+
+
+@dataclass
+class ChangeReport:
+    collections: list[CollectionChange]
+    current_hash: str
+    published_hash: str | None
+    has_index: bool
+
+    @property
+    def changed(self) -> list[CollectionChange]:
+        return [c for c in self.collections if c.status != "unchanged"]
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.has_index and not self.changed and self.current_hash == self.published_hash
+
+
+def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeReport:
+    """Compare the content on disk with the last published build."""
+    published = manifest_io.read_manifest(cfg.manifest_path) or {}
+    previous = published.get("collections", {})
+    documents = published.get("documents", {})
+    stat_cache = StatCache(cfg.stat_cache_path)
+    changes: list[CollectionChange] = []
+    hashes: dict[str, str] = {}
+    for name in discover_collections(cfg).collections:
+        snapshot = snapshot_collection(cfg.content_dir, name, stat_cache)
+        hashes[name] = snapshot.content_hash
+        before = previous.get(name)
+        if before is None:
+            changes.append(CollectionChange(name, "new", snapshot.content_hash, added=sorted(snapshot.files)))
+            continue
+        known = {d["path"]: d["contentHash"] for d in documents.values() if d.get("path", "").startswith(f"{name}/")}
+        known.update({path: None for path in before.get("skipped", {})})  # skipped: hash unknown
+        change = CollectionChange(name, "unchanged", snapshot.content_hash)
+        if before.get("contentHash") != snapshot.content_hash:
+            change.status = "changed"
+            change.added = sorted(p for p in snapshot.files if p not in known)
+            change.changed = sorted(p for p, h in snapshot.files.items() if p in known and known[p] not in (h, None))
+            change.removed = sorted(p for p in known if p not in snapshot.files)
+        changes.append(change)
+    for name in sorted(set(previous) - set(hashes)):
+        changes.append(CollectionChange(name, "removed", None))
+    if save_stat_cache:
+        stat_cache.save()
+    meta_hash = _published_hash(cfg)
+    return ChangeReport(changes, overall_content_hash(hashes), meta_hash, cfg.index_path.is_file())
+
+
+def _published_hash(cfg: RagConfig) -> str | None:
+    from rag_assets.index_json import read_meta
+
+    meta = read_meta(cfg.meta_path)
+    return meta.get("contentHash") if meta else None
+
+
+def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str, float | None]:
+    """Fresh (< 12 h), Stale (12 to 48 h) or Old (> 48 h), and the age in seconds."""
+    if not built_at:
+        return "Missing", None
+    try:
+        built = dt.datetime.fromisoformat(built_at.replace("Z", "+00:00"))
+    except ValueError:
+        return "Unknown", None
+    age = ((now or dt.datetime.now(dt.timezone.utc)) - built).total_seconds()
+    hours = age / 3600
+    return ("Fresh" if hours < FRESH_HOURS else "Stale" if hours <= STALE_HOURS else "Old"), max(age, 0.0)
