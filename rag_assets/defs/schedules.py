@@ -21,7 +21,7 @@ def build_nightly_schedule(cfg: RagConfig) -> dg.ScheduleDefinition:
     def nightly_full_rebuild(context: dg.ScheduleEvaluationContext):
         # Each run re-indexes one collection and republishes; the `rag/build=full` tag is
         # limited to one run at a time in dagster.yaml, so the runs queue instead of racing.
-        stamp = context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else "now"
+        stamp = context.scheduled_execution_time.isoformat()
         for name in context.instance.get_dynamic_partitions(COLLECTIONS_PARTITION):
             yield dg.RunRequest(partition_key=name, run_key=f"nightly:{stamp}:{name}", tags={BUILD_TAG: "full"})
 
