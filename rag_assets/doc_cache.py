@@ -10,7 +10,6 @@ texts not embedded before).
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from contextlib import closing
 from pathlib import Path
 from typing import Iterable
@@ -19,6 +18,7 @@ import orjson
 
 from rag_assets.chunking import ChunkingParams
 from rag_assets.records import Chunk, Document
+from rag_assets.sqlite_cache import SqliteCache
 
 # Bump when the parser or chunker changes its output for the same input.
 PIPELINE_VERSION = "1"
@@ -38,19 +38,12 @@ def settings_key(params: ChunkingParams) -> str:
     return f"v{PIPELINE_VERSION}:{params.target_words}:{params.overlap_words}:{params.min_words}:{params.max_chars}"
 
 
-class DocumentCache:
-    def __init__(self, path: Path, params: ChunkingParams) -> None:
-        self.path = path
-        self.settings = settings_key(params)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(self._connect()) as conn:
-            conn.executescript(_SCHEMA)
+class DocumentCache(SqliteCache):
+    schema = _SCHEMA
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
+    def __init__(self, path: Path, params: ChunkingParams) -> None:
+        self.settings = settings_key(params)
+        super().__init__(path)
 
     def lookup(self, collection: str, files: dict[str, str]) -> dict[str, tuple[Document, list[Chunk]]]:
         """Cached (document, chunks) for the ``path -> sha256`` entries that are unchanged."""

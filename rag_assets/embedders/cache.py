@@ -8,13 +8,13 @@ text, never the text itself, so it leaks nothing a store would not.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import time
 from contextlib import closing
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from rag_assets.sqlite_cache import SqliteCache
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS embedding_cache (
@@ -33,20 +33,10 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class EmbeddingCache:
+class EmbeddingCache(SqliteCache):
     """Vectors by (model, text hash); each call opens its own short transaction."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(self._connect()) as conn:
-            conn.executescript(_SCHEMA)
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
+    schema = _SCHEMA
 
     def get_many(self, model: str, dimension: int, texts: Sequence[str]) -> dict[int, np.ndarray]:
         """Cached vectors for the texts found, by position in ``texts``."""
