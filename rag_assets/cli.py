@@ -118,8 +118,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
-    from rag_assets.defs.runner import CollectionOutcome, cli_instance, run_build
-
     discovery = discover_collections(cfg)
     for folder, reason in discovery.excluded:
         print(f"note: folder {folder!r} is not a collection: {reason}")
@@ -152,6 +150,9 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
             targets = [c.collection for c in report.changed if c.status != "removed"]
             for change in report.changed:
                 print(f"[{change.collection}] {change.summary()}")
+
+    # Imported only now: Dagster takes a second to import, and a no-op build should not pay it.
+    from rag_assets.defs.runner import CollectionOutcome, cli_instance, run_build
 
     def progress(outcome: CollectionOutcome) -> None:
         if not outcome.success:

@@ -28,16 +28,20 @@ def check_public_outputs(cfg: RagConfig) -> ConsistencyReport:
     if missing:
         report.problems.append("missing outputs: " + ", ".join(str(p) for p in missing) + "; run rag build")
         return report
-    index = index_json.read_index(cfg.index_path)
-    index_ids = {c["id"] for c in index["chunks"]}
-    report.index_chunks = len(index["chunks"])
-    if report.index_chunks != index.get("totalChunks"):
-        report.problems.append(f"index totalChunks {index.get('totalChunks')} != {report.index_chunks} chunks listed")
+    # The sidecar records the index's size and a digest of its chunk IDs at write time, so
+    # the check need not parse a 50 MB index: a size mismatch means a torn or foreign file.
+    meta = index_json.read_meta(cfg.meta_path) or {}
+    index = dict(meta)
+    index_size = cfg.index_path.stat().st_size
+    if meta.get("sizeBytes") != index_size:
+        report.problems.append(f"index is {index_size} bytes but its sidecar says {meta.get('sizeBytes')}")
+    report.index_chunks = int(meta.get("totalChunks") or 0)
     store_ids = store.chunk_ids(cfg.public_store_path)
     summary = store.summarise(cfg.public_store_path)
     assert summary is not None
     report.store_chunks, report.fts_rows = summary.chunks, summary.fts_rows
-    if index_ids != store_ids:
+    if meta.get("chunkIdsSha256") != index_json.chunk_ids_digest(store_ids):
+        index_ids = {c["id"] for c in index_json.read_index(cfg.index_path)["chunks"]}
         only_index = sorted(index_ids - store_ids)[:5]
         only_store = sorted(store_ids - index_ids)[:5]
         report.problems.append(f"chunk IDs differ: only in index {only_index}, only in store {only_store}")
@@ -54,8 +58,8 @@ def check_public_outputs(cfg: RagConfig) -> ConsistencyReport:
     report.manifest_chunks = sum(d.get("chunkCount", 0) for d in data.get("documents", {}).values())
     if report.manifest_chunks != report.index_chunks:
         report.problems.append(f"manifest counts {report.manifest_chunks} chunks, index has {report.index_chunks}")
-    index_docs = {c["id"].rsplit("/chunk-", 1)[0] for c in index["chunks"]}
-    orphan_docs = sorted(index_docs - set(data.get("documents", {})))
+    store_docs = {chunk_id.rsplit("/chunk-", 1)[0] for chunk_id in store_ids}
+    orphan_docs = sorted(store_docs - set(data.get("documents", {})))
     if orphan_docs:
-        report.problems.append(f"index chunks of documents missing from the manifest: {orphan_docs[:5]}")
+        report.problems.append(f"chunks of documents missing from the manifest: {orphan_docs[:5]}")
     return report

@@ -59,6 +59,10 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
     previous = published.get("collections", {})
     documents = published.get("documents", {})
     stat_cache = StatCache(cfg.stat_cache_path)
+    known_by_collection: dict[str, dict[str, str | None]] = {}
+    for doc in documents.values():
+        path = doc.get("path", "")
+        known_by_collection.setdefault(path.split("/", 1)[0], {})[path] = doc.get("contentHash")
     changes: list[CollectionChange] = []
     hashes: dict[str, str] = {}
     for name in discover_collections(cfg).collections:
@@ -68,7 +72,7 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
         if before is None:
             changes.append(CollectionChange(name, "new", snapshot.content_hash, added=sorted(snapshot.files)))
             continue
-        known = {d["path"]: d["contentHash"] for d in documents.values() if d.get("path", "").startswith(f"{name}/")}
+        known = dict(known_by_collection.get(name, {}))
         known.update({path: None for path in before.get("skipped", {})})  # skipped: hash unknown
         change = CollectionChange(name, "unchanged", snapshot.content_hash)
         if before.get("contentHash") != snapshot.content_hash:

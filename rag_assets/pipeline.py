@@ -212,7 +212,12 @@ def publish_index(collections: list[EmbeddedCollection], cfg: RagConfig, built_a
         content_hash=content_hash_of(collections),
     )
     index_bytes, meta_bytes = index_json.write_index(
-        cfg.index_path, cfg.meta_path, header, collections, cfg.vector_decimals
+        cfg.index_path,
+        cfg.meta_path,
+        header,
+        collections,
+        cfg.vector_decimals,
+        index_json.FragmentCache(cfg.data_dir / "index-fragments"),
     )
     return PublishedIndex(header, index_bytes, meta_bytes)
 

@@ -175,7 +175,7 @@ def sync_contents(
         vectors = np.ascontiguousarray(col.vectors, dtype=np.float32)
         for i, c in enumerate(col.chunks):
             row = (c.document_id, c.chunk_index, c.text, json.dumps(c.heading_path, ensure_ascii=False), c.word_count)
-            new_chunks[c.id] = (row, vectors[i].tobytes())
+            new_chunks[c.id] = (row, i, vectors)
 
     with closing(connect(path)) as conn:
         conn.execute("BEGIN IMMEDIATE")
@@ -184,14 +184,14 @@ def sync_contents(
                 r[0]: tuple(r[1:])
                 for r in conn.execute("SELECT id, collection, slug, title, tags, updated_at, chunk_count FROM documents")
             }
+            # Vectors are not compared: with the model unchanged (else the store is rewritten
+            # whole, above), the same text always has the same vector.
             old_chunks = {
-                r[0]: (tuple(r[1:6]), r[6])
-                for r in conn.execute(
-                    "SELECT id, document_id, chunk_index, text, heading_path, word_count, embedding FROM chunks"
-                )
+                r[0]: tuple(r[1:6])
+                for r in conn.execute("SELECT id, document_id, chunk_index, text, heading_path, word_count FROM chunks")
             }
-            stale_chunks = [cid for cid, value in old_chunks.items() if new_chunks.get(cid) != value]
-            fresh_chunks = [cid for cid, value in new_chunks.items() if old_chunks.get(cid) != value]
+            stale_chunks = [cid for cid, row in old_chunks.items() if cid not in new_chunks or new_chunks[cid][0] != row]
+            fresh_chunks = [cid for cid, value in new_chunks.items() if old_chunks.get(cid) != value[0]]
             conn.executemany("DELETE FROM chunks WHERE id = ?", [(cid,) for cid in stale_chunks])
             gone_docs = [did for did in old_docs if did not in new_docs]
             conn.executemany("DELETE FROM documents WHERE id = ?", [(did,) for did in gone_docs])
@@ -206,7 +206,7 @@ def sync_contents(
             conn.executemany(
                 "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count, embedding)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(cid, *new_chunks[cid][0], new_chunks[cid][1]) for cid in fresh_chunks],
+                [(cid, *new_chunks[cid][0], new_chunks[cid][2][new_chunks[cid][1]].tobytes()) for cid in fresh_chunks],
             )
             conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
             conn.execute("COMMIT")

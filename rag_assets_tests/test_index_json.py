@@ -27,7 +27,7 @@ def test_index_round_trips_with_rounded_vectors_and_sorted_collections(tmp_path)
     assert data["totalChunks"] == 2 and data["collections"]["posts"] == {"chunks": 1, "documents": 1}
     meta = index_json.read_meta(tmp_path / "m.json")
     assert "chunks" not in meta and meta["sizeBytes"] == index_bytes == (tmp_path / "i.json").stat().st_size
-    assert meta_bytes < 300
+    assert meta_bytes < 400  # header fields + size + chunk-ID digest
 
 
 def test_a_failed_write_leaves_the_previous_file_and_no_temp_files(tmp_path, monkeypatch):
