@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import os
+import time
 import tempfile
 from pathlib import Path
 
@@ -14,6 +16,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     the temporary file is removed when the write fails.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned_temp_files(path)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp creates 0600; published files must be readable like any file the user
@@ -36,3 +39,20 @@ def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+ABANDONED_AFTER_SECONDS = 3600
+
+
+def _remove_abandoned_temp_files(path: Path) -> None:
+    """Temporary files of this path left by a killed writer (no exception ran to delete them).
+
+    Only files older than an hour go, so a concurrent writer's fresh file is never touched.
+    """
+    cutoff = time.time() - ABANDONED_AFTER_SECONDS
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        try:
+            if leftover.stat().st_mtime < cutoff:
+                leftover.unlink()
+        except FileNotFoundError:
+            pass

@@ -196,6 +196,8 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
         return EXIT_FAILED
     for problem in outcome.failed_checks:
         print(f"rag: check failed: {problem}", file=sys.stderr)
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"Built in {outcome.seconds:.1f}s\n")
     _print_status(cfg)
     return EXIT_FAILED if outcome.failed_checks else EXIT_OK

@@ -84,6 +84,10 @@ class RagConfig:
         return self.data_dir / "document-cache.db"
 
     @property
+    def indexed_ledger_path(self) -> Path:
+        return self.data_dir / "indexed-collections.json"
+
+    @property
     def stat_cache_path(self) -> Path:
         return self.data_dir / "stat-cache.json"
 

@@ -13,6 +13,7 @@ from rag_assets.config import RagConfig, load_config
 from rag_assets.defs.checks import embedding_service, index_matches_content, index_recent, outputs_consistent
 from rag_assets.defs.content import build_content_assets
 from rag_assets.defs.embeddings import build_embedding_assets
+from rag_assets.defs.io_managers import AtomicFilesystemIOManager
 from rag_assets.defs.jobs import build_jobs
 from rag_assets.defs.partitions import collection_partitions
 from rag_assets.defs.publish import public_index, public_store, rag_manifest
@@ -41,7 +42,7 @@ def build_definitions(cfg: RagConfig) -> dg.Definitions:
             "embedder": EmbedderResource.from_settings(cfg.embedding),
             # Intermediate records live beside the outputs, so a CLI build and `dagster dev`
             # (possibly with different DAGSTER_HOMEs) share them.
-            "io_manager": dg.FilesystemIOManager(base_dir=str(cfg.intermediate_dir)),
+            "io_manager": AtomicFilesystemIOManager(base_dir=str(cfg.intermediate_dir)),
         },
     )
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+import orjson
+
 from rag_assets import manifest as manifest_io
+from rag_assets.atomic import atomic_write_bytes
 from rag_assets.config import RagConfig, discover_collections
 from rag_assets.sources import StatCache, overall_content_hash, snapshot_collection
 
@@ -33,6 +36,8 @@ class CollectionChange:
             return f"new collection ({len(self.added)} files)"
         if self.status == "removed":
             return "collection folder removed"
+        if self.status == "changed" and not (self.added or self.changed or self.removed):
+            return "re-index needed: its last indexing was not published"
         parts = [f"{len(v)} {k}" for k, v in (("added", self.added), ("changed", self.changed), ("removed", self.removed)) if v]
         return ", ".join(parts) or "unchanged"
 
@@ -59,6 +64,7 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
     previous = published.get("collections", {})
     documents = published.get("documents", {})
     stat_cache = StatCache(cfg.stat_cache_path)
+    indexed = read_indexed_collections(cfg)
     known_by_collection: dict[str, dict[str, str | None]] = {}
     for doc in documents.values():
         path = doc.get("path", "")
@@ -75,7 +81,11 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
         known = dict(known_by_collection.get(name, {}))
         known.update({path: None for path in before.get("skipped", {})})  # skipped: hash unknown
         change = CollectionChange(name, "unchanged", snapshot.content_hash)
-        if before.get("contentHash") != snapshot.content_hash:
+        if before.get("contentHash") == snapshot.content_hash and indexed.get(name, snapshot.content_hash) != snapshot.content_hash:
+            # Published output is current, but the record the next publish would load is not
+            # (a build was killed after indexing): re-index so stale text is never published.
+            change.status = "changed"
+        elif before.get("contentHash") != snapshot.content_hash:
             change.status = "changed"
             change.added = sorted(p for p in snapshot.files if p not in known)
             change.changed = sorted(p for p, h in snapshot.files.items() if p in known and known[p] not in (h, None))
@@ -107,3 +117,22 @@ def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str
     age = ((now or dt.datetime.now(dt.timezone.utc)) - built).total_seconds()
     hours = age / 3600
     return ("Fresh" if hours < FRESH_HOURS else "Stale" if hours <= STALE_HOURS else "Old"), max(age, 0.0)
+
+
+def record_indexed_collection(cfg: RagConfig, collection: str, content_hash: str) -> None:
+    """Note which content the collection's intermediate record now holds.
+
+    The manifest says what was *published*; this says what the next publish will *load*.
+    A build killed between the two leaves them different, and ``rag build`` uses this
+    ledger to re-index such a collection instead of publishing a stale record.
+    """
+    ledger = read_indexed_collections(cfg)
+    ledger[collection] = content_hash
+    atomic_write_bytes(cfg.indexed_ledger_path, orjson.dumps(ledger, option=orjson.OPT_SORT_KEYS))
+
+
+def read_indexed_collections(cfg: RagConfig) -> dict[str, str]:
+    try:
+        return orjson.loads(cfg.indexed_ledger_path.read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return {}

@@ -286,3 +286,4 @@ def plan_collection(cfg: RagConfig, collection: str, files: dict[str, str], embe
         else {}
     )
     return CollectionPlan(collection, len(parsed.documents) - len(reuse), len(texts), len(texts) - len(cached))
+

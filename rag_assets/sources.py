@@ -76,12 +76,14 @@ class StatCache:
     """SHA-256 of files by (relative path, size, mtime): hashing 10,000 unchanged files costs
     10,000 ``stat`` calls, not 10,000 reads. Kept as one JSON file beside the outputs.
 
-    A file edited within the same mtime tick and to the same size would be missed; mtimes
-    are nanoseconds on the file systems this runs on, and ``rag build --force`` rehashes.
+    The key also holds the inode and ctime, which a rename or ``cp -p`` over the file
+    changes even when size and mtime stay the same. ``rag build --force`` and the nightly
+    rebuild ignore the cache and rehash everything.
     """
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, *, trust: bool = True) -> None:
         self.path = path
+        self._trust = trust
         self._entries: dict[str, list] = {}
         self._dirty = False
         if path is not None and path.is_file():
@@ -91,11 +93,12 @@ class StatCache:
                 self._entries = {}  # a damaged cache only costs a rehash
 
     def sha256(self, rel: str, path: Path, stat: os.stat_result) -> str:
+        key = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
         entry = self._entries.get(rel)
-        if entry and entry[0] == stat.st_size and entry[1] == stat.st_mtime_ns:
-            return entry[2]
+        if self._trust and entry and len(entry) == 5 and entry[:4] == key:
+            return entry[4]
         digest = sha256_file(path)
-        self._entries[rel] = [stat.st_size, stat.st_mtime_ns, digest]
+        self._entries[rel] = [*key, digest]
         self._dirty = True
         return digest
 

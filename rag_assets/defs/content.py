@@ -5,6 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.resources import RagSettings
 from rag_assets.parsing import parse_collection
 from rag_assets.pipeline import chunk_collection
@@ -24,7 +25,9 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
         """SHA-256 over the relative paths and bytes of every file in one collection."""
         collection = context.partition_key
         cfg = rag.to_config()
-        stat_cache = StatCache(cfg.stat_cache_path)
+        # A full rebuild (rag build --force, the nightly schedule) rehashes every file.
+        full = context.run.tags.get(BUILD_TAG) == "full"
+        stat_cache = StatCache(cfg.stat_cache_path, trust=not full)
         snapshot = snapshot_collection(cfg.content_dir, collection, stat_cache)
         stat_cache.save()
         if not Path(snapshot.root).is_dir():

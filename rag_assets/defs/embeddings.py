@@ -7,6 +7,7 @@ import dagster as dg
 from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.embedders.cache import EmbeddingCache
 from rag_assets.index_json import read_meta
+from rag_assets.freshness import record_indexed_collection
 from rag_assets.pipeline import EmbeddingStats, embed_collection
 from rag_assets.records import ChunkedCollection, EmbeddedCollection
 from rag_assets.reporting import chunk_preview_markdown
@@ -35,6 +36,7 @@ def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.A
         close = getattr(model, "close", None)
         if close:
             close()
+        record_indexed_collection(rag.to_config(), embedded.collection, embedded.content_hash)
         return dg.Output(
             embedded,
             metadata={

@@ -38,9 +38,10 @@ class CollectionOutcome:
 class BuildOutcome:
     collections: list[CollectionOutcome]
     publish_metadata: dict[str, dict[str, Any]]
-    failed_checks: list[str]
+    failed_checks: list[str]  # checks of severity ERROR: the build failed
     error: str | None
     seconds: float
+    warnings: list[str] = field(default_factory=list)  # checks of severity WARN
 
     @property
     def success(self) -> bool:
@@ -106,18 +107,27 @@ def run_build(
     result = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(
         instance=instance, raise_on_error=False, run_config=run_config, tags=tags
     )
-    failed_checks = [
-        f"{c.check_name}: {getattr(c.metadata.get('problems'), 'value', '')}"
-        for c in result.get_asset_check_evaluations()
-        if not c.passed
-    ]
+    failed = [c for c in result.get_asset_check_evaluations() if not c.passed]
+    failed_checks = [_describe_check(c) for c in failed if c.severity == dg.AssetCheckSeverity.ERROR]
+    warnings = [_describe_check(c) for c in failed if c.severity != dg.AssetCheckSeverity.ERROR]
     return BuildOutcome(
         collections=outcomes,
         publish_metadata=materialization_metadata(result),
         failed_checks=failed_checks,
+        warnings=warnings,
         error=None if result.success else f"publishing: {failure_message(result)}",
         seconds=time.perf_counter() - started,
     )
+
+
+def _describe_check(evaluation) -> str:
+    """A check result in one line: its problems, or its short metadata values."""
+    values = {k: getattr(v, "value", v) for k, v in evaluation.metadata.items()}
+    if values.get("problems"):
+        detail = str(values["problems"]).replace("\n", " ")
+    else:
+        detail = ", ".join(f"{k}={v}" for k, v in values.items() if len(str(v)) <= 80 and "\n" not in str(v))
+    return f"{evaluation.check_name}: {detail}"
 
 
 def _produced(result: dg.ExecuteInProcessResult, node: str) -> bool:

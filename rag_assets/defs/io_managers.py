@@ -1,0 +1,29 @@
+"""Where the per-collection records live between assets, written so a kill cannot tear them."""
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster._core.storage.fs_io_manager import PickledObjectFilesystemIOManager
+from pydantic import Field
+
+from rag_assets.atomic import atomic_write_bytes
+
+
+class _AtomicPickleIOManager(PickledObjectFilesystemIOManager):
+    """Dagster's filesystem pickle IO manager, but each record is written to a temporary
+    file and renamed: the stock one writes in place, and a build killed mid-write left a
+    truncated record that every later publish failed to load."""
+
+    def dump_to_path(self, context: dg.OutputContext, obj: Any, path: Any) -> None:
+        atomic_write_bytes(Path(str(path)), pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
+
+
+class AtomicFilesystemIOManager(dg.ConfigurableIOManagerFactory):
+    """Pickled intermediate records (parsed, chunked, embedded collections) under ``base_dir``."""
+
+    base_dir: str = Field(description="Folder for the records; rag.yaml puts it in <output>/data/intermediate.")
+
+    def create_io_manager(self, context: dg.InitResourceContext) -> _AtomicPickleIOManager:
+        return _AtomicPickleIOManager(base_dir=self.base_dir)
