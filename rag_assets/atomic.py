@@ -9,6 +9,38 @@ import tempfile
 from pathlib import Path
 
 
+def stage_bytes(path: Path, data: bytes) -> Path:
+    """Write ``data`` to a synced temporary file beside ``path``; :func:`commit_staged` renames it.
+
+    Staging several outputs first and renaming them together keeps the moment in which
+    a kill could leave them from different builds down to a few renames.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned_temp_files(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_current_umask())
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        discard_staged(Path(tmp_name))
+        raise
+    return Path(tmp_name)
+
+
+def commit_staged(tmp: Path, path: Path) -> None:
+    os.replace(tmp, path)
+
+
+def discard_staged(tmp: Path) -> None:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file in the same folder, fsync, then rename over ``path``.
 

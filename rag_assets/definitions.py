@@ -13,10 +13,10 @@ from rag_assets.config import RagConfig, load_config
 from rag_assets.defs.checks import embedding_service, index_matches_content, index_recent, outputs_consistent
 from rag_assets.defs.content import build_content_assets
 from rag_assets.defs.embeddings import build_embedding_assets
-from rag_assets.defs.io_managers import AtomicFilesystemIOManager
+from rag_assets.defs.io_managers import AtomicFilesystemIOManager, EveryCollectionInputManager
 from rag_assets.defs.jobs import build_jobs
 from rag_assets.defs.partitions import collection_partitions
-from rag_assets.defs.publish import public_index, public_store, rag_manifest
+from rag_assets.defs.publish import publish
 from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.defs.schedules import build_nightly_schedule
 from rag_assets.defs.sensors import build_change_sensor
@@ -29,9 +29,7 @@ def build_definitions(cfg: RagConfig) -> dg.Definitions:
         assets=[
             *build_content_assets(partitions),
             *build_embedding_assets(partitions),
-            public_index,
-            public_store,
-            rag_manifest,
+            publish,
         ],
         asset_checks=[outputs_consistent, embedding_service, index_matches_content, index_recent],
         jobs=build_jobs(),
@@ -43,6 +41,7 @@ def build_definitions(cfg: RagConfig) -> dg.Definitions:
             # Intermediate records live beside the outputs, so a CLI build and `dagster dev`
             # (possibly with different DAGSTER_HOMEs) share them.
             "io_manager": AtomicFilesystemIOManager(base_dir=str(cfg.intermediate_dir)),
+            "every_collection": EveryCollectionInputManager(base_dir=str(cfg.intermediate_dir)),
         },
     )
 

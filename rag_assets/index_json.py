@@ -147,12 +147,17 @@ def write_index(
     """Write index then sidecar atomically; returns (index bytes, sidecar bytes)."""
     payload = render_index(header, collections, vector_decimals, fragments)
     atomic_write_bytes(index_path, payload)
-    meta = header.as_json()
-    meta["sizeBytes"] = len(payload)
-    meta["chunkIdsSha256"] = chunk_ids_digest(c.id for col in collections for c in col.chunks)
-    meta_payload = orjson.dumps(meta)
+    meta_payload = render_meta(header, collections, len(payload))
     atomic_write_bytes(meta_path, meta_payload)
     return len(payload), len(meta_payload)
+
+
+def render_meta(header: IndexHeader, collections: Iterable[EmbeddedCollection], index_size: int) -> bytes:
+    """The sidecar: the header, the index's size and a digest of its chunk IDs."""
+    meta = header.as_json()
+    meta["sizeBytes"] = index_size
+    meta["chunkIdsSha256"] = chunk_ids_digest(c.id for col in collections for c in col.chunks)
+    return orjson.dumps(meta)
 
 
 def read_index(index_path: Path) -> dict[str, Any]:

@@ -77,8 +77,12 @@ def _indexed_at(previous: dict[str, Any] | None, doc_id: str, sha: str, built_at
     return built_at
 
 
+def render_manifest(manifest: dict[str, Any]) -> bytes:
+    return orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
+
+
 def write_manifest(path: Path, manifest: dict[str, Any]) -> int:
-    payload = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
+    payload = render_manifest(manifest)
     atomic_write_bytes(path, payload)
     return len(payload)
 

@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 
 from rag_assets import index_json, manifest, store
+from rag_assets.atomic import commit_staged, discard_staged, stage_bytes
 from rag_assets.chunking import ChunkingParams, chunk_document
 from rag_assets.config import RagConfig
 from rag_assets.embedders import Embedder, EmbeddingBatchError
@@ -199,58 +200,66 @@ def content_hash_of(collections: Iterable[EmbeddedCollection]) -> str:
 
 
 @dataclass(frozen=True)
-class PublishedIndex:
+class Published:
+    """What one publish wrote: the index header and sizes, the store's state, the manifest."""
+
     header: index_json.IndexHeader
     index_bytes: int
     meta_bytes: int
+    store_summary: store.StoreSummary
+    store_sync: store.SyncResult
+    manifest: dict
 
 
-def publish_index(collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str) -> PublishedIndex:
+def publish_all(
+    collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str, full_build: bool = True
+) -> Published:
+    """Write the JSON index, its sidecar, the SQLite store and the manifest as one update.
+
+    The three files are rendered and staged (written and synced under temporary names)
+    first; then the store's transaction commits and the staged files are renamed into
+    place, the manifest last. A kill before the commit leaves every output as it was; the
+    window in which outputs of two builds can meet is the three renames after it.
+    """
     m = index_model(collections)
     header = index_json.index_header(
         collections, model=m.model, dimension=m.dimension, provider=m.provider, built_at=built_at,
         content_hash=content_hash_of(collections),
     )
-    index_bytes, meta_bytes = index_json.write_index(
-        cfg.index_path,
-        cfg.meta_path,
-        header,
-        collections,
-        cfg.vector_decimals,
-        index_json.FragmentCache(cfg.data_dir / "index-fragments"),
-    )
-    return PublishedIndex(header, index_bytes, meta_bytes)
-
-
-def publish_store(
-    collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str
-) -> tuple[store.StoreSummary, store.SyncResult]:
-    m = index_model(collections)
-    result = store.sync_contents(
-        cfg.public_store_path, collections, model=m.model, dimension=m.dimension, built_at=built_at
-    )
-    summary = store.summarise(cfg.public_store_path)
-    assert summary is not None
-    return summary, result
-
-
-def publish_manifest(
-    collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str, full_build: bool = True
-) -> dict:
-    m = index_model(collections)
-    index_size = cfg.index_path.stat().st_size if cfg.index_path.exists() else 0
-    data = manifest.build_manifest(
+    fragments = index_json.FragmentCache(cfg.data_dir / "index-fragments")
+    index_payload = index_json.render_index(header, collections, cfg.vector_decimals, fragments)
+    meta_payload = index_json.render_meta(header, collections, len(index_payload))
+    manifest_data = manifest.build_manifest(
         collections,
         model=m.model,
         dimension=m.dimension,
         provider=m.provider,
         built_at=built_at,
-        index_size_bytes=index_size,
+        index_size_bytes=len(index_payload),
         full_build=full_build,
         previous=manifest.read_manifest(cfg.manifest_path),
     )
-    manifest.write_manifest(cfg.manifest_path, data)
-    return data
+    targets = [
+        (cfg.index_path, index_payload),
+        (cfg.meta_path, meta_payload),
+        (cfg.manifest_path, manifest.render_manifest(manifest_data)),
+    ]
+    staged = []
+    try:
+        for path, payload in targets:
+            staged.append((stage_bytes(path, payload), path))
+        sync = store.sync_contents(
+            cfg.public_store_path, collections, model=m.model, dimension=m.dimension, built_at=built_at
+        )
+    except BaseException:
+        for tmp, _ in staged:
+            discard_staged(tmp)
+        raise
+    for tmp, path in staged:
+        commit_staged(tmp, path)
+    summary = store.summarise(cfg.public_store_path)
+    assert summary is not None
+    return Published(header, len(index_payload), len(meta_payload), summary, sync, manifest_data)
 
 
 def ordered(collections: Mapping[str, EmbeddedCollection]) -> list[EmbeddedCollection]:

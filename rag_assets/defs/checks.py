@@ -4,7 +4,6 @@
 import dagster as dg
 
 from rag_assets.consistency import check_public_outputs
-from rag_assets.defs.publish import rag_manifest
 from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.embedders.selection import service_status
 from rag_assets.freshness import age_label, detect_changes
@@ -13,7 +12,7 @@ from rag_assets.index_json import read_meta
 MAX_AGE_DAYS = 7
 
 
-@dg.asset_check(asset=rag_manifest, description="JSON index, SQLite store, FTS table and manifest agree.")
+@dg.asset_check(asset="rag_manifest", description="JSON index, SQLite store, FTS table and manifest agree.")
 def outputs_consistent(rag: RagSettings) -> dg.AssetCheckResult:
     report = check_public_outputs(rag.to_config())
     return dg.AssetCheckResult(

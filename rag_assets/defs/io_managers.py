@@ -40,3 +40,32 @@ class AtomicFilesystemIOManager(dg.ConfigurableIOManagerFactory):
 
     def create_io_manager(self, context: dg.InitResourceContext) -> _AtomicPickleIOManager:
         return _AtomicPickleIOManager(base_dir=self.base_dir)
+
+
+class _EveryCollectionLoader(_AtomicPickleIOManager):
+    """Loads the fan-in input of publishing: every collection's record as one dict.
+
+    Unlike the stock loader it always returns a dict (also for a single collection), and a
+    collection not indexed yet (a folder added since the last build) is left out with a
+    warning instead of failing the publish.
+    """
+
+    def load_partitions(self, context: dg.InputContext) -> dict[str, Any]:
+        records: dict[str, Any] = {}
+        paths = self._get_paths_for_partitions(context)
+        for key in context.asset_partition_keys:
+            path = paths[key]
+            try:
+                records[key] = self.load_from_path(context, path)
+            except FileNotFoundError:
+                context.log.warning(f"collection {key!r} has not been indexed yet; it is left out of this publish")
+        return records
+
+
+class EveryCollectionInputManager(dg.ConfigurableIOManagerFactory):
+    """Input manager for the publish step (see ``_EveryCollectionLoader``)."""
+
+    base_dir: str = Field(description="The folder the intermediate records are written to.")
+
+    def create_io_manager(self, context: dg.InitResourceContext) -> _EveryCollectionLoader:
+        return _EveryCollectionLoader(base_dir=self.base_dir)

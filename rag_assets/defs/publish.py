@@ -9,18 +9,18 @@ import dagster as dg
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.partitions import COLLECTIONS_PARTITION
 from rag_assets.defs.resources import RagSettings
-from rag_assets.pipeline import ordered, publish_index, publish_manifest, publish_store, utc_now_iso
+from rag_assets.pipeline import ordered, publish_all, utc_now_iso
 from rag_assets.records import EmbeddedCollection
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
 GROUP = "published"
 # A collection never built yet (a folder added since the last build) is left out of the
-# published index rather than failing it; the metadata lists it under `not_built`.
-ALL_COLLECTIONS = dg.AssetIn(
-    "embeddings",
-    partition_mapping=dg.AllPartitionMapping(),
-    metadata={"allow_missing_partitions": True},
-)
+# published index rather than failing it (see EveryCollectionInputManager); the metadata
+# lists it under `not_built`.
+ALL_COLLECTIONS = dg.AssetIn("embeddings", input_manager_key="every_collection")
+
+
+FROM_EVERY_COLLECTION = dg.AssetDep("embeddings", partition_mapping=dg.AllPartitionMapping())
 
 
 def all_collections(loaded: Any) -> list[EmbeddedCollection]:
@@ -56,12 +56,35 @@ def _common_metadata(context: dg.AssetExecutionContext, collections: list[Embedd
     }
 
 
-@dg.asset(
-    group_name=GROUP,
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            "public_index",
+            group_name=GROUP,
+            kinds={"json"},
+            deps=[FROM_EVERY_COLLECTION],
+            description="The static public index (embeddings-index.json) and its small meta sidecar.",
+            # Warn after 12 h without a new build, fail after 48 h: the Fresh/Stale/Old of `rag status`.
+            freshness_policy=dg.FreshnessPolicy.time_window(
+                fail_window=timedelta(hours=48), warn_window=timedelta(hours=12)
+            ),
+        ),
+        dg.AssetSpec(
+            "public_store",
+            group_name=GROUP,
+            kinds={"sqlite"},
+            deps=[FROM_EVERY_COLLECTION],
+            description="SQLite store of the public collections (chunks, vectors, FTS5) for server-side hybrid search.",
+        ),
+        dg.AssetSpec(
+            "rag_manifest",
+            group_name=GROUP,
+            kinds={"json"},
+            deps=[FROM_EVERY_COLLECTION],
+            description="Per-document ledger (rag-manifest.json): content hash, chunk count and index time of every file.",
+        ),
+    ],
     ins={"embeddings": ALL_COLLECTIONS},
-    kinds={"json"},
-    # Warn after 12 h without a new build, fail after 48 h: the Fresh/Stale/Old of `rag status`.
-    freshness_policy=dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=48), warn_window=timedelta(hours=12)),
     check_specs=[
         dg.AssetCheckSpec(
             "index_complete",
@@ -70,35 +93,32 @@ def _common_metadata(context: dg.AssetExecutionContext, collections: list[Embedd
         )
     ],
 )
-def public_index(
-    context: dg.AssetExecutionContext, rag: RagSettings, embeddings: Any
-) -> dg.MaterializeResult:
-    """The static public index (embeddings-index.json) and its small meta sidecar."""
+def publish(context: dg.AssetExecutionContext, rag: RagSettings, embeddings: Any):
+    """Publish every collection's embeddings: JSON index + sidecar, SQLite store, manifest.
+
+    One step writes all three so they are loaded once and replaced together (staged
+    files renamed right after the store commits), instead of three steps a kill could
+    leave from different builds.
+    """
     cfg = rag.to_config()
     collections = all_collections(embeddings)
-    published = publish_index(collections, cfg, utc_now_iso())
-    header = published.header
-    context.log.info(
-        f"wrote {cfg.index_path} ({human_bytes(published.index_bytes)}, {header.total_chunks} chunks, {header.model})"
-    )
-    preview = [chunk for c in collections for chunk in c.chunks[:1]]
+    full = context.run.tags.get(BUILD_TAG, "full") == "full"
+    published = publish_all(collections, cfg, utc_now_iso(), full_build=full)
+    header, summary, sync, data = published.header, published.store_summary, published.store_sync, published.manifest
+    common = _common_metadata(context, collections)
     failed = [chunk_id for c in collections for chunk_id in c.failed_chunk_ids]
+    context.log.info(
+        f"published {header.total_chunks} chunks ({header.model}): {cfg.index_path} "
+        f"({human_bytes(published.index_bytes)}), {cfg.public_store_path} ({human_bytes(summary.size_bytes)}; "
+        f"{sync.chunks_written} chunks written, {sync.chunks_deleted} deleted), {cfg.manifest_path}"
+    )
     if failed:
         context.log.warning(f"{len(failed)} chunks have no vector (their batches failed); the next run retries them")
-    return dg.MaterializeResult(
-        check_results=[
-            dg.AssetCheckResult(
-                check_name="index_complete",
-                passed=not failed,
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata={
-                    "missing_chunks": len(failed),
-                    "missing_chunk_ids": dg.MetadataValue.md("\n".join(f"- `{i}`" for i in failed[:50]) or "_none_"),
-                },
-            )
-        ],
+    preview = [chunk for c in collections for chunk in c.chunks[:1]]
+    yield dg.MaterializeResult(
+        asset_key="public_index",
         metadata={
-            **_common_metadata(context, collections),
+            **common,
             "model": header.model,
             "provider": header.provider,
             "dimension": header.dimension,
@@ -112,21 +132,22 @@ def public_index(
             "bytes_per_chunk": round(published.index_bytes / header.total_chunks) if header.total_chunks else 0,
             "preview": dg.MetadataValue.md(chunk_preview_markdown(preview, limit=5)),
         },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="index_complete",
+                passed=not failed,
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata={
+                    "missing_chunks": len(failed),
+                    "missing_chunk_ids": dg.MetadataValue.md("\n".join(f"- `{i}`" for i in failed[:50]) or "_none_"),
+                },
+            )
+        ],
     )
-
-
-@dg.asset(group_name=GROUP, ins={"embeddings": ALL_COLLECTIONS}, kinds={"sqlite"})
-def public_store(
-    context: dg.AssetExecutionContext, rag: RagSettings, embeddings: Any
-) -> dg.MaterializeResult:
-    """SQLite store of the public collections (chunks, vectors, FTS5) for server-side hybrid search."""
-    cfg = rag.to_config()
-    collections = all_collections(embeddings)
-    summary, sync = publish_store(collections, cfg, utc_now_iso())
-    context.log.info(f"wrote {cfg.public_store_path} ({human_bytes(summary.size_bytes)}, {summary.chunks} chunks)")
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
+        asset_key="public_store",
         metadata={
-            **_common_metadata(context, collections),
+            **common,
             "model": summary.model or "",
             "dimension": summary.dimension or 0,
             "fts_rows": summary.fts_rows,
@@ -138,28 +159,17 @@ def public_store(
             "store_path": dg.MetadataValue.path(str(cfg.public_store_path)),
             "store_size": human_bytes(summary.size_bytes),
             "store_bytes": summary.size_bytes,
-        }
+        },
     )
-
-
-@dg.asset(group_name=GROUP, ins={"embeddings": ALL_COLLECTIONS}, deps=[public_index, public_store], kinds={"json"})
-def rag_manifest(
-    context: dg.AssetExecutionContext, rag: RagSettings, embeddings: Any
-) -> dg.MaterializeResult:
-    """Per-document ledger (rag-manifest.json): content hash, chunk count and index time of every file."""
-    cfg = rag.to_config()
-    collections = all_collections(embeddings)
-    full = context.run.tags.get(BUILD_TAG, "full") == "full"
-    data = publish_manifest(collections, cfg, utc_now_iso(), full_build=full)
-    stats = data["stats"]
-    context.log.info(f"wrote {cfg.manifest_path} ({stats['totalDocuments']} documents)")
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
+        asset_key="rag_manifest",
         metadata={
-            **_common_metadata(context, collections),
+            **common,
             "model": data["model"],
             "dimension": data["dimension"],
             "last_full_build": data["lastFullBuild"] or "",
-            "index_size_mb": stats["indexSizeMB"],
+            "last_incremental_update": data["lastIncrementalUpdate"] or "",
+            "index_size_mb": data["stats"]["indexSizeMB"],
             "manifest_path": dg.MetadataValue.path(str(cfg.manifest_path)),
-        }
+        },
     )
