@@ -646,11 +646,11 @@ def main() -> None:
     print_update_breakdown([u.build for u in updates])
     mb = {k: v / 1e6 for k, v in io_sizes.items()}
     print("\nData a one-file update reads and rewrites whole, whatever the size of the edit")
-    print(f"  public/embeddings-index.json  {mb['index']:6.1f} MB  re-rendered and fsynced by public_index, parsed back by outputs_consistent")
-    print(f"  embeddings pickles (all)      {mb['pickles']:6.1f} MB  unpickled 3 times: public_index, public_store, rag_manifest")
-    print(f"  data/rag-store-public.db      {mb['store']:6.1f} MB  every chunk row (text + vector) read and compared by public_store")
-    print(f"  data/rag-manifest.json        {mb['manifest']:6.1f} MB  read 4 times (detect_changes x2, rag_manifest, outputs_consistent), rewritten")
-    print(f"  data/stat-cache.json          {mb['stat_cache']:6.1f} MB  read 3 times (detect_changes x2, content_hash), rewritten")
+    print(f"  public/embeddings-index.json  {mb['index']:6.1f} MB  rewritten and fsynced by the publish step (unchanged collections' fragments reused)")
+    print(f"  embeddings pickles (all)      {mb['pickles']:6.1f} MB  unpickled once by the publish step")
+    print(f"  data/rag-store-public.db      {mb['store']:6.1f} MB  every chunk row's text read and compared by the publish step (vectors not read)")
+    print(f"  data/rag-manifest.json        {mb['manifest']:6.1f} MB  read by detect_changes (CLI and check), the publish step and outputs_consistent; rewritten")
+    print(f"  data/stat-cache.json          {mb['stat_cache']:6.1f} MB  read by detect_changes (CLI and check) and content_hash; rewritten")
     if profiler is not None:
         print_profile(profiler)
 
