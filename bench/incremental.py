@@ -55,7 +55,7 @@ from rag_assets import manifest as manifest_io  # noqa: E402
 from rag_assets.chunking import chunk_document  # noqa: E402
 from rag_assets.config import RagConfig, load_config  # noqa: E402
 from rag_assets.defs import runner  # noqa: E402
-from rag_assets.embedders.hashing import HashingEmbedder  # noqa: E402
+from rag_assets.embedders import EmbedderSettings, select_embedder  # noqa: E402
 from rag_assets.freshness import detect_changes  # noqa: E402
 from rag_assets.parsing import parse_markdown_file  # noqa: E402
 from rag_assets.records import Chunk  # noqa: E402
@@ -189,7 +189,7 @@ class CliBuild:
 
 
 @contextlib.contextmanager
-def instrumented_cli() -> Iterator[dict[str, Any]]:
+def instrumented_cli(embedder_class: type) -> Iterator[dict[str, Any]]:
     """Patch the runner so `rag build` uses an ephemeral instance we keep, time its pieces,
     and count the texts the hashing embedder is asked to embed."""
     probe: dict[str, Any] = {"texts": [], "calls": 0, "detect": 0.0}
@@ -198,7 +198,7 @@ def instrumented_cli() -> Iterator[dict[str, Any]]:
     original_run_build = runner.run_build
     original_cli_instance = runner.cli_instance
     original_detect = cli.detect_changes
-    original_embed = HashingEmbedder.embed_documents
+    original_embed = embedder_class.embed_documents
 
     @contextlib.contextmanager
     def kept_instance() -> Iterator[dg.DagsterInstance]:
@@ -218,13 +218,13 @@ def instrumented_cli() -> Iterator[dict[str, Any]]:
         finally:
             probe["detect"] += time.perf_counter() - t0
 
-    def counting_embed(self: HashingEmbedder, texts, *args: Any, **kwargs: Any):
+    def counting_embed(self: Any, texts, *args: Any, **kwargs: Any):
         probe["calls"] += 1
         probe["texts"].extend(texts)
         return original_embed(self, texts, *args, **kwargs)
 
     runner.run_build, runner.cli_instance, cli.detect_changes = timed_run_build, kept_instance, timed_detect
-    HashingEmbedder.embed_documents = counting_embed
+    embedder_class.embed_documents = counting_embed
     try:
         yield probe
     finally:
@@ -233,13 +233,13 @@ def instrumented_cli() -> Iterator[dict[str, Any]]:
             original_cli_instance,
             original_detect,
         )
-        HashingEmbedder.embed_documents = original_embed
+        embedder_class.embed_documents = original_embed
         instance.dispose()
 
 
 def cli_build(config_path: Path, profiler: cProfile.Profile | None = None) -> CliBuild:
     """`rag build --config FILE` in-process (incremental, the default), instrumented."""
-    with instrumented_cli() as probe:
+    with instrumented_cli(type(select_embedder(EmbedderSettings(name=EMBEDDER_NAME[0])).embedder)) as probe:
         buffer = io.StringIO()
         started = time.time()
         t0 = time.perf_counter()
@@ -373,9 +373,13 @@ def one_file_update(cfg: RagConfig, config_path: Path, rel: str, original: str, 
 # --- subprocess timings -------------------------------------------------------------------------
 
 
+# The embedder under test, set once from --embedder (the subprocess and config helpers read it).
+EMBEDDER_NAME = ["hashing"]
+
+
 def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_") and k != "DAGSTER_HOME"}
-    env["RAG_EMBEDDER"] = "hashing"
+    env["RAG_EMBEDDER"] = EMBEDDER_NAME[0]
     env["PYTHONPATH"] = str(ROOT)
     return env
 
@@ -493,7 +497,7 @@ def full_build(cfg: RagConfig) -> tuple[float, runner.BuildOutcome, list[RunTimi
 
 
 def write_config(path: Path, content: Path, output: Path) -> None:
-    path.write_text(f"content_dir: {content}\noutput_dir: {output}\nembedder: hashing\n", encoding="utf-8")
+    path.write_text(f"content_dir: {content}\noutput_dir: {output}\nembedder: {EMBEDDER_NAME[0]}\n", encoding="utf-8")
 
 
 def main() -> None:
@@ -505,7 +509,11 @@ def main() -> None:
     parser.add_argument("--full-repeat", type=int, default=2, help="cold full builds (each in a fresh output folder)")
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile'd extra update")
     parser.add_argument("--keep", type=Path, help="work in this folder (created, kept) instead of a temporary one")
+    parser.add_argument(
+        "--embedder", default="hashing", help="hashing (default), or local to time a realistic full build (slow)"
+    )
     args = parser.parse_args()
+    EMBEDDER_NAME[0] = args.embedder
 
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
@@ -523,7 +531,7 @@ def main() -> None:
         t0 = time.perf_counter()
         sizes = generate_corpus(args.corpus, content, args.files, args.collections)
         gen_s = time.perf_counter() - t0
-        cfg = load_config(config_path, embedder="hashing", environ={})
+        cfg = load_config(config_path, embedder=args.embedder, environ={})
 
         # Full builds: the first into the output folder the rest of the benchmark uses, the
         # others into throwaway folders so that every one is cold (no caches).
@@ -534,7 +542,7 @@ def main() -> None:
             extra_out = work / f"out-full-{i}"
             extra_cfg_path = work / f"rag-full-{i}.yaml"
             write_config(extra_cfg_path, content, extra_out)
-            full_walls.append(full_build(load_config(extra_cfg_path, embedder="hashing", environ={}))[0])
+            full_walls.append(full_build(load_config(extra_cfg_path, embedder=args.embedder, environ={}))[0])
             shutil.rmtree(extra_out, ignore_errors=True)
         full_s = statistics.median(full_walls)
         docs = sum(c.metadata["parsed_documents"]["documents"] for c in full_outcome.collections)
@@ -611,7 +619,7 @@ def main() -> None:
         f"chunks            {total_chunks}; {full_misses} embedded in the cold build,"
         f" {full_hits} duplicate texts served by the cache"
     )
-    print(f"embedder          hashing ({HashingEmbedder().model})")
+    print(f"embedder          {args.embedder} ({select_embedder(EmbedderSettings(name=args.embedder)).embedder.model})")
     print()
     print(f"full build        {full_s:.2f} s   (cold, run_build; runs: {fmt_runs(full_walls)})")
     print(
