@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from local_model import paragraphs  # noqa: E402  (the same passages as the local-model bench)
+from local_model import iter_passages  # noqa: E402  (the same passages as the local-model bench)
 from rag_assets.embedders import HashingEmbedder  # noqa: E402
 from rag_assets.embedders.http import RemoteEmbedder, batched, decode_json  # noqa: E402
 from rag_assets.embedders.ollama import OllamaEmbedder  # noqa: E402
@@ -71,14 +71,7 @@ ClientFactory = Callable[[str, int, int], RemoteEmbedder]
 # --------------------------------------------------------------------------- inputs
 def corpus_passages(corpus: Path, words: int) -> list[str]:
     """Every passage of exactly ``words`` words the corpus yields, consecutive paragraphs joined."""
-    result: list[str] = []
-    pending: list[str] = []
-    for path in sorted(corpus.rglob("*.md")):
-        for paragraph in paragraphs(path):
-            pending.extend(paragraph.split())
-            while len(pending) >= words:
-                result.append(" ".join(pending[:words]))
-                pending = pending[words:]
+    result = list(iter_passages(corpus, words))
     if not result:
         raise SystemExit(f"{corpus} has no passage of {words} words")
     return result

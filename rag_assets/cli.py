@@ -21,7 +21,6 @@ from rag_assets.embedders.selection import service_status
 from rag_assets.freshness import age_label, detect_changes
 from rag_assets.pipeline import plan_collection
 from rag_assets.reporting import human_bytes, relative_age
-from rag_assets.sources import snapshot_collection
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -207,21 +206,18 @@ def _dry_run(cfg: RagConfig, targets: list[str]) -> int:
     report = detect_changes(cfg, save_stat_cache=False)
     embedder = select_embedder(cfg.embedding).embedder
     print(f"Dry run with {embedder.model}; nothing is written.")
-    by_name = {c.collection: c for c in report.collections}
     for change in report.collections:
         if change.collection not in targets and change.status != "removed":
             continue
         if change.status == "removed":
             print(f"[{change.collection}] folder removed: its chunks would be deleted from every output")
             continue
-        files = snapshot_collection(cfg.content_dir, change.collection).files
-        plan = plan_collection(cfg, change.collection, files, embedder)
+        plan = plan_collection(cfg, change.collection, change.files, embedder)
         print(
             f"[{change.collection}] {change.summary()}: {len(change.added)} added, {len(change.changed)} changed, "
             f"{len(change.removed)} removed; {plan.documents_to_parse} to parse, "
             f"{plan.chunks_to_embed} of {plan.chunks} chunks to embed"
         )
-    del by_name
     return EXIT_OK
 
 
@@ -254,6 +250,7 @@ def status_report(cfg: RagConfig) -> dict[str, Any]:
     report: dict[str, Any] = {"indexPath": str(cfg.index_path), "built": meta is not None}
     if meta:
         built_at = meta.get("builtAt")
+        freshness, age = age_label(built_at)
         report.update(
             model=meta.get("model"),
             provider=meta.get("provider"),
@@ -262,8 +259,8 @@ def status_report(cfg: RagConfig) -> dict[str, Any]:
             totalDocuments=sum(c.get("documents", 0) for c in meta.get("collections", {}).values()),
             indexBytes=meta.get("sizeBytes"),
             builtAt=built_at,
-            ageSeconds=_age_seconds(built_at),
-            freshness=age_label(built_at)[0],
+            freshness=freshness,
+            ageSeconds=age,
             contentHash=meta.get("contentHash"),
             collections=meta.get("collections", {}),
         )
@@ -276,18 +273,6 @@ def status_report(cfg: RagConfig) -> dict[str, Any]:
             "model": summary.model,
         }
     return report
-
-
-def _age_seconds(iso: str | None) -> float | None:
-    import datetime as dt
-
-    if not iso:
-        return None
-    try:
-        built = dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return max(0.0, (dt.datetime.now(dt.timezone.utc) - built).total_seconds())
 
 
 def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:
@@ -314,8 +299,7 @@ def _print_status(cfg: RagConfig) -> int:
     print(f"Model       {report['model']} ({report['dimension']} dimensions, provider {report.get('provider')})")
     print(f"Chunks      {report['totalChunks']} from {report['totalDocuments']} documents")
     print(f"Size        {human_bytes(report.get('indexBytes') or 0)}")
-    label, _ = age_label(report.get("builtAt"))
-    print(f"Built       {report['builtAt']} ({relative_age(age) if age is not None else 'unknown'}): {label}")
+    print(f"Built       {report['builtAt']} ({relative_age(age) if age is not None else 'unknown'}): {report['freshness']}")
     print(f"Content     {report['contentHash']}")
     if "store" in report:
         s = report["store"]

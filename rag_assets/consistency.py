@@ -31,7 +31,6 @@ def check_public_outputs(cfg: RagConfig) -> ConsistencyReport:
     # The sidecar records the index's size and a digest of its chunk IDs at write time, so
     # the check need not parse a 50 MB index: a size mismatch means a torn or foreign file.
     meta = index_json.read_meta(cfg.meta_path) or {}
-    index = dict(meta)
     index_size = cfg.index_path.stat().st_size
     if meta.get("sizeBytes") != index_size:
         report.problems.append(f"index is {index_size} bytes but its sidecar says {meta.get('sizeBytes')}")
@@ -50,9 +49,9 @@ def check_public_outputs(cfg: RagConfig) -> ConsistencyReport:
     for name, count in store.orphan_counts(cfg.public_store_path).items():
         if count:
             report.problems.append(f"{count} orphan rows in the store ({name.replace('_', ' ')})")
-    if (summary.model, summary.dimension) != (index.get("model"), index.get("dimension")):
+    if (summary.model, summary.dimension) != (meta.get("model"), meta.get("dimension")):
         report.problems.append(
-            f"store model {summary.model} ({summary.dimension}) != index model {index.get('model')} ({index.get('dimension')})"
+            f"store model {summary.model} ({summary.dimension}) != index model {meta.get('model')} ({meta.get('dimension')})"
         )
     data = manifest.read_manifest(cfg.manifest_path) or {}
     report.manifest_chunks = sum(d.get("chunkCount", 0) for d in data.get("documents", {}).values())

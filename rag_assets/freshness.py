@@ -30,6 +30,7 @@ class CollectionChange:
     added: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # on disk now: relative path -> SHA-256
 
     def summary(self) -> str:
         if self.status == "new":
@@ -76,11 +77,13 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
         hashes[name] = snapshot.content_hash
         before = previous.get(name)
         if before is None:
-            changes.append(CollectionChange(name, "new", snapshot.content_hash, added=sorted(snapshot.files)))
+            changes.append(
+                CollectionChange(name, "new", snapshot.content_hash, added=sorted(snapshot.files), files=snapshot.files)
+            )
             continue
         known = dict(known_by_collection.get(name, {}))
         known.update({path: None for path in before.get("skipped", {})})  # skipped: hash unknown
-        change = CollectionChange(name, "unchanged", snapshot.content_hash)
+        change = CollectionChange(name, "unchanged", snapshot.content_hash, files=snapshot.files)
         if before.get("contentHash") == snapshot.content_hash and indexed.get(name, snapshot.content_hash) != snapshot.content_hash:
             # Published output is current, but the record the next publish would load is not
             # (a build was killed after indexing): re-index so stale text is never published.

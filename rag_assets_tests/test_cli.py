@@ -93,3 +93,19 @@ def test_cli_runs_are_kept_in_the_project_dagster_home(tmp_path, write_tree):
             assert {r.job_name for r in runs} == {"index_collection", "publish_index"}
     finally:
         del os.environ["DAGSTER_HOME"]
+
+
+def test_dry_run_reports_the_plan_and_writes_nothing(capsys, write_tree, tmp_path):
+    content = write_tree({"posts/a.md": PROXMOX_POST, "docs/b.md": "# B\n\nSome documentation text."})
+    args = ["--content-dir", str(content), "--output-dir", str(tmp_path / "out")]
+    assert main(["build", *args]) == 0
+    (content / "docs" / "b.md").write_text("# B\n\nSome documentation text, now about vlans.")
+    data = tmp_path / "out" / "data"
+    before = {p: p.stat().st_mtime_ns for p in [*data.iterdir(), *(tmp_path / "out" / "public").iterdir()] if p.is_file()}
+    capsys.readouterr()
+    assert main(["build", "--dry-run", *args]) == 0
+    printed = capsys.readouterr().out
+    assert "[docs] 1 changed: 0 added, 1 changed, 0 removed; 1 to parse, 1 of 1 chunks to embed" in printed
+    assert "[posts] unchanged" in printed and "0 to parse" in printed
+    after = {p: p.stat().st_mtime_ns for p in before}
+    assert after == before
