@@ -324,7 +324,7 @@ def edit_paragraph(original: str, paragraph: tuple[int, int], rep: int) -> str:
 def document_chunks(cfg: RagConfig, rel: str) -> list[Chunk]:
     """The chunks the pipeline makes of one file now (same parser, chunker and settings)."""
     collection = rel.split("/", 1)[0]
-    doc = parse_markdown_file(cfg.content_dir / rel, content_dir=cfg.content_dir, collection=collection)
+    doc = parse_markdown_file(cfg.content_dir / rel, root=cfg.content_dir / collection, collection=collection)
     return chunk_document(doc, cfg.chunking)
 
 

@@ -1,7 +1,8 @@
 """The ``rag`` command: a front over the same Dagster assets the UI runs.
 
 ``rag build`` executes the ``index_collection`` job once per collection and then
-the ``publish_index`` job, in-process, against the same definitions that
+the ``publish_index`` job, then ``index_vault`` once per note vault and
+``refresh_tier_stores``, in-process, against the same definitions that
 ``dagster dev`` loads, so the CLI and the UI can never build different indexes.
 """
 
@@ -21,6 +22,8 @@ from rag_assets.embedders.selection import service_status
 from rag_assets.freshness import age_label, detect_changes
 from rag_assets.pipeline import plan_collection
 from rag_assets.reporting import human_bytes, relative_age
+from rag_assets.sanitize import fingerprint_for
+from rag_assets.vaults import departed_vaults, detect_vault_changes, tiers_report
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -33,7 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         cfg = load_config(
-            args.config, content_dir=args.content_dir, output_dir=args.output_dir, embedder=getattr(args, "embedder", None)
+            args.config,
+            content_dir=args.content_dir,
+            output_dir=args.output_dir,
+            embedder=getattr(args, "embedder", None),
+            private_embedder=getattr(args, "private_embedder", None),
         )
         return args.handler(cfg, args)
     except (ConfigError, UnknownEmbedderError) as exc:
@@ -67,8 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="parse, chunk and embed the collections, then publish the index",
         description=(
             "Materialise the Dagster assets in-process: for each collection content_hash -> parsed_documents "
-            "-> chunks -> embeddings, then public_index, public_store and rag_manifest. Prints progress per "
-            "collection and a summary; exits 1 if any step fails."
+            "-> chunks -> embeddings, then public_index, public_store and rag_manifest; for each note vault "
+            "safe_vault_chunks (sanitised) and private_vault_chunks (raw, local embedder), then safe_store and "
+            "private_store with the leak audit. Prints progress and a summary; exits 1 if any step or ERROR "
+            "check fails."
         ),
     )
     build.add_argument(
@@ -78,7 +87,24 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="build only these collections (repeatable); the others keep their last build",
     )
-    build.add_argument("--embedder", metavar="NAME", help="embedding provider (overrides rag.yaml and $RAG_EMBEDDER): hashing")
+    build.add_argument(
+        "--vault",
+        action="extend",
+        nargs="+",
+        metavar="NAME",
+        help="build only these note vaults into the Safe/Private stores (repeatable); with only --collection, "
+        "vaults are left alone",
+    )
+    build.add_argument(
+        "--embedder",
+        metavar="NAME",
+        help="public and Safe tier provider (overrides rag.yaml and $RAG_EMBEDDER): auto, openai, ollama, local, hashing",
+    )
+    build.add_argument(
+        "--private-embedder",
+        metavar="NAME",
+        help="Private tier provider, local only (overrides rag.yaml and $RAG_PRIVATE_EMBEDDER): auto, ollama, local, hashing",
+    )
     mode = build.add_mutually_exclusive_group()
     mode.add_argument("--force", action="store_true", help="rebuild every collection even if nothing changed")
     mode.add_argument(
@@ -110,6 +136,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(handler=cmd_status)
+
+    audit = commands.add_parser(
+        "audit",
+        parents=[common],
+        help="rescan a tier's stored chunks for secrets and identifying values; exit 1 on findings",
+        description=(
+            "Leak audit: every stored chunk (text, headings, ID) and document field (title, slug, tags) of the "
+            "tier's SQLite store is rescanned with the full secret detector (and, for the Safe tier, the identity "
+            "map). Findings show the chunk ID, field, kind and a masked preview, never the secret. The Private "
+            "tier keeps secrets on purpose and is not audited."
+        ),
+    )
+    audit.add_argument(
+        "--tier", choices=("safe", "public", "all"), default="safe", help="which store to audit (default: safe; all: safe and public)"
+    )
+    audit.add_argument("--json", action="store_true", help="print the findings as JSON")
+    audit.set_defaults(handler=cmd_audit)
     return parser
 
 
@@ -127,7 +170,7 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     if not cfg.content_dir.is_dir():
         print(f"rag: content folder {cfg.content_dir} does not exist; set content_dir in rag.yaml or --content-dir", file=sys.stderr)
         return EXIT_USAGE
-    targets = list(args.collection or discovery.collections)
+    targets = list(args.collection or ([] if args.vault else discovery.collections))
     unknown = [c for c in targets if c not in discovery.collections]
     if unknown:
         print(
@@ -135,34 +178,26 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    if not targets:
+    vault_names = [v.name for v in cfg.vaults]
+    vault_targets = list(args.vault or ([] if args.collection else vault_names))
+    unknown = [v for v in vault_targets if v not in vault_names]
+    if unknown:
+        print(f"rag: unknown vault(s) {', '.join(unknown)}; known: {', '.join(vault_names) or 'none'}", file=sys.stderr)
+        return EXIT_USAGE
+    if not targets and not vault_targets:
         print(f"rag: no collections found in {cfg.content_dir}; add a folder of Markdown files", file=sys.stderr)
         return EXIT_USAGE
     if args.dry_run:
         return _dry_run(cfg, targets)
-    if not args.force and not args.collection:
-        report = detect_changes(cfg)
-        if report.up_to_date:
-            print(f"Index is up to date (content hash {report.current_hash[:12]}); nothing to build. Use --force to rebuild.")
+    publish = bool(targets)
+    if not args.force and not args.collection and not args.vault:
+        plan = _incremental_plan(cfg)
+        if plan is None:
             return EXIT_OK
-        if report.has_index:
-            targets = [c.collection for c in report.changed if c.status != "removed"]
-            for change in report.changed:
-                print(f"[{change.collection}] {change.summary()}")
+        targets, vault_targets, publish = plan
 
     # Imported only now: Dagster takes a second to import, and a no-op build should not pay it.
-    from rag_assets.defs.runner import CollectionOutcome, cli_instance, run_build
-
-    def progress(outcome: CollectionOutcome) -> None:
-        if not outcome.success:
-            print(f"[{outcome.collection}] FAILED ({outcome.seconds:.1f}s)")
-            return
-        meta = outcome.metadata
-        print(
-            f"[{outcome.collection}] {meta['parsed_documents']['documents']} documents, "
-            f"{meta['chunks']['chunks']} chunks, {len(outcome.skipped)} skipped ({outcome.seconds:.1f}s)",
-            flush=True,
-        )
+    from rag_assets.defs.runner import cli_instance, run_build
 
     selection = select_embedder(cfg.embedding)
     print(f"Embedder: {selection.provider}, {selection.embedder.model} ({selection.reason})")
@@ -174,14 +209,22 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
             "re-embeds every collection"
         )
         targets = list(discovery.collections)
-    print(f"Building {len(targets)} collection(s) from {cfg.content_dir}", flush=True)
+    if targets:
+        print(f"Building {len(targets)} collection(s) from {cfg.content_dir}", flush=True)
+    elif publish:
+        print("Republishing the public index without the removed collection(s)", flush=True)
+    if vault_targets:
+        print(f"Building {len(vault_targets)} vault(s) into the Safe and Private stores", flush=True)
     with cli_instance() as instance:
         outcome = run_build(
             cfg,
             instance,
             collections=targets,
+            vaults=vault_targets,
+            publish=publish,
             verbose=args.verbose,
-            on_collection=progress,
+            on_collection=_print_collection_progress,
+            on_vault=_print_vault_progress,
             full=True if args.force else None,
         )
     skipped = [s for c in outcome.collections for s in c.skipped]
@@ -191,7 +234,7 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
             print(f"  {item.path}: {item.reason}")
     if outcome.error:
         print(f"rag: build failed: {outcome.error}", file=sys.stderr)
-        print("rag: the previous index is unchanged", file=sys.stderr)
+        print("rag: the previous outputs of what failed are unchanged", file=sys.stderr)
         return EXIT_FAILED
     for problem in outcome.failed_checks:
         print(f"rag: check failed: {problem}", file=sys.stderr)
@@ -200,6 +243,64 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     print(f"Built in {outcome.seconds:.1f}s\n")
     _print_status(cfg)
     return EXIT_FAILED if outcome.failed_checks else EXIT_OK
+
+
+def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool] | None:
+    """(collections, vaults) that changed since their last build and whether the public outputs
+    must be republished; None (after saying so) when everything is current."""
+    report = detect_changes(cfg)
+    fingerprint = fingerprint_for(cfg.identity_map_path) if cfg.tier_vaults("safe") else None
+    vault_changes = detect_vault_changes(cfg, fingerprint)
+    for change in vault_changes:
+        if change.status == "missing":
+            print(f"warning: vault {change.vault!r}: folder {cfg.vault(change.vault).path} does not exist; its rows are kept")
+    stale_vaults = sorted({c.vault for c in vault_changes if c.status in ("new", "changed")})
+    departed = departed_vaults(cfg)
+    if report.up_to_date and not stale_vaults and not departed:
+        print(f"Index is up to date (content hash {report.current_hash[:12]}); nothing to build. Use --force to rebuild.")
+        return None
+    targets = list(discover_collections(cfg).collections)
+    if report.up_to_date:
+        targets = []
+    elif report.has_index:
+        targets = [c.collection for c in report.changed if c.status != "removed"]
+        for change in report.changed:
+            print(f"[{change.collection}] {change.summary()}")
+    for change in vault_changes:
+        if change.status in ("new", "changed"):
+            print(f"[vault {change.vault}] {change.tier} tier: {'not built yet' if change.status == 'new' else 'notes or rules changed'}")
+    for tier, names in departed.items():
+        print(f"[{tier} tier] vault(s) {', '.join(names)} left the tier: their rows will be purged")
+    return targets, stale_vaults, not report.up_to_date
+
+
+def _print_collection_progress(outcome) -> None:
+    if not outcome.success:
+        print(f"[{outcome.collection}] FAILED ({outcome.seconds:.1f}s)")
+        return
+    meta = outcome.metadata
+    print(
+        f"[{outcome.collection}] {meta['parsed_documents']['documents']} documents, "
+        f"{meta['chunks']['chunks']} chunks, {len(outcome.skipped)} skipped ({outcome.seconds:.1f}s)",
+        flush=True,
+    )
+
+
+def _print_vault_progress(outcome) -> None:
+    if not outcome.success:
+        print(f"[vault {outcome.vault}] FAILED ({outcome.seconds:.1f}s): {outcome.error}", flush=True)
+        return
+    parts = []
+    safe = outcome.metadata.get("safe_vault_chunks", {})
+    if safe.get("in_safe_tier"):
+        parts.append(
+            f"safe: {safe['documents']} documents, {safe['chunks']} chunks, {safe['secrets_redacted']} secrets "
+            f"redacted, {safe['identities_replaced']} identities replaced"
+        )
+    private = outcome.metadata.get("private_vault_chunks", {})
+    if private:
+        parts.append(f"private: {private['documents']} documents, {private['chunks']} chunks ({private['provider']})")
+    print(f"[vault {outcome.vault}] {'; '.join(parts)} ({outcome.seconds:.1f}s)", flush=True)
 
 
 def _dry_run(cfg: RagConfig, targets: list[str]) -> int:
@@ -223,21 +324,37 @@ def _dry_run(cfg: RagConfig, targets: list[str]) -> int:
 
 def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
     report = detect_changes(cfg, save_stat_cache=False)
+    stale = False
     if not report.has_index:
         print(f"Stale: no index at {cfg.index_path}; run `rag build`.")
-        return EXIT_FAILED
-    if report.up_to_date:
+        stale = True
+    elif report.up_to_date:
         print(f"Fresh: the index matches the content (content hash {report.current_hash[:12]}).")
-        return EXIT_OK
-    print("Stale: the content changed since the last build.")
-    for change in report.changed:
-        print(f"  [{change.collection}] {change.summary()}")
-        for label, paths in (("added", change.added), ("changed", change.changed), ("removed", change.removed)):
-            for path in paths[:10]:
-                print(f"      {label:<8} {path}")
-            if len(paths) > 10:
-                print(f"      ... and {len(paths) - 10} more {label}")
-    return EXIT_FAILED
+    else:
+        stale = True
+        print("Stale: the content changed since the last build.")
+        for change in report.changed:
+            print(f"  [{change.collection}] {change.summary()}")
+            for label, paths in (("added", change.added), ("changed", change.changed), ("removed", change.removed)):
+                for path in paths[:10]:
+                    print(f"      {label:<8} {path}")
+                if len(paths) > 10:
+                    print(f"      ... and {len(paths) - 10} more {label}")
+    if cfg.vaults or departed_vaults(cfg):
+        fingerprint = fingerprint_for(cfg.identity_map_path) if cfg.tier_vaults("safe") else None
+        changes = detect_vault_changes(cfg, fingerprint)
+        behind = [c for c in changes if c.status != "unchanged"]
+        for change in behind:
+            why = {"new": "not built yet", "changed": "notes or rules changed", "missing": "folder missing"}[change.status]
+            print(f"  [vault {change.vault}] {change.tier} tier: {why}")
+        for tier, names in departed_vaults(cfg).items():
+            print(f"  [{tier} tier] holds vault(s) no longer configured for it: {', '.join(names)}")
+            behind.append(None)
+        if behind:
+            stale = True
+        else:
+            print(f"Fresh: the Safe and Private stores match {len(cfg.vaults)} vault(s).")
+    return EXIT_FAILED if stale else EXIT_OK
 
 
 # --- status ----------------------------------------------------------------------------------
@@ -272,6 +389,7 @@ def status_report(cfg: RagConfig) -> dict[str, Any]:
             "chunks": summary.chunks,
             "model": summary.model,
         }
+    report["tiers"] = tiers_report(cfg)
     return report
 
 
@@ -307,7 +425,64 @@ def _print_status(cfg: RagConfig) -> int:
     print("Collections")
     for name, counts in report["collections"].items():
         print(f"  {name:<20} {counts['documents']:>6} documents {counts['chunks']:>7} chunks")
+    _print_tiers(report["tiers"])
     return EXIT_OK
+
+
+TIER_LABELS = {"public": "Public", "safe": "Safe", "private": "Private"}
+
+
+def _print_tiers(tiers: dict[str, dict]) -> None:
+    print("Tiers")
+    for tier, t in tiers.items():
+        if not t["exists"]:
+            print(f"  {TIER_LABELS[tier]:<8} {t['store']}: not built yet")
+        else:
+            age = relative_age(t["ageSeconds"]) if t["ageSeconds"] is not None else "unknown"
+            print(
+                f"  {TIER_LABELS[tier]:<8} {t['store']} ({human_bytes(t['bytes'])}): {t['documents']} documents, "
+                f"{t['chunks']} chunks, {t['model'] or 'no model yet'}, built {t['builtAt'] or 'never'} ({age}): {t['freshness']}"
+            )
+        for name, v in t.get("vaults", {}).items():
+            state = f"{v['documents']} documents, {v['chunks']} chunks" if v["built"] else "not built yet"
+            print(f"      {name:<18} {v['markdownFiles']:>5} Markdown files on disk; {state}")
+
+
+# --- audit -----------------------------------------------------------------------------------
+
+
+def cmd_audit(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from rag_assets.audit import audit_store
+    from rag_assets.identity import IdentityMap
+    from rag_assets.secrets import SecretDetector
+
+    detector = SecretDetector()
+    tiers = ["safe", "public"] if args.tier == "all" else [args.tier]
+    identity = IdentityMap.load(cfg.identity_map_path) if cfg.identity_map_path and cfg.identity_map_path.is_file() else None
+    # Public text is published by its owner on purpose: only secrets count there, not hostnames.
+    reports = [audit_store(cfg.store_path(t), t, detector, identity if t == "safe" else None) for t in tiers]
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) | {"ok": r.ok} for r in reports], indent=2))
+    else:
+        for r in reports:
+            _print_audit(r)
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILED
+
+
+def _print_audit(report) -> None:
+    label = TIER_LABELS[report.tier]
+    if not report.exists:
+        print(f"{label} tier: no store at {report.store_path}; run `rag build` first.")
+        return
+    print(
+        f"{label} tier ({report.store_path}): {report.chunks_scanned} chunks and {report.documents_scanned} "
+        f"documents scanned, {len(report.findings)} finding(s)"
+    )
+    for f in report.findings:
+        print(f"  {f.item_id}  [{f.field}]  {f.kind}: {f.preview}")
+    if report.findings:
+        kinds = ", ".join(f"{k} x{n}" for k, n in report.kinds().items())
+        print(f"  by kind: {kinds}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import yaml
 
 from rag_assets.chunking import ChunkingParams
 from rag_assets.embedders.selection import PROVIDERS, EmbedderSettings, OllamaSettings, OpenAISettings, canonical_name
+from rag_assets.privacy import private_settings_problem
 
 CONFIG_FILE_NAME = "rag.yaml"
 DEFAULT_COLLECTION_WEIGHTS: dict[str, float] = {
@@ -29,6 +30,12 @@ DEFAULT_COLLECTION_WEIGHTS: dict[str, float] = {
 # Dagster rejects partition keys containing these (see dagster's INVALID_PARTITION_SUBSTRINGS);
 # ',' and '|' are kept out as well because Dagster uses them to join keys in ranges and tags.
 FORBIDDEN_PARTITION_SUBSTRINGS = ("...", ",", "|", "\a", "\b", "\f", "\n", "\r", "\t", "\v", "\0")
+
+
+# A folder of this name in the content dir holds note vaults: never a public collection,
+# even when no vault is configured (yet), so private notes cannot leak into the public index.
+VAULTS_FOLDER = "vaults"
+TIERS = ("public", "safe", "private")
 
 
 class ConfigError(ValueError):
@@ -67,6 +74,11 @@ class RagConfig:
     )
     chunking: ChunkingParams = ChunkingParams()
     vaults: tuple[VaultConfig, ...] = ()
+    # The Private tier embeds only locally (Ollama on loopback or a listed host, the local
+    # model, hashing); `private_hosts` lists the non-loopback Ollama hosts trusted with it.
+    private_embedding: EmbedderSettings = EmbedderSettings(name="auto")
+    private_hosts: tuple[str, ...] = ()
+    identity_map_path: Path | None = None  # Safe-tier placeholders for hostnames, users, ...
     vector_decimals: int = 5
     automation: AutomationConfig = AutomationConfig()
     config_path: Path | None = None
@@ -116,6 +128,39 @@ class RagConfig:
         return self.data_dir / "rag-manifest.json"
 
     @property
+    def safe_store_path(self) -> Path:
+        """The Safe tier: sanitised notes of the vaults marked safe."""
+        return self.data_dir / "rag-store-blog.db"
+
+    @property
+    def private_store_path(self) -> Path:
+        """The Private tier: every vault, raw; embedded only locally."""
+        return self.data_dir / "rag-store.db"
+
+    @property
+    def private_embedding_cache_path(self) -> Path:
+        """Kept apart from the shared cache so nothing derived from private text sits in a
+        file the other tiers use."""
+        return self.data_dir / "embedding-cache-private.db"
+
+    def store_path(self, tier: str) -> Path:
+        return {"public": self.public_store_path, "safe": self.safe_store_path, "private": self.private_store_path}[tier]
+
+    def tier_vaults(self, tier: str) -> tuple[VaultConfig, ...]:
+        """The vaults a tier indexes: the safe ones for Safe, every vault for Private."""
+        if tier == "private":
+            return self.vaults
+        if tier == "safe":
+            return tuple(v for v in self.vaults if v.tier == "safe")
+        return ()
+
+    def vault(self, name: str) -> VaultConfig:
+        for v in self.vaults:
+            if v.name == name:
+                return v
+        raise KeyError(f"no vault named {name!r} in the config; known: {', '.join(v.name for v in self.vaults) or 'none'}")
+
+    @property
     def intermediate_dir(self) -> Path:
         """Where Dagster's IO manager keeps the per-collection records between assets."""
         return self.data_dir / "intermediate"
@@ -147,6 +192,7 @@ def load_config(
     content_dir: str | os.PathLike[str] | None = None,
     output_dir: str | os.PathLike[str] | None = None,
     embedder: str | None = None,
+    private_embedder: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> RagConfig:
     """Read the config file (if any) and apply environment and explicit overrides."""
@@ -173,6 +219,15 @@ def load_config(
             raise ConfigError(f"{path}: 'collections' must be a list of folder names")
         collections = tuple(collections)
 
+    private_raw = _mapping(raw.get("private_tier"), "private_tier")
+    unknown_private = sorted(set(private_raw) - {"embedder", "allowed_hosts"})
+    if unknown_private:
+        raise ConfigError(f"{path}: unknown private_tier setting(s) {', '.join(unknown_private)}; known: embedder, allowed_hosts")
+    hosts = private_raw.get("allowed_hosts") or []
+    if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+        raise ConfigError(f"{path}: private_tier.allowed_hosts must be a list of host names or addresses")
+    identity_raw = raw.get("identity_map", "identity_map.json")
+
     cfg = RagConfig(
         content_dir=resolve(raw.get("content_dir", "content")),
         output_dir=resolve(raw.get("output_dir", ".")),
@@ -181,6 +236,11 @@ def load_config(
         collection_weights=weights,
         chunking=_parse_chunking(chunk_raw, path),
         vaults=tuple(_parse_vaults(raw.get("vaults", []), resolve, path)),
+        # The provider sections (hosts, models) are shared with the main embedder; only the
+        # choice of provider is the Private tier's own.
+        private_embedding=replace(embedding, name=str(private_raw.get("embedder", "auto"))),
+        private_hosts=tuple(hosts),
+        identity_map_path=resolve(identity_raw) if identity_raw else None,
         vector_decimals=int(raw.get("vector_decimals", 5)),
         automation=_parse_automation(raw.get("automation"), path),
         config_path=path,
@@ -197,7 +257,13 @@ def load_config(
         cfg = replace(cfg, output_dir=resolve_cli(output_dir))
     if embedder is not None:
         cfg = replace(cfg, embedding=replace(cfg.embedding, name=embedder))
-    _validate(cfg)
+    if env.get("RAG_PRIVATE_EMBEDDER"):
+        cfg = replace(cfg, private_embedding=replace(cfg.private_embedding, name=env["RAG_PRIVATE_EMBEDDER"]))
+    if private_embedder is not None:
+        cfg = replace(cfg, private_embedding=replace(cfg.private_embedding, name=private_embedder))
+    if cfg.identity_map_path and not cfg.identity_map_path.is_file() and not cfg.tier_vaults("safe"):
+        cfg = replace(cfg, identity_map_path=None)  # the default file, not needed without safe vaults
+    _validate(cfg, env)
     return cfg
 
 
@@ -278,11 +344,15 @@ def _parse_vaults(raw: Any, resolve, path: Path | None) -> list[VaultConfig]:
         tier = str(entry.get("tier", "private"))
         if tier not in ("safe", "private"):
             raise ConfigError(f"{path}: vault {entry['name']!r} has tier {tier!r}; use safe or private")
-        vaults.append(VaultConfig(name=str(entry["name"]), path=resolve(entry["path"]), tier=tier))
+        name = str(entry["name"])
+        reason = invalid_collection_reason(name)
+        if reason:
+            raise ConfigError(f"{path}: vault name {name!r} cannot be a partition key: {reason.replace('folder', 'vault')}")
+        vaults.append(VaultConfig(name=name, path=resolve(entry["path"]), tier=tier))
     return vaults
 
 
-def _validate(cfg: RagConfig) -> None:
+def _validate(cfg: RagConfig, env: Mapping[str, str]) -> None:
     p = cfg.chunking
     if not (0 < p.min_words <= p.target_words) or not (0 <= p.overlap_words < p.target_words):
         raise ConfigError(
@@ -293,6 +363,18 @@ def _validate(cfg: RagConfig) -> None:
         raise ConfigError("embedder dimensions and batch_size must be positive")
     if canonical_name(e.name) not in PROVIDERS:
         raise ConfigError(f"unknown embedder {e.name!r}; choose one of: {', '.join(PROVIDERS)}")
+    problem = private_settings_problem(cfg.private_embedding, cfg.private_hosts, env)
+    if problem:
+        raise ConfigError(f"private_tier: {problem}")
+    names = [v.name for v in cfg.vaults]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"vault name(s) {', '.join(duplicates)} appear more than once; each vault needs its own name")
+    if cfg.identity_map_path is not None and not cfg.identity_map_path.is_file() and cfg.tier_vaults("safe"):
+        raise ConfigError(
+            f"identity map {cfg.identity_map_path} does not exist; the Safe tier needs it to replace hostnames, "
+            "users and addresses (create it, or set identity_map: null to rely on secret detection alone)"
+        )
 
 
 def invalid_collection_reason(name: str) -> str | None:
@@ -341,7 +423,7 @@ def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
                 continue
             if entry.name.startswith("."):
                 continue
-            if _is_vault_folder(entry, cfg.vaults):
+            if entry.name == VAULTS_FOLDER or _is_vault_folder(entry, cfg.vaults):
                 excluded.append((entry.name, "note vault (indexed by the vault tiers, never public)"))
                 continue
             reason = invalid_collection_reason(entry.name)

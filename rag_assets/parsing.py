@@ -37,15 +37,19 @@ def parse_collection(
     collection: str,
     content_hash: str,
     reuse: Mapping[str, tuple[Document, list[Chunk]]] | None = None,
+    *,
+    root: Path | None = None,
 ) -> ParsedCollection:
     """Parse every file of one collection folder, keeping the failures with their reasons.
 
     Files found in ``reuse`` (unchanged since they were last chunked) are not read again:
-    their previous Document and chunks are carried over.
+    their previous Document and chunks are carried over. ``root`` is the folder when it is
+    not ``content_dir/collection`` (a note vault anywhere on disk); paths are then still
+    ``<collection>/<path in the folder>``.
     """
     reuse = reuse or {}
     cached_chunks: dict[str, list[Chunk]] = {}
-    root = content_dir / collection
+    root = root or content_dir / collection
     if not root.is_dir():
         return ParsedCollection(
             collection=collection,
@@ -57,12 +61,12 @@ def parse_collection(
     skipped: list[SkippedFile] = []
     slug_owner: dict[str, str] = {}
     for path in iter_collection_files(root):
-        rel = path.relative_to(content_dir).as_posix()
+        rel = f"{collection}/{path.relative_to(root).as_posix()}"
         if rel in reuse:
             result, chunks = reuse[rel]
             cached_chunks[rel] = chunks
         else:
-            result = parse_markdown_file(path, content_dir=content_dir, collection=collection)
+            result = parse_markdown_file(path, root=root, collection=collection)
         if isinstance(result, SkippedFile):
             skipped.append(result)
             continue
@@ -79,18 +83,19 @@ def parse_collection(
     return ParsedCollection(collection, content_hash, documents, skipped, cached_chunks)
 
 
-def parse_markdown_file(path: Path, *, content_dir: Path, collection: str) -> Document | SkippedFile:
-    """One file as a Document, or a SkippedFile saying why it cannot be indexed."""
-    rel = path.relative_to(content_dir).as_posix()
+def parse_markdown_file(path: Path, *, root: Path, collection: str) -> Document | SkippedFile:
+    """One file of the collection folder ``root`` as a Document, or a SkippedFile saying why
+    it cannot be indexed."""
+    rel = f"{collection}/{path.relative_to(root).as_posix()}"
     try:
-        return _parse(path, rel, collection, content_dir)
+        return _parse(path, rel, collection, root)
     except UnusableFile as exc:
         return SkippedFile(path=rel, reason=str(exc))
     except OSError as exc:
         return SkippedFile(path=rel, reason=f"cannot read file: {exc.strerror or exc}")
 
 
-def _parse(path: Path, rel: str, collection: str, content_dir: Path) -> Document:
+def _parse(path: Path, rel: str, collection: str, root: Path) -> Document:
     if path.suffix.lower() not in MARKDOWN_SUFFIXES:
         kind = path.suffix.lower() or "no extension"
         raise UnusableFile(f"not a Markdown file ({kind}); only {', '.join(MARKDOWN_SUFFIXES)} are indexed")
@@ -101,7 +106,7 @@ def _parse(path: Path, rel: str, collection: str, content_dir: Path) -> Document
         body = strip_mdx_esm(body)
     if not body.strip() and not frontmatter.get("title"):
         raise UnusableFile("empty file: no text and no title")
-    slug = path.relative_to(content_dir / collection).with_suffix("").as_posix()
+    slug = path.relative_to(root).with_suffix("").as_posix()
     title = _title(frontmatter, body, slug)
     return Document(
         collection=collection,

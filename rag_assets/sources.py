@@ -115,10 +115,11 @@ class StatCache:
 
 
 def snapshot_collection(
-    content_dir: Path, collection: str, stat_cache: StatCache | None = None
+    content_dir: Path, collection: str, stat_cache: StatCache | None = None, *, root: Path | None = None
 ) -> CollectionSnapshot:
-    """Hash one collection folder; a missing folder is an empty collection."""
-    root = content_dir / collection
+    """Hash one collection folder (``root``, default ``content_dir/collection``); a missing
+    folder is an empty collection."""
+    root = root or content_dir / collection
     cache = stat_cache or StatCache(None)
     files: dict[str, str] = {}
     total = 0

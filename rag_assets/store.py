@@ -6,6 +6,9 @@ Schema (a contract; other tools read it):
 - ``chunks(id, document_id, chunk_index, text, heading_path JSON, word_count, embedding BLOB float32)``
 - ``fts_chunks``: an FTS5 external-content table over ``chunks.text`` kept in sync by triggers
 - ``embeddings_meta(model, dimension, built_at)``
+- ``sources(collection, content_hash, documents, indexed_at)``: what each collection or vault
+  was built from, written in the same transaction as its rows (the sensors and ``rag build``
+  compare it with the files on disk)
 
 The store runs in WAL mode and every write is one transaction, so a reader
 keeps seeing the previous version until the new one is committed and a killed
@@ -65,6 +68,12 @@ CREATE TABLE IF NOT EXISTS embeddings_meta (
     dimension INTEGER NOT NULL,
     built_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sources (
+    collection TEXT PRIMARY KEY,
+    content_hash TEXT NOT NULL,
+    documents INTEGER NOT NULL,
+    indexed_at TEXT NOT NULL
+);
 """
 
 
@@ -109,6 +118,7 @@ def replace_contents(
     built_at: str,
 ) -> None:
     """Make the store hold exactly these collections, in one transaction."""
+    collections = list(collections)
     with closing(connect(path)) as conn:
         ensure_schema(conn)
         conn.execute("BEGIN IMMEDIATE")
@@ -116,8 +126,10 @@ def replace_contents(
             conn.execute("DELETE FROM chunks")
             conn.execute("DELETE FROM documents")
             conn.execute("DELETE FROM embeddings_meta")
+            conn.execute("DELETE FROM sources")
             for col in collections:
                 _insert_collection(conn, col)
+            _record_sources(conn, collections, built_at)
             conn.execute(
                 "INSERT INTO embeddings_meta(model, dimension, built_at) VALUES (?, ?, ?)",
                 (model, dimension, built_at),
@@ -147,18 +159,24 @@ def sync_contents(
     model: str,
     dimension: int,
     built_at: str,
+    scope: set[str] | None = None,
 ) -> SyncResult:
     """Make the store hold exactly these collections, touching only what changed.
 
     One transaction: deleted documents and chunks go (their FTS rows with them, by the
     triggers), changed chunks are deleted and re-inserted, unchanged rows stay. A store
     built with another model is rewritten whole, since one store holds one model.
+
+    With ``scope`` (a tier store written one vault at a time), only the rows of those
+    collections are compared and replaced; the other collections' rows stay as they are.
     """
     collections = list(collections)
     with closing(connect(path)) as conn:
         ensure_schema(conn)
         meta = conn.execute("SELECT model, dimension FROM embeddings_meta LIMIT 1").fetchone()
     if meta is None or tuple(meta) != (model, dimension):
+        # Rows of other collections embedded with the old model cannot stay beside these;
+        # they come back when their own partitions are rebuilt.
         replace_contents(path, collections, model=model, dimension=dimension, built_at=built_at)
         n_docs = sum(len(c.documents) for c in collections)
         n_chunks = sum(len(c.chunks) for c in collections)
@@ -177,18 +195,25 @@ def sync_contents(
             row = (c.document_id, c.chunk_index, c.text, json.dumps(c.heading_path, ensure_ascii=False), c.word_count)
             new_chunks[c.id] = (row, i, vectors)
 
+    where, params = _scope_filter(scope)
     with closing(connect(path)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         try:
             old_docs = {
                 r[0]: tuple(r[1:])
-                for r in conn.execute("SELECT id, collection, slug, title, tags, updated_at, chunk_count FROM documents")
+                for r in conn.execute(
+                    f"SELECT id, collection, slug, title, tags, updated_at, chunk_count FROM documents d {where}", params
+                )
             }
             # Vectors are not compared: with the model unchanged (else the store is rewritten
             # whole, above), the same text always has the same vector.
             old_chunks = {
                 r[0]: tuple(r[1:6])
-                for r in conn.execute("SELECT id, document_id, chunk_index, text, heading_path, word_count FROM chunks")
+                for r in conn.execute(
+                    "SELECT c.id, c.document_id, c.chunk_index, c.text, c.heading_path, c.word_count"
+                    f" FROM chunks c JOIN documents d ON d.id = c.document_id {where}",
+                    params,
+                )
             }
             stale_chunks = [cid for cid, row in old_chunks.items() if cid not in new_chunks or new_chunks[cid][0] != row]
             fresh_chunks = [cid for cid, value in new_chunks.items() if old_chunks.get(cid) != value[0]]
@@ -209,12 +234,75 @@ def sync_contents(
                 [(cid, *new_chunks[cid][0], new_chunks[cid][2][new_chunks[cid][1]].tobytes()) for cid in fresh_chunks],
             )
             conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
+            conn.execute(f"DELETE FROM sources {where.replace('d.collection', 'collection')}", params)
+            _record_sources(conn, collections, built_at)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     return SyncResult(len(changed_docs), len(gone_docs), len(fresh_chunks), len(stale_chunks), False)
+
+
+def _scope_filter(scope: set[str] | None) -> tuple[str, tuple[str, ...]]:
+    if scope is None:
+        return "", ()
+    names = tuple(sorted(scope))
+    return f"WHERE d.collection IN ({','.join('?' * len(names)) or 'NULL'})", names
+
+
+def _record_sources(conn: sqlite3.Connection, collections: list[EmbeddedCollection], built_at: str) -> None:
+    conn.executemany(
+        "INSERT OR REPLACE INTO sources(collection, content_hash, documents, indexed_at) VALUES (?, ?, ?, ?)",
+        [(c.collection, c.content_hash, len(c.documents), built_at) for c in collections],
+    )
+
+
+def purge_collections(path: Path, keep: Iterable[str]) -> list[str]:
+    """Delete every collection not in ``keep`` (a vault removed from the config, or moved to
+    another tier); returns the names purged."""
+    if not path.is_file():
+        return []
+    with closing(connect(path, readonly=True)) as conn:
+        present = {r[0] for r in conn.execute("SELECT collection FROM documents")}
+        present |= set(read_sources(path))
+    gone = sorted(present - set(keep))
+    delete_collections(path, gone)
+    return gone
+
+
+def delete_collections(path: Path, names: Iterable[str]) -> bool:
+    """Delete these collections' documents, chunks (and FTS rows) and sources, in one
+    transaction; True when anything was deleted."""
+    names = set(names)
+    if not names or not path.is_file():
+        return False
+    where, params = _scope_filter(names)
+    with closing(connect(path)) as conn:
+        ensure_schema(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            deleted = conn.execute(
+                f"DELETE FROM chunks WHERE document_id IN (SELECT d.id FROM documents d {where})", params
+            ).rowcount
+            deleted += conn.execute(f"DELETE FROM documents WHERE id IN (SELECT d.id FROM documents d {where})", params).rowcount
+            deleted += conn.execute(f"DELETE FROM sources {where.replace('d.collection', 'collection')}", params).rowcount
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return deleted > 0
+
+
+def read_sources(path: Path) -> dict[str, str]:
+    """Collection or vault -> the content hash its rows were built from ({} without a store)."""
+    if not path.is_file():
+        return {}
+    with closing(connect(path, readonly=True)) as conn:
+        try:
+            return dict(conn.execute("SELECT collection, content_hash FROM sources"))
+        except sqlite3.OperationalError:  # a store from before the sources table
+            return {}
 
 
 def _insert_collection(conn: sqlite3.Connection, col: EmbeddedCollection) -> None:
@@ -274,6 +362,17 @@ def summarise(path: Path) -> StoreSummary | None:
         per_collection=per_collection,
         size_bytes=size,
     )
+
+
+def create_empty(path: Path) -> None:
+    with closing(connect(path)) as conn:
+        ensure_schema(conn)
+
+
+def embedded_count(path: Path) -> int:
+    """Chunks that carry a vector."""
+    with closing(connect(path, readonly=True)) as conn:
+        return conn.execute("SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0]
 
 
 def chunk_ids(path: Path) -> set[str]:

@@ -79,6 +79,7 @@ def make_config(tmp_path: Path) -> Callable[..., RagConfig]:
             content_dir=content_dir,
             output_dir=overrides.pop("output_dir", tmp_path / "out"),
             embedder=overrides.pop("embedder", "hashing"),
+            private_embedder=overrides.pop("private_embedder", "hashing"),
             environ={},
             **overrides,
         )
@@ -99,4 +100,5 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("RAG_EMBEDDER", "hashing")
+    monkeypatch.setenv("RAG_PRIVATE_EMBEDDER", "hashing")
     monkeypatch.chdir(tmp_path)

@@ -153,7 +153,7 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
 
     def __init__(self, owner: EmbeddingServer) -> None:
         self.owner = owner
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__((owner.bind_host, 0), _Handler)
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind calls socket.getfqdn, a reverse DNS lookup that can hang in sandboxes.
@@ -231,6 +231,8 @@ class EmbeddingServer:
 
     ``api_key`` set: OpenAI endpoints require ``Authorization: Bearer <api_key>``.
     ``models``: the Ollama models that exist (``x`` and ``x:latest`` are the same).
+    ``bind_host``: the address to listen on ("0.0.0.0" lets a test reach it through a
+    non-loopback address of this machine).
     """
 
     def __init__(
@@ -239,7 +241,9 @@ class EmbeddingServer:
         ollama_dimension: int = 768,
         models: Iterable[str] = ("nomic-embed-text:latest",),
         api_key: str | None = None,
+        bind_host: str = "127.0.0.1",
     ) -> None:
+        self.bind_host = bind_host
         self.dimension = dimension
         self.ollama_dimension = ollama_dimension
         self.models = list(models)

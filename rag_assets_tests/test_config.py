@@ -70,7 +70,9 @@ def test_collections_are_top_level_folders_without_hidden_and_vault_folders(tmp_
     for folder in ("posts", "docs", ".obsidian", "vaults/work", "bad...name"):
         (content / folder).mkdir(parents=True)
     (content / "README.md").write_text("not a collection")
-    path = write_config(tmp_path, "vaults:\n  - {name: work, path: content/vaults/work, tier: safe}\n")
+    path = write_config(
+        tmp_path, "identity_map: null\nvaults:\n  - {name: work, path: content/vaults/work, tier: safe}\n"
+    )
     found = discover_collections(load_config(path, environ={}))
     assert found.collections == ("docs", "posts")
     excluded = dict(found.excluded)
@@ -85,3 +87,40 @@ def test_listed_collections_restrict_and_report_missing_folders(tmp_path):
     found = discover_collections(load_config(write_config(tmp_path, "collections: [posts, journal]\n"), environ={}))
     assert found.collections == ("posts", "journal")
     assert found.missing == ("journal",)
+
+
+def test_vaults_folder_is_never_a_collection_even_without_configured_vaults(tmp_path):
+    content = tmp_path / "site" / "content"
+    for folder in ("posts", "vaults/personal"):
+        (content / folder).mkdir(parents=True)
+    found = discover_collections(load_config(write_config(tmp_path, ""), environ={}))
+    assert found.collections == ("posts",)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("private_tier: {embedder: openai}\n", "remote API"),
+        ("private_tier: {embedder: openrouter}\n", "remote API"),
+        ("private_tier: {embedder: ollama}\nembedder: {ollama: {host: 'http://10.1.2.3:11434'}}\n", "not on this machine"),
+        ("private_tier: {embedder: hashing, colour: red}\n", "unknown private_tier"),
+        ("identity_map: missing.json\nvaults:\n  - {name: w, path: v, tier: safe}\n", "identity map"),
+        ("identity_map: null\nvaults:\n  - {name: w, path: v}\n  - {name: w, path: x}\n", "more than once"),
+    ],
+)
+def test_private_tier_and_vault_configuration_errors(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write_config(tmp_path, text), environ={})
+
+
+def test_private_tier_accepts_local_providers_and_listed_hosts(tmp_path):
+    text = (
+        "private_tier: {embedder: ollama, allowed_hosts: [gpu-box.lan]}\n"
+        "embedder: {name: openai, ollama: {host: 'http://gpu-box.lan:11434'}}\n"
+    )
+    cfg = load_config(write_config(tmp_path, text), environ={})
+    assert cfg.private_embedding.name == "ollama" and cfg.embedding.name == "openai"
+    assert cfg.private_hosts == ("gpu-box.lan",)
+    # OLLAMA_HOST pointing off the machine is refused for the Private tier too.
+    with pytest.raises(ConfigError, match="not on this machine"):
+        load_config(write_config(tmp_path, "private_tier: {embedder: ollama}\n"), environ={"OLLAMA_HOST": "10.9.9.9:11434"})

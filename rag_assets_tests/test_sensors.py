@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import shutil
 import time
@@ -60,7 +61,7 @@ def test_sensor_requests_only_what_changed(write_tree, make_config):
         touch(content / "posts" / "b.md", "# B\n\nbridges, bonds and vlans")
         result = evaluate(sensor, instance, cursor, cfg)
         [request] = result.run_requests
-        assert request.partition_key == "posts" and request.job_name is None  # the sensor's job: update_collection
+        assert request.partition_key == "posts" and request.job_name == "update_collection"
         assert request.run_key.startswith("posts:")
         cursor = result.cursor
         assert not evaluate(sensor, instance, cursor, cfg).run_requests  # the same content never runs twice
@@ -127,3 +128,97 @@ def test_nightly_schedule_requests_every_partition_as_a_full_build(write_tree, m
     assert sorted(r.partition_key for r in requests) == ["docs", "posts"]
     assert all(r.tags["rag/build"] == "full" for r in requests)
     assert requests[0].run_key == "nightly:2026-12-01T03:00:00+00:00:docs"
+
+
+def test_sensor_run_requests_resolve_against_their_jobs(write_tree, make_config):
+    """Dagster itself validates the requests (job names the sensor targets), as the daemon does."""
+    content = write_tree(TREE)
+    cfg = make_config(content)
+    with dg.instance_for_test() as instance:
+        assert run_build(cfg, instance).success
+        shutil.rmtree(content / "docs")
+        context = dg.build_sensor_context(instance=instance, cursor=None, definitions=build_definitions(cfg))
+        data = build_change_sensor(cfg).evaluate_tick(context)
+        assert [r.job_name for r in data.run_requests] == ["publish_index"]
+
+
+VAULT_TREE = {
+    **TREE,
+    "vaults/notes/nas.md": "---\ntitle: NAS\n---\n# NAS\n\nThe NAS admin password: Tr0ub4dor-and-3 is rotated yearly.\n",
+    "vaults/me/diary.md": "# Diary\n\nDentist on Tuesday; the spare key is under the blue pot.\n",
+}
+
+
+def vault_config(content, make_config, vaults=("notes:safe", "me:private")):
+    from rag_assets.config import VaultConfig
+
+    entries = tuple(VaultConfig(name, content / "vaults" / name, tier) for name, tier in (v.split(":") for v in vaults))
+    return dataclasses.replace(make_config(content), vaults=entries)
+
+
+def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaults(write_tree, make_config):
+    from rag_assets import store
+    from rag_assets.defs.partitions import VAULTS_PARTITION
+    from rag_assets.defs.sensors import build_vault_sensor
+
+    content = write_tree(VAULT_TREE)
+    cfg = vault_config(content, make_config)
+
+    def tick(config, cursor):
+        context = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=build_definitions(config))
+        sensor = build_vault_sensor(config)
+        data = sensor(context)
+        # Every request names a job the sensor targets (what Dagster checks when it resolves them).
+        assert {r.job_name for r in data.run_requests} <= {t.job_name for t in sensor.targets}
+        for request in data.dynamic_partitions_requests or []:
+            if isinstance(request, dg.AddDynamicPartitionsRequest):
+                instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+            else:
+                for key in request.partition_keys:
+                    instance.delete_dynamic_partition(request.partitions_def_name, key)
+        return data
+
+    def run(config, request):
+        job = build_definitions(config).resolve_job_def(request.job_name)
+        result = job.execute_in_process(instance=instance, partition_key=request.partition_key, tags=request.tags)
+        assert result.success
+
+    with dg.instance_for_test() as instance:
+        # Before any build: the partitions appear and both vaults are requested.
+        data = tick(cfg, None)
+        assert sorted(instance.get_dynamic_partitions(VAULTS_PARTITION)) == ["me", "notes"]
+        assert sorted((r.job_name, r.partition_key) for r in data.run_requests) == [
+            ("update_vault", "me"), ("update_vault", "notes")
+        ]
+        # Requested but not yet run: not requested again.
+        assert not tick(cfg, data.cursor).run_requests
+        for request in data.run_requests:
+            run(cfg, request)
+        data = tick(cfg, data.cursor)
+        assert not data.run_requests
+
+        # One edit in the safe vault: that vault only.
+        touch(content / "vaults" / "notes" / "nas.md", "# NAS\n\nThe NAS now has a second pool for backups.\n")
+        data = tick(cfg, data.cursor)
+        assert [(r.job_name, r.partition_key) for r in data.run_requests] == [("update_vault", "notes")]
+        run(cfg, data.run_requests[0])
+        assert "second pool" in " ".join(
+            t for (t,) in store_rows(cfg.safe_store_path, "SELECT text FROM chunks")
+        )
+
+        # The private vault leaves the config: its partition goes and a purge run is requested.
+        without = vault_config(content, make_config, vaults=("notes:safe",))
+        data = tick(without, data.cursor)
+        assert list(instance.get_dynamic_partitions(VAULTS_PARTITION)) == ["notes"]
+        assert [r.job_name for r in data.run_requests] == ["refresh_tier_stores"]
+        run(without, data.run_requests[0])
+        assert set(store.summarise(cfg.private_store_path).per_collection) == {"notes"}
+        assert not tick(without, data.cursor).run_requests
+
+
+def store_rows(path, sql):
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(sql).fetchall()

@@ -9,7 +9,7 @@ import dagster as dg
 from pydantic import Field
 
 from rag_assets.chunking import ChunkingParams
-from rag_assets.config import RagConfig
+from rag_assets.config import RagConfig, VaultConfig
 from rag_assets.embedders.ollama import DEFAULT_DIMENSION as OLLAMA_DIMENSION
 from rag_assets.embedders.ollama import DEFAULT_MODEL as OLLAMA_MODEL
 from rag_assets.embedders.ollama import OllamaHealth, ollama_health, ollama_host
@@ -17,6 +17,8 @@ from rag_assets.embedders.openai_compat import DEFAULT_DIMENSION as OPENAI_DIMEN
 from rag_assets.embedders.openai_compat import DEFAULT_MODEL as OPENAI_MODEL
 from rag_assets.embedders.openai_compat import OPENROUTER_BASE_URL
 from rag_assets.embedders.selection import EmbedderSettings, OllamaSettings, OpenAISettings, Selection, select_embedder
+from rag_assets.privacy import select_private_embedder
+from rag_assets.sanitize import Sanitizer
 
 
 class RagSettings(dg.ConfigurableResource):
@@ -128,3 +130,54 @@ class EmbedderResource(dg.ConfigurableResource):
     def select(self) -> Selection:
         """The embedder to use now, and why (``auto`` probes the services)."""
         return select_embedder(self.settings())
+
+
+class VaultSpec(dg.Config):
+    """One note vault from rag.yaml."""
+
+    name: str = Field(description="Vault name: its partition key and the collection name in the stores.")
+    path: str = Field(description="Folder of Markdown notes.")
+    tier: str = Field(description="safe (sanitised, any embedder) or private (raw, local embedders only).")
+
+
+class TiersResource(dg.ConfigurableResource):
+    """The note vaults and the rules of the Safe and Private tiers."""
+
+    vaults: list[VaultSpec] = Field(default_factory=list, description="Vaults and their tiers (rag.yaml `vaults:`).")
+    identity_map: Optional[str] = Field(
+        default=None, description="JSON file of identifying values the Safe tier replaces with placeholders."
+    )
+    private_embedder: EmbedderResource = Field(
+        default_factory=lambda: EmbedderResource(name="auto"),
+        description="The Private tier's embedder: auto (local only), ollama, local or hashing; never a remote API.",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="Non-loopback Ollama hosts trusted with private text."
+    )
+
+    @classmethod
+    def from_config(cls, cfg: RagConfig) -> "TiersResource":
+        return cls(
+            vaults=[VaultSpec(name=v.name, path=str(v.path), tier=v.tier) for v in cfg.vaults],
+            identity_map=str(cfg.identity_map_path) if cfg.identity_map_path else None,
+            private_embedder=EmbedderResource.from_settings(cfg.private_embedding),
+            allowed_hosts=list(cfg.private_hosts),
+        )
+
+    def apply(self, cfg: RagConfig, embedding: EmbedderSettings) -> RagConfig:
+        """``cfg`` with this resource's vaults and Private-tier settings."""
+        return dataclasses.replace(
+            cfg,
+            embedding=embedding,
+            vaults=tuple(VaultConfig(v.name, Path(v.path), v.tier) for v in self.vaults),
+            identity_map_path=Path(self.identity_map) if self.identity_map else None,
+            private_embedding=self.private_embedder.settings(),
+            private_hosts=tuple(self.allowed_hosts),
+        )
+
+    def sanitizer(self) -> Sanitizer:
+        return Sanitizer.from_file(Path(self.identity_map) if self.identity_map else None)
+
+    def select_private(self) -> Selection:
+        """The Private tier's embedder, proven local (PrivacyError otherwise)."""
+        return select_private_embedder(self.private_embedder.settings(), self.allowed_hosts)

@@ -1,12 +1,25 @@
-"""The change sensor: re-index a collection soon after one of its files changes."""
+"""The change sensors: re-index a collection or vault soon after one of its files changes."""
 
 import json
 
 import dagster as dg
 
 from rag_assets.config import RagConfig, discover_collections
-from rag_assets.defs.jobs import BUILD_TAG, PUBLISH_JOB, UPDATE_COLLECTION_JOB
-from rag_assets.defs.partitions import COLLECTIONS_PARTITION, partition_changes
+from rag_assets.defs.jobs import (
+    BUILD_TAG,
+    PUBLISH_JOB,
+    REFRESH_TIERS_JOB,
+    UPDATE_COLLECTION_JOB,
+    UPDATE_VAULT_JOB,
+    publish_job,
+    refresh_tiers_job,
+    update_collection_job,
+    update_vault_job,
+)
+from rag_assets.defs.partitions import COLLECTIONS_PARTITION, VAULTS_PARTITION, partition_changes, vault_partition_changes
+from rag_assets.defs.partitions import partition_requests as partition_requests_for
+from rag_assets.sanitize import fingerprint_for
+from rag_assets.vaults import departed_vaults, detect_vault_changes
 from rag_assets.manifest import read_manifest
 from rag_assets.sources import StatCache, snapshot_collection
 
@@ -33,7 +46,9 @@ def build_change_sensor(cfg: RagConfig) -> dg.SensorDefinition:
 
     @dg.sensor(
         name="content_change_sensor",
-        job_name=UPDATE_COLLECTION_JOB,
+        # Two targets, so every RunRequest names its job (Dagster rejects a request for a job
+        # the sensor does not target).
+        jobs=[update_collection_job, publish_job],
         minimum_interval_seconds=automation.sensor_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING if automation.sensor_enabled else dg.DefaultSensorStatus.STOPPED,
         description="Hashes every collection (stat-checked) and re-indexes the ones whose files changed.",
@@ -54,6 +69,7 @@ def build_change_sensor(cfg: RagConfig) -> dg.SensorDefinition:
             generation[name] = generation.get(name, 0) + 1
             requests.append(
                 dg.RunRequest(
+                    job_name=UPDATE_COLLECTION_JOB,
                     partition_key=name,
                     run_key=f"{name}:{digest}:{generation[name]}",
                     tags={BUILD_TAG: "incremental"},
@@ -69,14 +85,72 @@ def build_change_sensor(cfg: RagConfig) -> dg.SensorDefinition:
                     tags={BUILD_TAG: "incremental"},
                 )
             )
-        partition_requests = []
-        if added:
-            partition_requests.append(dg.AddDynamicPartitionsRequest(COLLECTIONS_PARTITION, added))
-        if deleted:
-            partition_requests.append(dg.DeleteDynamicPartitionsRequest(COLLECTIONS_PARTITION, deleted))
+        partition_requests = partition_requests_for(COLLECTIONS_PARTITION, added, deleted)
         cursor = json.dumps({"hashes": hashes, "generation": generation}, sort_keys=True)
         if not requests and not partition_requests:
             return dg.SensorResult(skip_reason=f"no change in {len(hashes)} collections", cursor=cursor)
         return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=cursor)
 
     return content_change_sensor
+
+
+def build_vault_sensor(cfg: RagConfig) -> dg.SensorDefinition:
+    automation = cfg.automation
+
+    @dg.sensor(
+        name="vault_sensor",
+        jobs=[update_vault_job, refresh_tiers_job],
+        minimum_interval_seconds=automation.sensor_interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING if automation.sensor_enabled else dg.DefaultSensorStatus.STOPPED,
+        description=(
+            "Keeps the vault partitions equal to rag.yaml's vaults, re-indexes a vault whose notes (or the Safe "
+            "tier's rules) changed, and purges vaults that left a tier from its store."
+        ),
+    )
+    def vault_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        # The cursor holds what was last requested per vault; the stores' `sources` tables hold
+        # what was built. A vault runs when it differs from both, so an in-flight run is not
+        # requested twice and an undone edit runs again.
+        state = json.loads(context.cursor) if context.cursor else {"requested": {}, "generation": 0}
+        requested: dict = state["requested"]
+        existing = list(context.instance.get_dynamic_partitions(VAULTS_PARTITION))
+        added, deleted = vault_partition_changes(cfg, existing)
+        fingerprint = fingerprint_for(cfg.identity_map_path) if cfg.tier_vaults("safe") else None
+        stale: dict[str, list[str]] = {}
+        for change in detect_vault_changes(cfg, fingerprint):
+            if change.status in ("new", "changed"):
+                stale.setdefault(change.vault, []).append(f"{change.tier}:{change.source_hash}")
+        requests = []
+        for vault, hashes in sorted(stale.items()):
+            key = "|".join(sorted(hashes))
+            if requested.get(vault) == key:
+                continue
+            state["generation"] += 1
+            requested[vault] = key
+            requests.append(
+                dg.RunRequest(
+                    job_name=UPDATE_VAULT_JOB,
+                    partition_key=vault,
+                    run_key=f"{vault}:{key}:{state['generation']}",
+                    tags={BUILD_TAG: "incremental"},
+                )
+            )
+        departed = departed_vaults(cfg)
+        departed_key = json.dumps(departed, sort_keys=True)
+        if departed and not requests and requested.get("__departed__") != departed_key:
+            state["generation"] += 1
+            requested["__departed__"] = departed_key
+            requests.append(
+                dg.RunRequest(
+                    job_name=REFRESH_TIERS_JOB,
+                    run_key=f"purge:{departed_key}:{state['generation']}",
+                    tags={BUILD_TAG: "incremental"},
+                )
+            )
+        partition_requests = partition_requests_for(VAULTS_PARTITION, added, deleted)
+        cursor = json.dumps(state, sort_keys=True)
+        if not requests and not partition_requests:
+            return dg.SensorResult(skip_reason=f"no change in {len(cfg.vaults)} vaults", cursor=cursor)
+        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=cursor)
+
+    return vault_sensor

@@ -112,6 +112,9 @@ class HttpBatchSender:
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
     usage: Usage = field(default_factory=Usage)
+    # Called with each request's URL before it is sent; raises to stop it (the Private
+    # tier's local-only rule, see rag_assets.privacy).
+    url_guard: Callable[[str], None] | None = None
     _client: httpx.Client | None = None
 
     @property
@@ -135,6 +138,8 @@ class HttpBatchSender:
         n_texts: int,
     ) -> np.ndarray:
         """Send, retry, parse; ``parse`` returns (vectors, tokens) or raises MalformedResponse."""
+        if self.url_guard is not None:
+            self.url_guard(url)
         last_problem = "no attempt made"
         for attempt in range(self.policy.max_retries + 1):
             if attempt:
@@ -248,6 +253,14 @@ class RemoteEmbedder:
 
     def close(self) -> None:
         self._sender.close()
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint()
+
+    def restrict_endpoints(self, guard: Callable[[str], None]) -> None:
+        """Check every request URL with ``guard`` before sending (it raises to refuse)."""
+        self._sender.url_guard = guard
 
     def _embed(self, texts: list[str], batch_label: str | None) -> np.ndarray:
         if not texts:

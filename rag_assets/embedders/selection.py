@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from rag_assets.embedders.base import Embedder
 from rag_assets.embedders.errors import ProviderUnavailable
@@ -82,12 +82,21 @@ def canonical_name(name: str) -> str:
     return ALIASES.get(name, name)
 
 
-def select_embedder(settings: EmbedderSettings, environ: Mapping[str, str] | None = None) -> Selection:
-    """The configured provider, or for ``auto`` the first available one, with the reason."""
+def select_embedder(
+    settings: EmbedderSettings,
+    environ: Mapping[str, str] | None = None,
+    *,
+    ollama_allowed: Callable[[str], bool] | None = None,
+) -> Selection:
+    """The configured provider, or for ``auto`` the first available one, with the reason.
+
+    With ``ollama_allowed`` (the Private tier), ``auto`` never picks the remote API and
+    considers Ollama only at a host the predicate accepts.
+    """
     env = os.environ if environ is None else environ
     name = canonical_name(settings.name)
     if name == "auto":
-        return _auto(settings, env)
+        return _auto(settings, env, ollama_allowed)
     if name == "openai":
         return Selection(_openai(settings, env), "openai", "configured: openai-compatible API")
     if name == "ollama":
@@ -99,19 +108,28 @@ def select_embedder(settings: EmbedderSettings, environ: Mapping[str, str] | Non
     raise ValueError(f"unknown embedder {settings.name!r}; choose one of: {', '.join(PROVIDERS)}")
 
 
-def _auto(settings: EmbedderSettings, env: Mapping[str, str]) -> Selection:
+def _auto(
+    settings: EmbedderSettings, env: Mapping[str, str], ollama_allowed: Callable[[str], bool] | None = None
+) -> Selection:
     skipped: list[str] = []
     key_env = settings.openai.api_key_env
-    if env.get(key_env):
+    local_only = ollama_allowed is not None
+    if local_only:
+        skipped.append("local only: no remote API")
+    elif env.get(key_env):
         return Selection(_openai(settings, env), "openai", f"auto: {key_env} is set")
-    skipped.append(f"{key_env} not set")
+    else:
+        skipped.append(f"{key_env} not set")
     host = ollama_host(settings.ollama.host, env)
-    health = ollama_health(host, timeout=1.0)
-    if health.online and health.has_model(settings.ollama.model):
-        return Selection(_ollama(settings, env), "ollama", f"auto: Ollama at {host} has {settings.ollama.model}")
-    skipped.append(
-        f"Ollama at {host} lacks {settings.ollama.model}" if health.online else f"Ollama at {host} is not reachable"
-    )
+    if ollama_allowed is not None and not ollama_allowed(host):
+        skipped.append(f"Ollama at {host} is not local")
+    else:
+        health = ollama_health(host, timeout=1.0)
+        if health.online and health.has_model(settings.ollama.model):
+            return Selection(_ollama(settings, env), "ollama", f"auto: Ollama at {host} has {settings.ollama.model}")
+        skipped.append(
+            f"Ollama at {host} lacks {settings.ollama.model}" if health.online else f"Ollama at {host} is not reachable"
+        )
     from rag_assets.embedders.local import local_model_status
 
     available, why = local_model_status(settings.local_model_path)

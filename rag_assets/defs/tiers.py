@@ -1,0 +1,211 @@
+"""The Safe and Private tiers: per-vault assets that write the tier stores, and the stores.
+
+``safe_vault_chunks`` and ``private_vault_chunks`` are partitioned by vault. Each reads the
+vault's notes, (Safe: sanitises them in memory,) chunks and embeds them and syncs that
+vault's rows of its tier's SQLite store. They return no value for the IO manager on purpose:
+a pickled record would put vault text in Dagster's storage. ``safe_store`` and
+``private_store`` purge vaults that left the tier and describe the store (tier cards).
+"""
+
+from datetime import timedelta
+
+import dagster as dg
+
+from rag_assets import store
+from rag_assets.audit import audit_store
+from rag_assets.defs.embeddings import _bullets, usage_metadata
+from rag_assets.defs.jobs import BUILD_TAG
+from rag_assets.defs.partitions import vault_partitions
+from rag_assets.defs.resources import EmbedderResource, RagSettings, TiersResource
+from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
+from rag_assets.vaults import TierCard, VaultBuild, build_vault_tier, refresh_tier_store, tally_counts, tier_card
+
+SAFE_GROUP = "safe_tier"
+PRIVATE_GROUP = "private_tier"
+TIER_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=48), warn_window=timedelta(hours=12))
+
+
+def _vault_metadata(build: VaultBuild) -> dict:
+    counts = tally_counts(build.tally)
+    return {
+        "vault": build.vault,
+        "tier": build.tier,
+        "files": build.files,
+        "documents": build.documents,
+        "chunks": build.chunks,
+        "embedded": build.embedded,
+        "failed_chunks": len(build.failed_chunk_ids),
+        "failed_chunk_ids": dg.MetadataValue.md(_bullets(build.failed_chunk_ids)),
+        "skipped_files": len(build.skipped),
+        "skipped": dg.MetadataValue.md(skipped_markdown(build.skipped)),
+        "provider": build.provider,
+        "model": build.model,
+        "dimension": build.dimension,
+        "chunks_written": build.sync.chunks_written,
+        "chunks_deleted": build.sync.chunks_deleted,
+        "store_rewritten": build.sync.full_rewrite,
+        "source_hash": build.source_hash,
+        **({"replacements": dg.MetadataValue.json(counts)} if build.tier == "safe" else {}),
+        **usage_metadata(build.stats, None),
+    }
+
+
+@dg.asset(partitions_def=vault_partitions, group_name=SAFE_GROUP, kinds={"sqlite"}, pool="embedding_api")
+def safe_vault_chunks(
+    context: dg.AssetExecutionContext, rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource
+) -> dg.MaterializeResult:
+    """A safe vault's notes, sanitised in memory, chunked, embedded and synced into the Safe store."""
+    cfg = tiers.apply(rag.to_config(), embedder.settings())
+    vault = cfg.vault(context.partition_key)
+    if vault.tier != "safe":
+        removed = store.delete_collections(cfg.safe_store_path, [vault.name])
+        context.log.info(f"[{vault.name}] is a private vault: not in the Safe tier" + (" (its rows were removed)" if removed else ""))
+        return dg.MaterializeResult(metadata={"vault": vault.name, "tier": vault.tier, "in_safe_tier": False})
+    selection = embedder.select()
+    context.log.info(f"[{vault.name}] Safe tier embedder {selection.provider}: {selection.embedder.model} ({selection.reason})")
+    build = build_vault_tier(
+        cfg,
+        vault,
+        "safe",
+        selection.embedder,
+        provider=selection.provider,
+        sanitizer=tiers.sanitizer(),
+        batch_size=embedder.batch_size,
+        full=context.run.tags.get(BUILD_TAG) == "full",
+        log=context.log.info,
+    )
+    _close(selection.embedder)
+    return dg.MaterializeResult(
+        metadata={
+            **_vault_metadata(build),
+            "in_safe_tier": True,
+            "secrets_redacted": sum(build.tally.secrets.values()),
+            "identities_replaced": sum(build.tally.identities.values()),
+            # Sanitised text only: the preview is cut from what the store holds.
+            "preview": dg.MetadataValue.md(chunk_preview_markdown(build.preview, limit=2)),
+        }
+    )
+
+
+@dg.asset(partitions_def=vault_partitions, group_name=PRIVATE_GROUP, kinds={"sqlite"})
+def private_vault_chunks(
+    context: dg.AssetExecutionContext, rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource
+) -> dg.MaterializeResult:
+    """A vault's notes, raw, chunked and embedded by a local-only embedder into the Private store."""
+    cfg = tiers.apply(rag.to_config(), embedder.settings())
+    vault = cfg.vault(context.partition_key)
+    selection = tiers.select_private()  # PrivacyError unless provably local
+    context.log.info(f"[{vault.name}] Private tier embedder {selection.provider}: {selection.embedder.model} ({selection.reason})")
+    build = build_vault_tier(
+        cfg,
+        vault,
+        "private",
+        selection.embedder,
+        provider=selection.provider,
+        batch_size=tiers.private_embedder.batch_size,
+        full=context.run.tags.get(BUILD_TAG) == "full",
+        log=context.log.info,
+    )
+    _close(selection.embedder)
+    # No preview here: private text stays out of Dagster's event log.
+    return dg.MaterializeResult(metadata=_vault_metadata(build))
+
+
+def _close(embedder) -> None:
+    close = getattr(embedder, "close", None)
+    if close:
+        close()
+
+
+def _card_metadata(card: TierCard) -> dict:
+    rows = ["| vault | documents | chunks |", "| --- | ---: | ---: |"]
+    rows += [f"| {name} | {c['documents']} | {c['chunks']} |" for name, c in sorted(card.per_vault.items())]
+    return {
+        "documents": card.documents,
+        "chunks": card.chunks,
+        "embedded": card.embedded,
+        "per_vault": dg.MetadataValue.md("\n".join(rows)),
+        "vaults_not_built": ", ".join(card.vaults_not_built) or "none",
+        "purged_vaults": ", ".join(card.purged) or "none",
+        "model": card.model or "",
+        "dimension": card.dimension or 0,
+        "store_size": human_bytes(card.size_bytes),
+        "store_bytes": card.size_bytes,
+        "built_at": card.built_at or "",
+        "store_path": dg.MetadataValue.path(card.path),
+    }
+
+
+def _tier_store_asset(tier: str, group: str, description: str) -> dg.AssetsDefinition:
+    @dg.asset(
+        name=f"{tier}_store",
+        deps=[dg.AssetDep(f"{tier}_vault_chunks", partition_mapping=dg.AllPartitionMapping())],
+        group_name=group,
+        kinds={"sqlite"},
+        freshness_policy=TIER_FRESHNESS,
+        description=description,
+    )
+    def tier_store(
+        context: dg.AssetExecutionContext, rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource
+    ) -> dg.MaterializeResult:
+        """Purge vaults that left the tier, then describe its store (the tier card)."""
+        card = refresh_tier_store(tiers.apply(rag.to_config(), embedder.settings()), tier)
+        if card.purged:
+            context.log.info(f"removed vault(s) that left the {tier} tier: {', '.join(card.purged)}")
+        return dg.MaterializeResult(metadata=_card_metadata(card))
+
+    return tier_store
+
+
+safe_store = _tier_store_asset(
+    "safe", SAFE_GROUP, "The Safe tier store (rag-store-blog.db): sanitised safe vaults, fit for any AI provider."
+)
+private_store = _tier_store_asset(
+    "private", PRIVATE_GROUP, "The Private tier store (rag-store.db): every vault, raw, searchable with local models only."
+)
+
+
+@dg.asset_check(
+    asset=safe_store,
+    blocking=True,
+    description="Leak audit: rescans every stored chunk and document field with the full secret detector and "
+    "the identity map; any finding fails.",
+)
+def safe_store_leak_audit(rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource) -> dg.AssetCheckResult:
+    cfg = tiers.apply(rag.to_config(), embedder.settings())
+    sanitizer = tiers.sanitizer()
+    report = audit_store(cfg.safe_store_path, "safe", sanitizer.detector, sanitizer.identity_map)
+    rows = ["| item | field | kind | preview |", "| --- | --- | --- | --- |"]
+    rows += [f"| `{f.item_id}` | {f.field} | {f.kind} | `{f.preview}` |" for f in report.findings[:50]]
+    return dg.AssetCheckResult(
+        passed=report.ok,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "chunks_scanned": report.chunks_scanned,
+            "documents_scanned": report.documents_scanned,
+            "findings": len(report.findings),
+            "kinds": dg.MetadataValue.json(report.kinds()),
+            "details": dg.MetadataValue.md("\n".join(rows) if report.findings else "_no findings_"),
+        },
+    )
+
+
+def _vaults_built_check(tier: str):
+    @dg.asset_check(
+        asset=f"{tier}_store",
+        name=f"{tier}_vaults_built",
+        description=f"Every vault of the {tier.capitalize()} tier has been built into its store.",
+    )
+    def check(rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource) -> dg.AssetCheckResult:
+        card = tier_card(tiers.apply(rag.to_config(), embedder.settings()), tier)
+        return dg.AssetCheckResult(
+            passed=not card.vaults_not_built,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={"vaults": ", ".join(card.vaults_configured) or "none", "not_built": ", ".join(card.vaults_not_built) or "none"},
+        )
+
+    return check
+
+
+TIER_ASSETS = [safe_vault_chunks, private_vault_chunks, safe_store, private_store]
+TIER_CHECKS = [safe_store_leak_audit, _vaults_built_check("safe"), _vaults_built_check("private")]
