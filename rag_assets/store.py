@@ -2,10 +2,14 @@
 
 Schema (a contract; other tools read it):
 
-- ``documents(id, collection, slug, title, tags JSON, updated_at, chunk_count)``
+- ``documents(id, collection, slug, title, tags JSON, updated_at, chunk_count, frontmatter JSON)``
 - ``chunks(id, document_id, chunk_index, text, heading_path JSON, word_count, embedding BLOB float32)``
 - ``fts_chunks``: an FTS5 external-content table over ``chunks.text`` kept in sync by triggers
-- ``embeddings_meta(model, dimension, built_at)``
+- ``fts_cjk(uni, bi)``: CJK unigrams and bigrams of the chunks that hold CJK text (see
+  ``rag_assets.cjk``), keyed by the chunk's rowid
+- ``embeddings_meta(model, dimension, built_at, provider)``
+- ``search_log(id, at, query, params JSON, results JSON, top_score, latency_ms)``: every
+  search made against the store (``rag log``)
 - ``sources(collection, content_hash, documents, indexed_at)``: what each collection or vault
   was built from, written in the same transaction as its rows (the sensors and ``rag build``
   compare it with the files on disk)
@@ -27,6 +31,7 @@ from typing import Iterable
 
 import numpy as np
 
+from rag_assets import cjk
 from rag_assets.records import EmbeddedCollection
 
 SCHEMA = """
@@ -37,7 +42,8 @@ CREATE TABLE IF NOT EXISTS documents (
     title TEXT,
     tags JSON,
     updated_at TEXT,
-    chunk_count INTEGER
+    chunk_count INTEGER,
+    frontmatter JSON
 );
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY,
@@ -66,7 +72,21 @@ END;
 CREATE TABLE IF NOT EXISTS embeddings_meta (
     model TEXT NOT NULL,
     dimension INTEGER NOT NULL,
-    built_at TEXT NOT NULL
+    built_at TEXT NOT NULL,
+    provider TEXT
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk USING fts5(uni, bi, tokenize='unicode61');
+CREATE TRIGGER IF NOT EXISTS chunks_ad_cjk AFTER DELETE ON chunks BEGIN
+    DELETE FROM fts_cjk WHERE rowid = old.rowid;
+END;
+CREATE TABLE IF NOT EXISTS search_log (
+    id INTEGER PRIMARY KEY,
+    at TEXT NOT NULL,
+    query TEXT NOT NULL,
+    params JSON,
+    results JSON,
+    top_score REAL,
+    latency_ms REAL
 );
 CREATE TABLE IF NOT EXISTS sources (
     collection TEXT PRIMARY KEY,
@@ -105,8 +125,47 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
+SCHEMA_VERSION = 2
+
+
 def ensure_schema(conn: sqlite3.Connection) -> None:
+    """Create the tables, and bring a store written by an older version up to date."""
     conn.executescript(SCHEMA)
+    if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+        return
+    columns = {table: {r[1] for r in conn.execute(f"PRAGMA table_info({table})")} for table in ("documents", "embeddings_meta")}
+    if "frontmatter" not in columns["documents"]:
+        conn.execute("ALTER TABLE documents ADD COLUMN frontmatter JSON")
+    if "provider" not in columns["embeddings_meta"]:
+        conn.execute("ALTER TABLE embeddings_meta ADD COLUMN provider TEXT")
+    conn.execute("DELETE FROM fts_cjk")
+    _index_cjk(conn, conn.execute("SELECT rowid, text FROM chunks"))
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _index_cjk(conn: sqlite3.Connection, rows: Iterable[tuple[int, str]]) -> None:
+    """Add the CJK n-grams of these (rowid, text) chunks; text without CJK is skipped."""
+    entries = []
+    for rowid, text in rows:
+        columns = cjk.index_columns(text)
+        if columns:
+            entries.append((rowid, *columns))
+    conn.executemany("INSERT INTO fts_cjk(rowid, uni, bi) VALUES (?, ?, ?)", entries)
+
+
+def _index_cjk_chunks(conn: sqlite3.Connection, chunk_ids: list[str], texts: list[str]) -> None:
+    cjk_ids = [cid for cid, text in zip(chunk_ids, texts) if cjk.has_cjk(text)]
+    for start in range(0, len(cjk_ids), 500):
+        part = cjk_ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        _index_cjk(conn, conn.execute(f"SELECT rowid, text FROM chunks WHERE id IN ({marks})", part).fetchall())
+
+
+def _document_row(d, chunk_count: int) -> tuple:
+    return (
+        d.collection, d.slug, d.title, json.dumps(d.tags), d.updated_at, chunk_count,
+        json.dumps(d.frontmatter, sort_keys=True, ensure_ascii=False, default=str),
+    )
 
 
 def replace_contents(
@@ -116,6 +175,7 @@ def replace_contents(
     model: str,
     dimension: int,
     built_at: str,
+    provider: str | None = None,
 ) -> None:
     """Make the store hold exactly these collections, in one transaction."""
     collections = list(collections)
@@ -131,8 +191,8 @@ def replace_contents(
                 _insert_collection(conn, col)
             _record_sources(conn, collections, built_at)
             conn.execute(
-                "INSERT INTO embeddings_meta(model, dimension, built_at) VALUES (?, ?, ?)",
-                (model, dimension, built_at),
+                "INSERT INTO embeddings_meta(model, dimension, built_at, provider) VALUES (?, ?, ?, ?)",
+                (model, dimension, built_at, provider or _provider_of(collections)),
             )
             conn.execute("COMMIT")
         except BaseException:
@@ -189,7 +249,7 @@ def sync_contents(
         for chunk in col.chunks:
             counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
         for d in col.documents:
-            new_docs[d.id] = (d.collection, d.slug, d.title, json.dumps(d.tags), d.updated_at, counts.get(d.id, 0))
+            new_docs[d.id] = _document_row(d, counts.get(d.id, 0))
         vectors = np.ascontiguousarray(col.vectors, dtype=np.float32)
         for i, c in enumerate(col.chunks):
             row = (c.document_id, c.chunk_index, c.text, json.dumps(c.heading_path, ensure_ascii=False), c.word_count)
@@ -202,7 +262,8 @@ def sync_contents(
             old_docs = {
                 r[0]: tuple(r[1:])
                 for r in conn.execute(
-                    f"SELECT id, collection, slug, title, tags, updated_at, chunk_count FROM documents d {where}", params
+                    f"SELECT id, collection, slug, title, tags, updated_at, chunk_count, frontmatter FROM documents d {where}",
+                    params,
                 )
             }
             # Vectors are not compared: with the model unchanged (else the store is rewritten
@@ -222,10 +283,10 @@ def sync_contents(
             conn.executemany("DELETE FROM documents WHERE id = ?", [(did,) for did in gone_docs])
             changed_docs = [did for did, row in new_docs.items() if old_docs.get(did) != row]
             conn.executemany(
-                "INSERT INTO documents(id, collection, slug, title, tags, updated_at, chunk_count)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET collection=excluded.collection,"
+                "INSERT INTO documents(id, collection, slug, title, tags, updated_at, chunk_count, frontmatter)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET collection=excluded.collection,"
                 " slug=excluded.slug, title=excluded.title, tags=excluded.tags, updated_at=excluded.updated_at,"
-                " chunk_count=excluded.chunk_count",
+                " chunk_count=excluded.chunk_count, frontmatter=excluded.frontmatter",
                 [(did, *new_docs[did]) for did in changed_docs],
             )
             conn.executemany(
@@ -233,6 +294,7 @@ def sync_contents(
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(cid, *new_chunks[cid][0], new_chunks[cid][2][new_chunks[cid][1]].tobytes()) for cid in fresh_chunks],
             )
+            _index_cjk_chunks(conn, fresh_chunks, [new_chunks[cid][0][2] for cid in fresh_chunks])
             conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
             conn.execute(f"DELETE FROM sources {where.replace('d.collection', 'collection')}", params)
             _record_sources(conn, collections, built_at)
@@ -242,6 +304,10 @@ def sync_contents(
             raise
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     return SyncResult(len(changed_docs), len(gone_docs), len(fresh_chunks), len(stale_chunks), False)
+
+
+def _provider_of(collections: list[EmbeddedCollection]) -> str | None:
+    return collections[0].provider if collections else None
 
 
 def _scope_filter(scope: set[str] | None) -> tuple[str, tuple[str, ...]]:
@@ -310,12 +376,9 @@ def _insert_collection(conn: sqlite3.Connection, col: EmbeddedCollection) -> Non
     for chunk in col.chunks:
         counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
     conn.executemany(
-        "INSERT INTO documents(id, collection, slug, title, tags, updated_at, chunk_count)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [
-            (d.id, d.collection, d.slug, d.title, json.dumps(d.tags), d.updated_at, counts.get(d.id, 0))
-            for d in col.documents
-        ],
+        "INSERT INTO documents(id, collection, slug, title, tags, updated_at, chunk_count, frontmatter)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(d.id, *_document_row(d, counts.get(d.id, 0))) for d in col.documents],
     )
     vectors = np.ascontiguousarray(col.vectors, dtype=np.float32)
     conn.executemany(
@@ -334,6 +397,7 @@ def _insert_collection(conn: sqlite3.Connection, col: EmbeddedCollection) -> Non
             for i, c in enumerate(col.chunks)
         ],
     )
+    _index_cjk_chunks(conn, [c.id for c in col.chunks], [c.text for c in col.chunks])
 
 
 def summarise(path: Path) -> StoreSummary | None:

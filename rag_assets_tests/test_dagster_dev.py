@@ -261,6 +261,11 @@ class DagsterDev:
                 time.sleep(0.2)
             if _group_alive(self.pgid):
                 os.killpg(self.pgid, signal.SIGKILL)
+                # Killed children linger as zombies until init reaps them (a loaded machine
+                # takes a moment), and signal 0 still reaches a zombie.
+                reaped = time.monotonic() + 10
+                while time.monotonic() < reaped and _group_alive(self.pgid):
+                    time.sleep(0.2)
             if self.proc.poll() is None:
                 self.proc.wait(timeout=10)
             return self.proc.returncode

@@ -13,25 +13,23 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from collections import Counter
 from typing import Sequence
 
 import numpy as np
 
+from rag_assets.cjk import WORD, bigrams, has_cjk
 from rag_assets.embedders.base import l2_normalise
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 MODEL_NAME = "rag-assets/feature-hash-v1"
 
 
 def tokenize(text: str) -> list[str]:
     """Lower-cased word tokens; CJK runs become overlapping character bigrams."""
     tokens: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        if _CJK.search(word) and len(word) > 1:
-            tokens.extend(word[i : i + 2] for i in range(len(word) - 1))
+    for word in WORD.findall(text.lower()):
+        if has_cjk(word) and len(word) > 1:
+            tokens.extend(bigrams(word))
         else:
             tokens.append(word)
     return tokens
