@@ -153,6 +153,92 @@ def build_parser() -> argparse.ArgumentParser:
     )
     audit.add_argument("--json", action="store_true", help="print the findings as JSON")
     audit.set_defaults(handler=cmd_audit)
+
+    tiers = ("public", "safe", "private")
+
+    def add_search_options(cmd: argparse.ArgumentParser) -> None:
+        cmd.add_argument("query", help="what to look for, in plain words (no query syntax needed)")
+        cmd.add_argument("--tier", choices=tiers, default="public", help="which store to search (default: public)")
+        cmd.add_argument("-k", type=int, default=None, help="number of results (default: 10)")
+        cmd.add_argument("--collections", metavar="A,B", help="only these collections (or vaults), comma-separated")
+        cmd.add_argument(
+            "--filter", action="append", default=[], metavar="KEY=VALUE",
+            help="frontmatter field must equal VALUE (repeatable), e.g. status=active or tags=proxmox",
+        )
+        cmd.add_argument("--tag", action="append", default=[], metavar="TAG", help="document must carry this tag (repeatable)")
+        cmd.add_argument("--prefix", metavar="SLUG", help="only documents whose slug (or collection/slug) starts with this")
+        cmd.add_argument("--mode", choices=("hybrid", "vector", "bm25"), default="hybrid", help="ranking (default: hybrid)")
+        cmd.add_argument("--fusion", choices=("rrf", "convex"), help="how vector and BM25 ranks combine (see README)")
+        cmd.add_argument("--vector-weight", type=float, help="weight of the vector list in the fusion")
+        cmd.add_argument("--bm25-weight", type=float, help="weight of the BM25 list in the fusion")
+        cmd.add_argument("--min-score", type=float, help="drop results under this fused score (default: 0.1)")
+        cmd.add_argument("--mmr", type=float, metavar="LAMBDA", help="MMR re-ranking: 1.0 relevance only, lower = more diverse")
+        cmd.add_argument("--per-doc", type=int, metavar="N", help="at most N chunks per document")
+        cmd.add_argument("--json", action="store_true", help="print JSON")
+
+    search = commands.add_parser(
+        "search",
+        parents=[common],
+        help="hybrid (vector + BM25) search of a tier's store",
+        description=(
+            "Search one tier's SQLite store: cosine similarity of the query embedding (the model that built the "
+            "store) fused with FTS5 BM25, then the collection weight and --min-score. Prints "
+            "`collection/slug ::heading/path score` lines, or JSON with --json. Every search is logged in the "
+            "store (see `rag log`)."
+        ),
+    )
+    add_search_options(search)
+    search.set_defaults(handler=cmd_search)
+
+    context = commands.add_parser(
+        "context",
+        parents=[common],
+        help="prompt-ready context with citations for a query, under a token budget",
+        description=(
+            "Search, then pack the best hits greedily under --budget tokens, merging overlapping chunks of the "
+            "same document, each passage prefixed with a citation tag like [posts:slug#heading]."
+        ),
+    )
+    add_search_options(context)
+    context.add_argument("--budget", type=int, default=1500, help="token budget (default: 1500)")
+    context.set_defaults(handler=cmd_context)
+
+    log = commands.add_parser(
+        "log",
+        parents=[common],
+        help="recent searches and the weakest ones (lowest top score)",
+        description="Reads the search_log table of a tier's store: what was asked, how well it matched, how fast.",
+    )
+    log.add_argument("--tier", choices=tiers, default="public", help="which store's log (default: public)")
+    log.add_argument("-n", type=int, default=10, help="rows per list (default: 10)")
+    log.add_argument("--json", action="store_true", help="print JSON")
+    log.set_defaults(handler=cmd_log)
+
+    serve = commands.add_parser(
+        "serve",
+        parents=[common],
+        help="HTTP API: GET /search, /context, /status (JSON)",
+        description="Serve the search API with uvicorn. Bad parameters get a 400 with a message, never a 500.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
+    serve.set_defaults(handler=cmd_serve)
+
+    evaluate = commands.add_parser(
+        "eval",
+        parents=[common],
+        help="retrieval quality on a BEIR dataset: nDCG@10, recall@10/100, MRR@10 for BM25, vector, hybrid",
+        description=(
+            "Index a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/<split>.tsv) as a collection with "
+            "the configured (or given) embedder, through the embedding cache, and score BM25 alone, vector alone "
+            "and hybrid with the default search settings."
+        ),
+    )
+    evaluate.add_argument("--dataset", required=True, metavar="DIR", help="BEIR dataset folder, e.g. ../shared/corpora/beir-scifact")
+    evaluate.add_argument("--split", choices=("test", "train", "dev"), default="test", help="qrels split (default: test)")
+    evaluate.add_argument("--embedder", metavar="NAME", help="embedding provider for the corpus and queries")
+    evaluate.add_argument("--json", action="store_true", help="print the figures as JSON")
+    evaluate.set_defaults(handler=cmd_eval)
     return parser
 
 
@@ -483,6 +569,145 @@ def _print_audit(report) -> None:
     if report.findings:
         kinds = ", ".join(f"{k} x{n}" for k, n in report.kinds().items())
         print(f"  by kind: {kinds}")
+
+
+# --- search, context, log, serve, eval -------------------------------------------------------
+
+
+def _search_params(cfg: RagConfig, args: argparse.Namespace):
+    from rag_assets.search import SearchParams, parse_filters
+
+    overrides = {
+        "k": args.k,
+        "fusion": args.fusion,
+        "vector_weight": args.vector_weight,
+        "bm25_weight": args.bm25_weight,
+        "min_score": args.min_score,
+        "mmr_lambda": args.mmr,
+        "max_per_document": args.per_doc,
+    }
+    params = SearchParams(
+        mode=args.mode,
+        collections=tuple(c.strip() for c in (args.collections or "").split(",") if c.strip()),
+        filters=parse_filters(args.filter),
+        tags=tuple(args.tag),
+        slug_prefix=args.prefix,
+        **{k: v for k, v in overrides.items() if v is not None},
+    )
+    if params.candidates < params.k:
+        params = dataclasses.replace(params, candidates=params.k)
+    params.validate()
+    return params
+
+
+def _run_search(cfg: RagConfig, args: argparse.Namespace):
+    from rag_assets.search import SearchIndex, tier_embedder
+
+    params = _search_params(cfg, args)
+    index = SearchIndex(cfg.store_path(args.tier), cfg.collection_weights)
+    embedder = None if params.mode == "bm25" else tier_embedder(cfg, args.tier, index)
+    return index.search(args.query, embedder, params)
+
+
+def _search_errors():
+    from rag_assets.embedders.errors import ProviderUnavailable
+    from rag_assets.privacy import PrivacyError
+    from rag_assets.search import SearchError
+
+    return (SearchError, ProviderUnavailable, PrivacyError)
+
+
+def cmd_search(cfg: RagConfig, args: argparse.Namespace) -> int:
+    try:
+        result = _run_search(cfg, args)
+    except _search_errors() as exc:
+        print(f"rag: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not result.hits:
+        print(f"No results above the minimum score ({result.params.min_score}).")
+    for hit in result.hits:
+        heading = "/".join(_anchor(h) for h in hit.heading_path)
+        print(f"{hit.collection}/{hit.slug} ::{heading} {hit.score:.2f}")
+    print(
+        f"({len(result.hits)} results in {result.latency_ms:.1f} ms, of which {result.embed_ms:.1f} ms embedding the "
+        f"query; {args.tier} tier)",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _anchor(heading: str) -> str:
+    from rag_assets.context import heading_anchor
+
+    return heading_anchor(heading)
+
+
+def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from rag_assets.context import pack_context
+
+    if args.budget <= 0:
+        print("rag: --budget must be a positive number of tokens", file=sys.stderr)
+        return EXIT_USAGE
+    if args.k is None:
+        args.k = 20  # more candidates than fit, so the budget decides
+    try:
+        result = _run_search(cfg, args)
+    except _search_errors() as exc:
+        print(f"rag: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    packed = pack_context(result.hits, args.budget)
+    if args.json:
+        print(json.dumps(packed.to_json(), indent=2, ensure_ascii=False))
+    else:
+        print(packed.text)
+        print(f"({packed.tokens} of {args.budget} tokens by {packed.tokenizer}, {len(packed.citations)} passages)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from rag_assets.search_log import read_log
+
+    path = cfg.store_path(args.tier)
+    if not path.is_file():
+        print(f"rag: no {args.tier} store at {path}; run `rag build` first", file=sys.stderr)
+        return EXIT_USAGE
+    recent, weakest, total = read_log(path, args.n)
+    if args.json:
+        print(json.dumps({"total": total, "recent": recent, "weakest": weakest}, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    print(f"{total} searches logged in {path}")
+    for title, rows in (("Recent", recent), ("Weakest (lowest top score)", weakest)):
+        print(title)
+        for row in rows:
+            print(f"  {row['at']}  {row['topScore']:.2f}  {row['latencyMs']:7.1f} ms  {row['hits']:>3} hits  {row['query']}")
+    return EXIT_OK
+
+
+def cmd_serve(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from rag_assets.server import serve
+
+    serve(cfg, host=args.host, port=args.port)
+    return EXIT_OK
+
+
+def cmd_eval(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rag_assets.evaluation import format_table, run_evaluation
+
+    try:
+        report = run_evaluation(cfg, Path(args.dataset), args.split, embedder_name=args.embedder, log=lambda m: print(m, file=sys.stderr))
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"rag: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(report.figures, indent=2))
+    else:
+        print(format_table(report))
+    return EXIT_OK
 
 
 if __name__ == "__main__":

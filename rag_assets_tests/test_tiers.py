@@ -293,3 +293,26 @@ def test_incremental_vault_builds(tmp_path, capsys):
     assert rag(["status", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert "Safe" in out and "Private" in out and "Markdown files on disk" in out
+
+
+def test_hybrid_search_in_each_tier_returns_only_that_tiers_chunks(built):
+    from rag_assets.search import SearchIndex, SearchParams, tier_embedder
+
+    cfg = built[0]
+    allowed = {
+        "public": set(cfg.collection_weights) | {"docs", "posts", "learn", "projects", "journal"},
+        "safe": {"homelab-notes"},
+        "private": {"homelab-notes", "personal"},
+    }
+    queries = ["proxmox backup password", "dentist appointment", "wifi password router", "grafana alert", "bank"]
+    for tier, collections in allowed.items():
+        index = SearchIndex(cfg.store_path(tier), log_searches=False)
+        embedder = tier_embedder(cfg, tier, index)
+        seen = set()
+        for query in queries:
+            for hit in index.search(query, embedder, SearchParams(k=20, min_score=0)).hits:
+                seen.add(hit.collection)
+                assert hit.collection in collections, (tier, query, hit.id)
+        assert seen, tier
+    private_hits = SearchIndex(cfg.private_store_path).search("dentist appointment", None, SearchParams(mode="bm25")).hits
+    assert private_hits and private_hits[0].collection == "personal"
