@@ -52,8 +52,11 @@ from typing import Any, Callable, Iterator, Sequence
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
+# This folder holds secrets.py (the detector bench), which would shadow the standard
+# library module torch and others import; keep the folder off the front of the path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent))
 
 from local_model import iter_passages  # noqa: E402  (the same passages as the local-model bench)
 from rag_assets.embedders import HashingEmbedder  # noqa: E402

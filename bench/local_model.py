@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
+# This folder holds secrets.py (the detector bench), which would shadow the standard
+# library module torch and others import; keep the folder off the front of the path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
 from rag_assets.embedders.local import LocalEmbedder, local_model_status  # noqa: E402

@@ -222,6 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
+    serve.add_argument(
+        "--allow-private-remote",
+        action="store_true",
+        help="also serve the Private tier when bound to a non-loopback address (refused by default)",
+    )
     serve.set_defaults(handler=cmd_serve)
 
     evaluate = commands.add_parser(
@@ -689,7 +694,7 @@ def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
 def cmd_serve(cfg: RagConfig, args: argparse.Namespace) -> int:
     from rag_assets.server import serve
 
-    serve(cfg, host=args.host, port=args.port)
+    serve(cfg, host=args.host, port=args.port, allow_private_remote=args.allow_private_remote)
     return EXIT_OK
 
 
@@ -704,9 +709,12 @@ def cmd_eval(cfg: RagConfig, args: argparse.Namespace) -> int:
         print(f"rag: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
-        print(json.dumps(report.figures, indent=2))
-    else:
-        print(format_table(report))
+        print(json.dumps(report.metrics, indent=2))
+        return EXIT_OK
+    info = report.info
+    print(f"{info.dataset} ({info.split}): {info.queries} queries, {info.documents} documents, {info.provider} {info.model}")
+    print(format_table(report.metrics))
+    print(f"(indexing {info.index_seconds:.1f}s{' (rebuilt)' if info.rebuilt else ', cached'}, searching {info.search_seconds:.1f}s)")
     return EXIT_OK
 
 

@@ -13,6 +13,7 @@ from rag_assets.config import RagConfig, load_config
 from rag_assets.defs.checks import embedding_service, index_matches_content, index_recent, outputs_consistent
 from rag_assets.defs.content import build_content_assets
 from rag_assets.defs.embeddings import build_embedding_assets
+from rag_assets.defs.evaluation import EVAL_ASSETS, EVAL_CHECKS, EvalSettings
 from rag_assets.defs.io_managers import AtomicFilesystemIOManager, EveryCollectionInputManager
 from rag_assets.defs.jobs import ALL_JOBS
 from rag_assets.defs.partitions import collection_partitions
@@ -32,14 +33,16 @@ def build_definitions(cfg: RagConfig) -> dg.Definitions:
             *build_embedding_assets(partitions),
             publish,
             *TIER_ASSETS,
+            *EVAL_ASSETS,
         ],
-        asset_checks=[outputs_consistent, embedding_service, index_matches_content, index_recent, *TIER_CHECKS],
+        asset_checks=[outputs_consistent, embedding_service, index_matches_content, index_recent, *TIER_CHECKS, *EVAL_CHECKS],
         jobs=ALL_JOBS,
         sensors=[build_change_sensor(cfg), build_vault_sensor(cfg)],
         schedules=[build_nightly_schedule(cfg), build_nightly_vault_schedule(cfg)],
         resources={
             "rag": RagSettings.from_config(cfg),
             "tiers": TiersResource.from_config(cfg),
+            "evaluation": EvalSettings.from_config(cfg),
             "embedder": EmbedderResource.from_settings(cfg.embedding),
             # Intermediate records live beside the outputs, so a CLI build and `dagster dev`
             # (possibly with different DAGSTER_HOMEs) share them.
