@@ -10,11 +10,17 @@ The Python API the CLI, the HTTP server and the evaluation share::
 - **BM25**: FTS5 ``bm25()`` over the store's ``porter unicode61`` table. User text is never
   passed as FTS syntax: it is split into words, English stop words are dropped, and every
   word is quoted, joined with OR. CJK words are matched as n-gram phrases in ``fts_cjk``.
-- **Fusion** (``fusion="rrf"``, the default): weighted Reciprocal Rank Fusion,
-  ``(wv/(k+rank_v) + wb/(k+rank_b)) / ((wv+wb)/(k+1))`` (1.0 = first in both lists; a list
-  a chunk is missing from adds 0), or ``fusion="convex"``: each list's scores min-max
-  normalised over its candidates, ``(wv*v + wb*b)/(wv+wb)``. Then the collection's priority
-  weight multiplies the score, then ``min_score`` filters.
+  With ``lexical="memory"`` or ``"auto"`` the same scores come from postings held in memory
+  (:mod:`rag_assets.bm25`), which is what keeps BM25 fast on large stores.
+- **Fusion** (``fusion="zscore"``, the default): both lists' scores standardised over the
+  union of their candidates (a BM25 candidate the vector list did not reach gets its true
+  cosine; a chunk BM25 did not return scores 0 there), ``(wv*z_v + wb*z_b)/(wv+wb)``,
+  rescaled to [0, 1] (1.0 = the best candidate); or ``fusion="rrf"``: weighted Reciprocal
+  Rank Fusion, ``(wv/(k+rank_v) + wb/(k+rank_b)) / ((wv+wb)/(k+1))`` (1.0 = first in both
+  lists; a list a chunk is missing from adds 0); or ``fusion="convex"``: each list's scores
+  min-max normalised over its candidates, ``(wv*v + wb*b)/(wv+wb)``. Then the collection's
+  priority weight multiplies the score, then ``min_score`` filters. SciFact (all-MiniLM-L6-v2,
+  test nDCG@10): zscore 0.744, convex 0.735, rrf 0.719 (bench/tune_fusion.py, tuned on train).
 - **Filters** (collections, tags, frontmatter fields, slug prefix) apply before ranking.
 - **Diversity**: optional MMR re-ranking and a cap on chunks per document.
 """
@@ -22,10 +28,11 @@ The Python API the CLI, the HTTP server and the evaluation share::
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -34,8 +41,10 @@ import numpy as np
 from rag_assets import cjk, store
 from rag_assets.embedders.base import Embedder
 
-FUSIONS = ("rrf", "convex")
+log = logging.getLogger(__name__)
+FUSIONS = ("rrf", "convex", "zscore")
 MODES = ("hybrid", "vector", "bm25")
+LEXICAL = ("fts5", "memory", "auto")
 # English function words (Lucene's list plus NLTK's): they match nearly every chunk, so they
 # cost BM25 time and add nothing to its ranking, or worse: the stemmer turns "up" into the
 # stem of "UPS", so "set up vlans" would favour a chapter on batteries.
@@ -59,12 +68,12 @@ class SearchParams:
 
     k: int = 10
     mode: str = "hybrid"
-    fusion: str = "rrf"
+    fusion: str = "zscore"
     rrf_k: int = 60
     vector_weight: float = 0.5
     bm25_weight: float = 0.5
     min_score: float = 0.1
-    candidates: int = 100  # depth of each list before fusion
+    candidates: int = 200  # depth of each list before fusion
     collections: tuple[str, ...] = ()  # empty: all
     tags: tuple[str, ...] = ()  # every tag must be present
     filters: tuple[tuple[str, str], ...] = ()  # frontmatter key=value, all must hold
@@ -164,29 +173,57 @@ class _Loaded:
     provider: str | None
     dimension: int | None
     documents: dict[str, dict[str, Any]]  # id -> {collection, slug, title, tags, frontmatter}
+    # Per row: the index of its document in ``documents``' order (len(documents): none), so a
+    # filter mask is ``allowed[doc_index]``; per document, its collection. Filters seen
+    # before reuse their ``allowed`` array (``allowed_cache``, keyed by the filters).
+    doc_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    doc_collections: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=str))
+    allowed_cache: dict = field(default_factory=dict)
+    # The in-memory BM25 postings (rag_assets.bm25) once they are ready; None: FTS5 scores.
+    bm25: Any = None
+    bm25_done: threading.Event = field(default_factory=threading.Event)  # set when built, loaded or failed
 
 
 class SearchIndex:
-    """One store, searchable; safe to share between threads (the HTTP server does)."""
+    """One store, searchable; safe to share between threads (the HTTP server does).
 
-    def __init__(self, path: Path, weights: Mapping[str, float] | None = None, *, log_searches: bool = True) -> None:
+    ``lexical`` picks where BM25 scores come from (the same numbers either way):
+    ``"fts5"`` asks FTS5 at every query; ``"memory"`` builds in-memory postings
+    (:class:`rag_assets.bm25.MemoryBm25`) whenever the store is (re)loaded, before the
+    load returns; ``"auto"`` builds them in a background thread after each (re)load and
+    uses FTS5 until they are ready (for ``rag serve``). Both memory modes cache the
+    postings in ``<store>.bm25.npz`` beside the store, so a restart does not rebuild; that
+    file holds the store's vocabulary and is as private as the store itself.
+    """
+
+    def __init__(
+        self, path: Path, weights: Mapping[str, float] | None = None, *, log_searches: bool = True, lexical: str = "fts5"
+    ) -> None:
+        if lexical not in LEXICAL:
+            raise ValueError(f"lexical must be one of {', '.join(LEXICAL)}, not {lexical!r}")
         self.path = Path(path)
         self.weights = dict(weights or {})
         self.log_searches = log_searches
+        self.lexical = lexical
         self._loaded: _Loaded | None = None
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._generation = 0  # bumped at every load: an older background BM25 build gives up
 
     # ------------------------------------------------------------------ loading
-    def _stamp(self) -> tuple:
-        parts = []
-        for p in (self.path, self.path.with_name(self.path.name + "-wal")):
-            try:
-                st = p.stat()
-                parts.append((st.st_mtime_ns, st.st_size, st.st_ino))
-            except FileNotFoundError:
-                parts.append(None)
-        return tuple(parts)
+    def _stamp(self, conn: sqlite3.Connection | None = None) -> tuple:
+        """What identifies the store's indexed contents. Not the files' mtimes: the search log
+        writes to the same file, and every logged search would then reload the matrix. Every
+        build moves ``built_at`` (and usually the highest chunk rowid or the document count)."""
+        try:
+            inode = self.path.stat().st_ino
+        except FileNotFoundError:
+            return ("missing",)
+        row = (conn or self._connection()).execute(
+            "SELECT (SELECT built_at FROM embeddings_meta LIMIT 1), (SELECT max(rowid) FROM chunks),"
+            " (SELECT count(*) FROM documents)"
+        ).fetchone()
+        return (inode, *row)
 
     def _connection(self) -> sqlite3.Connection:
         # One connection per thread: sqlite3 connections must not cross threads.
@@ -235,7 +272,9 @@ class SearchIndex:
         rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         document_ids = [r[1] for r in rows]
         collections = np.array([documents.get(d, {}).get("collection", "") for d in document_ids], dtype=object)
-        return _Loaded(
+        position = {doc_id: i for i, doc_id in enumerate(documents)}
+        doc_index = np.fromiter((position.get(d, len(position)) for d in document_ids), dtype=np.int32, count=len(rows))
+        data = _Loaded(
             stamp=stamp,
             rowids=rowids,
             matrix=matrix,
@@ -246,7 +285,50 @@ class SearchIndex:
             provider=provider,
             dimension=dimension,
             documents=documents,
+            doc_index=doc_index,
+            doc_collections=np.array([d["collection"] for d in documents.values()], dtype=str),
         )
+        self._generation += 1
+        if self.lexical == "memory":
+            self._build_bm25(data, conn, self._generation)
+        elif self.lexical == "auto":
+            threading.Thread(
+                target=self._build_bm25, args=(data, None, self._generation), name="rag-bm25-postings", daemon=True
+            ).start()
+        else:
+            data.bm25_done.set()
+        return data
+
+    def _build_bm25(self, data: _Loaded, conn: sqlite3.Connection | None, generation: int) -> None:
+        """Give ``data`` its in-memory BM25 postings (from the cache beside the store, or built
+        from its FTS5 index), read in one transaction that must still show the loaded rows.
+        Any failure leaves ``data.bm25`` None: searches go on with FTS5."""
+        from rag_assets.bm25 import MemoryBm25, describe
+
+        own = conn is None
+        try:
+            if own:
+                conn = store.connect(self.path)
+            conn.execute("BEGIN")
+            try:
+                if self._stamp(conn) != data.stamp:
+                    log.info("the store changed while loading; BM25 stays on FTS5 until the next load")
+                    return
+                bm25 = MemoryBm25.load_or_build(
+                    conn, data.rowids, data.stamp, cache=self.path.with_name(self.path.name + ".bm25.npz"),
+                    like=self.path, connect=self._connection, should_stop=lambda: self._generation != generation,
+                )
+            finally:
+                conn.execute("COMMIT")
+            data.bm25 = bm25
+            log.info("%s: %s", self.path.name, describe(bm25))
+        except Exception:
+            if self._generation == generation:
+                log.warning("could not make the in-memory BM25 postings of %s; using FTS5", self.path, exc_info=True)
+        finally:
+            if own and conn is not None:
+                conn.close()
+            data.bm25_done.set()
 
     # ------------------------------------------------------------------ search
     def search(self, query: str, embedder: Embedder | None, params: SearchParams = SearchParams()) -> SearchResult:
@@ -274,7 +356,13 @@ class SearchIndex:
             vector = self._vector_ranks(data, qvec, mask, depth)
         if mode in ("hybrid", "bm25"):
             lexical = self._bm25_ranks(data, query, mask, depth)
-        scored = fuse(vector, lexical, params, mode)
+        cosines: dict[int, float] = {}
+        if mode == "hybrid" and params.fusion == "zscore" and qvec is not None:
+            # BM25 candidates below the vector list's depth still have a cosine: use it.
+            missing = [row for row in lexical if row not in vector]
+            if missing:
+                cosines = dict(zip(missing, (data.matrix[missing] @ qvec).tolist()))
+        scored = fuse(vector, lexical, params, mode, cosines)
         if params.collection_weights:
             scored = {row: s * self.weights.get(str(data.collections[row]), 1.0) for row, s in scored.items()}
         ranked = [row for row, s in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0])) if s >= params.min_score]
@@ -289,18 +377,26 @@ class SearchIndex:
         """Rows allowed by the filters, or None when nothing is filtered."""
         if not (params.collections or params.tags or params.filters or params.slug_prefix):
             return None
-        allowed_docs = set()
-        for doc_id, doc in data.documents.items():
-            if params.collections and doc["collection"] not in params.collections:
-                continue
-            if params.tags and not {t.lower() for t in params.tags} <= {t.lower() for t in doc["tags"]}:
-                continue
-            if params.slug_prefix and not (doc["slug"].startswith(params.slug_prefix) or doc_id.startswith(params.slug_prefix)):
-                continue
-            if any(not _frontmatter_matches(doc["frontmatter"].get(key), value) for key, value in params.filters):
-                continue
-            allowed_docs.add(doc_id)
-        return np.fromiter((d in allowed_docs for d in data.document_ids), dtype=bool, count=len(data.document_ids))
+        key = (params.collections, params.tags, params.filters, params.slug_prefix)
+        allowed = data.allowed_cache.get(key)
+        if allowed is None:
+            allowed = np.zeros(len(data.documents) + 1, dtype=bool)  # the last: rows without a document
+            allowed[:-1] = np.isin(data.doc_collections, params.collections) if params.collections else True
+            if params.tags or params.filters or params.slug_prefix:
+                tags = {t.lower() for t in params.tags}
+                doc_ids = list(data.documents)
+                for i in np.flatnonzero(allowed[:-1]):
+                    doc_id = doc_ids[i]
+                    doc = data.documents[doc_id]
+                    allowed[i] = (
+                        (not tags or tags <= {t.lower() for t in doc["tags"]})
+                        and (not params.slug_prefix or doc["slug"].startswith(params.slug_prefix) or doc_id.startswith(params.slug_prefix))
+                        and all(_frontmatter_matches(doc["frontmatter"].get(k), value) for k, value in params.filters)
+                    )
+            if len(data.allowed_cache) >= 256:
+                data.allowed_cache.clear()
+            data.allowed_cache[key] = allowed
+        return allowed[data.doc_index]
 
     def _vector_ranks(self, data: _Loaded, qvec: np.ndarray, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
         scores = data.matrix @ qvec
@@ -316,8 +412,11 @@ class SearchIndex:
     def _bm25_ranks(self, data: _Loaded, query: str, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
         conn = self._connection()
         found: list[tuple[int, float]] = []
+        memory = data.bm25
+        if memory is not None:  # the same scores as fts_chunks's bm25(), from memory
+            found.extend((row, score) for row, (_, score) in memory.ranks(query, depth, mask).items())
         for table, match in (("fts_chunks", fts_match_query(query)), ("fts_cjk", cjk.fts_query(query))):
-            if not match:
+            if not match or (memory is not None and table == "fts_chunks"):
                 continue
             limit = depth if mask is None else -1  # filtered: read on until enough rows pass
             cursor = conn.execute(
@@ -411,9 +510,15 @@ class SearchIndex:
 
 
 def fuse(
-    vector: Mapping[int, tuple[int, float]], lexical: Mapping[int, tuple[int, float]], params: SearchParams, mode: str
+    vector: Mapping[int, tuple[int, float]],
+    lexical: Mapping[int, tuple[int, float]],
+    params: SearchParams,
+    mode: str,
+    cosines: Mapping[int, float] | None = None,
 ) -> dict[int, float]:
-    """Row -> fused score in [0, 1] (before collection weights); see the module docstring."""
+    """Row -> fused score in [0, 1] (before collection weights); see the module docstring.
+
+    ``cosines`` (zscore): the vector scores of BM25 candidates missing from the vector list."""
     if mode == "vector":
         return {row: score for row, (_, score) in vector.items()}
     if mode == "bm25":
@@ -428,9 +533,22 @@ def fuse(
             row: ((wv / (k + vector[row][0]) if row in vector else 0.0) + (wb / (k + lexical[row][0]) if row in lexical else 0.0)) / best
             for row in rows
         }
+    if params.fusion == "zscore":
+        v = _standardise({**(cosines or {}), **{row: s for row, (_, s) in vector.items()}})
+        b = _standardise({row: lexical[row][1] if row in lexical else 0.0 for row in rows})
+        return _min_max({row: (wv * v.get(row, 0.0) + wb * b[row]) / (wv + wb) for row in rows})
     v = _min_max({row: s for row, (_, s) in vector.items()})
     b = _min_max({row: s for row, (_, s) in lexical.items()})
     return {row: (wv * v.get(row, 0.0) + wb * b.get(row, 0.0)) / (wv + wb) for row in rows}
+
+
+def _standardise(scores: Mapping[int, float]) -> dict[int, float]:
+    """(score - mean) / standard deviation over these candidates (all 0 when they are equal)."""
+    if not scores:
+        return {}
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+    mean, std = float(values.mean()), float(values.std())
+    return {row: (s - mean) / std if std > 0 else 0.0 for row, s in scores.items()}
 
 
 def _min_max(scores: Mapping[int, float]) -> dict[int, float]:

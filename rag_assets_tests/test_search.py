@@ -99,7 +99,7 @@ def test_filters_apply_before_ranking(cfg):
 
 
 def test_rrf_is_normalised_so_first_in_both_lists_is_one():
-    params = SearchParams(vector_weight=0.7, bm25_weight=0.3, rrf_k=60)
+    params = SearchParams(fusion="rrf", vector_weight=0.7, bm25_weight=0.3, rrf_k=60)
     scores = fuse({1: (1, 0.9), 2: (2, 0.5)}, {1: (1, 12.0), 3: (2, 3.0)}, params, "hybrid")
     assert scores[1] == pytest.approx(1.0)
     assert scores[2] == pytest.approx((0.7 / 62) / (1.0 / 61))

@@ -1,0 +1,356 @@
+"""In-memory BM25 (rag_assets.bm25) against FTS5's bm25(), on stores built by the real pipeline."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import stat
+import threading
+from contextlib import closing
+from dataclasses import replace
+
+import dagster as dg
+import numpy as np
+import pytest
+
+from rag_assets import bm25 as bm25_module
+from rag_assets.bm25 import MemoryBm25, fts_totals, query_words
+from rag_assets.config import load_config
+from rag_assets.defs.runner import run_build
+from rag_assets.embedders.hashing import HashingEmbedder
+from rag_assets.search import SearchIndex, SearchParams, fts_match_query, tier_embedder
+
+from .conftest import SAMPLE_CONTENT
+from .test_search import NASTY, TREE
+
+REL = 1e-4
+
+# Pages that exercise the tokenizer: stems shared by several query words, a word FTS5
+# reads as a phrase (k3s_cert), diacritics, numbers, CJK.
+EXTRA = {
+    "posts/tokens.md": "---\ntitle: Tokenizer corner cases\ntags: [tokens]\nstatus: draft\n---\n# Tokenizer corner cases\n\n"
+    "The k3s_cert rotation runs monthly; running it by hand also runs the k3s cert check. "
+    "Café, CAFE and cafe are one term to unicode61; ǅemal and İstanbul fold too. x² and 10GbE ports. "
+    "Run, runs, running, runner: the runner runs the run.\n\n## Repeated\n\n" + "vlan " * 40 + "trunk bridge\n",
+    "docs/cjk-mixed.md": "---\ntitle: 東京 notes\n---\n# 東京 notes\n\nProxmox 在东京的机房 with VLAN trunk ports.\n",
+}
+EXTRA.update(TREE)
+
+QUERIES = [
+    "how do I set up vlans on proxmox", "zfs snapshots", "snapshots handshake vlan", "vlan", "vlan vlan vlan",
+    "run running runs runner", "k3s_cert", "k3s_cert rotation", "k3s cert", "café", "CAFE cafe", "x² 10gbe",
+    "the", "how to", "what is the", "backup restore", "docker compose network", "wireguard peers keys",
+    "zzqqxv", "zzqqxv vlan", "東京 proxmox", "东京", "home assistant automation", "kubernetes k3s cluster",
+]
+
+
+def _copy_sample(root):
+    shutil.copytree(SAMPLE_CONTENT, root, ignore=shutil.ignore_patterns("vaults"))
+    for rel, text in EXTRA.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def _build(cfg):
+    with dg.instance_for_test() as instance:
+        assert run_build(cfg, instance, vaults=[]).success
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory):
+    """One store for the read-only tests: the sample content plus EXTRA (the real pipeline)."""
+    base = tmp_path_factory.mktemp("bm25")
+    _copy_sample(base / "content")
+    cfg = load_config(
+        None, content_dir=base / "content", output_dir=base / "out", embedder="hashing", private_embedder="hashing",
+        environ={},
+    )
+    _build(cfg)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def indexes(cfg):
+    fts = SearchIndex(cfg.public_store_path, cfg.collection_weights, log_searches=False)
+    memory = SearchIndex(cfg.public_store_path, cfg.collection_weights, log_searches=False, lexical="memory")
+    assert memory.loaded().bm25 is not None
+    return fts, memory
+
+
+def _vocabulary_queries(path, n=40, seed=5):
+    """Queries made of the store's own terms, common and rare, so most of them match a lot."""
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, fts_chunks, 'row')")
+        terms = [t for (t,) in conn.execute("SELECT term FROM temp.v WHERE term GLOB '[a-z]*' ORDER BY doc DESC")]
+    rng = np.random.default_rng(seed)
+    common, rare = terms[:200], terms[200:]
+    return [
+        " ".join([*rng.choice(common, size=int(rng.integers(1, 4))), *rng.choice(rare, size=int(rng.integers(0, 3)))])
+        for _ in range(n)
+    ]
+
+
+def assert_same_ranking(fts: dict, mem: dict, k: int = 10, context: str = "") -> None:
+    """Same rows and scores (1e-4 relative); a row may differ only where scores tie."""
+    assert len(fts) == len(mem), context
+    for row in fts.keys() & mem.keys():
+        assert mem[row][1] == pytest.approx(fts[row][1], rel=REL), context
+    a = sorted((s for _, s in fts.values()), reverse=True)
+    b = sorted((s for _, s in mem.values()), reverse=True)
+    assert b == pytest.approx(a, rel=REL), context
+    top_f = {r for r, (rank, _) in fts.items() if rank <= k}
+    top_m = {r for r, (rank, _) in mem.items() if rank <= k}
+    if top_f != top_m:
+        cut = a[min(k, len(a)) - 1]  # only rows scoring as the last one kept may swap
+        for row in top_f ^ top_m:
+            score = fts[row][1] if row in fts else mem[row][1]
+            assert score == pytest.approx(cut, rel=REL), context
+
+
+# ------------------------------------------------------------------------------ agreement
+
+
+def test_scores_and_top10_agree_with_fts5(cfg, indexes):
+    fts, memory = indexes
+    data_f, data_m = fts.loaded(), memory.loaded()
+    assert data_m.bm25.postings > 0 and len(data_m.bm25.terms) > 100
+    matched = 0
+    for query in QUERIES + _vocabulary_queries(cfg.public_store_path):
+        for depth in (10, 100):
+            a = fts._bm25_ranks(data_f, query, None, depth)
+            b = memory._bm25_ranks(data_m, query, None, depth)
+            assert_same_ranking(a, b, context=query)
+        matched += bool(a)
+    assert matched > 40
+
+
+def test_memory_scores_are_fts5_bm25_for_every_matching_row(cfg, indexes):
+    """Not only the top: every row FTS5 matches, with FTS5's own number (no stop-word query)."""
+    _, memory = indexes
+    data = memory.loaded()
+    conn = memory._connection()
+    for query in ("vlan trunk bridge", "run running", "proxmox backup zfs", "k3s_cert runs"):
+        scores = data.bm25.scores(query)
+        expected = dict(
+            conn.execute("SELECT rowid, -bm25(fts_chunks) FROM fts_chunks WHERE fts_chunks MATCH ?", (fts_match_query(query),))
+        )
+        got = {int(data.rowids[r]): float(scores[r]) for r in np.flatnonzero(scores)}
+        assert got.keys() == {r for r in expected if r in data.row_of}, query
+        for rowid, score in got.items():
+            assert score == pytest.approx(expected[rowid], rel=REL), query
+
+
+def test_rows_without_an_embedding_count_for_fts5_but_are_never_returned(indexes):
+    """N, document frequencies and avgdl cover every FTS row, as in FTS5; only loaded rows score."""
+    fts, _ = indexes
+    data = fts.loaded()
+    conn = fts._connection()
+    some = data.rowids[::3]  # as if the other chunks had no embedding
+    bm25 = MemoryBm25.build(conn, some, connect=fts._connection)
+    for query in ("vlan trunk bridge", "run running k3s_cert", "proxmox zfs backup"):
+        expected = dict(
+            conn.execute("SELECT rowid, -bm25(fts_chunks) FROM fts_chunks WHERE fts_chunks MATCH ?", (fts_match_query(query),))
+        )
+        ranks = bm25.ranks(query, 1000)
+        assert {int(some[r]) for r in ranks} == {r for r in expected if r in set(some.tolist())}
+        for row, (_, score) in ranks.items():
+            assert score == pytest.approx(expected[int(some[row])], rel=REL)
+
+
+def test_full_searches_are_the_same_in_both_modes(cfg, indexes):
+    fts, memory = indexes
+    embedder = tier_embedder(cfg, "public", fts)
+    for query in QUERIES[:12]:
+        for params in (SearchParams(min_score=0), SearchParams(mode="bm25", min_score=0), SearchParams(k=5, fusion="convex")):
+            a = fts.search(query, embedder, params).hits
+            b = memory.search(query, embedder, params).hits
+            assert [h.score for h in b] == pytest.approx([h.score for h in a], rel=REL), query
+            assert [h.id for h in b if h.bm25_score is None] == [h.id for h in a if h.bm25_score is None], query
+            assert [h.bm25_score or 0.0 for h in b] == pytest.approx([h.bm25_score or 0.0 for h in a], rel=REL), query
+
+
+def test_query_handling_is_fts_match_querys(indexes):
+    _, memory = indexes
+    bm25 = memory.loaded().bm25
+    assert query_words("How do I set up VLANs on Proxmox?") == ["set", "vlans", "proxmox"]
+    assert query_words("how to") == ["how", "to"]  # nothing but stop words: all of them
+    assert query_words('"; DROP --') == ["drop"]
+    ids, phrases = bm25.query_terms("running runs k3s_cert")
+    assert len(ids) == 2 and ids[0] == ids[1]  # one stem, counted once per word as FTS5 does
+    assert phrases == ["k3s_cert"]
+
+
+def test_phrases_without_a_connection_are_approximated_by_their_tokens(indexes):
+    _, memory = indexes
+    bm25 = memory.loaded().bm25
+    loose = MemoryBm25(terms=bm25.terms, indptr=bm25.indptr, rows=bm25.rows, weights=bm25.weights, rowids=bm25.rowids)
+    ids, phrases = loose.query_terms("k3s_cert")
+    assert phrases == [] and [loose.terms[i] for i in ids] == ["k3", "cert"]
+    assert loose.ranks("k3s_cert", 10)
+
+
+def test_unseen_words_match_nothing(indexes):
+    fts, memory = indexes
+    data = memory.loaded()
+    assert memory._bm25_ranks(data, "zzqqxv qqzzvv", None, 10) == {}
+    assert data.bm25.ranks("zzqqxv", 10) == {}
+    assert_same_ranking(fts._bm25_ranks(fts.loaded(), "zzqqxv vlan", None, 100), memory._bm25_ranks(data, "zzqqxv vlan", None, 100))
+
+
+@pytest.mark.parametrize("query", NASTY)
+def test_nasty_input_agrees_and_never_breaks(indexes, query):
+    fts, memory = indexes
+    a = fts._bm25_ranks(fts.loaded(), query, None, 100)
+    b = memory._bm25_ranks(memory.loaded(), query, None, 100)
+    assert_same_ranking(a, b, context=repr(query))
+    if query.strip():
+        memory.search(query, None, SearchParams(mode="bm25"))
+
+
+def test_filters_apply_before_ranking_in_memory_too(cfg, indexes):
+    fts, memory = indexes
+    data = memory.loaded()
+    docs = data.documents
+    cases = [
+        dict(collections=("docs",)), dict(collections=("posts", "learn")), dict(tags=("tokens",)),
+        dict(filters=(("status", "draft"),)), dict(slug_prefix="posts/"), dict(filters=(("status", "nope"),)),
+    ]
+    for case in cases:
+        params = SearchParams(**case)
+        mask_f = fts._filter_mask(fts.loaded(), params)
+        mask_m = memory._filter_mask(data, params)
+        assert np.array_equal(mask_f, mask_m)
+        expected_docs = {
+            d for d, doc in docs.items()
+            if (not params.collections or doc["collection"] in params.collections)
+            and all(t in doc["tags"] for t in params.tags)
+            and (not params.slug_prefix or d.startswith(params.slug_prefix) or doc["slug"].startswith(params.slug_prefix))
+            and all(str(doc["frontmatter"].get(k, "")).lower() == v for k, v in params.filters)
+        }
+        assert {data.document_ids[r] for r in np.flatnonzero(mask_m)} == {
+            d for d in data.document_ids if d in expected_docs
+        }, case
+        for query in ("vlan trunk", "run running proxmox", "snapshots handshake vlan", "k3s_cert"):
+            a = fts._bm25_ranks(fts.loaded(), query, mask_f, 10)
+            b = memory._bm25_ranks(data, query, mask_m, 10)
+            assert_same_ranking(a, b, context=f"{case} {query}")
+            assert all(mask_m[r] for r in b)
+    assert fts._filter_mask(data, SearchParams()) is None
+
+
+# ------------------------------------------------------------------------------ cache, reloads, auto
+
+
+def test_the_cache_is_reused_and_keeps_the_stores_permissions(cfg, indexes):
+    _, memory = indexes
+    cache = cfg.public_store_path.with_name(cfg.public_store_path.name + ".bm25.npz")
+    assert cache.is_file()
+    assert stat.S_IMODE(cache.stat().st_mode) == stat.S_IMODE(cfg.public_store_path.stat().st_mode)
+    again = SearchIndex(cfg.public_store_path, log_searches=False, lexical="memory").loaded().bm25
+    assert "loaded from cache" in again.timing
+    first = memory.loaded().bm25
+    assert again.terms == first.terms and np.array_equal(again.weights, first.weights)
+    assert np.array_equal(again.rows, first.rows) and np.array_equal(again.indptr, first.indptr)
+    other_key = dict(again.key, fts_totals=[1, 2])
+    assert MemoryBm25.load(cache, other_key) is None  # made for another store: not used
+
+
+def test_a_damaged_cache_is_rebuilt(tmp_path, make_config):
+    cfg = make_config(tmp_path / "content")
+    _copy_tree(tmp_path / "content", TREE)
+    _build(cfg)
+    cache = cfg.public_store_path.with_name(cfg.public_store_path.name + ".bm25.npz")
+    cache.write_bytes(b"not an npz")
+    bm25 = SearchIndex(cfg.public_store_path, log_searches=False, lexical="memory").loaded().bm25
+    assert bm25 is not None and "loaded from cache" not in bm25.timing
+    assert MemoryBm25.load(cache, bm25.key) is not None  # rewritten
+
+
+def _copy_tree(root, files):
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def test_reload_after_a_rebuild(tmp_path, make_config):
+    cfg = make_config(tmp_path / "content")
+    _copy_tree(tmp_path / "content", TREE)
+    _build(cfg)
+    index = SearchIndex(cfg.public_store_path, log_searches=False, lexical="memory")
+    fts = SearchIndex(cfg.public_store_path, log_searches=False)
+    embedder = HashingEmbedder(384)
+    before = index.loaded()
+    assert before.bm25 is not None
+    assert not index.search("quokka", embedder, SearchParams(mode="bm25")).hits
+    (cfg.content_dir / "posts" / "quokka.md").write_text("# Quokka\n\nThe quokka lives on Rottnest island; quokkas smile.\n")
+    _build(cfg)
+    hits = index.search("quokka island", embedder, SearchParams())
+    after = index.loaded()
+    assert after is not before and after.bm25 is not None and after.bm25.key != before.bm25.key
+    assert "loaded from cache" not in after.bm25.timing  # the old cache was for the old store
+    assert hits.hits[0].slug == "quokka" and hits.hits[0].bm25_score is not None
+    for query in ("quokka island", "vlan proxmox", "snapshots"):
+        assert_same_ranking(fts._bm25_ranks(fts.loaded(), query, None, 100), index._bm25_ranks(after, query, None, 100))
+    with closing(sqlite3.connect(cfg.public_store_path)) as conn:
+        assert after.bm25.key["fts_totals"] == list(fts_totals(conn))
+
+
+def test_auto_uses_fts5_until_the_postings_are_ready(tmp_path, make_config, monkeypatch):
+    cfg = make_config(tmp_path / "content")
+    _copy_tree(tmp_path / "content", TREE)
+    _build(cfg)
+    release = threading.Event()
+    real = MemoryBm25.load_or_build.__func__
+
+    def slow(cls, *args, **kwargs):
+        assert release.wait(30)
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryBm25, "load_or_build", classmethod(slow))
+    index = SearchIndex(cfg.public_store_path, log_searches=False, lexical="auto")
+    fts = SearchIndex(cfg.public_store_path, log_searches=False)
+    data = index.loaded()  # returns at once: the postings are built in the background
+    assert data.bm25 is None and not data.bm25_done.is_set()
+    waiting = index._bm25_ranks(data, "vlan snapshots", None, 100)
+    assert waiting and waiting == fts._bm25_ranks(fts.loaded(), "vlan snapshots", None, 100)
+    release.set()
+    assert data.bm25_done.wait(30) and data.bm25 is not None
+    assert_same_ranking(waiting, index._bm25_ranks(data, "vlan snapshots", None, 100))
+
+
+def test_a_failed_build_leaves_fts5_in_charge(tmp_path, make_config, monkeypatch, caplog):
+    cfg = make_config(tmp_path / "content")
+    _copy_tree(tmp_path / "content", TREE)
+    _build(cfg)
+
+    def broken(*args, **kwargs):
+        raise sqlite3.OperationalError("no such module: fts5vocab")
+
+    monkeypatch.setattr(MemoryBm25, "build", broken)
+    for lexical in ("memory", "auto"):
+        index = SearchIndex(cfg.public_store_path, log_searches=False, lexical=lexical)
+        data = index.loaded()
+        assert data.bm25_done.wait(30) and data.bm25 is None
+        assert index.search("vlan", None, SearchParams(mode="bm25")).hits
+    assert "using FTS5" in caplog.text
+    with pytest.raises(ValueError, match="lexical"):
+        SearchIndex(cfg.public_store_path, lexical="lucene")
+
+
+def test_a_store_changed_since_the_load_is_not_indexed(tmp_path, make_config):
+    cfg = make_config(tmp_path / "content")
+    _copy_tree(tmp_path / "content", TREE)
+    _build(cfg)
+    index = SearchIndex(cfg.public_store_path, log_searches=False)
+    data = replace(index.loaded(), stamp=("another build",), bm25=None)
+    index._build_bm25(data, None, index._generation)
+    assert data.bm25 is None  # its rows might not be the loaded ones: FTS5 stays
+
+
+def test_tokenizer_cache_survives_being_cleared(monkeypatch):
+    tokenizer = bm25_module._Tokenizer()
+    monkeypatch.setattr(bm25_module._Tokenizer, "MAX_CACHED", 3)
+    assert tokenizer.terms(["running", "cafés"]) == [("run",), ("cafe",)]
+    assert tokenizer.terms(["running", "k3s_cert", "x²", "_"]) == [("run",), ("k3", "cert"), ("x²",), ()]
