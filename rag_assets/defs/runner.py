@@ -69,10 +69,11 @@ class BuildOutcome:
 def cli_instance() -> Iterator[dg.DagsterInstance]:
     """The project's instance when DAGSTER_HOME is set (runs then show in the UI), else ephemeral."""
     instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else dg.DagsterInstance.ephemeral()
-    try:
+    # Entering the instance makes its storage the one Dagster consults while it loads the
+    # definitions; without it a storage left current by an earlier, disposed instance in the
+    # same process is used (and fails). Leaving it disposes the instance.
+    with instance:
         yield instance
-    finally:
-        instance.dispose()
 
 
 def run_build(
@@ -103,7 +104,7 @@ def run_build(
     defs = build_definitions(cfg)
     run_config = {} if verbose else QUIET_RUN_CONFIG
     all_collections = discover_collections(cfg).collections
-    targets = list(discover_collections(cfg).collections if collections is None else collections)
+    targets = list(all_collections if collections is None else collections)
     vault_targets = [v.name for v in cfg.vaults] if vaults is None else list(vaults)
     if full is None:
         full = set(targets) >= set(all_collections)
