@@ -22,7 +22,6 @@ from rag_assets.embedders.selection import service_status
 from rag_assets.freshness import age_label, detect_changes
 from rag_assets.pipeline import plan_collection
 from rag_assets.reporting import human_bytes, relative_age
-from rag_assets.sanitize import fingerprint_for
 from rag_assets.vaults import departed_vaults, detect_vault_changes, tiers_report
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -340,8 +339,7 @@ def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool] | Non
     """(collections, vaults) that changed since their last build and whether the public outputs
     must be republished; None (after saying so) when everything is current."""
     report = detect_changes(cfg)
-    fingerprint = fingerprint_for(cfg.identity_map_path) if cfg.tier_vaults("safe") else None
-    vault_changes = detect_vault_changes(cfg, fingerprint)
+    vault_changes = detect_vault_changes(cfg)
     for change in vault_changes:
         if change.status == "missing":
             print(f"warning: vault {change.vault!r}: folder {cfg.vault(change.vault).path} does not exist; its rows are kept")
@@ -431,17 +429,15 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
                     print(f"      {label:<8} {path}")
                 if len(paths) > 10:
                     print(f"      ... and {len(paths) - 10} more {label}")
-    if cfg.vaults or departed_vaults(cfg):
-        fingerprint = fingerprint_for(cfg.identity_map_path) if cfg.tier_vaults("safe") else None
-        changes = detect_vault_changes(cfg, fingerprint)
-        behind = [c for c in changes if c.status != "unchanged"]
+    departed = departed_vaults(cfg)
+    if cfg.vaults or departed:
+        behind = [c for c in detect_vault_changes(cfg) if c.status != "unchanged"]
         for change in behind:
             why = {"new": "not built yet", "changed": "notes or rules changed", "missing": "folder missing"}[change.status]
             print(f"  [vault {change.vault}] {change.tier} tier: {why}")
-        for tier, names in departed_vaults(cfg).items():
+        for tier, names in departed.items():
             print(f"  [{tier} tier] holds vault(s) no longer configured for it: {', '.join(names)}")
-            behind.append(None)
-        if behind:
+        if behind or departed:
             stale = True
         else:
             print(f"Fresh: the Safe and Private stores match {len(cfg.vaults)} vault(s).")

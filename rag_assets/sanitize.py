@@ -13,6 +13,7 @@ the URI pattern before its password is found.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import inspect
@@ -129,6 +130,7 @@ def fingerprint_for(identity_map_path: Path | None) -> str:
     return rules_fingerprint(IdentityMap.load(identity_map_path) if identity_map_path else IdentityMap.empty())
 
 
+@functools.cache  # the module's source cannot change under a running process; the sensor asks every tick
 def _detector_source_digest() -> str:
     try:
         source = inspect.getsource(secret_rules)

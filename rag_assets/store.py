@@ -104,6 +104,7 @@ class StoreSummary:
     documents: int
     chunks: int
     fts_rows: int
+    embedded: int  # chunks that carry a vector
     model: str | None
     dimension: int | None
     built_at: str | None
@@ -296,7 +297,7 @@ def sync_contents(
             )
             _index_cjk_chunks(conn, fresh_chunks, [new_chunks[cid][0][2] for cid in fresh_chunks])
             conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
-            conn.execute(f"DELETE FROM sources {where.replace('d.collection', 'collection')}", params)
+            conn.execute(f"DELETE FROM sources {_scope_filter(scope, 'collection')[0]}", params)
             _record_sources(conn, collections, built_at)
             conn.execute("COMMIT")
         except BaseException:
@@ -310,11 +311,11 @@ def _provider_of(collections: list[EmbeddedCollection]) -> str | None:
     return collections[0].provider if collections else None
 
 
-def _scope_filter(scope: set[str] | None) -> tuple[str, tuple[str, ...]]:
+def _scope_filter(scope: set[str] | None, column: str = "d.collection") -> tuple[str, tuple[str, ...]]:
     if scope is None:
         return "", ()
     names = tuple(sorted(scope))
-    return f"WHERE d.collection IN ({','.join('?' * len(names)) or 'NULL'})", names
+    return f"WHERE {column} IN ({','.join('?' * len(names)) or 'NULL'})", names
 
 
 def _record_sources(conn: sqlite3.Connection, collections: list[EmbeddedCollection], built_at: str) -> None:
@@ -352,7 +353,7 @@ def delete_collections(path: Path, names: Iterable[str]) -> bool:
                 f"DELETE FROM chunks WHERE document_id IN (SELECT d.id FROM documents d {where})", params
             ).rowcount
             deleted += conn.execute(f"DELETE FROM documents WHERE id IN (SELECT d.id FROM documents d {where})", params).rowcount
-            deleted += conn.execute(f"DELETE FROM sources {where.replace('d.collection', 'collection')}", params).rowcount
+            deleted += conn.execute(f"DELETE FROM sources {_scope_filter(names, 'collection')[0]}", params).rowcount
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -407,6 +408,7 @@ def summarise(path: Path) -> StoreSummary | None:
     with closing(connect(path, readonly=True)) as conn:
         docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
         chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        embedded = conn.execute("SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0]
         fts = conn.execute("SELECT COUNT(*) FROM fts_chunks_docsize").fetchone()[0]
         meta = conn.execute("SELECT model, dimension, built_at FROM embeddings_meta LIMIT 1").fetchone()
         per_collection: dict[str, dict[str, int]] = {}
@@ -420,6 +422,7 @@ def summarise(path: Path) -> StoreSummary | None:
         documents=docs,
         chunks=chunks,
         fts_rows=fts,
+        embedded=embedded,
         model=meta[0] if meta else None,
         dimension=meta[1] if meta else None,
         built_at=meta[2] if meta else None,
@@ -431,12 +434,6 @@ def summarise(path: Path) -> StoreSummary | None:
 def create_empty(path: Path) -> None:
     with closing(connect(path)) as conn:
         ensure_schema(conn)
-
-
-def embedded_count(path: Path) -> int:
-    """Chunks that carry a vector."""
-    with closing(connect(path, readonly=True)) as conn:
-        return conn.execute("SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0]
 
 
 def chunk_ids(path: Path) -> set[str]:

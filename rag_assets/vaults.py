@@ -27,7 +27,7 @@ from rag_assets.freshness import age_label
 from rag_assets.parsing import MARKDOWN_SUFFIXES, parse_collection
 from rag_assets.pipeline import EmbeddingStats, chunk_collection, embed_collection, utc_now_iso
 from rag_assets.records import Chunk, CollectionSnapshot, SkippedFile
-from rag_assets.sanitize import SanitizeTally, Sanitizer
+from rag_assets.sanitize import SanitizeTally, Sanitizer, fingerprint_for
 from rag_assets.sources import StatCache, combine_hashes, iter_collection_entries, snapshot_collection
 
 Log = Callable[[str], None]
@@ -201,7 +201,7 @@ def tier_card(cfg: RagConfig, tier: str, now: dt.datetime | None = None) -> Tier
         return card
     label, age = age_label(summary.built_at, now)
     card.documents, card.chunks, card.size_bytes = summary.documents, summary.chunks, summary.size_bytes
-    card.embedded = store.embedded_count(path)
+    card.embedded = summary.embedded
     card.model, card.dimension, card.built_at = summary.model, summary.dimension, summary.built_at
     card.freshness, card.age_seconds = label, age
     card.per_vault = summary.per_collection
@@ -218,8 +218,9 @@ class VaultChange:
     source_hash: str | None
 
 
-def detect_vault_changes(cfg: RagConfig, sanitizer_fingerprint: str | None) -> list[VaultChange]:
+def detect_vault_changes(cfg: RagConfig) -> list[VaultChange]:
     """Per vault and tier: do the store's rows still match the notes (and the Safe rules)?"""
+    sanitizer_fingerprint = fingerprint_for(cfg.identity_map_path) if cfg.tier_vaults("safe") else None
     stat_cache = vault_stat_cache(cfg)
     changes = []
     built = {tier: store.read_sources(cfg.store_path(tier)) for tier in VAULT_TIERS}
@@ -266,7 +267,7 @@ def tiers_report(cfg: RagConfig) -> dict[str, dict]:
     for the vault tiers, each vault's Markdown files on disk and rows in the store."""
     out: dict[str, dict] = {}
     for tier in ("public", "safe", "private"):
-        card = tier_card(cfg, tier) if tier != "public" else _public_card(cfg)
+        card = tier_card(cfg, tier)
         entry = {
             "store": card.path,
             "exists": card.exists,
@@ -294,15 +295,3 @@ def tiers_report(cfg: RagConfig) -> dict[str, dict]:
             }
         out[tier] = entry
     return out
-
-
-def _public_card(cfg: RagConfig) -> TierCard:
-    path = cfg.public_store_path
-    summary = store.summarise(path)
-    card = TierCard(tier="public", path=str(path), exists=summary is not None)
-    if summary is not None:
-        card.documents, card.chunks, card.size_bytes = summary.documents, summary.chunks, summary.size_bytes
-        card.embedded = store.embedded_count(path)
-        card.model, card.dimension, card.built_at = summary.model, summary.dimension, summary.built_at
-        card.freshness, card.age_seconds = age_label(summary.built_at)
-    return card

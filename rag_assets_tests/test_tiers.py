@@ -79,7 +79,7 @@ def test_build_writes_the_three_tiers(built):
     assert set(private.per_collection) == {"homelab-notes", "personal"}
     assert safe.chunks >= 10 and private.chunks > safe.chunks
     # Every stored chunk is embedded and searchable.
-    assert store.embedded_count(cfg.safe_store_path) == safe.chunks == safe.fts_rows
+    assert safe.embedded == safe.chunks == safe.fts_rows
     meta = outcome.tier_metadata["safe_store"]
     assert meta["documents"] == safe.documents and meta["vaults_not_built"] == "none"
     vault_meta = outcome.vaults[0].metadata["safe_vault_chunks"]

@@ -18,7 +18,6 @@ from rag_assets.defs.jobs import (
 )
 from rag_assets.defs.partitions import COLLECTIONS_PARTITION, VAULTS_PARTITION, partition_changes, vault_partition_changes
 from rag_assets.defs.partitions import partition_requests as partition_requests_for
-from rag_assets.sanitize import fingerprint_for
 from rag_assets.vaults import departed_vaults, detect_vault_changes
 from rag_assets.manifest import read_manifest
 from rag_assets.sources import StatCache, snapshot_collection
@@ -115,9 +114,8 @@ def build_vault_sensor(cfg: RagConfig) -> dg.SensorDefinition:
         requested: dict = state["requested"]
         existing = list(context.instance.get_dynamic_partitions(VAULTS_PARTITION))
         added, deleted = vault_partition_changes(cfg, existing)
-        fingerprint = fingerprint_for(cfg.identity_map_path) if cfg.tier_vaults("safe") else None
         stale: dict[str, list[str]] = {}
-        for change in detect_vault_changes(cfg, fingerprint):
+        for change in detect_vault_changes(cfg):
             if change.status in ("new", "changed"):
                 stale.setdefault(change.vault, []).append(f"{change.tier}:{change.source_hash}")
         requests = []
