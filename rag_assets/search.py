@@ -19,8 +19,8 @@ The Python API the CLI, the HTTP server and the evaluation share::
   Rank Fusion, ``(wv/(k+rank_v) + wb/(k+rank_b)) / ((wv+wb)/(k+1))`` (1.0 = first in both
   lists; a list a chunk is missing from adds 0); or ``fusion="convex"``: each list's scores
   min-max normalised over its candidates, ``(wv*v + wb*b)/(wv+wb)``. Then the collection's
-  priority weight multiplies the score, then ``min_score`` filters. SciFact (all-MiniLM-L6-v2,
-  test nDCG@10): zscore 0.744, convex 0.735, rrf 0.719 (bench/tune_fusion.py, tuned on train).
+  priority weight multiplies the score, then ``min_score`` filters. The default was chosen on
+  SciFact's train split with bench/tune_fusion.py (figures in the README).
 - **Filters** (collections, tags, frontmatter fields, slug prefix) apply before ranking.
 - **Diversity**: optional MMR re-ranking and a cap on chunks per document.
 """
