@@ -82,6 +82,11 @@ class RagConfig:
     vector_decimals: int = 5
     automation: AutomationConfig = AutomationConfig()
     config_path: Path | None = None
+    # A symlink whose target lies outside its content folder (or vault) is skipped unless
+    # this is set; even then it never leads into another tier's folders.
+    follow_symlinks: bool = False
+    # A larger file is skipped and reported: one huge file must not exhaust a build.
+    max_file_bytes: int = 20_000_000
 
     @property
     def embedder(self) -> str:
@@ -244,6 +249,8 @@ def load_config(
         vector_decimals=int(raw.get("vector_decimals", 5)),
         automation=_parse_automation(raw.get("automation"), path),
         config_path=path,
+        follow_symlinks=bool(raw.get("follow_symlinks", False)),
+        max_file_bytes=int(raw.get("max_file_bytes", 20_000_000)),
     )
     if env.get("RAG_CONTENT_DIR"):
         cfg = replace(cfg, content_dir=resolve_cli(env["RAG_CONTENT_DIR"]))
