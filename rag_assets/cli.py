@@ -15,11 +15,12 @@ import os
 import sys
 from typing import Any, Sequence
 
-from rag_assets import index_json, store
+from rag_assets import generations, index_json, store
 from rag_assets.config import ConfigError, RagConfig, discover_collections, load_config
 from rag_assets.embedders import UnknownEmbedderError, select_embedder
 from rag_assets.embedders.selection import service_status
 from rag_assets.freshness import age_label, detect_changes
+from rag_assets.integrity import discard_damaged_caches, output_damage
 from rag_assets.pipeline import plan_collection
 from rag_assets.reporting import human_bytes, relative_age
 from rag_assets.vaults import departed_vaults, detect_vault_changes, tiers_report
@@ -279,6 +280,8 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.dry_run:
         return _dry_run(cfg, targets)
+    for damage in discard_damaged_caches(cfg):
+        print(f"note: discarded {damage}; it is rebuilt by this build")
     publish = bool(targets)
     if not args.force and not args.collection and not args.vault:
         plan = _incremental_plan(cfg)
@@ -345,6 +348,10 @@ def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool] | Non
             print(f"warning: vault {change.vault!r}: folder {cfg.vault(change.vault).path} does not exist; its rows are kept")
     stale_vaults = sorted({c.vault for c in vault_changes if c.status in ("new", "changed")})
     departed = departed_vaults(cfg)
+    for damage in report.damage:
+        print(f"damaged output {damage}: republishing every collection")
+    if report.damage:
+        return list(discover_collections(cfg).collections), stale_vaults, True
     if report.up_to_date and not stale_vaults and not departed:
         print(f"Index is up to date (content hash {report.current_hash[:12]}); nothing to build. Use --force to rebuild.")
         return None
@@ -414,11 +421,19 @@ def _dry_run(cfg: RagConfig, targets: list[str]) -> int:
 def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
     report = detect_changes(cfg, save_stat_cache=False)
     stale = False
+    damage = output_damage(cfg)
+    if damage:
+        stale = True
+        print("Damaged: run `rag build` to rebuild what is listed here.")
+        for item in damage:
+            print(f"  {item}")
     if not report.has_index:
         print(f"Stale: no index at {cfg.index_path}; run `rag build`.")
         stale = True
     elif report.up_to_date:
         print(f"Fresh: the index matches the content (content hash {report.current_hash[:12]}).")
+    elif report.damage and not report.changed:
+        pass  # said above
     else:
         stale = True
         print("Stale: the content changed since the last build.")
@@ -449,9 +464,17 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
 
 def status_report(cfg: RagConfig) -> dict[str, Any]:
     """What the published index and store hold, as a JSON-ready dict."""
-    meta = index_json.read_meta(cfg.meta_path)
-    summary = store.summarise(cfg.public_store_path)
-    report: dict[str, Any] = {"indexPath": str(cfg.index_path), "built": meta is not None}
+    gen = generations.published(cfg)  # resolved once: every figure below is of one build
+    damage = output_damage(cfg)
+    damaged = {d.path for d in damage}
+    meta = index_json.read_meta(gen.meta_path)
+    summary = store.summarise(gen.store_path) if gen.store_path not in damaged else None
+    report: dict[str, Any] = {
+        "indexPath": str(cfg.index_path),
+        "built": meta is not None,
+        "generation": gen.id,
+        "damaged": [{"path": str(d.path), "reason": d.reason} for d in damage],
+    }
     if meta:
         built_at = meta.get("builtAt")
         freshness, age = age_label(built_at)
@@ -463,7 +486,7 @@ def status_report(cfg: RagConfig) -> dict[str, Any]:
             totalDocuments=sum(c.get("documents", 0) for c in meta.get("collections", {}).values()),
             indexBytes=meta.get("sizeBytes"),
             builtAt=built_at,
-            freshness=freshness,
+            freshness="Damaged" if damage else freshness,
             ageSeconds=age,
             contentHash=meta.get("contentHash"),
             collections=meta.get("collections", {}),
@@ -476,7 +499,7 @@ def status_report(cfg: RagConfig) -> dict[str, Any]:
             "chunks": summary.chunks,
             "model": summary.model,
         }
-    report["tiers"] = tiers_report(cfg)
+    report["tiers"] = tiers_report(cfg, damaged)
     return report
 
 
@@ -486,7 +509,7 @@ def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:
         report = status_report(cfg)
         report["embeddingService"] = dataclasses.asdict(service) | {"reachable": service.selected_reachable}
         print(json.dumps(report, indent=2))
-        return EXIT_OK if report["built"] else EXIT_FAILED
+        return EXIT_OK if report["built"] and not report["damaged"] else EXIT_FAILED
     code = _print_status(cfg)
     print("Embedding service")
     for line in service.lines():
@@ -496,6 +519,8 @@ def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:
 
 def _print_status(cfg: RagConfig) -> int:
     report = status_report(cfg)
+    for item in report["damaged"]:
+        print(f"Damaged     {item['path']}: {item['reason']}; run `rag build` to rebuild it")
     if not report["built"]:
         print(f"No index at {cfg.index_path} yet; run `rag build`.")
         return EXIT_FAILED
@@ -513,7 +538,7 @@ def _print_status(cfg: RagConfig) -> int:
     for name, counts in report["collections"].items():
         print(f"  {name:<20} {counts['documents']:>6} documents {counts['chunks']:>7} chunks")
     _print_tiers(report["tiers"])
-    return EXIT_OK
+    return EXIT_FAILED if report["damaged"] else EXIT_OK
 
 
 TIER_LABELS = {"public": "Public", "safe": "Safe", "private": "Private"}
@@ -522,7 +547,9 @@ TIER_LABELS = {"public": "Public", "safe": "Safe", "private": "Private"}
 def _print_tiers(tiers: dict[str, dict]) -> None:
     print("Tiers")
     for tier, t in tiers.items():
-        if not t["exists"]:
+        if t.get("damaged"):
+            print(f"  {TIER_LABELS[tier]:<8} {t['store']}: DAMAGED; `rag build` rebuilds it")
+        elif not t["exists"]:
             print(f"  {TIER_LABELS[tier]:<8} {t['store']}: not built yet")
         else:
             age = relative_age(t["ageSeconds"]) if t["ageSeconds"] is not None else "unknown"

@@ -38,6 +38,13 @@ def settings_key(params: ChunkingParams) -> str:
     return f"v{PIPELINE_VERSION}:{params.target_words}:{params.overlap_words}:{params.min_words}:{params.max_chars}"
 
 
+def _decode_entry(doc_json: bytes, chunks_json: bytes) -> tuple[Document, list[Chunk]] | None:
+    try:
+        return Document(**orjson.loads(doc_json)), [Chunk(**c) for c in orjson.loads(chunks_json)]
+    except (orjson.JSONDecodeError, TypeError):
+        return None
+
+
 class DocumentCache(SqliteCache):
     schema = _SCHEMA
 
@@ -55,7 +62,9 @@ class DocumentCache(SqliteCache):
             )
             for path, sha, settings, doc_json, chunks_json in rows:
                 if files.get(path) == sha and settings == self.settings:
-                    found[path] = (Document(**orjson.loads(doc_json)), [Chunk(**c) for c in orjson.loads(chunks_json)])
+                    entry = _decode_entry(doc_json, chunks_json)
+                    if entry is not None:  # a damaged row is a miss: the file is parsed again
+                        found[path] = entry
         return found
 
     def store(self, entries: Iterable[tuple[Document, list[Chunk]]]) -> None:

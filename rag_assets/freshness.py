@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from rag_assets import generations
 from rag_assets import manifest as manifest_io
 from rag_assets.atomic import atomic_write_bytes
 from rag_assets.config import RagConfig, discover_collections
+from rag_assets.index_json import read_meta
+from rag_assets.integrity import Damage, published_damage, read_json_object
 from rag_assets.sources import StatCache, overall_content_hash, snapshot_collection
 
 FRESH_HOURS = 12
@@ -49,6 +52,7 @@ class ChangeReport:
     current_hash: str
     published_hash: str | None
     has_index: bool
+    damage: list[Damage] = field(default_factory=list)  # published outputs that fail verification
 
     @property
     def changed(self) -> list[CollectionChange]:
@@ -56,12 +60,13 @@ class ChangeReport:
 
     @property
     def up_to_date(self) -> bool:
-        return self.has_index and not self.changed and self.current_hash == self.published_hash
+        return self.has_index and not self.damage and not self.changed and self.current_hash == self.published_hash
 
 
 def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeReport:
     """Compare the content on disk with the last published build."""
-    published = manifest_io.read_manifest(cfg.manifest_path) or {}
+    gen = generations.published(cfg)
+    published = manifest_io.read_manifest(gen.manifest_path) or {}
     previous = published.get("collections", {})
     documents = published.get("documents", {})
     stat_cache = StatCache(cfg.stat_cache_path)
@@ -98,15 +103,11 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
         changes.append(CollectionChange(name, "removed", None))
     if save_stat_cache:
         stat_cache.save()
-    meta_hash = _published_hash(cfg)
-    return ChangeReport(changes, overall_content_hash(hashes), meta_hash, cfg.index_path.is_file())
-
-
-def _published_hash(cfg: RagConfig) -> str | None:
-    from rag_assets.index_json import read_meta
-
-    meta = read_meta(cfg.meta_path)
-    return meta.get("contentHash") if meta else None
+    meta = read_meta(gen.meta_path)
+    damage = published_damage(gen)
+    return ChangeReport(
+        changes, overall_content_hash(hashes), meta.get("contentHash") if meta else None, gen.index_path.is_file(), damage
+    )
 
 
 def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str, float | None]:
@@ -135,7 +136,7 @@ def record_indexed_collection(cfg: RagConfig, collection: str, content_hash: str
 
 
 def read_indexed_collections(cfg: RagConfig) -> dict[str, str]:
-    try:
-        return orjson.loads(cfg.indexed_ledger_path.read_bytes())
-    except (FileNotFoundError, orjson.JSONDecodeError):
-        return {}
+    """The ledger; a damaged one (or one of the wrong shape) counts as empty, so every
+    collection is re-indexed rather than trusted."""
+    ledger = read_json_object(cfg.indexed_ledger_path) or {}
+    return {k: v for k, v in ledger.items() if isinstance(v, str)}

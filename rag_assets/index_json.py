@@ -35,9 +35,10 @@ class IndexHeader:
     content_hash: str
     total_chunks: int
     collections: dict[str, dict[str, int]]
+    generation: str | None = None  # the published generation (rag_assets.generations)
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        fields = {
             "version": INDEX_FORMAT_VERSION,
             "model": self.model,
             "dimension": self.dimension,
@@ -47,6 +48,9 @@ class IndexHeader:
             "totalChunks": self.total_chunks,
             "collections": self.collections,
         }
+        if self.generation is not None:
+            fields["generation"] = self.generation
+        return fields
 
 
 def index_header(
@@ -57,6 +61,7 @@ def index_header(
     built_at: str,
     content_hash: str,
     provider: str = "hashing",
+    generation: str | None = None,
 ) -> IndexHeader:
     counts = {
         c.collection: {"chunks": len(c.chunks), "documents": len(c.documents)}
@@ -70,6 +75,7 @@ def index_header(
         content_hash=content_hash,
         total_chunks=sum(v["chunks"] for v in counts.values()),
         collections=counts,
+        generation=generation,
     )
 
 
@@ -96,7 +102,10 @@ def fragment_key(col: EmbeddedCollection, vector_decimals: int) -> str:
 
 class FragmentCache:
     """Each collection's rendered chunks from the last publish, so an update re-renders only
-    the collections that changed (rendering is most of the cost of a 50 MB index)."""
+    the collections that changed (rendering is most of the cost of a 50 MB index).
+
+    A fragment file is ``<key>\n<SHA-256 of the body>\n<body>``: the body is spliced into the
+    index as it is, so a damaged one must be noticed (and re-rendered), never published."""
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
@@ -105,13 +114,13 @@ class FragmentCache:
         key = fragment_key(col, vector_decimals)
         path = self.folder / f"{col.collection}.json" if self.folder else None
         if path is not None and path.is_file():
-            stored = path.read_bytes()
-            head, _, body = stored.partition(b"\n")
-            if head.decode("ascii", "replace") == key:
+            head, _, rest = path.read_bytes().partition(b"\n")
+            digest, _, body = rest.partition(b"\n")
+            if head.decode("ascii", "replace") == key and hashlib.sha256(body).hexdigest().encode() == digest:
                 return body
         body = render_collection(col, vector_decimals)
         if path is not None:
-            atomic_write_bytes(path, key.encode("ascii") + b"\n" + body)
+            atomic_write_bytes(path, b"\n".join((key.encode("ascii"), hashlib.sha256(body).hexdigest().encode(), body)))
         return body
 
 
@@ -147,15 +156,17 @@ def write_index(
     """Write index then sidecar atomically; returns (index bytes, sidecar bytes)."""
     payload = render_index(header, collections, vector_decimals, fragments)
     atomic_write_bytes(index_path, payload)
-    meta_payload = render_meta(header, collections, len(payload))
+    meta_payload = render_meta(header, collections, payload)
     atomic_write_bytes(meta_path, meta_payload)
     return len(payload), len(meta_payload)
 
 
-def render_meta(header: IndexHeader, collections: Iterable[EmbeddedCollection], index_size: int) -> bytes:
-    """The sidecar: the header, the index's size and a digest of its chunk IDs."""
+def render_meta(header: IndexHeader, collections: Iterable[EmbeddedCollection], index_payload: bytes) -> bytes:
+    """The sidecar: the header, the index's size and SHA-256 (so a reader can tell a damaged
+    or foreign index) and a digest of its chunk IDs."""
     meta = header.as_json()
-    meta["sizeBytes"] = index_size
+    meta["sizeBytes"] = len(index_payload)
+    meta["indexSha256"] = hashlib.sha256(index_payload).hexdigest()
     meta["chunkIdsSha256"] = chunk_ids_digest(c.id for col in collections for c in col.chunks)
     return orjson.dumps(meta)
 
@@ -165,7 +176,9 @@ def read_index(index_path: Path) -> dict[str, Any]:
 
 
 def read_meta(meta_path: Path) -> dict[str, Any] | None:
+    """The sidecar, or None when it is missing or damaged (not a JSON object)."""
     try:
-        return orjson.loads(meta_path.read_bytes())
-    except (FileNotFoundError, orjson.JSONDecodeError):
+        meta = orjson.loads(meta_path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
         return None
+    return meta if isinstance(meta, dict) else None

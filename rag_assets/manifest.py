@@ -11,7 +11,6 @@ from typing import Any, Iterable
 
 import orjson
 
-from rag_assets.atomic import atomic_write_bytes
 from rag_assets.records import EmbeddedCollection
 
 MANIFEST_VERSION = "1.0"
@@ -27,6 +26,7 @@ def build_manifest(
     provider: str = "hashing",
     full_build: bool = True,
     previous: dict[str, Any] | None = None,
+    generation: str | None = None,
 ) -> dict[str, Any]:
     documents: dict[str, dict[str, Any]] = {}
     per_collection: dict[str, dict[str, Any]] = {}
@@ -54,6 +54,7 @@ def build_manifest(
     last_incremental = None if full_build else built_at
     return {
         "version": MANIFEST_VERSION,
+        "generation": generation,
         "model": model,
         "dimension": dimension,
         "provider": provider,
@@ -81,14 +82,17 @@ def render_manifest(manifest: dict[str, Any]) -> bytes:
     return orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
 
 
-def write_manifest(path: Path, manifest: dict[str, Any]) -> int:
-    payload = render_manifest(manifest)
-    atomic_write_bytes(path, payload)
-    return len(payload)
-
-
 def read_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest, or None when it is missing or damaged (valid JSON of the wrong shape
+    included: a build then treats every collection as new instead of crashing)."""
     try:
-        return orjson.loads(path.read_bytes())
-    except (FileNotFoundError, orjson.JSONDecodeError):
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
         return None
+    if not isinstance(data, dict):
+        return None
+    if not isinstance(data.get("collections", {}), dict) or not isinstance(data.get("documents", {}), dict):
+        return None
+    if not all(isinstance(v, dict) for v in (*data.get("collections", {}).values(), *data.get("documents", {}).values())):
+        return None
+    return data

@@ -13,8 +13,7 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
-from rag_assets import index_json, manifest, store
-from rag_assets.atomic import commit_staged, discard_staged, stage_bytes
+from rag_assets import generations, index_json, manifest, store
 from rag_assets.chunking import ChunkingParams, chunk_document
 from rag_assets.config import RagConfig
 from rag_assets.embedders import Embedder, EmbeddingBatchError
@@ -214,21 +213,43 @@ class Published:
 def publish_all(
     collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str, full_build: bool = True
 ) -> Published:
-    """Write the JSON index, its sidecar, the SQLite store and the manifest as one update.
+    """Write the JSON index, its sidecar, the SQLite store and the manifest as one generation
+    and make it current in one atomic swap (see :mod:`rag_assets.generations`).
 
-    The three files are rendered and staged (written and synced under temporary names)
-    first; then the store's transaction commits and the staged files are renamed into
-    place, the manifest last. A kill before the commit leaves every output as it was; the
-    window in which outputs of two builds can meet is the three renames after it.
+    A kill at any instant leaves readers with every output of one build: the previous
+    generation until the swap, the new one after it. A generation left unfinished by a
+    kill is removed by the next publish.
     """
     m = index_model(collections)
+    with generations.publish_lock(cfg):
+        generations.remove_old_generations(cfg)
+        before = generations.published(cfg)
+        gen = generations.start_generation(cfg, built_at)
+        try:
+            written = _write_generation(collections, cfg, m, built_at, full_build, before, gen)
+        except BaseException:
+            generations.discard_generation(gen)
+            raise
+        generations.make_current(cfg, gen)
+    return written
+
+
+def _write_generation(
+    collections: list[EmbeddedCollection],
+    cfg: RagConfig,
+    m: IndexModel,
+    built_at: str,
+    full_build: bool,
+    before: generations.Generation,
+    gen: generations.Generation,
+) -> Published:
     header = index_json.index_header(
         collections, model=m.model, dimension=m.dimension, provider=m.provider, built_at=built_at,
-        content_hash=content_hash_of(collections),
+        content_hash=content_hash_of(collections), generation=gen.id,
     )
     fragments = index_json.FragmentCache(cfg.data_dir / "index-fragments")
     index_payload = index_json.render_index(header, collections, cfg.vector_decimals, fragments)
-    meta_payload = index_json.render_meta(header, collections, len(index_payload))
+    meta_payload = index_json.render_meta(header, collections, index_payload)
     manifest_data = manifest.build_manifest(
         collections,
         model=m.model,
@@ -237,27 +258,19 @@ def publish_all(
         built_at=built_at,
         index_size_bytes=len(index_payload),
         full_build=full_build,
-        previous=manifest.read_manifest(cfg.manifest_path),
+        previous=manifest.read_manifest(before.manifest_path),
+        generation=gen.id,
     )
-    targets = [
-        (cfg.index_path, index_payload),
-        (cfg.meta_path, meta_payload),
-        (cfg.manifest_path, manifest.render_manifest(manifest_data)),
-    ]
-    staged = []
-    try:
-        for path, payload in targets:
-            staged.append((stage_bytes(path, payload), path))
-        sync = store.sync_contents(
-            cfg.public_store_path, collections, model=m.model, dimension=m.dimension, built_at=built_at
-        )
-    except BaseException:
-        for tmp, _ in staged:
-            discard_staged(tmp)
-        raise
-    for tmp, path in staged:
-        commit_staged(tmp, path)
-    summary = store.summarise(cfg.public_store_path)
+    gen.index_path.write_bytes(index_payload)
+    gen.meta_path.write_bytes(meta_payload)
+    gen.manifest_path.write_bytes(manifest.render_manifest(manifest_data))
+    # The store starts as a copy of the current one (so only the diff is written, and the
+    # search log carries over); a damaged or missing one is rebuilt whole.
+    generations.seed_store(before.store_path, gen.store_path)
+    sync = store.sync_contents(
+        gen.store_path, collections, model=m.model, dimension=m.dimension, built_at=built_at, generation=gen.id
+    )
+    summary = store.summarise(gen.store_path)
     assert summary is not None
     return Published(header, len(index_payload), len(meta_payload), summary, sync, manifest_data)
 

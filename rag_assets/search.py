@@ -62,6 +62,10 @@ class SearchError(ValueError):
     """A search that cannot run as asked (bad parameter, no index); the message says why."""
 
 
+def damaged_store_error(path: Path, exc: Exception) -> SearchError:
+    return SearchError(f"the store at {path} is damaged ({exc}); run `rag build` to rebuild it")
+
+
 @dataclass(frozen=True)
 class SearchParams:
     """Everything that shapes a search; defaults chosen on SciFact's train split (README)."""
@@ -226,18 +230,33 @@ class SearchIndex:
         return (inode, *row)
 
     def _connection(self) -> sqlite3.Connection:
-        # One connection per thread: sqlite3 connections must not cross threads.
+        # One connection per thread: sqlite3 connections must not cross threads. A publish
+        # swaps the store's file (a new generation behind the same path): a new inode means
+        # the connection must follow it.
         conn = getattr(self._local, "conn", None)
+        try:
+            inode = self.path.stat().st_ino
+        except FileNotFoundError:
+            inode = None
+        if conn is not None and getattr(self._local, "inode", None) != inode:
+            conn.close()
+            conn = None
         if conn is None:
             conn = store.connect(self.path)
             store.ensure_schema(conn)
-            self._local.conn = conn
+            self._local.conn, self._local.inode = conn, inode
         return conn
 
     def loaded(self) -> _Loaded:
         """The in-memory matrix, reloaded when the store's files changed since the last load."""
         if not self.path.is_file():
             raise SearchError(f"no store at {self.path}; run `rag build` first")
+        try:
+            return self._loaded_now()
+        except sqlite3.DatabaseError as exc:
+            raise damaged_store_error(self.path, exc) from None
+
+    def _loaded_now(self) -> _Loaded:
         stamp = self._stamp()
         current = self._loaded
         if current is not None and current.stamp == stamp:
@@ -333,6 +352,12 @@ class SearchIndex:
     # ------------------------------------------------------------------ search
     def search(self, query: str, embedder: Embedder | None, params: SearchParams = SearchParams()) -> SearchResult:
         """Search the store; ``embedder`` must be the store's model (None: BM25 only)."""
+        try:
+            return self._search(query, embedder, params)
+        except sqlite3.DatabaseError as exc:
+            raise damaged_store_error(self.path, exc) from None
+
+    def _search(self, query: str, embedder: Embedder | None, params: SearchParams) -> SearchResult:
         started = time.perf_counter()
         params.validate()
         if not query or not query.strip():

@@ -88,14 +88,16 @@ class StatCache:
         self._dirty = False
         if path is not None and path.is_file():
             try:
-                self._entries = orjson.loads(path.read_bytes())
+                entries = orjson.loads(path.read_bytes())
             except orjson.JSONDecodeError:
-                self._entries = {}  # a damaged cache only costs a rehash
+                entries = {}
+            # A damaged cache (or one of the wrong shape) only costs a rehash; never trust it.
+            self._entries = entries if isinstance(entries, dict) else {}
 
     def sha256(self, rel: str, path: Path, stat: os.stat_result) -> str:
         key = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
         entry = self._entries.get(rel)
-        if self._trust and entry and len(entry) == 5 and entry[:4] == key:
+        if self._trust and isinstance(entry, list) and len(entry) == 5 and entry[:4] == key and isinstance(entry[4], str):
             return entry[4]
         digest = sha256_file(path)
         self._entries[rel] = [*key, digest]

@@ -1,10 +1,22 @@
-"""The shared shape of the project's SQLite caches: one file, WAL, short transactions."""
+"""The shared shape of the project's SQLite caches: one file, WAL, short transactions.
+
+A cache is never trusted when damaged: a file that fails ``PRAGMA quick_check`` (or is not
+a database at all) is discarded and started afresh, which costs only recomputation.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# (path, inode, size, mtime) of cache files already verified by this process: a build opens
+# the same cache once per collection, and one quick_check per file and process is enough.
+_verified: set[tuple[str, int, int, int]] = set()
 
 
 class SqliteCache:
@@ -16,6 +28,9 @@ class SqliteCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.discarded = discard_if_damaged(path)
+        if self.discarded:
+            log.warning("discarded the damaged cache %s (%s); it is rebuilt as work is redone", path, self.discarded)
         with closing(self._connect()) as conn:
             conn.executescript(self.schema)
 
@@ -24,3 +39,38 @@ class SqliteCache:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         return conn
+
+
+def discard_if_damaged(path: Path) -> str | None:
+    """Delete the SQLite file at ``path`` (with its WAL) when it fails ``quick_check``;
+    returns why it was discarded, or None when it is sound or absent."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key in _verified:
+        return None
+    problem = sqlite_problem(path)
+    if problem is None:
+        _verified.add(key)
+        return None
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+    return problem
+
+
+def sqlite_problem(path: Path) -> str | None:
+    """Why the SQLite file at ``path`` is unusable, or None when it passes ``quick_check``
+    (or does not exist)."""
+    if not path.is_file():
+        return None
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+    except sqlite3.DatabaseError as exc:
+        return f"not a readable SQLite database ({exc})"
+    if rows != ["ok"]:
+        return "SQLite integrity check failed: " + "; ".join(" ".join(r.split()) for r in rows)
+    return None

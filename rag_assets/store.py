@@ -13,6 +13,8 @@ Schema (a contract; other tools read it):
 - ``sources(collection, content_hash, documents, indexed_at)``: what each collection or vault
   was built from, written in the same transaction as its rows (the sensors and ``rag build``
   compare it with the files on disk)
+- ``publication(generation)``: the published generation the public store belongs to (see
+  ``rag_assets.generations``), written in the same transaction as its rows
 
 The store runs in WAL mode and every write is one transaction, so a reader
 keeps seeing the previous version until the new one is committed and a killed
@@ -93,6 +95,9 @@ CREATE TABLE IF NOT EXISTS sources (
     content_hash TEXT NOT NULL,
     documents INTEGER NOT NULL,
     indexed_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS publication (
+    generation TEXT NOT NULL
 );
 """
 
@@ -177,6 +182,7 @@ def replace_contents(
     dimension: int,
     built_at: str,
     provider: str | None = None,
+    generation: str | None = None,
 ) -> None:
     """Make the store hold exactly these collections, in one transaction."""
     collections = list(collections)
@@ -195,6 +201,7 @@ def replace_contents(
                 "INSERT INTO embeddings_meta(model, dimension, built_at, provider) VALUES (?, ?, ?, ?)",
                 (model, dimension, built_at, provider or _provider_of(collections)),
             )
+            _record_generation(conn, generation)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -221,6 +228,7 @@ def sync_contents(
     dimension: int,
     built_at: str,
     scope: set[str] | None = None,
+    generation: str | None = None,
 ) -> SyncResult:
     """Make the store hold exactly these collections, touching only what changed.
 
@@ -238,7 +246,7 @@ def sync_contents(
     if meta is None or tuple(meta) != (model, dimension):
         # Rows of other collections embedded with the old model cannot stay beside these;
         # they come back when their own partitions are rebuilt.
-        replace_contents(path, collections, model=model, dimension=dimension, built_at=built_at)
+        replace_contents(path, collections, model=model, dimension=dimension, built_at=built_at, generation=generation)
         n_docs = sum(len(c.documents) for c in collections)
         n_chunks = sum(len(c.chunks) for c in collections)
         return SyncResult(n_docs, 0, n_chunks, 0, True)
@@ -299,12 +307,28 @@ def sync_contents(
             conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
             conn.execute(f"DELETE FROM sources {_scope_filter(scope, 'collection')[0]}", params)
             _record_sources(conn, collections, built_at)
+            _record_generation(conn, generation)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     return SyncResult(len(changed_docs), len(gone_docs), len(fresh_chunks), len(stale_chunks), False)
+
+
+def _record_generation(conn: sqlite3.Connection, generation: str | None) -> None:
+    if generation is not None:
+        conn.execute("DELETE FROM publication")
+        conn.execute("INSERT INTO publication(generation) VALUES (?)", (generation,))
+
+
+def remove_database(path: Path) -> None:
+    """Delete a SQLite file with its WAL and shared-memory files (a damaged one is rebuilt)."""
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def _provider_of(collections: list[EmbeddedCollection]) -> str | None:
@@ -365,11 +389,11 @@ def read_sources(path: Path) -> dict[str, str]:
     """Collection or vault -> the content hash its rows were built from ({} without a store)."""
     if not path.is_file():
         return {}
-    with closing(connect(path, readonly=True)) as conn:
-        try:
+    try:
+        with closing(connect(path, readonly=True)) as conn:
             return dict(conn.execute("SELECT collection, content_hash FROM sources"))
-        except sqlite3.OperationalError:  # a store from before the sources table
-            return {}
+    except sqlite3.DatabaseError:  # a store from before the sources table, or a damaged one:
+        return {}  # either way nothing in it counts as built
 
 
 def _insert_collection(conn: sqlite3.Connection, col: EmbeddedCollection) -> None:

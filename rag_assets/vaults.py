@@ -28,6 +28,7 @@ from rag_assets.parsing import MARKDOWN_SUFFIXES, parse_collection
 from rag_assets.pipeline import EmbeddingStats, chunk_collection, embed_collection, utc_now_iso
 from rag_assets.records import Chunk, CollectionSnapshot, SkippedFile
 from rag_assets.sanitize import SanitizeTally, Sanitizer, fingerprint_for
+from rag_assets.sqlite_cache import discard_if_damaged
 from rag_assets.sources import StatCache, combine_hashes, iter_collection_entries, snapshot_collection
 
 Log = Callable[[str], None]
@@ -125,6 +126,9 @@ def build_vault_tier(
         provider=provider,
         log=log,
     )
+    damaged = discard_if_damaged(cfg.store_path(tier))
+    if damaged:
+        log(f"[{vault.name}] the {tier} store was damaged ({damaged}): discarded; every vault is rebuilt into it")
     sync = store.sync_contents(
         cfg.store_path(tier),
         [embedded],
@@ -262,11 +266,15 @@ def tally_counts(tally: SanitizeTally) -> dict[str, int]:
     return dict(sorted(merged.items()))
 
 
-def tiers_report(cfg: RagConfig) -> dict[str, dict]:
+def tiers_report(cfg: RagConfig, damaged: set[Path] | frozenset[Path] = frozenset()) -> dict[str, dict]:
     """The three tiers for ``rag status``: store size, counts, model, built time, freshness;
-    for the vault tiers, each vault's Markdown files on disk and rows in the store."""
+    for the vault tiers, each vault's Markdown files on disk and rows in the store. A store
+    in ``damaged`` is reported as such, not opened."""
     out: dict[str, dict] = {}
     for tier in ("public", "safe", "private"):
+        if cfg.store_path(tier).resolve() in damaged:
+            out[tier] = {"store": str(cfg.store_path(tier)), "exists": True, "damaged": True}
+            continue
         card = tier_card(cfg, tier)
         entry = {
             "store": card.path,

@@ -56,6 +56,8 @@ class EmbeddingCache(SqliteCache):
                     (model, dimension, *part),
                 )
                 for key, blob in rows:
+                    if not isinstance(blob, bytes) or len(blob) != dimension * 4:
+                        continue  # a damaged row is a miss: the text is embedded again
                     vector = np.frombuffer(blob, dtype=np.float32)
                     for i in positions[key]:
                         found[i] = vector
