@@ -1,0 +1,290 @@
+"""Publishing is atomic across files, and damaged outputs are noticed and rebuilt.
+
+The kill test publishes in a real subprocess and kills it with SIGKILL at random instants
+(half of them aimed at the publish step), then reads the published paths as a static web
+server, ``rag search`` and ``rag status`` would: every output must belong to one generation
+and pass the cross-checks, whatever instant the kill hit. The damage tests break each output
+and cache the way a crash, a full disk or a stray editor would, and run the real CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+
+import orjson
+import pytest
+
+from rag_assets import generations, integrity
+from rag_assets.cli import main
+from rag_assets.config import RagConfig, load_config
+from rag_assets.consistency import check_public_outputs
+from rag_assets.embedders.hashing import HashingEmbedder
+from rag_assets.parsing import parse_collection
+from rag_assets.pipeline import chunk_collection, embed_collection, publish_all, utc_now_iso
+from rag_assets.search import SearchIndex, SearchParams
+
+from .conftest import REPO_ROOT
+
+KILLS = 60
+WORDS = "proxmox vlan bridge router backup snapshot dataset pool cluster kernel volume mount network".split()
+
+
+def write_corpus(root: Path, collections: int = 4, pages: int = 60) -> None:
+    rng = random.Random(5)
+    for c in range(collections):
+        folder = root / f"col{c}"
+        folder.mkdir(parents=True)
+        for p in range(pages):
+            body = "\n\n".join(f"## Part {s}\n\n" + " ".join(rng.choice(WORDS) for _ in range(120)) for s in range(3))
+            (folder / f"page-{p:03d}.md").write_text(f"---\ntitle: Page {c}-{p}\ndate: 2026-01-01\n---\n{body}\n")
+
+
+def embedded_collections(content: Path) -> list:
+    embedder = HashingEmbedder(dimension=64)
+    cfg = RagConfig(content_dir=content, output_dir=content.parent)
+    out = []
+    for folder in sorted(p.name for p in content.iterdir()):
+        parsed = parse_collection(content, folder, f"hash-{folder}")
+        embedded, _ = embed_collection(chunk_collection(parsed, cfg.chunking), embedder)
+        out.append(embedded)
+    return out
+
+
+def generation_of_each_output(cfg: RagConfig) -> dict[str, str | None]:
+    """Read each published path on its own, as separate requests to a static server would."""
+    index = orjson.loads(cfg.index_path.read_bytes())  # parses: the file is whole
+    meta = orjson.loads(cfg.meta_path.read_bytes())
+    manifest = orjson.loads(cfg.manifest_path.read_bytes())
+    return {
+        "index": index.get("generation"),
+        "meta": meta.get("generation"),
+        "manifest": manifest.get("generation"),
+        "store": integrity.store_generation(cfg.public_store_path),
+    }
+
+
+def leftovers(out: Path) -> list[str]:
+    return sorted(str(p.relative_to(out)) for p in out.rglob("*.tmp"))
+
+
+def test_a_kill_at_any_instant_leaves_every_output_of_one_build(tmp_path: Path) -> None:
+    content, out = tmp_path / "content", tmp_path / "out"
+    write_corpus(content)
+    collections = embedded_collections(content)
+    records = tmp_path / "records.pkl"
+    records.write_bytes(pickle.dumps(collections))
+    cfg = RagConfig(content_dir=content, output_dir=out)
+    t0 = time.perf_counter()
+    publish_all(collections, cfg, utc_now_iso())
+    publish_seconds = time.perf_counter() - t0
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "rag_assets_tests.publish_loop", str(out), str(records)]
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    outcomes = []
+    for trial in range(KILLS):
+        before = generations.published(cfg).id
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert proc.stdout is not None
+        aimed = trial % 2 == 0
+        if aimed:
+            # Wait for a publish to begin, then kill somewhere inside it (publishes repeat, so
+            # the later turns also hit the swap and the clean-up of the generation before).
+            turn = rng.randrange(2)
+            while (line := proc.stdout.readline()) and line.strip() != f"PUBLISH {turn}":
+                pass
+            time.sleep(rng.uniform(0, publish_seconds * 1.5))
+        else:
+            assert proc.stdout.readline().startswith("PUBLISH")  # imports done
+            time.sleep(rng.uniform(0, publish_seconds * 3))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+        seen = generation_of_each_output(cfg)
+        current = generations.published(cfg).id
+        assert set(seen.values()) == {current}, f"trial {trial} (seed {seed}): outputs of several builds: {seen}"
+        report = check_public_outputs(cfg)
+        assert report.ok, f"trial {trial} (seed {seed}): {report.problems}"
+        outcomes.append((aimed, current != before))
+    swapped = sum(1 for _, moved in outcomes if moved)
+    print(f"{KILLS} kills (seed {seed}, publish {publish_seconds:.2f}s): {swapped} after a swap, {KILLS - swapped} before")
+    # Both sides of the swap were hit, or the test aimed at nothing.
+    assert 0 < swapped < KILLS
+
+    # The next publish removes what the killed ones left: temporary files, unfinished and old
+    # generations (the current one and the one before it stay).
+    publish_all(collections, cfg, utc_now_iso())
+    assert leftovers(out) == []
+    assert len(list(generations.generations_dir(cfg).iterdir())) <= 2
+    assert check_public_outputs(cfg).ok
+
+
+def test_a_long_lived_search_index_follows_each_new_generation(tmp_path: Path) -> None:
+    content, out = tmp_path / "content", tmp_path / "out"
+    write_corpus(content, collections=2, pages=5)
+    collections = embedded_collections(content)
+    cfg = RagConfig(content_dir=content, output_dir=out)
+    publish_all(collections, cfg, utc_now_iso())
+    index = SearchIndex(cfg.public_store_path)
+    params = SearchParams(mode="bm25", k=50)
+    assert {h.collection for h in index.search("proxmox", None, params).hits} == {"col0", "col1"}
+    publish_all(collections[:1], cfg, utc_now_iso())
+    assert {h.collection for h in index.search("proxmox", None, params).hits} == {"col0"}
+    index.close()
+
+
+def test_outputs_of_the_older_single_folder_layout_are_taken_over(tmp_path: Path) -> None:
+    """An output folder written before generations existed: real files at the published paths.
+    The first publish replaces them with links and carries the search log over."""
+    content, out = tmp_path / "content", tmp_path / "out"
+    write_corpus(content, collections=2, pages=5)
+    collections = embedded_collections(content)
+    cfg = RagConfig(content_dir=content, output_dir=out)
+    publish_all(collections, cfg, utc_now_iso())
+    searched = SearchIndex(cfg.public_store_path)
+    searched.search("proxmox", None, SearchParams(mode="bm25"))
+    searched.close()  # folds the logged search into the store's main file, which is copied below
+    for path in (cfg.index_path, cfg.meta_path, cfg.manifest_path, cfg.public_store_path):
+        real = path.resolve()
+        path.unlink()
+        shutil.copyfile(real, path)
+    generations.current_link(cfg).unlink()
+    shutil.rmtree(generations.generations_dir(cfg))
+    assert generations.published(cfg).id is None and check_public_outputs(cfg).ok
+
+    publish_all(collections[:1], cfg, utc_now_iso())
+    assert all(p.is_symlink() for p in (cfg.index_path, cfg.meta_path, cfg.manifest_path, cfg.public_store_path))
+    assert set(generation_of_each_output(cfg).values()) == {generations.published(cfg).id}
+    with closing(sqlite3.connect(cfg.public_store_path)) as conn:
+        assert conn.execute("SELECT count(*) FROM search_log").fetchone()[0] == 1
+    assert check_public_outputs(cfg).ok
+
+
+# --- damaged outputs and caches, through the CLI ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def built_sample(tmp_path_factory) -> Path:
+    """The sample content (collections and both vaults) built once with the hashing embedder."""
+    out = tmp_path_factory.mktemp("sample") / "out"
+    assert main(["build", *sample_args(out)]) == 0
+    return out
+
+
+def sample_args(out: Path) -> list[str]:
+    return ["--config", str(REPO_ROOT / "rag.yaml"), "--output-dir", str(out), "--embedder", "hashing"]
+
+
+@pytest.fixture
+def out(built_sample: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "out"
+    shutil.copytree(built_sample, copy, symlinks=True)
+    return copy
+
+
+def cli(out: Path, *command: str) -> int:
+    args = sample_args(out)
+    if command[0] != "build":
+        args = args[:4]  # --embedder belongs to build
+    return main([*command, *args])
+
+
+def sample_cfg(out: Path) -> RagConfig:
+    return load_config(REPO_ROOT / "rag.yaml", output_dir=out, embedder="hashing")
+
+
+def corrupt_pages(path: Path) -> None:
+    """Overwrite pages in the middle of a SQLite file, as a torn write would."""
+    with path.open("r+b") as handle:
+        handle.seek(4096)
+        handle.write(b"\xa5" * 8192)
+
+
+def test_a_truncated_index_is_reported_and_the_next_build_republishes_it(out: Path, capsys) -> None:
+    cfg = sample_cfg(out)
+    index = cfg.index_path.resolve()
+    index.write_bytes(index.read_bytes()[:5000])
+    capsys.readouterr()
+    assert cli(out, "status") == 1
+    assert "Damaged" in capsys.readouterr().out
+    assert cli(out, "check") == 1
+    assert "truncated" in capsys.readouterr().out
+    assert cli(out, "build") == 0
+    assert "republishing" in capsys.readouterr().out
+    assert cli(out, "status") == 0 and cli(out, "check") == 0
+    assert check_public_outputs(cfg).ok
+
+
+def test_an_index_damaged_in_place_is_noticed_by_its_digest(out: Path, capsys) -> None:
+    cfg = sample_cfg(out)
+    index = cfg.index_path.resolve()
+    data = bytearray(index.read_bytes())
+    data[len(data) // 2] ^= 0x01  # same size, one bit flipped
+    index.write_bytes(bytes(data))
+    assert cli(out, "check") == 1
+    assert "SHA-256" in capsys.readouterr().out
+    assert cli(out, "build") == 0 and cli(out, "check") == 0
+
+
+def test_a_damaged_store_is_a_clear_search_error_and_is_rebuilt(out: Path, capsys) -> None:
+    cfg = sample_cfg(out)
+    corrupt_pages(cfg.public_store_path.resolve())
+    capsys.readouterr()
+    assert main(["search", "proxmox vlan", *sample_args(out)[:4]]) == 2
+    err = capsys.readouterr().err
+    assert "damaged" in err and "rag build" in err and "Traceback" not in err
+    assert cli(out, "status") == 1
+    assert cli(out, "build") == 0
+    assert main(["search", "proxmox vlan", *sample_args(out)[:4]]) == 0
+    assert check_public_outputs(cfg).ok
+
+
+def test_damaged_caches_are_discarded_not_trusted(out: Path, capsys) -> None:
+    cfg = sample_cfg(out)
+    for cache in (cfg.document_cache_path, cfg.embedding_cache_path):
+        cache.write_bytes(b"this is not a database" * 100)
+        for suffix in ("-wal", "-shm"):
+            cache.with_name(cache.name + suffix).unlink(missing_ok=True)
+    capsys.readouterr()
+    assert cli(out, "build", "--force") == 0
+    printed = capsys.readouterr().out
+    assert "discarded" in printed and "document-cache.db" in printed
+    assert integrity.output_damage(cfg) == []
+    assert check_public_outputs(cfg).ok
+
+
+@pytest.mark.parametrize("target", ["stat-cache.json", "indexed-collections.json", "manifest"])
+@pytest.mark.parametrize("payload", [b"[1, 2, 3]", b'{"collections": 5, "documents": []}'])
+def test_json_files_of_the_wrong_shape_do_not_crash_a_build(out: Path, target: str, payload: bytes) -> None:
+    cfg = sample_cfg(out)
+    path = cfg.manifest_path.resolve() if target == "manifest" else cfg.data_dir / target
+    path.write_bytes(payload)
+    assert cli(out, "build") == 0
+    assert cli(out, "check") == 0
+    assert check_public_outputs(cfg).ok
+
+
+def test_a_damaged_tier_store_is_reported_and_rebuilt_from_the_vaults(out: Path, capsys) -> None:
+    cfg = sample_cfg(out)
+    corrupt_pages(cfg.safe_store_path)
+    capsys.readouterr()
+    assert cli(out, "check") == 1
+    assert "rag-store-blog.db" in capsys.readouterr().out
+    assert cli(out, "status") == 1
+    assert "DAMAGED" in capsys.readouterr().out
+    assert cli(out, "build") == 0
+    assert integrity.sqlite_problem(cfg.safe_store_path) is None
+    assert cli(out, "check") == 0
+    assert main(["search", "backup", "--tier", "safe", *sample_args(out)[:4]]) == 0
