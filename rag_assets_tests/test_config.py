@@ -51,8 +51,8 @@ def test_default_weights_and_overrides(tmp_path):
         ("content_dir: [unclosed", "not valid YAML"),
         ("- a\n- b\n", "mapping"),
         ("chunking:\n  min_words: 500\n", "min_words"),
-        ("vaults:\n  - name: x\n", "'name' and 'path'"),
-        ("vaults:\n  - {name: x, path: v, tier: public}\n", "tier 'public'"),
+        ("vaults:\n  - name: x\n", r"line 2: vaults\[0\]\.path is required"),
+        ("vaults:\n  - {name: x, path: v, tier: public}\n", r"vaults\[0\]\.tier must be 'safe' or 'private' \(got 'public'\)"),
     ],
 )
 def test_bad_config_says_what_to_fix(tmp_path, text, message):
@@ -103,7 +103,7 @@ def test_vaults_folder_is_never_a_collection_even_without_configured_vaults(tmp_
         ("private_tier: {embedder: openai}\n", "remote API"),
         ("private_tier: {embedder: openrouter}\n", "remote API"),
         ("private_tier: {embedder: ollama}\nembedder: {ollama: {host: 'http://10.1.2.3:11434'}}\n", "not on this machine"),
-        ("private_tier: {embedder: hashing, colour: red}\n", "unknown private_tier"),
+        ("private_tier: {embedder: hashing, colour: red}\n", "unknown key 'private_tier.colour'"),
         ("identity_map: missing.json\nvaults:\n  - {name: w, path: v, tier: safe}\n", "identity map"),
         ("identity_map: null\nvaults:\n  - {name: w, path: v}\n  - {name: w, path: x}\n", "more than once"),
     ],
