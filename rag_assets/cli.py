@@ -15,8 +15,18 @@ import os
 import sys
 from typing import Any, Sequence
 
+import yaml
+
 from rag_assets import generations, index_json, store
-from rag_assets.config import ConfigError, RagConfig, discover_collections, load_config
+from rag_assets.config import (
+    ConfigError,
+    RagConfig,
+    collect_overrides,
+    discover_collections,
+    effective_settings,
+    load_config,
+    mask_secrets,
+)
 from rag_assets.embedders import UnknownEmbedderError, select_embedder
 from rag_assets.embedders.selection import service_status
 from rag_assets.freshness import age_label, detect_changes
@@ -244,7 +254,46 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--embedder", metavar="NAME", help="embedding provider for the corpus and queries")
     evaluate.add_argument("--json", action="store_true", help="print the figures as JSON")
     evaluate.set_defaults(handler=cmd_eval)
+
+    config = commands.add_parser(
+        "config",
+        parents=[common],
+        help="validate the configuration and print the effective settings (YAML); exit 2 if invalid",
+        description=(
+            "Read rag.yaml (or --config / $RAG_CONFIG), apply $RAG_CONTENT_DIR, $RAG_OUTPUT_DIR, $RAG_EMBEDDER, "
+            "$RAG_PRIVATE_EMBEDDER and the flags (defaults < file < environment < flags), validate every key and "
+            "print the result in rag.yaml's shape with absolute paths. Unknown keys, wrong types and out-of-range "
+            "values are listed together with their file line and the closest valid key; the exit status is then 2. "
+            "Secrets are never printed: the API key shows only as its variable and whether it is set, and any "
+            "value that looks like a key, token or password is masked."
+        ),
+    )
+    config.add_argument("--embedder", metavar="NAME", help="public and Safe tier provider, as for `rag build`")
+    config.add_argument("--private-embedder", metavar="NAME", help="Private tier provider, as for `rag build`")
+    config.set_defaults(handler=cmd_config)
     return parser
+
+
+# --- config ----------------------------------------------------------------------------------
+
+
+def cmd_config(cfg: RagConfig, args: argparse.Namespace) -> int:
+    """The configuration is valid (main() loaded it); print it with where its values came from."""
+    overrides = collect_overrides(
+        os.environ,
+        content_dir=args.content_dir,
+        output_dir=args.output_dir,
+        embedder=args.embedder,
+        private_embedder=args.private_embedder,
+    )
+    print(f"# configuration file: {cfg.config_path or 'none (built-in defaults)'}")
+    for override in overrides:
+        print(f"# {'.'.join(override.path)} set by {override.label}")
+    base_url = os.environ.get("RAG_OPENAI_BASE_URL")
+    if base_url:
+        print(f"# embedder.openai.base_url replaced at run time by $RAG_OPENAI_BASE_URL: {mask_secrets(base_url, 'base_url')}")
+    print(yaml.safe_dump(effective_settings(cfg), sort_keys=False, allow_unicode=True), end="")
+    return EXIT_OK
 
 
 # --- build -----------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ def test_user_errors_exit_2_with_a_message_and_no_traceback(capsys, write_tree, 
     assert main(["build", "--content-dir", str(content), "--collection", "nope", *out]) == 2
     assert "unknown collection(s) nope; known: posts" in capsys.readouterr().err
     assert main(["build", "--content-dir", str(content), "--embedder", "word2vec", *out]) == 2
-    assert "unknown embedder 'word2vec'" in capsys.readouterr().err
+    assert "--embedder: embedder.name must be 'auto', " in (err := capsys.readouterr().err) and "(got 'word2vec')" in err
     bad = tmp_path / "bad.yaml"
     bad.write_text("chunking: {min_words: 900}")
     assert main(["build", "--config", str(bad)]) == 2

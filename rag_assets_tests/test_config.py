@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
+import yaml
 
-from rag_assets.config import ConfigError, discover_collections, load_config
+from rag_assets.chunking import ChunkingParams
+from rag_assets.config import (
+    ChunkingSection,
+    ConfigError,
+    EmbedderName,
+    EmbedderSection,
+    RagConfig,
+    chunking_params,
+    config_from_dict,
+    config_to_dict,
+    discover_collections,
+    embedder_settings,
+    load_config,
+    mask_secrets,
+)
+from rag_assets.defs.resources import RagSettings  # module level: Dagster resolves the probe asset's hints here
+from rag_assets.embedders.selection import ALIASES, PROVIDERS, EmbedderSettings
 
 
 def write_config(tmp_path: Path, text: str) -> Path:
@@ -51,8 +72,8 @@ def test_default_weights_and_overrides(tmp_path):
         ("content_dir: [unclosed", "not valid YAML"),
         ("- a\n- b\n", "mapping"),
         ("chunking:\n  min_words: 500\n", "min_words"),
-        ("vaults:\n  - name: x\n", "'name' and 'path'"),
-        ("vaults:\n  - {name: x, path: v, tier: public}\n", "tier 'public'"),
+        ("vaults:\n  - name: x\n", r"line 2: vaults\[0\]\.path is required"),
+        ("vaults:\n  - {name: x, path: v, tier: public}\n", r"vaults\[0\]\.tier must be 'safe' or 'private' \(got 'public'\)"),
     ],
 )
 def test_bad_config_says_what_to_fix(tmp_path, text, message):
@@ -103,7 +124,7 @@ def test_vaults_folder_is_never_a_collection_even_without_configured_vaults(tmp_
         ("private_tier: {embedder: openai}\n", "remote API"),
         ("private_tier: {embedder: openrouter}\n", "remote API"),
         ("private_tier: {embedder: ollama}\nembedder: {ollama: {host: 'http://10.1.2.3:11434'}}\n", "not on this machine"),
-        ("private_tier: {embedder: hashing, colour: red}\n", "unknown private_tier"),
+        ("private_tier: {embedder: hashing, colour: red}\n", "unknown key 'private_tier.colour'"),
         ("identity_map: missing.json\nvaults:\n  - {name: w, path: v, tier: safe}\n", "identity map"),
         ("identity_map: null\nvaults:\n  - {name: w, path: v}\n  - {name: w, path: x}\n", "more than once"),
     ],
@@ -124,3 +145,215 @@ def test_private_tier_accepts_local_providers_and_listed_hosts(tmp_path):
     # OLLAMA_HOST pointing off the machine is refused for the Private tier too.
     with pytest.raises(ConfigError, match="not on this machine"):
         load_config(write_config(tmp_path, "private_tier: {embedder: ollama}\n"), environ={"OLLAMA_HOST": "10.9.9.9:11434"})
+
+
+# --- Validation: every key checked, errors a person can act on --------------------------------
+
+
+def config_error(tmp_path: Path, text: str, **kwargs) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write_config(tmp_path, text), environ=kwargs.pop("environ", {}), **kwargs)
+    return caught.value
+
+
+def test_a_misspelt_top_level_key_is_refused_with_its_line_and_the_closest_key(tmp_path):
+    error = config_error(tmp_path, "content_dir: content\n\nembeder: hashing\n")
+    assert str(error) == "site/rag.yaml, line 3: unknown key 'embeder' (did you mean 'embedder'?)"
+
+
+def test_a_misspelt_nested_key_names_its_path_and_suggests_the_key(tmp_path):
+    text = "embedder:\n  name: ollama\n  ollama:\n    modle: nomic-embed-text\n"
+    error = config_error(tmp_path, text)
+    assert str(error) == "site/rag.yaml, line 4: unknown key 'embedder.ollama.modle' (did you mean 'model'?)"
+
+
+def test_a_value_of_the_wrong_type_names_the_key_the_value_and_what_is_needed(tmp_path):
+    message = str(config_error(tmp_path, "chunking:\n  target_words: abc\n"))
+    assert message.startswith("site/rag.yaml, line 2: chunking.target_words must be an integer")
+    assert "(got 'abc')" in message
+
+
+def test_every_problem_is_listed_at_once_in_file_order(tmp_path):
+    text = "embeder: x\nchunking:\n  target_words: abc\nvector_decimals: 0\n"
+    error = config_error(tmp_path, text)
+    assert [p.split(":")[0] for p in error.problems] == ["site/rag.yaml, line 1", "site/rag.yaml, line 3", "site/rag.yaml, line 4"]
+    assert str(error).startswith("3 problems in the configuration:\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("embedder: {batch_size: 0}\n", r"embedder\.batch_size must be greater than 0 \(got 0\)"),
+        ("embedder: {hashing: {dimension: -3}}\n", r"embedder\.hashing\.dimension must be greater than 0"),
+        ("embedder: {openai: {dimension: 0}}\n", r"embedder\.openai\.dimension must be greater than 0"),
+        ("chunking: {target_words: 100, overlap_words: 100}\n", r"chunking\.overlap_words must be less than target_words \(100\)"),
+        ("chunking: {overlap_words: -1}\n", r"chunking\.overlap_words must be greater than or equal to 0"),
+        ("chunking: {target_words: 60}\n", r"chunking\.min_words must not exceed target_words \(60\)"),
+        ("vector_decimals: 40\n", r"vector_decimals must be less than or equal to 10 \(got 40\)"),
+        ("vaults:\n  - {name: v, path: v, tier: secret}\n", r"line 2: vaults\[0\]\.tier must be 'safe' or 'private'"),
+        ("automation: {nightly_cron: ''}\n", r"automation\.nightly_cron must be a cron expression"),
+        ("automation: {timezone: Mars/Base}\n", r"automation\.timezone must be an IANA time zone"),
+        ("max_file_bytes: 0\n", r"max_file_bytes must be greater than 0"),
+        ("follow_symlinks: sometimes\n", r"follow_symlinks must be true or false \(got 'sometimes'\)"),
+        ("embedder: olama\n", r"embedder\.name must be 'auto', .* \(got 'olama'\); did you mean 'ollama'\?"),
+        ("collections: posts\n", r"collections must be a list"),
+        ("embedder:\n  name: auto\nembedder: hashing\n", r"line 3: key 'embedder' appears twice \(also at line 1\)"),
+    ],
+)
+def test_types_and_ranges_are_checked(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write_config(tmp_path, text), environ={})
+
+
+def test_overrides_are_validated_and_named_as_the_source(tmp_path):
+    error = config_error(tmp_path, "embedder: hashing\n", environ={"RAG_EMBEDDER": "hashng"})
+    assert str(error).startswith("$RAG_EMBEDDER: embedder.name must be")
+    assert "did you mean 'hashing'?" in str(error)
+    error = config_error(tmp_path, "", embedder="bogus")
+    assert str(error).startswith("--embedder: embedder.name must be")
+
+
+def test_a_secret_in_the_file_is_never_echoed(tmp_path):
+    key = "sk-or-v1-0123456789abcdef0123456789abcdef"
+    message = str(config_error(tmp_path, f"embedder:\n  openai:\n    api_key_env: {key}\n"))
+    assert "embedder.openai.api_key_env must be the NAME of an environment variable" in message
+    assert key not in message and "***" in message
+
+
+def test_blank_sections_mean_their_defaults(tmp_path):
+    cfg = load_config(write_config(tmp_path, "chunking:\nembedder:\n  local:\nvaults:\nautomation:\n"), environ={})
+    assert cfg.chunking == ChunkingParams() and cfg.embedding == EmbedderSettings() and cfg.vaults == ()
+
+
+def test_the_dataclass_defaults_agree_with_the_schema(tmp_path):
+    """The pydantic models hold the defaults; the dataclasses the pipeline uses must not disagree."""
+    assert chunking_params(ChunkingSection()) == ChunkingParams()
+    assert embedder_settings(EmbedderSection()) == EmbedderSettings()
+    empty = load_config(write_config(tmp_path, "identity_map: null\n"), environ={})
+    by_hand = RagConfig(content_dir=empty.content_dir, output_dir=empty.output_dir, config_path=empty.config_path)
+    assert empty == by_hand
+    assert set(get_args(EmbedderName)) == set(PROVIDERS) | set(ALIASES)
+
+
+def test_the_repository_rag_yaml_is_valid():
+    repo_file = Path(__file__).resolve().parents[1] / "rag.yaml"
+    cfg = load_config(repo_file, environ={})
+    assert {v.name for v in cfg.vaults} == {"homelab-notes", "personal"}
+
+
+# --- The configuration reaches Dagster whole -------------------------------------------------
+
+
+def every_field_config(tmp_path: Path) -> RagConfig:
+    (tmp_path / "site" / "ids.json").parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "site" / "ids.json").write_text("{}")
+    text = (
+        "collections: [a]\nweights: {a: 2.5}\nchunking: {target_words: 300, overlap_words: 20, min_words: 50}\n"
+        "embedder: {name: hashing, batch_size: 7, ollama: {host: 'http://127.0.0.1:1'}, hashing: {dimension: 64}}\n"
+        "vaults:\n  - {name: notes, path: content/vaults/notes, tier: safe}\n  - {name: me, path: content/vaults/me}\n"
+        "identity_map: ids.json\nprivate_tier: {embedder: hashing, allowed_hosts: [gpu.lan]}\nvector_decimals: 4\n"
+        "automation: {sensor_enabled: false, sensor_interval_seconds: 90, nightly_cron: '0 4 * * *', timezone: Europe/Paris}\n"
+        "follow_symlinks: true\nmax_file_bytes: 1234\n"
+    )
+    return load_config(write_config(tmp_path, text), environ={})
+
+
+def test_the_config_survives_the_trip_through_the_dagster_resource(tmp_path):
+    cfg = every_field_config(tmp_path)
+    assert config_from_dict(config_to_dict(cfg)) == cfg
+    assert RagSettings.from_config(cfg).to_config() == cfg
+
+
+def test_an_asset_sees_what_the_cli_sees(tmp_path):
+    import dagster as dg
+
+    from rag_assets.definitions import build_definitions
+
+    cfg = every_field_config(tmp_path)
+    seen: dict[str, RagConfig] = {}
+
+    @dg.asset
+    def probe(rag: RagSettings) -> None:
+        seen["cfg"] = rag.to_config()
+
+    resources = build_definitions(cfg).resources
+    assert dg.materialize([probe], resources={"rag": resources["rag"]}).success
+    got = seen["cfg"]
+    assert got.vaults == cfg.vaults and got.identity_map_path == tmp_path / "site" / "ids.json"
+    assert got.collections == ("a",) and got.follow_symlinks is True and got.max_file_bytes == 1234
+    assert got == cfg
+
+
+def test_an_edited_rag_yaml_is_noticed_by_the_resource(tmp_path):
+    path = write_config(tmp_path, "embedder: hashing\n")
+    settings = RagSettings.from_config(load_config(path, environ={}))
+    assert settings.stale_reason() is None
+    path.write_text("embedder: hashing\ncollections: [a]\n")
+    assert "changed since the definitions were loaded" in settings.stale_reason()
+
+
+def test_listed_collections_reach_the_index_matches_content_check(tmp_path, write_tree):
+    import dagster as dg
+
+    from rag_assets.defs.runner import run_build
+
+    content = write_tree({"a/one.md": "# One\n\nAbout apples.\n", "b/two.md": "# Two\n\nAbout bananas.\n"})
+    text = f"content_dir: {content}\noutput_dir: {tmp_path / 'out'}\ncollections: [a]\nembedder: hashing\nidentity_map: null\n"
+    cfg = load_config(write_config(tmp_path, text), environ={})
+    with dg.instance_for_test() as instance:
+        outcome = run_build(cfg, instance)
+    assert outcome.success, outcome.error
+    assert [c.collection for c in outcome.collections] == ["a"]
+    assert not [w for w in outcome.warnings if w.startswith("index_matches_content")], outcome.warnings
+
+
+# --- The CLI ---------------------------------------------------------------------------------
+
+
+def run_rag(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("RAG_") and k != "OPENROUTER_API_KEY"}
+    environ["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    environ.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "rag_assets.cli", *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_rag_build_with_a_misspelt_key_exits_2_and_names_the_key(tmp_path, write_tree):
+    content = write_tree({"posts/hello.md": "# Hello\n\nWorld.\n"})
+    path = write_config(tmp_path, f"content_dir: {content}\nembeder: hashing\n")
+    result = run_rag("build", cwd=path.parent)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "rag.yaml, line 2: unknown key 'embeder' (did you mean 'embedder'?)" in result.stderr
+
+
+def test_rag_config_prints_the_effective_settings_with_secrets_masked(tmp_path):
+    text = (
+        "embedder:\n  name: hashing\n  openai: {api_key_env: MY_KEY}\n"
+        "  ollama: {host: 'http://me:hunter2@127.0.0.1:11434'}\n"
+    )
+    path = write_config(tmp_path, text)
+    result = run_rag("config", "--content-dir", str(tmp_path), cwd=path.parent, env={"MY_KEY": "sk-live-123", "RAG_OUTPUT_DIR": "out"})
+    assert result.returncode == 0, result.stderr
+    assert "sk-live-123" not in result.stdout and "hunter2" not in result.stdout
+    assert "content_dir set by --content-dir" in result.stdout and "output_dir set by $RAG_OUTPUT_DIR" in result.stdout
+    shown = yaml.safe_load(result.stdout)
+    assert shown["embedder"]["openai"]["api_key_env"] == "MY_KEY (set)"
+    assert shown["embedder"]["ollama"]["host"] == "http://me:***@127.0.0.1:11434"
+    assert shown["content_dir"] == str(tmp_path.resolve()) and shown["output_dir"] == str((path.parent / "out").resolve())
+    assert shown["embedder"]["name"] == "hashing" and shown["chunking"]["target_words"] == 400
+    assert "(not set)" in run_rag("config", cwd=path.parent).stdout
+
+
+def test_rag_config_exits_2_listing_the_problems(tmp_path):
+    path = write_config(tmp_path, "embedder:\n  ollama:\n    modle: x\nchunking: {target_words: abc}\n")
+    result = run_rag("config", cwd=path.parent)
+    assert result.returncode == 2
+    assert "line 3: unknown key 'embedder.ollama.modle' (did you mean 'model'?)" in result.stderr
+    assert "chunking.target_words must be an integer" in result.stderr
+
+
+def test_mask_secrets_spares_ordinary_values():
+    shown = mask_secrets({"model": "sentence-transformers/all-MiniLM-L6-v2", "token": "abc", "path": "/a/b" * 20})
+    assert shown == {"model": "sentence-transformers/all-MiniLM-L6-v2", "token": "***", "path": "/a/b" * 20}
+    assert mask_secrets({"x": "ghp_abcdefghijklmnop"}) == {"x": "***"}

@@ -25,6 +25,9 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
         """SHA-256 over the relative paths and bytes of every file in one collection."""
         collection = context.partition_key
         cfg = rag.to_config()
+        stale = rag.stale_reason()
+        if stale:
+            context.log.warning(stale)
         # A full rebuild (rag build --force, the nightly schedule) rehashes every file.
         full = context.run.tags.get(BUILD_TAG) == "full"
         stat_cache = StatCache(cfg.stat_cache_path, trust=not full)

@@ -1,15 +1,19 @@
-"""Resources: where content lives and which embedder turns it into vectors."""
+"""Resources: the configuration, which embedder turns content into vectors, and the tiers.
+
+``RagSettings`` carries the validated configuration whole; ``EmbedderResource`` and
+``TiersResource`` are views of parts of it that the launchpad can override for one run.
+"""
 
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Optional
 
 import dagster as dg
 from pydantic import Field
 
-from rag_assets.chunking import ChunkingParams
-from rag_assets.config import RagConfig, VaultConfig
+from rag_assets.config import RagConfig, VaultConfig, config_digest, config_from_dict, config_to_dict
 from rag_assets.embedders.ollama import DEFAULT_DIMENSION as OLLAMA_DIMENSION
 from rag_assets.embedders.ollama import DEFAULT_MODEL as OLLAMA_MODEL
 from rag_assets.embedders.ollama import OllamaHealth, ollama_health, ollama_host
@@ -22,51 +26,44 @@ from rag_assets.sanitize import Sanitizer
 
 
 class RagSettings(dg.ConfigurableResource):
-    """Paths, chunking and publishing settings, filled from rag.yaml at load time."""
+    """The whole validated configuration, exactly as ``rag`` loaded it (file, environment, flags).
 
-    content_dir: str = Field(description="Folder whose top-level folders are the collections.")
-    output_dir: str = Field(description="Folder that receives public/ and data/.")
-    target_words: int = Field(default=400, description="Words of new text per chunk.")
-    overlap_words: int = Field(default=50, description="Words repeated from the previous chunk.")
-    min_words: int = Field(default=100, description="Shorter fragments merge with a neighbour.")
-    max_chars: int = Field(default=3000, description="Hard cap for text without spaces (CJK).")
-    vector_decimals: int = Field(default=5, description="Decimals kept per vector component in the JSON index.")
-    collection_weights: dict[str, float] = Field(default_factory=dict, description="Search priority per collection.")
+    It travels as JSON of every :class:`RagConfig` field rather than as a few chosen fields,
+    so assets, checks and sensors see what the CLI sees (collections, vaults, identity map,
+    symlink and size limits included) and a new setting cannot be dropped on the way.
+    """
+
+    settings_json: str = Field(description="Every RagConfig field as JSON (rag_assets.config.config_to_dict).")
+    config_file: Optional[str] = Field(default=None, description="The rag.yaml the settings were read from.")
+    config_digest: str = Field(default="", description="SHA-256 of that file when it was read.")
 
     @classmethod
     def from_config(cls, cfg: RagConfig) -> "RagSettings":
-        p = cfg.chunking
         return cls(
-            content_dir=str(cfg.content_dir),
-            output_dir=str(cfg.output_dir),
-            target_words=p.target_words,
-            overlap_words=p.overlap_words,
-            min_words=p.min_words,
-            max_chars=p.max_chars,
-            vector_decimals=cfg.vector_decimals,
-            collection_weights=dict(cfg.collection_weights),
+            settings_json=json.dumps(config_to_dict(cfg)),
+            config_file=str(cfg.config_path) if cfg.config_path else None,
+            config_digest=config_digest(cfg.config_path),
         )
 
     def to_config(self) -> RagConfig:
-        return RagConfig(
-            content_dir=Path(self.content_dir),
-            output_dir=Path(self.output_dir),
-            collection_weights=dict(self.collection_weights),
-            chunking=self.chunking_params(),
-            vector_decimals=self.vector_decimals,
-        )
+        return config_from_dict(json.loads(self.settings_json))
+
+    def stale_reason(self) -> Optional[str]:
+        """Why these settings may be out of date: rag.yaml was edited after they were read.
+
+        The partitions and sensors were built from the old file too, so the fix is a reload
+        of the code location, not a re-read here.
+        """
+        if self.config_file and config_digest(Path(self.config_file)) != self.config_digest:
+            return (
+                f"{self.config_file} changed since the definitions were loaded; this run uses the settings "
+                "read then: reload the code location (or restart dagster dev) to apply the edit"
+            )
+        return None
 
     @property
     def embedding_cache_path(self) -> Path:
         return self.to_config().embedding_cache_path
-
-    def chunking_params(self) -> ChunkingParams:
-        return ChunkingParams(
-            target_words=self.target_words,
-            overlap_words=self.overlap_words,
-            min_words=self.min_words,
-            max_chars=self.max_chars,
-        )
 
 
 class OpenAICompatibleResource(dg.ConfigurableResource):
