@@ -96,9 +96,8 @@ def _common_metadata(context: dg.AssetExecutionContext, collections: list[Embedd
 def publish(context: dg.AssetExecutionContext, rag: RagSettings, embeddings: Any):
     """Publish every collection's embeddings: JSON index + sidecar, SQLite store, manifest.
 
-    One step writes all three so they are loaded once and replaced together (staged
-    files renamed right after the store commits), instead of three steps a kill could
-    leave from different builds.
+    One step writes all of them as one generation, made current by a single atomic swap
+    (rag_assets.generations), so a kill at any instant leaves readers with one build's files.
     """
     cfg = rag.to_config()
     collections = all_collections(embeddings)
@@ -125,6 +124,7 @@ def publish(context: dg.AssetExecutionContext, rag: RagSettings, embeddings: Any
             "missing_chunks": len(failed),
             "content_hash": header.content_hash,
             "built_at": header.built_at,
+            "generation": header.generation or "",
             "index_path": dg.MetadataValue.path(str(cfg.index_path)),
             "index_size": human_bytes(published.index_bytes),
             "index_bytes": published.index_bytes,
