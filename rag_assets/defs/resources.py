@@ -21,6 +21,14 @@ from rag_assets.privacy import select_private_embedder
 from rag_assets.sanitize import Sanitizer
 
 
+class VaultSpec(dg.Config):
+    """One note vault from rag.yaml."""
+
+    name: str = Field(description="Vault name: its partition key and the collection name in the stores.")
+    path: str = Field(description="Folder of Markdown notes.")
+    tier: str = Field(description="safe (sanitised, any embedder) or private (raw, local embedders only).")
+
+
 class RagSettings(dg.ConfigurableResource):
     """Paths, chunking and publishing settings, filled from rag.yaml at load time."""
 
@@ -32,6 +40,13 @@ class RagSettings(dg.ConfigurableResource):
     max_chars: int = Field(default=3000, description="Hard cap for text without spaces (CJK).")
     vector_decimals: int = Field(default=5, description="Decimals kept per vector component in the JSON index.")
     collection_weights: dict[str, float] = Field(default_factory=dict, description="Search priority per collection.")
+    follow_symlinks: bool = Field(
+        default=False, description="Follow symlinks out of the content folder (never into a note vault)."
+    )
+    max_file_bytes: int = Field(default=20_000_000, description="Larger files are skipped and reported, never read.")
+    # The same list as the tiers resource's: the public collections must know the vaults to
+    # stay out of them (a symlink into a vault is refused).
+    vaults: list[VaultSpec] = Field(default_factory=list, description="Note vaults, which no collection may read.")
 
     @classmethod
     def from_config(cls, cfg: RagConfig) -> "RagSettings":
@@ -45,6 +60,9 @@ class RagSettings(dg.ConfigurableResource):
             max_chars=p.max_chars,
             vector_decimals=cfg.vector_decimals,
             collection_weights=dict(cfg.collection_weights),
+            follow_symlinks=cfg.follow_symlinks,
+            max_file_bytes=cfg.max_file_bytes,
+            vaults=[VaultSpec(name=v.name, path=str(v.path), tier=v.tier) for v in cfg.vaults],
         )
 
     def to_config(self) -> RagConfig:
@@ -54,6 +72,9 @@ class RagSettings(dg.ConfigurableResource):
             collection_weights=dict(self.collection_weights),
             chunking=self.chunking_params(),
             vector_decimals=self.vector_decimals,
+            follow_symlinks=self.follow_symlinks,
+            max_file_bytes=self.max_file_bytes,
+            vaults=tuple(VaultConfig(v.name, Path(v.path), v.tier) for v in self.vaults),
         )
 
     @property
@@ -130,14 +151,6 @@ class EmbedderResource(dg.ConfigurableResource):
     def select(self) -> Selection:
         """The embedder to use now, and why (``auto`` probes the services)."""
         return select_embedder(self.settings())
-
-
-class VaultSpec(dg.Config):
-    """One note vault from rag.yaml."""
-
-    name: str = Field(description="Vault name: its partition key and the collection name in the stores.")
-    path: str = Field(description="Folder of Markdown notes.")
-    tier: str = Field(description="safe (sanitised, any embedder) or private (raw, local embedders only).")
 
 
 class TiersResource(dg.ConfigurableResource):
