@@ -439,12 +439,16 @@ def _print_vault_progress(outcome) -> None:
     safe = outcome.metadata.get("safe_vault_chunks", {})
     if safe.get("in_safe_tier"):
         parts.append(
-            f"safe: {safe['documents']} documents, {safe['chunks']} chunks, {safe['secrets_redacted']} secrets "
+            f"safe: {safe['documents']} documents, {safe['chunks']} chunks, {safe.get('skipped_files', 0)} skipped, "
+            f"{safe['secrets_redacted']} secrets "
             f"redacted, {safe['identities_replaced']} identities replaced"
         )
     private = outcome.metadata.get("private_vault_chunks", {})
     if private:
-        parts.append(f"private: {private['documents']} documents, {private['chunks']} chunks ({private['provider']})")
+        parts.append(
+            f"private: {private['documents']} documents, {private['chunks']} chunks, "
+            f"{private.get('skipped_files', 0)} skipped ({private['provider']})"
+        )
     print(f"[vault {outcome.vault}] {'; '.join(parts)} ({outcome.seconds:.1f}s)", flush=True)
 
 
@@ -493,6 +497,7 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
                     print(f"      {label:<8} {path}")
                 if len(paths) > 10:
                     print(f"      ... and {len(paths) - 10} more {label}")
+    _print_unreadable(report)
     departed = departed_vaults(cfg)
     if cfg.vaults or departed:
         behind = [c for c in detect_vault_changes(cfg) if c.status != "unchanged"]
@@ -506,6 +511,16 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
         else:
             print(f"Fresh: the Safe and Private stores match {len(cfg.vaults)} vault(s).")
     return EXIT_FAILED if stale else EXIT_OK
+
+
+def _print_unreadable(report) -> None:
+    """The files on disk a build would skip without reading them (symlinks out of the content
+    folder, FIFOs, files too large, undecodable names, unreadable files), with the reasons."""
+    for change in report.collections:
+        for item in change.skipped[:10]:
+            print(f"  [{change.collection}] skipped {item.path}: {item.reason}")
+        if len(change.skipped) > 10:
+            print(f"  [{change.collection}] ... and {len(change.skipped) - 10} more skipped")
 
 
 # --- status ----------------------------------------------------------------------------------

@@ -961,6 +961,10 @@ def invalid_collection_reason(name: str) -> str | None:
         return f"folder name contains {shown}, which Dagster forbids in partition keys; rename the folder"
     if not name.strip():
         return "folder name is blank"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "folder name is not valid UTF-8; rename the folder"
     return None
 
 
@@ -983,11 +987,17 @@ class CollectionDiscovery:
 def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
     """The top-level folders of the content dir that form collections.
 
-    Hidden folders and folders that are (or hold) configured vaults are left out.
-    When the config lists collections explicitly, only those are used; a listed
-    collection whose folder is missing is reported, not fatal, so that the other
-    collections still build.
+    Hidden folders and folders that are (or hold) configured vaults are left out, and so
+    is a folder that is a symlink out of the content folder (or into a vault; see
+    :mod:`rag_assets.boundaries`). When the config lists collections explicitly, only
+    those are used; a listed collection whose folder is missing is reported, not fatal,
+    so that the other collections still build, but a listed name that is a path or a
+    folder discovery excludes is excluded with its reason.
     """
+    # Imported here: boundaries builds on this module's config types.
+    from rag_assets.boundaries import collection_name_problem
+    from rag_assets.walker import readable_name
+
     excluded: list[tuple[str, str]] = []
     found: list[str] = []
     loose: list[str] = []
@@ -995,16 +1005,16 @@ def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
         for entry in sorted(cfg.content_dir.iterdir(), key=lambda p: p.name):
             if not entry.is_dir():
                 if entry.is_file() and not entry.name.startswith("."):
-                    loose.append(entry.name)
+                    loose.append(readable_name(entry.name))
                 continue
             if entry.name.startswith("."):
                 continue
             if entry.name == VAULTS_FOLDER or _is_vault_folder(entry, cfg.vaults):
                 excluded.append((entry.name, "note vault (indexed by the vault tiers, never public)"))
                 continue
-            reason = invalid_collection_reason(entry.name)
+            reason = invalid_collection_reason(entry.name) or collection_name_problem(cfg, entry.name)
             if reason:
-                excluded.append((entry.name, reason))
+                excluded.append((readable_name(entry.name), reason))
                 continue
             found.append(entry.name)
     if cfg.collections is None:
@@ -1012,10 +1022,12 @@ def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
     # A listed collection whose folder is missing stays a partition: its run reports the
     # missing folder in the UI instead of the collection silently vanishing.
     listed = []
+    refused = dict(excluded)
     for name in cfg.collections:
-        reason = invalid_collection_reason(name)
+        reason = invalid_collection_reason(name) or refused.get(name) or collection_name_problem(cfg, name)
         if reason:
-            excluded.append((name, reason))
+            if name not in refused:
+                excluded.append((name, reason))
         elif name not in listed:
             listed.append(name)
     missing = tuple(c for c in listed if c not in found)

@@ -16,9 +16,11 @@ import orjson
 from rag_assets import generations
 from rag_assets import manifest as manifest_io
 from rag_assets.atomic import atomic_write_bytes
+from rag_assets.boundaries import collection_policy
 from rag_assets.config import RagConfig, discover_collections
 from rag_assets.index_json import read_meta
 from rag_assets.integrity import Damage, published_damage, read_json_object
+from rag_assets.records import SkippedFile
 from rag_assets.sources import StatCache, overall_content_hash, snapshot_collection
 
 FRESH_HOURS = 12
@@ -34,6 +36,7 @@ class CollectionChange:
     changed: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # on disk now: relative path -> SHA-256
+    skipped: list[SkippedFile] = field(default_factory=list)  # on disk now, but not readable by the build
 
     def summary(self) -> str:
         if self.status == "new":
@@ -77,18 +80,23 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
         known_by_collection.setdefault(path.split("/", 1)[0], {})[path] = doc.get("contentHash")
     changes: list[CollectionChange] = []
     hashes: dict[str, str] = {}
+    policy = collection_policy(cfg)
     for name in discover_collections(cfg).collections:
-        snapshot = snapshot_collection(cfg.content_dir, name, stat_cache)
+        snapshot = snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy)
         hashes[name] = snapshot.content_hash
         before = previous.get(name)
         if before is None:
             changes.append(
-                CollectionChange(name, "new", snapshot.content_hash, added=sorted(snapshot.files), files=snapshot.files)
+                CollectionChange(
+                    name, "new", snapshot.content_hash, added=sorted(snapshot.files), files=snapshot.files,
+                    skipped=snapshot.skipped,
+                )
             )
             continue
         known = dict(known_by_collection.get(name, {}))
         known.update({path: None for path in before.get("skipped", {})})  # skipped: hash unknown
-        change = CollectionChange(name, "unchanged", snapshot.content_hash, files=snapshot.files)
+        change = CollectionChange(name, "unchanged", snapshot.content_hash, files=snapshot.files, skipped=snapshot.skipped)
+        still_skipped = {s.path for s in snapshot.skipped}
         if before.get("contentHash") == snapshot.content_hash and indexed.get(name, snapshot.content_hash) != snapshot.content_hash:
             # Published output is current, but the record the next publish would load is not
             # (a build was killed after indexing): re-index so stale text is never published.
@@ -97,7 +105,7 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
             change.status = "changed"
             change.added = sorted(p for p in snapshot.files if p not in known)
             change.changed = sorted(p for p, h in snapshot.files.items() if p in known and known[p] not in (h, None))
-            change.removed = sorted(p for p in known if p not in snapshot.files)
+            change.removed = sorted(p for p in known if p not in snapshot.files and p not in still_skipped)
         changes.append(change)
     for name in sorted(set(previous) - set(hashes)):
         changes.append(CollectionChange(name, "removed", None))

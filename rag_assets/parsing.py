@@ -1,9 +1,15 @@
 """Reading Markdown files into :class:`Document` records.
 
 Every way a file can be unusable (not Markdown, binary, not UTF-8, empty, broken
-frontmatter, a slug another file already took) becomes a :class:`SkippedFile`
-with a reason a site owner can act on, never an exception: one bad file must
-not stop a collection from building.
+frontmatter, a slug another file already took, and everything the walker refuses:
+symlinks out of the folder, FIFOs, files too large, undecodable names, unreadable
+files) becomes a :class:`SkippedFile` with a reason a site owner can act on, never
+an exception: one bad file must not stop a collection from building.
+
+The work per file is bounded: at most ``max_file_bytes`` are read, the frontmatter
+is at most :data:`MAX_FRONTMATTER_CHARS` long, and YAML aliases may not expand it to
+more than :data:`MAX_FRONTMATTER_VALUES` values (a few hundred bytes of nested
+aliases, the "billion laughs", would otherwise expand to billions).
 """
 
 from __future__ import annotations
@@ -17,9 +23,21 @@ from typing import Any, Mapping
 import yaml
 
 from rag_assets.records import Chunk, Document, ParsedCollection, SkippedFile
-from rag_assets.sources import iter_collection_files
+from rag_assets.sources import unreadable_reason
+from rag_assets.walker import (
+    DEFAULT_MAX_FILE_BYTES,
+    MARKDOWN_SUFFIXES,
+    FileRefused,
+    WalkPolicy,
+    default_policy,
+    list_folder,
+    read_bounded,
+)
 
-MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
+# Frontmatter is a handful of fields; these limits are far above any real page's.
+MAX_FRONTMATTER_CHARS = 100_000
+MAX_FRONTMATTER_VALUES = 10_000
+MAX_FRONTMATTER_DEPTH = 50
 _FRONTMATTER_CLOSERS = ("---", "...")
 _FIRST_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _MDX_ESM_LINE = re.compile(r"^(import|export)\s.*$", re.MULTILINE)
@@ -39,15 +57,18 @@ def parse_collection(
     reuse: Mapping[str, tuple[Document, list[Chunk]]] | None = None,
     *,
     root: Path | None = None,
+    policy: WalkPolicy | None = None,
 ) -> ParsedCollection:
     """Parse every file of one collection folder, keeping the failures with their reasons.
 
     Files found in ``reuse`` (unchanged since they were last chunked) are not read again:
     their previous Document and chunks are carried over. ``root`` is the folder when it is
     not ``content_dir/collection`` (a note vault anywhere on disk); paths are then still
-    ``<collection>/<path in the folder>``.
+    ``<collection>/<path in the folder>``. ``policy`` is the walk's (see
+    :mod:`rag_assets.boundaries`); it must be the one the content hash was computed with.
     """
     reuse = reuse or {}
+    policy = policy or default_policy(root or content_dir)
     cached_chunks: dict[str, list[Chunk]] = {}
     root = root or content_dir / collection
     if not root.is_dir():
@@ -58,15 +79,17 @@ def parse_collection(
             skipped=[SkippedFile(path=collection, reason="collection folder does not exist")],
         )
     documents: list[Document] = []
-    skipped: list[SkippedFile] = []
+    listing = list_folder(root, policy, prefix=f"{collection}/")
+    skipped: list[SkippedFile] = list(listing.skipped)
     slug_owner: dict[str, str] = {}
-    for path in iter_collection_files(root):
-        rel = f"{collection}/{path.relative_to(root).as_posix()}"
+    for item in listing.files:
+        path = item.path
+        rel = f"{collection}/{item.rel}"
         if rel in reuse:
             result, chunks = reuse[rel]
             cached_chunks[rel] = chunks
         else:
-            result = parse_markdown_file(path, root=root, collection=collection)
+            result = parse_markdown_file(path, root=root, collection=collection, max_file_bytes=policy.max_file_bytes)
         if isinstance(result, SkippedFile):
             skipped.append(result)
             continue
@@ -83,23 +106,25 @@ def parse_collection(
     return ParsedCollection(collection, content_hash, documents, skipped, cached_chunks)
 
 
-def parse_markdown_file(path: Path, *, root: Path, collection: str) -> Document | SkippedFile:
+def parse_markdown_file(
+    path: Path, *, root: Path, collection: str, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+) -> Document | SkippedFile:
     """One file of the collection folder ``root`` as a Document, or a SkippedFile saying why
     it cannot be indexed."""
     rel = f"{collection}/{path.relative_to(root).as_posix()}"
     try:
-        return _parse(path, rel, collection, root)
+        return _parse(path, rel, collection, root, max_file_bytes)
     except UnusableFile as exc:
         return SkippedFile(path=rel, reason=str(exc))
-    except OSError as exc:
-        return SkippedFile(path=rel, reason=f"cannot read file: {exc.strerror or exc}")
+    except (OSError, FileRefused) as exc:
+        return SkippedFile(path=rel, reason=unreadable_reason(exc))
 
 
-def _parse(path: Path, rel: str, collection: str, root: Path) -> Document:
+def _parse(path: Path, rel: str, collection: str, root: Path, max_file_bytes: int) -> Document:
     if path.suffix.lower() not in MARKDOWN_SUFFIXES:
         kind = path.suffix.lower() or "no extension"
         raise UnusableFile(f"not a Markdown file ({kind}); only {', '.join(MARKDOWN_SUFFIXES)} are indexed")
-    raw = path.read_bytes()
+    raw, info = read_bounded(path, max_file_bytes)
     text = decode_markdown_bytes(raw)
     frontmatter, body = split_frontmatter(text)
     if path.suffix.lower() == ".mdx":
@@ -117,7 +142,7 @@ def _parse(path: Path, rel: str, collection: str, root: Path) -> Document:
         tags=normalise_tags(frontmatter.get("tags")),
         frontmatter=frontmatter,
         body=body,
-        updated_at=_updated_at(frontmatter, path),
+        updated_at=_updated_at(frontmatter, info.st_mtime),
         content_sha256=hashlib.sha256(raw).hexdigest(),
     )
 
@@ -148,6 +173,11 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     else:
         raise UnusableFile("frontmatter opened with '---' is never closed; add a closing '---' line")
     block = "\n".join(lines[1:end])
+    if len(block) > MAX_FRONTMATTER_CHARS:
+        raise UnusableFile(
+            f"frontmatter is {len(block):,} characters, more than {MAX_FRONTMATTER_CHARS:,}; "
+            "move long text into the body"
+        )
     try:
         data = yaml.load(block, Loader=_YAML_LOADER) if block.strip() else {}
     except yaml.YAMLError as exc:
@@ -159,20 +189,51 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
         data = {}
     if not isinstance(data, dict):
         raise UnusableFile(f"frontmatter must be a YAML mapping of fields, not a {type(data).__name__}")
-    return json_safe(data), "\n".join(lines[end + 1 :])
+    # An alias needs an anchor ('&name'); without one the budget error must not blame aliases.
+    budget = _ValueBudget(through_aliases="&" in block and "*" in block)
+    return json_safe(data, budget), "\n".join(lines[end + 1 :])
 
 
-def json_safe(value: Any) -> Any:
-    """Frontmatter values as JSON types: dates become ISO strings, keys strings."""
+def json_safe(value: Any, budget: "_ValueBudget | None" = None, depth: int = 0) -> Any:
+    """Frontmatter values as JSON types: dates become ISO strings, keys strings.
+
+    YAML aliases load as shared references, cheap in memory; copying them out here is
+    where they expand, so every value copied counts against a budget and the copy stops
+    (the file is skipped) before the expansion can exhaust memory.
+    """
+    budget = budget or _ValueBudget()
+    budget.spend()
+    if depth > MAX_FRONTMATTER_DEPTH:
+        # Also stops an alias that refers to itself (`a: &a [*a]`), which nests without end.
+        raise UnusableFile(f"frontmatter nests more than {MAX_FRONTMATTER_DEPTH} levels deep; flatten it")
     if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v, budget, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set)):
-        return [json_safe(v) for v in value]
+        return [json_safe(v, budget, depth + 1) for v in value]
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
+
+
+class _ValueBudget:
+    """How many more frontmatter values one file may expand to."""
+
+    def __init__(self, limit: int = MAX_FRONTMATTER_VALUES, *, through_aliases: bool = True) -> None:
+        self.limit = limit
+        self.left = limit
+        self.through_aliases = through_aliases
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left >= 0:
+            return
+        if self.through_aliases:
+            raise UnusableFile(
+                f"frontmatter expands to more than {self.limit:,} values through YAML aliases; remove the aliases"
+            )
+        raise UnusableFile(f"frontmatter holds more than {self.limit:,} values; move the data out of the frontmatter")
 
 
 def normalise_tags(raw: Any) -> list[str]:
@@ -222,10 +283,10 @@ def _title(frontmatter: dict[str, Any], body: str, slug: str) -> str:
     return slug.rsplit("/", 1)[-1].replace("-", " ").replace("_", " ").strip() or slug
 
 
-def _updated_at(frontmatter: dict[str, Any], path: Path) -> str:
+def _updated_at(frontmatter: dict[str, Any], mtime_seconds: float) -> str:
     for key in ("lastmod", "updated", "date"):
         value = frontmatter.get(key)
         if isinstance(value, str) and value.strip():
             return value.strip()
-    mtime = dt.datetime.fromtimestamp(path.stat().st_mtime, tz=dt.timezone.utc)
+    mtime = dt.datetime.fromtimestamp(mtime_seconds, tz=dt.timezone.utc)
     return mtime.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -291,6 +291,7 @@ class CollectionPlan:
 
 def plan_collection(cfg: RagConfig, collection: str, files: dict[str, str], embedder: Embedder) -> CollectionPlan:
     """Parse and chunk in memory, count chunk texts not in the embedding cache; writes nothing."""
+    from rag_assets.boundaries import collection_policy
     from rag_assets.parsing import parse_collection
 
     reuse = (
@@ -298,7 +299,7 @@ def plan_collection(cfg: RagConfig, collection: str, files: dict[str, str], embe
         if cfg.document_cache_path.is_file()
         else {}
     )
-    parsed = parse_collection(cfg.content_dir, collection, "", reuse)
+    parsed = parse_collection(cfg.content_dir, collection, "", reuse, policy=collection_policy(cfg))
     chunked = chunk_collection(parsed, cfg.chunking, cache=None)
     prepare = getattr(embedder, "prepare_document", lambda text: text)
     texts = [prepare(c.text) for c in chunked.chunks]

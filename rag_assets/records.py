@@ -83,6 +83,9 @@ class CollectionSnapshot:
     content_hash: str
     files: dict[str, str]  # relative path -> SHA-256 of the bytes
     total_bytes: int
+    # Entries the walker would not read (symlinks out of the folder, FIFOs, files too large,
+    # undecodable names, files that vanished): never hashed, only their reasons are.
+    skipped: list[SkippedFile] = field(default_factory=list)
 
 
 @dataclass

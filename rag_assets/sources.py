@@ -1,9 +1,11 @@
-"""Finding the files of a collection and hashing them.
+"""Hashing the files of a collection, with a cache of unchanged files' hashes.
 
-The content hash is SHA-256 over every file's relative path and bytes, in sorted
-order, so renaming, moving, editing, adding or removing a file changes it.
-Hidden files and folders (a leading dot: editor swap files, ``.DS_Store``,
-``.git``) are not content and are left out of both the hash and the index.
+The content hash is SHA-256 over every indexed file's relative path and bytes, in sorted
+order, so renaming, moving, editing, adding or removing a file changes it. The files are
+those :func:`rag_assets.walker.list_folder` lists (the same the parser reads): hidden
+files and folders are left out, and a skipped entry (a symlink out of the content folder,
+a FIFO, a file too large, an undecodable name) is never read; only its path and reason
+enter the hash, so a newly skipped file still triggers the build that reports it.
 """
 
 from __future__ import annotations
@@ -16,48 +18,27 @@ from typing import Iterator, Mapping
 import orjson
 
 from rag_assets.atomic import atomic_write_bytes
-from rag_assets.records import CollectionSnapshot
+from rag_assets.records import CollectionSnapshot, SkippedFile
+from rag_assets.walker import DEFAULT_MAX_FILE_BYTES, FileRefused, WalkPolicy, default_policy, iter_blocks, list_folder
 
-_READ_BLOCK = 1 << 20
 
-
-def iter_collection_files(root: Path) -> Iterator[Path]:
-    """Every non-hidden regular file under ``root``, in sorted relative-path order."""
-    for _, path, _ in iter_collection_entries(root):
+def iter_collection_files(root: Path, policy: WalkPolicy | None = None) -> Iterator[Path]:
+    """Every readable, non-hidden regular file under ``root``, in sorted relative-path order."""
+    for _, path, _ in iter_collection_entries(root, policy):
         yield path
 
 
-def iter_collection_entries(root: Path) -> list[tuple[str, Path, os.stat_result]]:
-    """(relative path, path, stat) of every non-hidden regular file, sorted by relative path.
-
-    ``os.scandir`` returns each entry's stat from the directory read, so walking 10,000
-    files costs one ``stat`` per file, which the change sensor's interval depends on.
-    """
-    found: list[tuple[str, Path, os.stat_result]] = []
-    pending = [(root, "")]
-    while pending:
-        folder, prefix = pending.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            rel = f"{prefix}{entry.name}"
-            if entry.is_dir(follow_symlinks=False):
-                pending.append((Path(entry.path), f"{rel}/"))
-            elif entry.is_file():
-                found.append((rel, Path(entry.path), entry.stat()))
-    found.sort(key=lambda item: item[0])
-    return found
+def iter_collection_entries(root: Path, policy: WalkPolicy | None = None) -> list[tuple[str, Path, os.stat_result]]:
+    """(relative path, path, stat) of every file :func:`list_folder` lets a build read."""
+    return [(f.rel, f.path, f.stat) for f in list_folder(root, policy).files]
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(_READ_BLOCK):
-            digest.update(block)
+    blocks = iter_blocks(path, max_bytes)
+    next(blocks)  # the stat
+    for block in blocks:
+        digest.update(block)  # type: ignore[arg-type]
     return digest.hexdigest()
 
 
@@ -65,11 +46,18 @@ def combine_hashes(entries: Mapping[str, str]) -> str:
     """One SHA-256 over ``name -> hash`` pairs, independent of insertion order."""
     digest = hashlib.sha256()
     for name in sorted(entries):
-        digest.update(name.encode("utf-8"))
+        # surrogateescape: a name that slipped through undecoded hashes as its raw bytes
+        # instead of failing the whole build.
+        digest.update(name.encode("utf-8", "surrogateescape"))
         digest.update(b"\0")
         digest.update(entries[name].encode("ascii"))
         digest.update(b"\n")
     return digest.hexdigest()
+
+
+def skip_marker(reason: str) -> str:
+    """What a skipped entry contributes to the content hash: its reason, not its bytes."""
+    return "skipped:" + hashlib.sha256(reason.encode("utf-8", "backslashreplace")).hexdigest()
 
 
 class StatCache:
@@ -89,17 +77,17 @@ class StatCache:
         if path is not None and path.is_file():
             try:
                 entries = orjson.loads(path.read_bytes())
-            except orjson.JSONDecodeError:
+            except (orjson.JSONDecodeError, OSError):
                 entries = {}
             # A damaged cache (or one of the wrong shape) only costs a rehash; never trust it.
             self._entries = entries if isinstance(entries, dict) else {}
 
-    def sha256(self, rel: str, path: Path, stat: os.stat_result) -> str:
+    def sha256(self, rel: str, path: Path, stat: os.stat_result, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
         key = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
         entry = self._entries.get(rel)
         if self._trust and isinstance(entry, list) and len(entry) == 5 and entry[:4] == key and isinstance(entry[4], str):
             return entry[4]
-        digest = sha256_file(path)
+        digest = sha256_file(path, max_bytes)
         self._entries[rel] = [*key, digest]
         self._dirty = True
         return digest
@@ -117,27 +105,56 @@ class StatCache:
 
 
 def snapshot_collection(
-    content_dir: Path, collection: str, stat_cache: StatCache | None = None, *, root: Path | None = None
+    content_dir: Path,
+    collection: str,
+    stat_cache: StatCache | None = None,
+    *,
+    root: Path | None = None,
+    policy: WalkPolicy | None = None,
 ) -> CollectionSnapshot:
     """Hash one collection folder (``root``, default ``content_dir/collection``); a missing
-    folder is an empty collection."""
+    folder is an empty collection. ``policy`` defaults to staying inside ``content_dir``
+    (or ``root`` when given) and out of its vaults folder."""
+    policy = policy or default_policy(root or content_dir)
     root = root or content_dir / collection
     cache = stat_cache or StatCache(None)
     files: dict[str, str] = {}
+    skipped: list[SkippedFile] = []
     total = 0
     if root.is_dir():
-        for rel_in_collection, path, stat in iter_collection_entries(root):
-            rel = f"{collection}/{rel_in_collection}"
-            files[rel] = cache.sha256(rel, path, stat)
-            total += stat.st_size
+        listing = list_folder(root, policy, prefix=f"{collection}/")
+        skipped.extend(listing.skipped)
+        for item in listing.files:
+            rel = f"{collection}/{item.rel}"
+            try:
+                files[rel] = cache.sha256(rel, item.path, item.stat, policy.max_file_bytes)
+            except (OSError, FileRefused) as exc:
+                # Vanished, unreadable or swapped for a FIFO since the listing: one bad file
+                # is one skipped file (the parser reports the same path), not a failed build.
+                skipped.append(SkippedFile(rel, unreadable_reason(exc)))
+                continue
+            total += item.stat.st_size
     cache.forget_missing(f"{collection}/", set(files))
+    markers = {s.path: skip_marker(s.reason) for s in skipped if s.path not in files}
     return CollectionSnapshot(
         collection=collection,
         root=str(root),
-        content_hash=combine_hashes(files),
+        content_hash=combine_hashes({**markers, **files}),
         files=files,
         total_bytes=total,
+        skipped=skipped,
     )
+
+
+def unreadable_reason(exc: BaseException) -> str:
+    """The skip reason for a file that could not be read."""
+    if isinstance(exc, FileRefused):
+        return str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return "file vanished while the build was reading the folder"
+    if isinstance(exc, OSError):
+        return f"cannot read file: {exc.strerror or exc}"
+    return f"cannot read file: {exc}"
 
 
 def overall_content_hash(collection_hashes: Mapping[str, str]) -> str:

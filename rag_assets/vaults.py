@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from rag_assets import store
+from rag_assets.boundaries import vault_policy
 from rag_assets.config import RagConfig, VaultConfig
 from rag_assets.embedders import Embedder
 from rag_assets.embedders.cache import EmbeddingCache
@@ -66,8 +67,10 @@ def vault_stat_cache(cfg: RagConfig, *, trust: bool = True) -> StatCache:
     return StatCache(cfg.data_dir / "stat-cache-vaults.json", trust=trust)
 
 
-def snapshot_vault(vault: VaultConfig, stat_cache: StatCache | None = None) -> CollectionSnapshot:
-    return snapshot_collection(vault.path.parent, vault.name, stat_cache, root=vault.path)
+def snapshot_vault(cfg: RagConfig, vault: VaultConfig, stat_cache: StatCache | None = None) -> CollectionSnapshot:
+    return snapshot_collection(
+        vault.path.parent, vault.name, stat_cache, root=vault.path, policy=vault_policy(cfg, vault)
+    )
 
 
 def source_hash(tier: str, content_hash: str, sanitizer_fingerprint: str | None) -> str:
@@ -104,9 +107,11 @@ def build_vault_tier(
             "vault (its rows stay in the stores until then)"
         )
     stat_cache = vault_stat_cache(cfg, trust=not full)
-    snapshot = snapshot_vault(vault, stat_cache)
+    snapshot = snapshot_vault(cfg, vault, stat_cache)
     stat_cache.save()
-    parsed = parse_collection(vault.path.parent, vault.name, snapshot.content_hash, root=vault.path)
+    parsed = parse_collection(
+        vault.path.parent, vault.name, snapshot.content_hash, root=vault.path, policy=vault_policy(cfg, vault)
+    )
     tally = SanitizeTally()
     if tier == "safe":
         assert sanitizer is not None
@@ -233,7 +238,7 @@ def detect_vault_changes(cfg: RagConfig) -> list[VaultChange]:
             if not vault.path.is_dir():
                 changes.append(VaultChange(vault.name, tier, "missing", None))
                 continue
-            current = source_hash(tier, snapshot_vault(vault, stat_cache).content_hash, sanitizer_fingerprint)
+            current = source_hash(tier, snapshot_vault(cfg, vault, stat_cache).content_hash, sanitizer_fingerprint)
             before = built[tier].get(vault.name)
             status = "new" if before is None else "unchanged" if before == current else "changed"
             changes.append(VaultChange(vault.name, tier, status, current))
@@ -252,10 +257,11 @@ def departed_vaults(cfg: RagConfig) -> dict[str, list[str]]:
     return out
 
 
-def markdown_files_on_disk(vault: VaultConfig) -> int:
+def markdown_files_on_disk(cfg: RagConfig, vault: VaultConfig) -> int:
     if not vault.path.is_dir():
         return 0
-    return sum(1 for rel, _, _ in iter_collection_entries(vault.path) if rel.lower().endswith(MARKDOWN_SUFFIXES))
+    entries = iter_collection_entries(vault.path, vault_policy(cfg, vault))
+    return sum(1 for rel, _, _ in entries if rel.lower().endswith(MARKDOWN_SUFFIXES))
 
 
 def tally_counts(tally: SanitizeTally) -> dict[str, int]:
@@ -294,7 +300,7 @@ def tiers_report(cfg: RagConfig, damaged: set[Path] | frozenset[Path] = frozense
                 v.name: {
                     "path": str(v.path),
                     "tier": v.tier,
-                    "markdownFiles": markdown_files_on_disk(v),
+                    "markdownFiles": markdown_files_on_disk(cfg, v),
                     "documents": card.per_vault.get(v.name, {}).get("documents", 0),
                     "chunks": card.per_vault.get(v.name, {}).get("chunks", 0),
                     "built": v.name not in card.vaults_not_built,

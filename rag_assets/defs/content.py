@@ -5,6 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from rag_assets.boundaries import collection_policy
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.resources import RagSettings
 from rag_assets.parsing import parse_collection
@@ -31,7 +32,7 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
         # A full rebuild (rag build --force, the nightly schedule) rehashes every file.
         full = context.run.tags.get(BUILD_TAG) == "full"
         stat_cache = StatCache(cfg.stat_cache_path, trust=not full)
-        snapshot = snapshot_collection(cfg.content_dir, collection, stat_cache)
+        snapshot = snapshot_collection(cfg.content_dir, collection, stat_cache, policy=collection_policy(cfg))
         stat_cache.save()
         if not Path(snapshot.root).is_dir():
             context.log.warning(f"[{collection}] folder {snapshot.root} does not exist; the collection is empty")
@@ -54,7 +55,10 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
         collection = context.partition_key
         cfg = rag.to_config()
         reuse = DocumentCache(cfg.document_cache_path, cfg.chunking).lookup(collection, content_hash.files)
-        parsed = parse_collection(cfg.content_dir, collection, content_hash.content_hash, reuse)
+        # The same walk policy as the hash above, so exactly the hashed files are parsed.
+        parsed = parse_collection(
+            cfg.content_dir, collection, content_hash.content_hash, reuse, policy=collection_policy(cfg)
+        )
         for item in parsed.skipped:
             context.log.warning(f"[{collection}] skipped {item.path}: {item.reason}")
         reused = len(parsed.cached_chunks)

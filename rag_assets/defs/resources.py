@@ -25,6 +25,14 @@ from rag_assets.privacy import select_private_embedder
 from rag_assets.sanitize import Sanitizer
 
 
+class VaultSpec(dg.Config):
+    """One note vault from rag.yaml."""
+
+    name: str = Field(description="Vault name: its partition key and the collection name in the stores.")
+    path: str = Field(description="Folder of Markdown notes.")
+    tier: str = Field(description="safe (sanitised, any embedder) or private (raw, local embedders only).")
+
+
 class RagSettings(dg.ConfigurableResource):
     """The whole validated configuration, exactly as ``rag`` loaded it (file, environment, flags).
 
@@ -127,14 +135,6 @@ class EmbedderResource(dg.ConfigurableResource):
     def select(self) -> Selection:
         """The embedder to use now, and why (``auto`` probes the services)."""
         return select_embedder(self.settings())
-
-
-class VaultSpec(dg.Config):
-    """One note vault from rag.yaml."""
-
-    name: str = Field(description="Vault name: its partition key and the collection name in the stores.")
-    path: str = Field(description="Folder of Markdown notes.")
-    tier: str = Field(description="safe (sanitised, any embedder) or private (raw, local embedders only).")
 
 
 class TiersResource(dg.ConfigurableResource):

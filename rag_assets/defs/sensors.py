@@ -4,6 +4,7 @@ import json
 
 import dagster as dg
 
+from rag_assets.boundaries import collection_policy
 from rag_assets.config import RagConfig, discover_collections
 from rag_assets.defs.jobs import (
     BUILD_TAG,
@@ -32,8 +33,9 @@ def initial_state(cfg: RagConfig) -> dict:
 def current_hashes(cfg: RagConfig) -> dict[str, str]:
     """Per-collection content hashes; the stat cache keeps this to one stat per unchanged file."""
     stat_cache = StatCache(cfg.stat_cache_path)
+    policy = collection_policy(cfg)
     hashes = {
-        name: snapshot_collection(cfg.content_dir, name, stat_cache).content_hash
+        name: snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy).content_hash
         for name in discover_collections(cfg).collections
     }
     stat_cache.save()
