@@ -106,7 +106,7 @@ def test_sample_content_builds_into_every_output(make_config):
     assert len(chunk["embedding"]) == 384
 
     meta = read_meta(cfg.meta_path)
-    assert cfg.meta_path.stat().st_size < 600
+    assert cfg.meta_path.stat().st_size < 1000  # header, per-collection counts, size, digests, generation
     assert meta["contentHash"] == index["contentHash"] and meta["sizeBytes"] == cfg.index_path.stat().st_size
 
     with sqlite3.connect(cfg.public_store_path) as conn:
