@@ -87,8 +87,8 @@ class PrivateEgress:
                 "private_tier.allowed_hosts"
             )
 
-    def approved_address(self, url: httpx.URL) -> str:
-        """The IP address to connect to for ``url``: its host approved, resolved once, and for
+    def approved_addresses(self, url: httpx.URL) -> list[str]:
+        """The IP addresses to connect to for ``url``: its host approved, resolved once, and for
         a loopback name every answer loopback (a tampered resolver or hosts file gets nothing)."""
         self.check_url(str(url))
         port = url.port or (443 if url.scheme == "https" else 80)
@@ -102,7 +102,7 @@ class PrivateEgress:
                 )
         if not addresses:
             raise httpx.ConnectError(f"{url.host} resolves to no address")
-        return addresses[0]
+        return addresses
 
     def client(self, *, timeout: float = 30.0, headers: Mapping[str, str] | None = None) -> httpx.Client:
         """An httpx client that can reach only approved hosts, directly, without redirects."""
@@ -116,7 +116,7 @@ class PrivateEgress:
 
 
 class PinnedTransport(httpx.BaseTransport):
-    """Sends each request to the address :meth:`PrivateEgress.approved_address` checked,
+    """Sends each request to an address :meth:`PrivateEgress.approved_addresses` checked,
     with no proxy, and refuses any redirect the answer asks for."""
 
     def __init__(self, egress: PrivateEgress) -> None:
@@ -124,8 +124,7 @@ class PinnedTransport(httpx.BaseTransport):
         self._direct = httpx.HTTPTransport(trust_env=False)  # no proxy argument: direct connections only
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        address = self._egress.approved_address(request.url)
-        response = self._direct.handle_request(pinned(request, address))
+        response = self._send_to_first_listening(request, self._egress.approved_addresses(request.url))
         if 300 <= response.status_code < 400:
             response.close()
             raise PrivacyError(
@@ -134,6 +133,17 @@ class PinnedTransport(httpx.BaseTransport):
                 "private text elsewhere; nothing was sent there"
             )
         return response
+
+    def _send_to_first_listening(self, request: httpx.Request, addresses: list[str]) -> httpx.Response:
+        # As a direct connection would: ``localhost`` may resolve to ::1 first while Ollama
+        # listens on 127.0.0.1 only. A refused connection has sent nothing, so trying the next
+        # checked address is safe.
+        for address in addresses[:-1]:
+            try:
+                return self._direct.handle_request(pinned(request, address))
+            except httpx.ConnectError:
+                continue
+        return self._direct.handle_request(pinned(request, addresses[-1]))
 
     def close(self) -> None:
         self._direct.close()

@@ -302,3 +302,22 @@ def test_a_listed_host_is_reached_at_the_address_that_was_checked():
             response = client.get(f"http://gpu-box.test:{ollama.port}/api/tags")
         assert response.status_code == 200
         assert ollama.requests[-1].headers.get("host") == f"gpu-box.test:{ollama.port}"
+
+
+def test_localhost_falls_back_to_its_next_loopback_address(monkeypatch):
+    """``localhost`` answering ::1 first must still reach an Ollama that listens on 127.0.0.1 only."""
+    from rag_assets.egress import PrivateEgress
+
+    real_getaddrinfo = socket.getaddrinfo
+
+    def ipv6_first(host, port, *args, **kwargs):
+        if host != "localhost":
+            return real_getaddrinfo(host, port, *args, **kwargs)
+        stream = socket.SOCK_STREAM
+        return [(socket.AF_INET6, stream, 6, "", ("::1", port, 0, 0)), (socket.AF_INET, stream, 6, "", ("127.0.0.1", port))]
+
+    with EmbeddingServer() as ollama, PrivateEgress(()).client() as client:
+        monkeypatch.setattr(socket, "getaddrinfo", ipv6_first)
+        response = client.get(f"http://localhost:{ollama.port}/api/tags")
+        assert response.status_code == 200
+        assert ollama.requests[-1].headers.get("host") == f"localhost:{ollama.port}"
