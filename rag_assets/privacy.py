@@ -6,20 +6,19 @@ Two gates, so that one mistake is not enough to leak a note:
   that is neither loopback nor listed in ``private_tier.allowed_hosts``) into a configuration
   error;
 - at run time, :func:`enforce_local_only` refuses any embedder it cannot prove local and
-  installs a guard on the HTTP sender that checks every request's URL before it is sent.
+  makes its HTTP sender use the Private tier's egress client (:mod:`rag_assets.egress`):
+  approved host only, checked per request, no proxy, no redirect.
 
-Host names are compared as written, never resolved: DNS could point a trusted-looking name
-anywhere, so only loopback literals (``localhost``, ``127.0.0.0/8``, ``::1``) and the listed
-hosts pass.
+Which hosts are approved, and how the client keeps to them, is :mod:`rag_assets.egress`'s
+concern; the names below are re-exported from there for the callers that import them here.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from typing import Iterable, Mapping
-from urllib.parse import urlsplit
 
+from rag_assets.egress import PrivacyError, PrivateEgress, endpoint_allowed, is_loopback_host, url_host
 from rag_assets.embedders.base import Embedder
 from rag_assets.embedders.hashing import HashingEmbedder
 from rag_assets.embedders.http import RemoteEmbedder
@@ -28,34 +27,10 @@ from rag_assets.embedders.selection import EmbedderSettings, Selection, canonica
 
 LOCAL_PROVIDERS = ("auto", "ollama", "local", "hashing")
 
-
-class PrivacyError(RuntimeError):
-    """Private text was about to leave the machine; nothing was sent."""
-
-
-def is_loopback_host(host: str) -> bool:
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def url_host(url: str) -> str:
-    return (urlsplit(url).hostname or "").lower()
-
-
-def endpoint_allowed(url: str, allowed_hosts: Iterable[str] = ()) -> bool:
-    """True when the URL's host is loopback or one the owner listed for private text."""
-    host = url_host(url)
-    if not host:
-        return False
-    allowed = {h.strip().lower().strip("[]") for h in allowed_hosts}
-    # A listed entry may carry a scheme or port ("http://gpu-box:11434"); compare hosts.
-    allowed |= {url_host(h) for h in allowed if "://" in h}
-    return is_loopback_host(host) or host in allowed
+__all__ = [
+    "LOCAL_PROVIDERS", "PrivacyError", "PrivateEgress", "endpoint_allowed", "enforce_local_only", "is_loopback_host",
+    "private_settings_problem", "select_private_embedder", "url_host",
+]
 
 
 def private_settings_problem(
@@ -79,8 +54,9 @@ def private_settings_problem(
 
 
 def enforce_local_only(embedder: Embedder, allowed_hosts: Iterable[str] = ()) -> Embedder:
-    """The embedder, proven local and guarded per request; PrivacyError otherwise."""
-    allowed = tuple(allowed_hosts)
+    """The embedder, proven local and sending only through the Private tier's egress client;
+    PrivacyError otherwise."""
+    egress = PrivateEgress(tuple(allowed_hosts))
     if isinstance(embedder, HashingEmbedder):
         return embedder
     if isinstance(embedder, RemoteEmbedder):
@@ -89,16 +65,8 @@ def enforce_local_only(embedder: Embedder, allowed_hosts: Iterable[str] = ()) ->
                 f"refusing to send private text to {embedder.provider} ({embedder.model}): the Private tier "
                 "embeds only locally"
             )
-
-        def guard(url: str) -> None:
-            if not endpoint_allowed(url, allowed):
-                raise PrivacyError(
-                    f"refusing to send private text to {url}: not a loopback address nor a host listed in "
-                    "private_tier.allowed_hosts"
-                )
-
-        embedder.restrict_endpoints(guard)
-        guard(embedder.endpoint)  # fail before the first batch, not inside it
+        embedder.restrict_egress(egress)
+        egress.check_url(embedder.endpoint)  # fail before the first batch, not inside it
         return embedder
     from rag_assets.embedders.local import LocalEmbedder
 
@@ -119,5 +87,5 @@ def select_private_embedder(
     problem = private_settings_problem(settings, allowed, env)
     if problem:
         raise PrivacyError(problem)
-    selection = select_embedder(settings, env, ollama_allowed=lambda host: endpoint_allowed(host, allowed))
+    selection = select_embedder(settings, env, private_egress=PrivateEgress(allowed))
     return Selection(enforce_local_only(selection.embedder, allowed), selection.provider, selection.reason)

@@ -628,15 +628,18 @@ def tier_embedder(cfg, tier: str, index: SearchIndex) -> Embedder:
     """The query embedder for a tier's store: the provider and model that built it. For the
     Private tier it must be local (a query about private notes is private text too)."""
     from rag_assets.embedders.selection import query_embedder
-    from rag_assets.privacy import enforce_local_only
+    from rag_assets.privacy import PrivateEgress, enforce_local_only
 
     data = index.loaded()
     if not data.model or not data.dimension:
         raise SearchError(f"the {tier} store at {index.path} holds no embeddings yet; run `rag build`")
     provider = data.provider or _provider_from_model(data.model)
-    settings = cfg.private_embedding if tier == "private" else cfg.embedding
-    embedder = query_embedder(provider, data.model, data.dimension, settings)
-    return enforce_local_only(embedder, cfg.private_hosts) if tier == "private" else embedder
+    if tier != "private":
+        return query_embedder(provider, data.model, data.dimension, cfg.embedding)
+    # Even the health probe before the first query goes through the private egress client.
+    egress = PrivateEgress(tuple(cfg.private_hosts))
+    embedder = query_embedder(provider, data.model, data.dimension, cfg.private_embedding, egress=egress)
+    return enforce_local_only(embedder, cfg.private_hosts)
 
 
 def _provider_from_model(model: str) -> str:

@@ -27,6 +27,7 @@ import httpx
 import numpy as np
 import orjson
 
+from rag_assets.egress import PrivateEgress
 from rag_assets.embedders.base import l2_normalise
 from rag_assets.embedders.errors import EmbeddingAuthError, EmbeddingBatchError
 
@@ -112,16 +113,28 @@ class HttpBatchSender:
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
     usage: Usage = field(default_factory=Usage)
-    # Called with each request's URL before it is sent; raises to stop it (the Private
-    # tier's local-only rule, see rag_assets.privacy).
-    url_guard: Callable[[str], None] | None = None
+    # The Private tier's egress rule (rag_assets.egress): when set, every request goes through
+    # its client (approved host only, no proxy, no redirect). None for the Public and Safe tiers.
+    egress: PrivateEgress | None = None
     _client: httpx.Client | None = None
 
     @property
     def client(self) -> httpx.Client:
         if self._client is None:
-            self._client = httpx.Client(timeout=self.policy.timeout, headers=self.headers)
+            self._client = self._new_client()
         return self._client
+
+    def _new_client(self) -> httpx.Client:
+        if self.egress is not None:
+            return self.egress.client(timeout=self.policy.timeout, headers=self.headers)
+        # Public and Safe text may travel through the environment's proxy (a corporate proxy
+        # is legitimate for it), so this client keeps httpx's default trust_env=True.
+        return httpx.Client(timeout=self.policy.timeout, headers=self.headers)
+
+    def restrict_to(self, egress: PrivateEgress) -> None:
+        """From now on send only as ``egress`` allows; a client made earlier is discarded."""
+        self.close()
+        self.egress = egress
 
     def close(self) -> None:
         if self._client is not None:
@@ -138,8 +151,8 @@ class HttpBatchSender:
         n_texts: int,
     ) -> np.ndarray:
         """Send, retry, parse; ``parse`` returns (vectors, tokens) or raises MalformedResponse."""
-        if self.url_guard is not None:
-            self.url_guard(url)
+        if self.egress is not None:
+            self.egress.check_url(url)  # refuse before the first attempt, not inside the retries
         last_problem = "no attempt made"
         for attempt in range(self.policy.max_retries + 1):
             if attempt:
@@ -258,9 +271,9 @@ class RemoteEmbedder:
     def endpoint(self) -> str:
         return self._endpoint()
 
-    def restrict_endpoints(self, guard: Callable[[str], None]) -> None:
-        """Check every request URL with ``guard`` before sending (it raises to refuse)."""
-        self._sender.url_guard = guard
+    def restrict_egress(self, egress: PrivateEgress) -> None:
+        """Send every request as ``egress`` allows (the Private tier's rule; it raises to refuse)."""
+        self._sender.restrict_to(egress)
 
     def _embed(self, texts: list[str], batch_label: str | None) -> np.ndarray:
         if not texts:

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 import httpx
 import numpy as np
 
+from rag_assets.egress import PrivateEgress, is_loopback_host, url_host
 from rag_assets.embedders.http import HttpBatchSender, MalformedResponse, RemoteEmbedder, RetryPolicy, validate_vectors
 
 DEFAULT_HOST = "http://localhost:11434"
@@ -47,10 +48,21 @@ class OllamaHealth:
         return any(model_matches(model, m) for m in self.models)
 
 
-def ollama_health(host: str, timeout: float = 2.0) -> OllamaHealth:
+def probe_client(host: str, timeout: float, egress: PrivateEgress | None = None) -> httpx.Client:
+    """The client for a health probe: the Private tier's when given (no proxy, approved hosts
+    only; a refused host raises PrivacyError rather than reading as "offline"). Otherwise
+    environment proxies apply to remote hosts only: a proxy cannot answer for this machine's
+    loopback, it would probe its own."""
+    if egress is not None:
+        return egress.client(timeout=timeout)
+    return httpx.Client(timeout=timeout, trust_env=not is_loopback_host(url_host(host)))
+
+
+def ollama_health(host: str, timeout: float = 2.0, egress: PrivateEgress | None = None) -> OllamaHealth:
     """``GET /api/tags``: is the service up, and which models are pulled."""
     try:
-        response = httpx.get(f"{host}/api/tags", timeout=timeout)
+        with probe_client(host, timeout, egress) as client:
+            response = client.get(f"{host}/api/tags")
         response.raise_for_status()
         models = [m.get("name") or m.get("model") for m in response.json().get("models", [])]
         return OllamaHealth(True, [m for m in models if m])
@@ -72,16 +84,17 @@ class OllamaEmbedder(RemoteEmbedder):
         batch_size: int = 50,
         policy: RetryPolicy = RetryPolicy(),
         prefixes: tuple[str, str] | None = None,
+        egress: PrivateEgress | None = None,
     ) -> None:
         self.host = ollama_host(host)
-        sender = HttpBatchSender(provider=f"ollama ({self.host})", policy=policy)
+        sender = HttpBatchSender(provider=f"ollama ({self.host})", policy=policy, egress=egress)
         super().__init__(model=model, dimension=dimension, batch_size=batch_size, sender=sender)
         if prefixes is None:
             prefixes = NOMIC_PREFIXES if model.split(":")[0].endswith("nomic-embed-text") else ("", "")
         self._document_prefix, self._query_prefix = prefixes
 
     def health(self, timeout: float = 2.0) -> OllamaHealth:
-        return ollama_health(self.host, timeout)
+        return ollama_health(self.host, timeout, self._sender.egress)
 
     def _endpoint(self) -> str:
         return f"{self.host}/api/embed"

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Mapping
 
+from rag_assets.egress import PrivateEgress
 from rag_assets.embedders.base import Embedder
 from rag_assets.embedders.errors import ProviderUnavailable
 from rag_assets.embedders.hashing import MODEL_NAME as HASHING_MODEL
@@ -86,21 +87,22 @@ def select_embedder(
     settings: EmbedderSettings,
     environ: Mapping[str, str] | None = None,
     *,
-    ollama_allowed: Callable[[str], bool] | None = None,
+    private_egress: PrivateEgress | None = None,
 ) -> Selection:
     """The configured provider, or for ``auto`` the first available one, with the reason.
 
-    With ``ollama_allowed`` (the Private tier), ``auto`` never picks the remote API and
-    considers Ollama only at a host the predicate accepts.
+    With ``private_egress`` (the Private tier), ``auto`` never picks the remote API and
+    considers Ollama only at a host the egress rule approves; Ollama is probed and used
+    through that rule's client.
     """
     env = os.environ if environ is None else environ
     name = canonical_name(settings.name)
     if name == "auto":
-        return _auto(settings, env, ollama_allowed)
+        return _auto(settings, env, private_egress)
     if name == "openai":
         return Selection(_openai(settings, env), "openai", "configured: openai-compatible API")
     if name == "ollama":
-        return Selection(_ollama(settings, env), "ollama", "configured: ollama")
+        return Selection(_ollama(settings, env, private_egress), "ollama", "configured: ollama")
     if name == "local":
         return Selection(_local(settings), "local", "configured: local model")
     if name == "hashing":
@@ -109,11 +111,11 @@ def select_embedder(
 
 
 def _auto(
-    settings: EmbedderSettings, env: Mapping[str, str], ollama_allowed: Callable[[str], bool] | None = None
+    settings: EmbedderSettings, env: Mapping[str, str], egress: PrivateEgress | None = None
 ) -> Selection:
     skipped: list[str] = []
     key_env = settings.openai.api_key_env
-    local_only = ollama_allowed is not None
+    local_only = egress is not None
     if local_only:
         skipped.append("local only: no remote API")
     elif env.get(key_env):
@@ -121,12 +123,12 @@ def _auto(
     else:
         skipped.append(f"{key_env} not set")
     host = ollama_host(settings.ollama.host, env)
-    if ollama_allowed is not None and not ollama_allowed(host):
+    if egress is not None and not egress.allows(host):
         skipped.append(f"Ollama at {host} is not local")
     else:
-        health = ollama_health(host, timeout=1.0)
+        health = ollama_health(host, timeout=1.0, egress=egress)
         if health.online and health.has_model(settings.ollama.model):
-            return Selection(_ollama(settings, env), "ollama", f"auto: Ollama at {host} has {settings.ollama.model}")
+            return Selection(_ollama(settings, env, egress), "ollama", f"auto: Ollama at {host} has {settings.ollama.model}")
         skipped.append(
             f"Ollama at {host} lacks {settings.ollama.model}" if health.online else f"Ollama at {host} is not reachable"
         )
@@ -154,7 +156,7 @@ def _openai(settings: EmbedderSettings, env: Mapping[str, str]) -> OpenAICompati
     )
 
 
-def _ollama(settings: EmbedderSettings, env: Mapping[str, str]) -> OllamaEmbedder:
+def _ollama(settings: EmbedderSettings, env: Mapping[str, str], egress: PrivateEgress | None = None) -> OllamaEmbedder:
     o = settings.ollama
     return OllamaEmbedder(
         host=ollama_host(o.host, env),
@@ -162,6 +164,7 @@ def _ollama(settings: EmbedderSettings, env: Mapping[str, str]) -> OllamaEmbedde
         dimension=o.dimension,
         batch_size=settings.batch_size,
         policy=settings.policy,
+        egress=egress,
     )
 
 
@@ -172,8 +175,9 @@ def _local(settings: EmbedderSettings) -> Embedder:
 
 
 def query_embedder(provider: str, model: str, dimension: int, settings: EmbedderSettings,
-                   environ: Mapping[str, str] | None = None) -> Embedder:
-    """The embedder that built an index, for embedding queries; a clear error if unavailable."""
+                   environ: Mapping[str, str] | None = None, *, egress: PrivateEgress | None = None) -> Embedder:
+    """The embedder that built an index, for embedding queries; a clear error if unavailable.
+    With ``egress`` (a Private-tier store) Ollama is probed and used only through its client."""
     env = os.environ if environ is None else environ
     if provider == "hashing":
         return HashingEmbedder(dimension)
@@ -190,7 +194,7 @@ def query_embedder(provider: str, model: str, dimension: int, settings: Embedder
         )
     if provider == "ollama":
         host = ollama_host(settings.ollama.host, env)
-        health = ollama_health(host, timeout=2.0)
+        health = ollama_health(host, timeout=2.0, egress=egress)
         if not health.online:
             raise ProviderUnavailable(
                 f"the index was built with {model} on Ollama, but Ollama at {host} is not reachable "
@@ -198,7 +202,7 @@ def query_embedder(provider: str, model: str, dimension: int, settings: Embedder
             )
         if not health.has_model(model):
             raise ProviderUnavailable(f"Ollama at {host} does not have {model}; run: ollama pull {model}")
-        return OllamaEmbedder(host=host, model=model, dimension=dimension, policy=settings.policy)
+        return OllamaEmbedder(host=host, model=model, dimension=dimension, policy=settings.policy, egress=egress)
     if provider == "local":
         from rag_assets.embedders.local import LocalEmbedder, local_model_status
 
