@@ -13,7 +13,7 @@ the duplicates), then measures:
   in-process ``detect_changes(cfg, save_stat_cache=False)``, and a no-op ``rag build``
   subprocess;
 - the one-file update: one paragraph of one document edited, then ``rag build``
-  (incremental, the default) in-process through ``rag_assets.cli.main``; the chunks
+  (incremental, the default) in-process through ``rag_assets.serve.cli.main``; the chunks
   embedded (run metadata and a counting wrapper around the embedder), the chunks of the
   edited document and those holding the changed words; the same update as a fresh
   ``rag build`` process; and where the time goes, per Dagster run and step (from the
@@ -53,16 +53,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
-from rag_assets import cli  # noqa: E402
-from rag_assets import manifest as manifest_io  # noqa: E402
-from rag_assets.chunking import chunk_document  # noqa: E402
+from rag_assets.serve import cli  # noqa: E402
+from rag_assets.index import manifest as manifest_io  # noqa: E402
+from rag_assets.ingest.chunking import chunk_document  # noqa: E402
 from rag_assets.config import RagConfig, load_config  # noqa: E402
 from rag_assets.defs import runner  # noqa: E402
-from rag_assets.embedders import EmbedderSettings, select_embedder  # noqa: E402
-from rag_assets.freshness import detect_changes  # noqa: E402
-from rag_assets.parsing import parse_markdown_file  # noqa: E402
+from rag_assets.embed import EmbedderSettings, select_embedder  # noqa: E402
+from rag_assets.index.freshness import detect_changes  # noqa: E402
+from rag_assets.ingest.parsing import parse_markdown_file  # noqa: E402
 from rag_assets.records import Chunk  # noqa: E402
-from rag_assets.sources import iter_collection_files  # noqa: E402
+from rag_assets.ingest.sources import iter_collection_files  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 PYTHON = sys.executable
@@ -557,16 +557,16 @@ def main() -> None:
         publish_run = next(r for r in full_runs if r.job == runner.PUBLISH_JOB)
 
         # No-op: nothing changed since the full build.
-        check_cmd = [PYTHON, "-m", "rag_assets.cli", "check", "--config", str(config_path)]
-        build_cmd = [PYTHON, "-m", "rag_assets.cli", "build", "--config", str(config_path)]
+        check_cmd = [PYTHON, "-m", "rag_assets.serve.cli", "check", "--config", str(config_path)]
+        build_cmd = [PYTHON, "-m", "rag_assets.serve.cli", "build", "--config", str(config_path)]
         # Interleaved, so that load from other processes on the machine hits all four alike.
         startup, startup_dagster, checks, noop_builds, inproc = [], [], [], [], []
         check_out = noop_out = ""
         for _ in range(args.repeat):
-            startup.append(timed_subprocess([PYTHON, "-c", "import rag_assets.cli"], work)[0])
+            startup.append(timed_subprocess([PYTHON, "-c", "import rag_assets.serve.cli"], work)[0])
             # `rag build` imports the Dagster layer (rag_assets.defs.runner) before it looks for changes.
             startup_dagster.append(
-                timed_subprocess([PYTHON, "-c", "import rag_assets.cli, rag_assets.defs.runner"], work)[0]
+                timed_subprocess([PYTHON, "-c", "import rag_assets.serve.cli, rag_assets.defs.runner"], work)[0]
             )
             wall, check_out = timed_subprocess(check_cmd, work)
             checks.append(wall)

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from rag_assets.config import load_config  # noqa: E402
 from rag_assets.defs.runner import run_build  # noqa: E402
-from rag_assets.embedders import create_embedder  # noqa: E402
+from rag_assets.embed import create_embedder  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 

@@ -19,7 +19,7 @@ document over 5 collections, with tags and a frontmatter ``status``. The mix is
 calibrated so a query matches about as many chunks as it does real 200-word windows of
 the corpus (printed: a typical query's words occur in about half of all chunks, which
 is what makes BM25 expensive). Written once with
-``rag_assets.store.replace_contents`` and cached under --cache-dir by size.
+``rag_assets.index.store.replace_contents`` and cached under --cache-dir by size.
 
 Queries: 200 of 2-6 content words drawn from the same distribution (half with a question
 stem like "how do I", whose stop words the search drops), each with a fixed random unit
@@ -27,7 +27,7 @@ vector returned by a stub embedder (its ``model`` is the store's), so every figu
 search time only; the hashing embedder's own per-query time is reported apart.
 
 Everything is warm (one warm-up pass first), single-threaded for the direct figures,
-median-based, one run. The server figures come from `rag_assets.server.create_app` run
+median-based, one run. The server figures come from `rag_assets.serve.http.create_app` run
 by uvicorn in a child process (log level warning, so no access log; one BLAS thread, as
 `rag serve` sets), queried over HTTP with httpx by 1 and by 4 client threads (200
 requests each way), after a warm-up long enough for its BM25 postings to be loaded from
@@ -61,11 +61,11 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from rag_assets import store  # noqa: E402
-from rag_assets.bm25 import MemoryBm25, store_key  # noqa: E402
+from rag_assets.index import store  # noqa: E402
+from rag_assets.search.bm25 import MemoryBm25, store_key  # noqa: E402
 from rag_assets.config import RagConfig  # noqa: E402
 from rag_assets.records import Chunk, Document, EmbeddedCollection  # noqa: E402
-from rag_assets.search import STOP_WORDS, SearchIndex, SearchParams  # noqa: E402
+from rag_assets.search.retrieval import STOP_WORDS, SearchIndex, SearchParams  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 DIMENSION = 384
@@ -238,7 +238,7 @@ def floor_topk(matrix: np.ndarray, q: np.ndarray, k: int = 10) -> np.ndarray:
 
 def component_times(index: SearchIndex, embedder, queries: list[str], params: SearchParams) -> dict[str, float]:
     """Median ms of each step of a hybrid search, by calling SearchIndex's steps one by one."""
-    from rag_assets.search import fuse
+    from rag_assets.search.retrieval import fuse
 
     steps: dict[str, list[float]] = {k: [] for k in ("loaded()", "vector ranks", "bm25 ranks", "fuse+sort", "hits (SQL)")}
     for q in queries:
@@ -262,7 +262,7 @@ def component_times(index: SearchIndex, embedder, queries: list[str], params: Se
 
 def bm25_detail(index: SearchIndex, queries: list[str]) -> dict[str, float]:
     """How many rows FTS5 ranks per query (it scores every match before the LIMIT)."""
-    from rag_assets.search import fts_match_query
+    from rag_assets.search.retrieval import fts_match_query
 
     conn = index._connection()
     matches = []
@@ -279,7 +279,7 @@ def serve_child(store_dir: str, port: int, queries_file: str) -> None:
     """Run in the child process: the real app, with the stub embedder for the bench model."""
     import uvicorn
 
-    from rag_assets.server import create_app, limit_blas_threads
+    from rag_assets.serve.http import create_app, limit_blas_threads
 
     if "OPENBLAS_NUM_THREADS" not in os.environ:
         limit_blas_threads(1)  # as `rag serve` does
@@ -454,7 +454,7 @@ def run_size(n: int, args, corpus, queries: list[str]) -> None:
     lat = timed(lambda q: logged.search(q, stub, base), few)
     rows["hybrid, log_searches=True, memory"] = {"p50": statistics.median(lat), "p95": pct(lat, 95), "n": len(lat)}
     logged.close()
-    from rag_assets.server import _ServedIndex
+    from rag_assets.serve.http import _ServedIndex
 
     served = _ServedIndex(path, cfg.collection_weights, log_searches=False, lexical="auto")  # as `rag serve`
     served_data = served.loaded()
@@ -554,7 +554,7 @@ def main() -> None:
     print(f"a query's content words occur in a median {args.real_share:.0%} of the corpus's {len(windows):,} real "
           "200-word windows (unstemmed)")
 
-    from rag_assets.embedders.hashing import HashingEmbedder
+    from rag_assets.embed.hashing import HashingEmbedder
 
     hashing = HashingEmbedder(DIMENSION)
     cold = timed(hashing.embed_query, queries)

@@ -32,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO_ROOT))
 
-from rag_assets.secrets import SecretDetector, SecretFinding, masked_preview  # noqa: E402
+from rag_assets.privacy.secrets import SecretDetector, SecretFinding, masked_preview  # noqa: E402
 
 CORPORA = REPO_ROOT.parent / "shared" / "corpora"
 

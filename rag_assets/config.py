@@ -37,9 +37,9 @@ from pydantic import (
     field_validator,
 )
 
-from rag_assets.chunking import ChunkingParams
-from rag_assets.embedders.selection import EmbedderSettings, OllamaSettings, OpenAISettings
-from rag_assets.privacy import private_settings_problem
+from rag_assets.ingest.chunking import ChunkingParams
+from rag_assets.embed.selection import EmbedderSettings, OllamaSettings, OpenAISettings
+from rag_assets.privacy.local_only import private_settings_problem
 
 CONFIG_FILE_NAME = "rag.yaml"
 DEFAULT_COLLECTION_WEIGHTS: dict[str, float] = {
@@ -989,14 +989,14 @@ def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
 
     Hidden folders and folders that are (or hold) configured vaults are left out, and so
     is a folder that is a symlink out of the content folder (or into a vault; see
-    :mod:`rag_assets.boundaries`). When the config lists collections explicitly, only
+    :mod:`rag_assets.ingest.boundaries`). When the config lists collections explicitly, only
     those are used; a listed collection whose folder is missing is reported, not fatal,
     so that the other collections still build, but a listed name that is a path or a
     folder discovery excludes is excluded with its reason.
     """
     # Imported here: boundaries builds on this module's config types.
-    from rag_assets.boundaries import collection_name_problem
-    from rag_assets.walker import readable_name
+    from rag_assets.ingest.boundaries import collection_name_problem
+    from rag_assets.ingest.walker import readable_name
 
     excluded: list[tuple[str, str]] = []
     found: list[str] = []

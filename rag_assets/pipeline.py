@@ -13,15 +13,15 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
-from rag_assets import generations, index_json, manifest, store
-from rag_assets.chunking import ChunkingParams, chunk_document
+from rag_assets.index import generations, index_json, manifest, store
+from rag_assets.ingest.chunking import ChunkingParams, chunk_document
 from rag_assets.config import RagConfig
-from rag_assets.embedders import Embedder, EmbeddingBatchError
-from rag_assets.embedders.cache import EmbeddingCache
-from rag_assets.embedders.http import RemoteEmbedder, Usage
-from rag_assets.doc_cache import DocumentCache
+from rag_assets.embed import Embedder, EmbeddingBatchError
+from rag_assets.embed.cache import EmbeddingCache
+from rag_assets.embed.http import RemoteEmbedder, Usage
+from rag_assets.ingest.doc_cache import DocumentCache
 from rag_assets.records import Chunk, ChunkedCollection, Document, EmbeddedCollection, ParsedCollection
-from rag_assets.sources import overall_content_hash
+from rag_assets.ingest.sources import overall_content_hash
 
 Log = Callable[[str], None]
 
@@ -214,7 +214,7 @@ def publish_all(
     collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str, full_build: bool = True
 ) -> Published:
     """Write the JSON index, its sidecar, the SQLite store and the manifest as one generation
-    and make it current in one atomic swap (see :mod:`rag_assets.generations`).
+    and make it current in one atomic swap (see :mod:`rag_assets.index.generations`).
 
     A kill at any instant leaves readers with every output of one build: the previous
     generation until the swap, the new one after it. A generation left unfinished by a
@@ -291,8 +291,8 @@ class CollectionPlan:
 
 def plan_collection(cfg: RagConfig, collection: str, files: dict[str, str], embedder: Embedder) -> CollectionPlan:
     """Parse and chunk in memory, count chunk texts not in the embedding cache; writes nothing."""
-    from rag_assets.boundaries import collection_policy
-    from rag_assets.parsing import parse_collection
+    from rag_assets.ingest.boundaries import collection_policy
+    from rag_assets.ingest.parsing import parse_collection
 
     reuse = (
         DocumentCache(cfg.document_cache_path, cfg.chunking).lookup(collection, files)

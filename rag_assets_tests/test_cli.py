@@ -10,7 +10,7 @@ import sys
 
 import dagster as dg
 
-from rag_assets.cli import main
+from rag_assets.serve.cli import main
 
 from .conftest import PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT
 
@@ -68,7 +68,7 @@ def test_user_errors_exit_2_with_a_message_and_no_traceback(capsys, write_tree, 
 
 
 def test_help_explains_the_commands():
-    proc = subprocess.run([sys.executable, "-m", "rag_assets.cli", "build", "--help"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "rag_assets.serve.cli", "build", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0
     for flag in ("--collection", "--embedder", "--config", "--content-dir", "--output-dir"):
         assert flag in proc.stdout
@@ -81,7 +81,7 @@ def test_cli_runs_are_kept_in_the_project_dagster_home(tmp_path, write_tree):
     shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
     content = write_tree({"posts/a.md": PROXMOX_POST, "docs/b.md": "# B\n\ntext"})
     env = {**os.environ, "DAGSTER_HOME": str(home)}
-    cmd = [sys.executable, "-m", "rag_assets.cli", "build", "--content-dir", str(content), "--output-dir", str(tmp_path / "o")]
+    cmd = [sys.executable, "-m", "rag_assets.serve.cli", "build", "--content-dir", str(content), "--output-dir", str(tmp_path / "o")]
     for extra in ([], ["--force"]):
         proc = subprocess.run(cmd + extra, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr

@@ -11,7 +11,7 @@ from typing import get_args
 import pytest
 import yaml
 
-from rag_assets.chunking import ChunkingParams
+from rag_assets.ingest.chunking import ChunkingParams
 from rag_assets.config import (
     ChunkingSection,
     ConfigError,
@@ -27,7 +27,7 @@ from rag_assets.config import (
     mask_secrets,
 )
 from rag_assets.defs.resources import RagSettings  # module level: Dagster resolves the probe asset's hints here
-from rag_assets.embedders.selection import ALIASES, PROVIDERS, EmbedderSettings
+from rag_assets.embed.selection import ALIASES, PROVIDERS, EmbedderSettings
 
 
 def write_config(tmp_path: Path, text: str) -> Path:
@@ -315,7 +315,7 @@ def run_rag(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproc
     environ["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     environ.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "rag_assets.cli", *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "rag_assets.serve.cli", *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=300
     )
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.chunking import ChunkingParams, chunk_document, plan_chunks, render_span
-from rag_assets.context import (
+from rag_assets.ingest.chunking import ChunkingParams, chunk_document, plan_chunks, render_span
+from rag_assets.search.context import (
     EstimateTokenCounter,
     PackedContext,
     TokenCounter,
@@ -25,7 +25,7 @@ from rag_assets.context import (
     wordpiece_token_counter,
 )
 from rag_assets.records import Chunk, Document
-from rag_assets.search import Hit
+from rag_assets.search.retrieval import Hit
 
 CONTENT = Path(__file__).resolve().parents[1] / "content"
 
@@ -296,7 +296,7 @@ def test_consecutive_real_chunks_merge_into_the_body_region(make) -> None:
 
 
 def test_every_consecutive_pair_of_the_sample_content_merges_exactly() -> None:
-    from rag_assets.parsing import parse_markdown_file
+    from rag_assets.ingest.parsing import parse_markdown_file
 
     pairs = 0
     for collection in sorted(p for p in CONTENT.iterdir() if p.is_dir()):
@@ -491,7 +491,7 @@ def test_additive_shortcut_gives_the_exact_result(wordpiece: TokenCounter) -> No
 
 def test_estimate_error_against_the_real_tokenizer(wordpiece: TokenCounter) -> None:
     """The docstring's claim: on the sample content the estimate is within a few percent overall."""
-    from rag_assets.parsing import parse_markdown_file
+    from rag_assets.ingest.parsing import parse_markdown_file
 
     texts = []
     for collection in sorted(p for p in CONTENT.iterdir() if p.is_dir()):

@@ -15,8 +15,8 @@ from rag_assets.config import discover_collections
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
 from rag_assets.definitions import build_definitions
 from rag_assets.defs.partitions import sync_partitions
-from rag_assets.index_json import read_index, read_meta
-from rag_assets.manifest import read_manifest
+from rag_assets.index.index_json import read_index, read_meta
+from rag_assets.index.manifest import read_manifest
 
 from .conftest import CORPORA, PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT
 

@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from rag_assets.embedders.ollama import OllamaEmbedder, ollama_health
-from rag_assets.privacy import PrivacyError, enforce_local_only
+from rag_assets.embed.ollama import OllamaEmbedder, ollama_health
+from rag_assets.privacy.local_only import PrivacyError, enforce_local_only
 
 from .embedding_server import EmbeddingServer
 
@@ -199,7 +199,7 @@ private_tier:
 
 def rag(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The real ``rag`` command in a fresh process, so its environment is exactly ``env``."""
-    command = [sys.executable, "-m", "rag_assets.cli", *args]
+    command = [sys.executable, "-m", "rag_assets.serve.cli", *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -260,7 +260,7 @@ def test_a_local_endpoint_that_redirects_gets_a_refusal_not_the_text(recording_p
 
 
 def test_the_private_client_refuses_a_host_that_was_not_approved():
-    from rag_assets.egress import PrivateEgress
+    from rag_assets.privacy.egress import PrivateEgress
 
     with RecordingServer() as elsewhere, PrivateEgress(()).client() as client:
         # Approved hosts are loopback or listed: a public name is refused before any DNS or connection.
@@ -273,7 +273,7 @@ def test_the_private_client_refuses_a_host_that_was_not_approved():
 
 def test_localhost_must_resolve_to_loopback(monkeypatch):
     """A tampered resolver (or /etc/hosts) that points ``localhost`` elsewhere gets no text."""
-    from rag_assets.egress import PrivateEgress
+    from rag_assets.privacy.egress import PrivateEgress
 
     with RecordingServer() as elsewhere:
         real_getaddrinfo = socket.getaddrinfo
@@ -289,7 +289,7 @@ def test_localhost_must_resolve_to_loopback(monkeypatch):
 
 def test_a_listed_host_is_reached_at_the_address_that_was_checked():
     """An allowed_hosts name is connected to at the address resolved when it was checked."""
-    from rag_assets.egress import PrivateEgress
+    from rag_assets.privacy.egress import PrivateEgress
 
     with EmbeddingServer() as ollama, PrivateEgress(("gpu-box.test",)).client() as client:
         original = socket.getaddrinfo
@@ -306,7 +306,7 @@ def test_a_listed_host_is_reached_at_the_address_that_was_checked():
 
 def test_localhost_falls_back_to_its_next_loopback_address(monkeypatch):
     """``localhost`` answering ::1 first must still reach an Ollama that listens on 127.0.0.1 only."""
-    from rag_assets.egress import PrivateEgress
+    from rag_assets.privacy.egress import PrivateEgress
 
     real_getaddrinfo = socket.getaddrinfo
 

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from rag_assets.embedders import Embedder, HashingEmbedder, UnknownEmbedderError, create_embedder
+from rag_assets.embed import Embedder, HashingEmbedder, UnknownEmbedderError, create_embedder
 
 
 def test_implements_the_embedder_interface():
@@ -25,7 +25,7 @@ def test_vectors_are_unit_length_float32_and_shaped():
 
 
 def test_deterministic_across_processes():
-    code = "from rag_assets.embedders import HashingEmbedder as H; print(H().embed_query('vlan on proxmox')[:5].tolist())"
+    code = "from rag_assets.embed import HashingEmbedder as H; print(H().embed_query('vlan on proxmox')[:5].tolist())"
     outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout for _ in range(2)}
     assert len(outputs) == 1
     assert outputs.pop().strip() == str(HashingEmbedder().embed_query("vlan on proxmox")[:5].tolist())

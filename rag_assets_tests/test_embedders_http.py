@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from rag_assets.embedders import EmbeddingAuthError, EmbeddingBatchError
-from rag_assets.embedders.http import RetryPolicy, retry_after_seconds
-from rag_assets.embedders.ollama import OllamaEmbedder, ollama_health
-from rag_assets.embedders.openai_compat import OpenAICompatibleEmbedder
+from rag_assets.embed import EmbeddingAuthError, EmbeddingBatchError
+from rag_assets.embed.http import RetryPolicy, retry_after_seconds
+from rag_assets.embed.ollama import OllamaEmbedder, ollama_health
+from rag_assets.embed.openai_compat import OpenAICompatibleEmbedder
 
 FAST = RetryPolicy(max_retries=3, base_backoff=0.01, max_backoff=0.05, retry_after_cap=5.0, timeout=2.0)
 

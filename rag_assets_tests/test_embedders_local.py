@@ -17,8 +17,8 @@ import pytest
 
 pytest.importorskip("sentence_transformers", reason="the local extra is not installed (pip install '.[local]')")
 
-from rag_assets.embedders.base import Embedder  # noqa: E402
-from rag_assets.embedders.local import (  # noqa: E402
+from rag_assets.embed.base import Embedder  # noqa: E402
+from rag_assets.embed.local import (  # noqa: E402
     MODEL_NAME,
     LocalEmbedder,
     LocalModelUnavailable,
@@ -184,7 +184,7 @@ def test_status_is_false_when_the_shipped_model_is_missing(monkeypatch: pytest.M
 def test_status_and_metadata_do_not_import_torch() -> None:
     code = (
         "import sys\n"
-        "from rag_assets.embedders.local import LocalEmbedder, local_model_status\n"
+        "from rag_assets.embed.local import LocalEmbedder, local_model_status\n"
         "ok, reason = local_model_status()\n"
         "emb = LocalEmbedder()\n"
         "assert ok and emb.model and emb.dimension == 384\n"
@@ -213,7 +213,7 @@ def test_loads_and_embeds_without_any_network_attempt() -> None:
         "    if event in ('socket.connect', 'socket.getaddrinfo', 'socket.gethostbyname'):\n"
         "        attempts.append([event, repr(args)[:200]])\n"
         "sys.addaudithook(hook)\n"
-        "from rag_assets.embedders.local import LocalEmbedder\n"
+        "from rag_assets.embed.local import LocalEmbedder\n"
         "vectors = LocalEmbedder().embed_documents(['configuring VLANs on a Proxmox bridge', 'sourdough'])\n"
         "print(json.dumps({'shape': list(vectors.shape), 'attempts': attempts,\n"
         "    'offline': [os.environ.get('HF_HUB_OFFLINE'), os.environ.get('TRANSFORMERS_OFFLINE')]}))\n"

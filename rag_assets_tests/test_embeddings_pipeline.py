@@ -8,12 +8,12 @@ import sqlite3
 import dagster as dg
 import pytest
 
-from rag_assets.cli import main
+from rag_assets.serve.cli import main
 from rag_assets.defs.runner import run_build
-from rag_assets.embedders import EmbedderSettings, OllamaSettings, select_embedder
-from rag_assets.embedders.local import local_model_status
-from rag_assets.index_json import read_index, read_meta
-from rag_assets.manifest import read_manifest
+from rag_assets.embed import EmbedderSettings, OllamaSettings, select_embedder
+from rag_assets.embed.local import local_model_status
+from rag_assets.index.index_json import read_index, read_meta
+from rag_assets.index.manifest import read_manifest
 
 from .conftest import PROXMOX_POST, SAMPLE_CONTENT
 
@@ -163,7 +163,7 @@ def test_local_model_builds_the_index_through_dagster(make_config, write_tree):
 
 
 def test_queries_use_the_provider_that_built_the_index_or_say_why_not(embedding_server):
-    from rag_assets.embedders import ProviderUnavailable, query_embedder
+    from rag_assets.embed import ProviderUnavailable, query_embedder
 
     settings = EmbedderSettings(ollama=OllamaSettings(host=embedding_server.url))
     embedder = query_embedder("ollama", "nomic-embed-text", 768, settings, {})

@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_assets import store
+from rag_assets.index import store
 from rag_assets.defs.evaluation import (
     DATASET_ENV,
     EVAL_ASSETS,
@@ -23,7 +23,7 @@ from rag_assets.defs.evaluation import (
     retrieval_eval,
 )
 from rag_assets.defs.resources import EmbedderResource, RagSettings
-from rag_assets.evaluation import (
+from rag_assets.evaluation.beir import (
     EVAL_MODES,
     METRICS,
     EvaluationError,
@@ -38,7 +38,7 @@ from rag_assets.evaluation import (
     slugs_for,
     CorpusDoc,
 )
-from rag_assets.search import SearchParams
+from rag_assets.search.retrieval import SearchParams
 
 # ---------------------------------------------------------------------------- metrics
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets import parsing
-from rag_assets.cli import main
+from rag_assets.ingest import parsing
+from rag_assets.serve.cli import main
 from rag_assets.config import discover_collections, load_config
-from rag_assets.parsing import parse_collection, parse_markdown_file
-from rag_assets.sources import combine_hashes, snapshot_collection
+from rag_assets.ingest.parsing import parse_collection, parse_markdown_file
+from rag_assets.ingest.sources import combine_hashes, snapshot_collection
 
 from .conftest import REPO_ROOT
 
@@ -105,7 +105,7 @@ def run_rag(args: list[str], cwd: Path, timeout: float = 300) -> Run:
     out, err = cwd / f"stdout-{time.monotonic_ns()}", cwd / f"stderr-{time.monotonic_ns()}"
     started = time.perf_counter()
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "rag_assets.cli", *args], cwd=cwd, env=env, stdout=stdout, stderr=stderr)
+        proc = subprocess.Popen([sys.executable, "-m", "rag_assets.serve.cli", *args], cwd=cwd, env=env, stdout=stdout, stderr=stderr)
         killer = threading.Timer(timeout, proc.kill)
         killer.start()
         try:
@@ -269,7 +269,7 @@ def test_unreadable_and_vanishing_files_are_skipped_and_the_rest_published(tmp_p
 
 
 def test_skipped_symlinks_are_never_read_or_hashed(tmp_path):
-    from rag_assets.boundaries import collection_policy
+    from rag_assets.ingest.boundaries import collection_policy
 
     config = make_hostile_tree(tmp_path)
     cfg = load_config(config, embedder="hashing", private_embedder="hashing", environ={})
@@ -284,7 +284,7 @@ def test_skipped_symlinks_are_never_read_or_hashed(tmp_path):
 
 
 def test_follow_symlinks_follows_out_but_never_into_another_tier(tmp_path):
-    from rag_assets.boundaries import collection_policy, vault_policy
+    from rag_assets.ingest.boundaries import collection_policy, vault_policy
 
     config = make_hostile_tree(tmp_path)
     (tmp_path / "content/sneaky").symlink_to(tmp_path / "content/vaults/personal")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.identity import IdentityMap, IdentityRule
+from rag_assets.privacy.identity import IdentityMap, IdentityRule
 
 from .conftest import REPO_ROOT
 

@@ -33,13 +33,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from rag_assets.cli import main
+from rag_assets.serve.cli import main
 from rag_assets.config import RagConfig, load_config
-from rag_assets.consistency import check_public_outputs
+from rag_assets.index.consistency import check_public_outputs
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
 from rag_assets.defs.runner import run_build
-from rag_assets.embedders.cache import EmbeddingCache
-from rag_assets.freshness import detect_changes
+from rag_assets.embed.cache import EmbeddingCache
+from rag_assets.index.freshness import detect_changes
 
 from .conftest import REPO_ROOT
 
@@ -650,7 +650,7 @@ def test_kill_9_during_build_keeps_outputs_readable_and_the_next_build_recovers(
     write_bulk_tree(content, BULK_FILES)
     cfg = cfg_for(content, out, None)
     assert main(["build", *cli_args(content, out, None)]) == 0
-    cmd = [sys.executable, "-m", "rag_assets.cli", "build", *cli_args(content, out, None)]
+    cmd = [sys.executable, "-m", "rag_assets.serve.cli", "build", *cli_args(content, out, None)]
     env = subprocess_env()
 
     def start() -> subprocess.Popen:
@@ -815,7 +815,7 @@ def test_a_change_reverted_after_a_build_killed_before_publishing_is_not_publish
         except Exception:  # still being written
             return False
 
-    cmd = [sys.executable, "-m", "rag_assets.cli", "build", *cli_args(content, out, None)]
+    cmd = [sys.executable, "-m", "rag_assets.serve.cli", "build", *cli_args(content, out, None)]
     proc = subprocess.Popen(cmd, env=subprocess_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if not kill_when(proc, record_rewritten) or "uqdraftx" in cfg.index_path.read_text():
         pytest.skip("timing: the build reached publish_index before the kill (a very loaded machine)")

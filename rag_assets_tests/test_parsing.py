@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rag_assets.parsing import parse_collection
+from rag_assets.ingest.parsing import parse_collection
 from rag_assets.records import Document, SkippedFile
 
 from .conftest import PROXMOX_POST

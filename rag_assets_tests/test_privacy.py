@@ -8,13 +8,13 @@ import socket
 import dagster as dg
 import pytest
 
-from rag_assets import store
+from rag_assets.index import store
 from rag_assets.config import VaultConfig
 from rag_assets.defs.runner import run_build
-from rag_assets.embedders.ollama import OllamaEmbedder
-from rag_assets.embedders.openai_compat import OpenAICompatibleEmbedder
-from rag_assets.embedders.selection import EmbedderSettings, OllamaSettings, OpenAISettings
-from rag_assets.privacy import PrivacyError, endpoint_allowed, enforce_local_only, select_private_embedder
+from rag_assets.embed.ollama import OllamaEmbedder
+from rag_assets.embed.openai_compat import OpenAICompatibleEmbedder
+from rag_assets.embed.selection import EmbedderSettings, OllamaSettings, OpenAISettings
+from rag_assets.privacy.local_only import PrivacyError, endpoint_allowed, enforce_local_only, select_private_embedder
 
 from .embedding_server import EmbeddingServer
 

@@ -24,14 +24,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rag_assets import generations, integrity
-from rag_assets.cli import main
+from rag_assets.index import generations, integrity
+from rag_assets.serve.cli import main
 from rag_assets.config import RagConfig, load_config
-from rag_assets.consistency import check_public_outputs
-from rag_assets.embedders.hashing import HashingEmbedder
-from rag_assets.parsing import parse_collection
+from rag_assets.index.consistency import check_public_outputs
+from rag_assets.embed.hashing import HashingEmbedder
+from rag_assets.ingest.parsing import parse_collection
 from rag_assets.pipeline import chunk_collection, embed_collection, publish_all, utc_now_iso
-from rag_assets.search import SearchIndex, SearchParams
+from rag_assets.search.retrieval import SearchIndex, SearchParams
 
 from .conftest import REPO_ROOT
 

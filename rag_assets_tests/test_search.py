@@ -9,10 +9,10 @@ from contextlib import closing
 import dagster as dg
 import pytest
 
-from rag_assets.cli import main as rag
+from rag_assets.serve.cli import main as rag
 from rag_assets.defs.runner import run_build
-from rag_assets.embedders.hashing import HashingEmbedder
-from rag_assets.search import SearchError, SearchIndex, SearchParams, fts_match_query, fuse, tier_embedder
+from rag_assets.embed.hashing import HashingEmbedder
+from rag_assets.search.retrieval import SearchError, SearchIndex, SearchParams, fts_match_query, fuse, tier_embedder
 
 from .conftest import PROXMOX_POST, SAMPLE_CONTENT
 

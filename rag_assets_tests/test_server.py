@@ -16,12 +16,12 @@ import httpx
 import pytest
 import uvicorn
 
-from rag_assets import server as server_module
-from rag_assets import store
+from rag_assets.serve import http as server_module
+from rag_assets.index import store
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
-from rag_assets.embedders.errors import ProviderUnavailable
-from rag_assets.server import MAX_QUERY_CHARS, create_app
+from rag_assets.embed.errors import ProviderUnavailable
+from rag_assets.serve.http import MAX_QUERY_CHARS, create_app
 
 from .conftest import PROXMOX_POST
 
@@ -302,7 +302,7 @@ def test_status_reports_every_tier(server, cfg):
 # ------------------------------------------------------------------------------------ context
 
 
-@pytest.mark.skipif(importlib.util.find_spec("rag_assets.context") is None, reason="rag_assets.context not written yet")
+@pytest.mark.skipif(importlib.util.find_spec("rag_assets.search.context") is None, reason="rag_assets.search.context not written yet")
 def test_context_packs_hits_under_the_budget(server):
     r = server.get("/context", q="flash the zigbee coordinator firmware", budget=1200, k=3)
     assert r.status_code == 200, r.text

@@ -7,7 +7,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from rag_assets import store
+from rag_assets.index import store
 from rag_assets.records import Chunk, Document, EmbeddedCollection
 
 

@@ -3,11 +3,11 @@
 
 import dagster as dg
 
-from rag_assets.consistency import check_public_outputs
+from rag_assets.index.consistency import check_public_outputs
 from rag_assets.defs.resources import EmbedderResource, RagSettings
-from rag_assets.embedders.selection import service_status
-from rag_assets.freshness import age_label, detect_changes
-from rag_assets.index_json import read_meta
+from rag_assets.embed.selection import service_status
+from rag_assets.index.freshness import age_label, detect_changes
+from rag_assets.index.index_json import read_meta
 
 MAX_AGE_DAYS = 7
 

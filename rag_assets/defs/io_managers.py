@@ -9,7 +9,7 @@ import dagster as dg
 from dagster._core.storage.fs_io_manager import PickledObjectFilesystemIOManager
 from pydantic import Field
 
-from rag_assets.atomic import atomic_write_bytes
+from rag_assets.index.atomic import atomic_write_bytes
 
 
 class _AtomicPickleIOManager(PickledObjectFilesystemIOManager):

@@ -97,7 +97,7 @@ def publish(context: dg.AssetExecutionContext, rag: RagSettings, embeddings: Any
     """Publish every collection's embeddings: JSON index + sidecar, SQLite store, manifest.
 
     One step writes all of them as one generation, made current by a single atomic swap
-    (rag_assets.generations), so a kill at any instant leaves readers with one build's files.
+    (rag_assets.index.generations), so a kill at any instant leaves readers with one build's files.
     """
     cfg = rag.to_config()
     collections = all_collections(embeddings)

@@ -4,7 +4,7 @@ import json
 
 import dagster as dg
 
-from rag_assets.boundaries import collection_policy
+from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.config import RagConfig, discover_collections
 from rag_assets.defs.jobs import (
     BUILD_TAG,
@@ -19,9 +19,9 @@ from rag_assets.defs.jobs import (
 )
 from rag_assets.defs.partitions import COLLECTIONS_PARTITION, VAULTS_PARTITION, partition_changes, vault_partition_changes
 from rag_assets.defs.partitions import partition_requests as partition_requests_for
-from rag_assets.vaults import departed_vaults, detect_vault_changes
-from rag_assets.manifest import read_manifest
-from rag_assets.sources import StatCache, snapshot_collection
+from rag_assets.privacy.vaults import departed_vaults, detect_vault_changes
+from rag_assets.index.manifest import read_manifest
+from rag_assets.ingest.sources import StatCache, snapshot_collection
 
 
 def initial_state(cfg: RagConfig) -> dict:

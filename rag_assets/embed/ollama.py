@@ -1,0 +1,109 @@
+"""Ollama ``POST /api/embed`` with nomic-embed-text's task prefixes, and its health endpoint."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import httpx
+import numpy as np
+
+from rag_assets.privacy.egress import PrivateEgress, is_loopback_host, url_host
+from rag_assets.embed.http import HttpBatchSender, MalformedResponse, RemoteEmbedder, RetryPolicy, validate_vectors
+
+DEFAULT_HOST = "http://localhost:11434"
+DEFAULT_MODEL = "nomic-embed-text"
+DEFAULT_DIMENSION = 768
+# nomic-embed-text is trained with these task prefixes; without them retrieval quality drops.
+NOMIC_PREFIXES = ("search_document: ", "search_query: ")
+
+
+def ollama_host(configured: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The base URL: configured, else ``OLLAMA_HOST`` (``host:port`` allowed), else localhost."""
+    env = os.environ if environ is None else environ
+    host = (configured or env.get("OLLAMA_HOST") or DEFAULT_HOST).strip().rstrip("/")
+    if "://" not in host:
+        host = f"http://{host}"
+    if host.count(":") == 1:  # scheme but no port
+        host = f"{host}:11434"
+    return host
+
+
+def model_matches(wanted: str, available: str) -> bool:
+    """Ollama lists ``name:tag``; a bare name means ``:latest``."""
+    def norm(name: str) -> str:
+        return name if ":" in name else f"{name}:latest"
+
+    return norm(wanted) == norm(available)
+
+
+@dataclass(frozen=True)
+class OllamaHealth:
+    online: bool
+    models: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def has_model(self, model: str) -> bool:
+        return any(model_matches(model, m) for m in self.models)
+
+
+def probe_client(host: str, timeout: float, egress: PrivateEgress | None = None) -> httpx.Client:
+    """The client for a health probe: the Private tier's when given (no proxy, approved hosts
+    only; a refused host raises PrivacyError rather than reading as "offline"). Otherwise
+    environment proxies apply to remote hosts only: a proxy cannot answer for this machine's
+    loopback, it would probe its own."""
+    if egress is not None:
+        return egress.client(timeout=timeout)
+    return httpx.Client(timeout=timeout, trust_env=not is_loopback_host(url_host(host)))
+
+
+def ollama_health(host: str, timeout: float = 2.0, egress: PrivateEgress | None = None) -> OllamaHealth:
+    """``GET /api/tags``: is the service up, and which models are pulled."""
+    try:
+        with probe_client(host, timeout, egress) as client:
+            response = client.get(f"{host}/api/tags")
+        response.raise_for_status()
+        models = [m.get("name") or m.get("model") for m in response.json().get("models", [])]
+        return OllamaHealth(True, [m for m in models if m])
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        return OllamaHealth(False, [], f"{type(exc).__name__}: {exc}".strip(": "))
+
+
+class OllamaEmbedder(RemoteEmbedder):
+    """Embeds with a model served by Ollama."""
+
+    provider = "ollama"
+
+    def __init__(
+        self,
+        *,
+        host: str | None = None,
+        model: str = DEFAULT_MODEL,
+        dimension: int = DEFAULT_DIMENSION,
+        batch_size: int = 50,
+        policy: RetryPolicy = RetryPolicy(),
+        prefixes: tuple[str, str] | None = None,
+        egress: PrivateEgress | None = None,
+    ) -> None:
+        self.host = ollama_host(host)
+        sender = HttpBatchSender(provider=f"ollama ({self.host})", policy=policy, egress=egress)
+        super().__init__(model=model, dimension=dimension, batch_size=batch_size, sender=sender)
+        if prefixes is None:
+            prefixes = NOMIC_PREFIXES if model.split(":")[0].endswith("nomic-embed-text") else ("", "")
+        self._document_prefix, self._query_prefix = prefixes
+
+    def health(self, timeout: float = 2.0) -> OllamaHealth:
+        return ollama_health(self.host, timeout, self._sender.egress)
+
+    def _endpoint(self) -> str:
+        return f"{self.host}/api/embed"
+
+    def _payload(self, texts: list[str]) -> dict[str, Any]:
+        return {"model": self._model, "input": texts}
+
+    def _parse(self, body: Any, expected: int) -> tuple[np.ndarray, int]:
+        if not isinstance(body, dict) or "embeddings" not in body:
+            raise MalformedResponse("no 'embeddings' field in the response")
+        tokens = body.get("prompt_eval_count") or 0
+        return validate_vectors(body["embeddings"], expected, self._dimension), int(tokens)

@@ -1,0 +1,287 @@
+"""Choosing the embedding provider: by name, or ``auto`` with a logged reason.
+
+``auto`` tries, in order: the OpenAI-compatible API when its key variable is set
+(OpenRouter by default), Ollama when it answers and has the model pulled, the
+local sentence-transformers model when installed, and finally the offline
+hashing embedder. The reason for the choice is kept so the UI and ``rag status``
+can say which model built which index and why.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from rag_assets.privacy.egress import PrivateEgress
+from rag_assets.embed.base import Embedder
+from rag_assets.embed.errors import ProviderUnavailable
+from rag_assets.embed.hashing import MODEL_NAME as HASHING_MODEL
+from rag_assets.embed.hashing import HashingEmbedder
+from rag_assets.embed.http import RetryPolicy
+from rag_assets.embed.ollama import DEFAULT_DIMENSION as OLLAMA_DIMENSION
+from rag_assets.embed.ollama import DEFAULT_MODEL as OLLAMA_MODEL
+from rag_assets.embed.ollama import OllamaEmbedder, ollama_health, ollama_host
+from rag_assets.embed.openai_compat import DEFAULT_DIMENSION as OPENAI_DIMENSION
+from rag_assets.embed.openai_compat import DEFAULT_MODEL as OPENAI_MODEL
+from rag_assets.embed.openai_compat import OPENROUTER_BASE_URL, OpenAICompatibleEmbedder
+
+PROVIDERS = ("auto", "openai", "ollama", "local", "hashing")
+ALIASES = {"openrouter": "openai"}
+
+
+@dataclass(frozen=True)
+class OpenAISettings:
+    base_url: str = OPENROUTER_BASE_URL
+    model: str = OPENAI_MODEL
+    dimension: int = OPENAI_DIMENSION
+    api_key_env: str = "OPENROUTER_API_KEY"
+    send_dimensions: bool = False
+    price_per_million_tokens: float | None = None
+
+
+@dataclass(frozen=True)
+class OllamaSettings:
+    host: str | None = None  # None: $OLLAMA_HOST, else http://localhost:11434
+    model: str = OLLAMA_MODEL
+    dimension: int = OLLAMA_DIMENSION
+
+
+@dataclass(frozen=True)
+class EmbedderSettings:
+    """Everything that decides which embedder runs and how it behaves."""
+
+    name: str = "auto"
+    batch_size: int = 50
+    max_retries: int = 3
+    timeout: float = 30.0
+    retry_after_cap: float = 60.0
+    backoff: float = 0.5  # first retry waits up to this long (full jitter), then doubling
+    openai: OpenAISettings = field(default_factory=OpenAISettings)
+    ollama: OllamaSettings = field(default_factory=OllamaSettings)
+    local_model_path: str | None = None
+    hashing_dimension: int = 384
+
+    @property
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_retries=self.max_retries,
+            base_backoff=self.backoff,
+            timeout=self.timeout,
+            retry_after_cap=self.retry_after_cap,
+        )
+
+
+@dataclass(frozen=True)
+class Selection:
+    embedder: Embedder
+    provider: str
+    reason: str
+
+
+def canonical_name(name: str) -> str:
+    return ALIASES.get(name, name)
+
+
+def select_embedder(
+    settings: EmbedderSettings,
+    environ: Mapping[str, str] | None = None,
+    *,
+    private_egress: PrivateEgress | None = None,
+) -> Selection:
+    """The configured provider, or for ``auto`` the first available one, with the reason.
+
+    With ``private_egress`` (the Private tier), ``auto`` never picks the remote API and
+    considers Ollama only at a host the egress rule approves; Ollama is probed and used
+    through that rule's client.
+    """
+    env = os.environ if environ is None else environ
+    name = canonical_name(settings.name)
+    if name == "auto":
+        return _auto(settings, env, private_egress)
+    if name == "openai":
+        return Selection(_openai(settings, env), "openai", "configured: openai-compatible API")
+    if name == "ollama":
+        return Selection(_ollama(settings, env, private_egress), "ollama", "configured: ollama")
+    if name == "local":
+        return Selection(_local(settings), "local", "configured: local model")
+    if name == "hashing":
+        return Selection(HashingEmbedder(settings.hashing_dimension), "hashing", "configured: hashing")
+    raise ValueError(f"unknown embedder {settings.name!r}; choose one of: {', '.join(PROVIDERS)}")
+
+
+def _auto(
+    settings: EmbedderSettings, env: Mapping[str, str], egress: PrivateEgress | None = None
+) -> Selection:
+    skipped: list[str] = []
+    key_env = settings.openai.api_key_env
+    local_only = egress is not None
+    if local_only:
+        skipped.append("local only: no remote API")
+    elif env.get(key_env):
+        return Selection(_openai(settings, env), "openai", f"auto: {key_env} is set")
+    else:
+        skipped.append(f"{key_env} not set")
+    host = ollama_host(settings.ollama.host, env)
+    if egress is not None and not egress.allows(host):
+        skipped.append(f"Ollama at {host} is not local")
+    else:
+        health = ollama_health(host, timeout=1.0, egress=egress)
+        if health.online and health.has_model(settings.ollama.model):
+            return Selection(_ollama(settings, env, egress), "ollama", f"auto: Ollama at {host} has {settings.ollama.model}")
+        skipped.append(
+            f"Ollama at {host} lacks {settings.ollama.model}" if health.online else f"Ollama at {host} is not reachable"
+        )
+    from rag_assets.embed.local import local_model_status
+
+    available, why = local_model_status(settings.local_model_path)
+    if available:
+        return Selection(_local(settings), "local", f"auto: {why} ({'; '.join(skipped)})")
+    skipped.append(why)
+    return Selection(
+        HashingEmbedder(settings.hashing_dimension), "hashing", f"auto: offline hashing ({'; '.join(skipped)})"
+    )
+
+
+def _openai(settings: EmbedderSettings, env: Mapping[str, str]) -> OpenAICompatibleEmbedder:
+    o = settings.openai
+    return OpenAICompatibleEmbedder(
+        base_url=env.get("RAG_OPENAI_BASE_URL") or o.base_url,
+        model=o.model,
+        dimension=o.dimension,
+        api_key=env.get(o.api_key_env),
+        batch_size=settings.batch_size,
+        policy=settings.policy,
+        send_dimensions=o.send_dimensions,
+    )
+
+
+def _ollama(settings: EmbedderSettings, env: Mapping[str, str], egress: PrivateEgress | None = None) -> OllamaEmbedder:
+    o = settings.ollama
+    return OllamaEmbedder(
+        host=ollama_host(o.host, env),
+        model=o.model,
+        dimension=o.dimension,
+        batch_size=settings.batch_size,
+        policy=settings.policy,
+        egress=egress,
+    )
+
+
+def _local(settings: EmbedderSettings) -> Embedder:
+    from rag_assets.embed.local import LocalEmbedder
+
+    return LocalEmbedder(model_path=settings.local_model_path)
+
+
+def query_embedder(provider: str, model: str, dimension: int, settings: EmbedderSettings,
+                   environ: Mapping[str, str] | None = None, *, egress: PrivateEgress | None = None) -> Embedder:
+    """The embedder that built an index, for embedding queries; a clear error if unavailable.
+    With ``egress`` (a Private-tier store) Ollama is probed and used only through its client."""
+    env = os.environ if environ is None else environ
+    if provider == "hashing":
+        return HashingEmbedder(dimension)
+    if provider == "openai":
+        key_env = settings.openai.api_key_env
+        if not env.get(key_env):
+            raise ProviderUnavailable(
+                f"the index was built with {model} through the OpenAI-compatible API, but {key_env} is not set; "
+                "set it, or rebuild the index with another embedder"
+            )
+        return OpenAICompatibleEmbedder(
+            base_url=env.get("RAG_OPENAI_BASE_URL") or settings.openai.base_url, model=model, dimension=dimension,
+            api_key=env.get(key_env), policy=settings.policy, send_dimensions=settings.openai.send_dimensions,
+        )
+    if provider == "ollama":
+        host = ollama_host(settings.ollama.host, env)
+        health = ollama_health(host, timeout=2.0, egress=egress)
+        if not health.online:
+            raise ProviderUnavailable(
+                f"the index was built with {model} on Ollama, but Ollama at {host} is not reachable "
+                f"({health.error}); start it (ollama serve) or rebuild the index with another embedder"
+            )
+        if not health.has_model(model):
+            raise ProviderUnavailable(f"Ollama at {host} does not have {model}; run: ollama pull {model}")
+        return OllamaEmbedder(host=host, model=model, dimension=dimension, policy=settings.policy, egress=egress)
+    if provider == "local":
+        from rag_assets.embed.local import LocalEmbedder, local_model_status
+
+        available, why = local_model_status(settings.local_model_path)
+        if not available:
+            raise ProviderUnavailable(f"the index was built with the local model {model}, but {why}")
+        return LocalEmbedder(model_path=settings.local_model_path)
+    raise ProviderUnavailable(f"the index was built by an unknown provider {provider!r} ({model})")
+
+
+__all__ = ["EmbedderSettings", "OpenAISettings", "OllamaSettings", "Selection", "select_embedder", "query_embedder",
+           "HASHING_MODEL", "PROVIDERS"]
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    """What each provider looks like right now, for the UI and ``rag status``."""
+
+    configured: str
+    selected: str
+    model: str
+    reason: str
+    ollama_host: str
+    ollama_online: bool
+    ollama_models: tuple[str, ...]
+    ollama_error: str | None
+    openai_key_set: bool
+    local_available: bool
+    local_reason: str
+
+    @property
+    def selected_reachable(self) -> bool:
+        if self.selected == "ollama":
+            return self.ollama_online and any(_same_model(self.model, m) for m in self.ollama_models)
+        if self.selected == "openai":
+            return self.openai_key_set
+        if self.selected == "local":
+            return self.local_available
+        return True
+
+    def lines(self) -> list[str]:
+        ollama = (
+            f"online, models: {', '.join(self.ollama_models) or 'none pulled'}"
+            if self.ollama_online
+            else f"offline ({self.ollama_error})"
+        )
+        return [
+            f"embedder   {self.configured} -> {self.selected}: {self.model} ({self.reason})",
+            f"ollama     {self.ollama_host}: {ollama}",
+            f"openai     key {'set' if self.openai_key_set else 'not set'}",
+            f"local      {self.local_reason}",
+        ]
+
+
+def _same_model(wanted: str, available: str) -> bool:
+    from rag_assets.embed.ollama import model_matches
+
+    return model_matches(wanted, available)
+
+
+def service_status(settings: EmbedderSettings, environ: Mapping[str, str] | None = None) -> ServiceStatus:
+    """Probe every provider (cheaply: no model is loaded) and report which one would run."""
+    from rag_assets.embed.local import local_model_status
+
+    env = os.environ if environ is None else environ
+    host = ollama_host(settings.ollama.host, env)
+    health = ollama_health(host, timeout=1.0)
+    local_ok, local_why = local_model_status(settings.local_model_path)
+    selection = select_embedder(settings, env)
+    return ServiceStatus(
+        configured=settings.name,
+        selected=selection.provider,
+        model=selection.embedder.model,
+        reason=selection.reason,
+        ollama_host=host,
+        ollama_online=health.online,
+        ollama_models=tuple(health.models),
+        ollama_error=health.error,
+        openai_key_set=bool(env.get(settings.openai.api_key_env)),
+        local_available=local_ok,
+        local_reason=local_why,
+    )

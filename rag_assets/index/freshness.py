@@ -1,0 +1,150 @@
+"""What changed since the published build, and how old it is (no Dagster import).
+
+Compares the collections on disk (hashed with the stat cache, so unchanged files
+are not read) with the manifest of the last build: per collection, the files
+added, changed and removed. `rag build`, `rag check`, `rag status`, the change
+sensor and the freshness checks all read it from here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import orjson
+
+from rag_assets.index import generations
+from rag_assets.index import manifest as manifest_io
+from rag_assets.index.atomic import atomic_write_bytes
+from rag_assets.ingest.boundaries import collection_policy
+from rag_assets.config import RagConfig, discover_collections
+from rag_assets.index.index_json import read_meta
+from rag_assets.index.integrity import Damage, published_damage, read_json_object
+from rag_assets.records import SkippedFile
+from rag_assets.ingest.sources import StatCache, overall_content_hash, snapshot_collection
+
+FRESH_HOURS = 12
+STALE_HOURS = 48
+
+
+@dataclass
+class CollectionChange:
+    collection: str
+    status: str  # new | changed | removed | unchanged
+    content_hash: str | None
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # on disk now: relative path -> SHA-256
+    skipped: list[SkippedFile] = field(default_factory=list)  # on disk now, but not readable by the build
+
+    def summary(self) -> str:
+        if self.status == "new":
+            return f"new collection ({len(self.added)} files)"
+        if self.status == "removed":
+            return "collection folder removed"
+        if self.status == "changed" and not (self.added or self.changed or self.removed):
+            return "re-index needed: its last indexing was not published"
+        parts = [f"{len(v)} {k}" for k, v in (("added", self.added), ("changed", self.changed), ("removed", self.removed)) if v]
+        return ", ".join(parts) or "unchanged"
+
+
+@dataclass
+class ChangeReport:
+    collections: list[CollectionChange]
+    current_hash: str
+    published_hash: str | None
+    has_index: bool
+    damage: list[Damage] = field(default_factory=list)  # published outputs that fail verification
+
+    @property
+    def changed(self) -> list[CollectionChange]:
+        return [c for c in self.collections if c.status != "unchanged"]
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.has_index and not self.damage and not self.changed and self.current_hash == self.published_hash
+
+
+def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeReport:
+    """Compare the content on disk with the last published build."""
+    gen = generations.published(cfg)
+    published = manifest_io.read_manifest(gen.manifest_path) or {}
+    previous = published.get("collections", {})
+    documents = published.get("documents", {})
+    stat_cache = StatCache(cfg.stat_cache_path)
+    indexed = read_indexed_collections(cfg)
+    known_by_collection: dict[str, dict[str, str | None]] = {}
+    for doc in documents.values():
+        path = doc.get("path", "")
+        known_by_collection.setdefault(path.split("/", 1)[0], {})[path] = doc.get("contentHash")
+    changes: list[CollectionChange] = []
+    hashes: dict[str, str] = {}
+    policy = collection_policy(cfg)
+    for name in discover_collections(cfg).collections:
+        snapshot = snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy)
+        hashes[name] = snapshot.content_hash
+        before = previous.get(name)
+        if before is None:
+            changes.append(
+                CollectionChange(
+                    name, "new", snapshot.content_hash, added=sorted(snapshot.files), files=snapshot.files,
+                    skipped=snapshot.skipped,
+                )
+            )
+            continue
+        known = dict(known_by_collection.get(name, {}))
+        known.update({path: None for path in before.get("skipped", {})})  # skipped: hash unknown
+        change = CollectionChange(name, "unchanged", snapshot.content_hash, files=snapshot.files, skipped=snapshot.skipped)
+        still_skipped = {s.path for s in snapshot.skipped}
+        if before.get("contentHash") == snapshot.content_hash and indexed.get(name, snapshot.content_hash) != snapshot.content_hash:
+            # Published output is current, but the record the next publish would load is not
+            # (a build was killed after indexing): re-index so stale text is never published.
+            change.status = "changed"
+        elif before.get("contentHash") != snapshot.content_hash:
+            change.status = "changed"
+            change.added = sorted(p for p in snapshot.files if p not in known)
+            change.changed = sorted(p for p, h in snapshot.files.items() if p in known and known[p] not in (h, None))
+            change.removed = sorted(p for p in known if p not in snapshot.files and p not in still_skipped)
+        changes.append(change)
+    for name in sorted(set(previous) - set(hashes)):
+        changes.append(CollectionChange(name, "removed", None))
+    if save_stat_cache:
+        stat_cache.save()
+    meta = read_meta(gen.meta_path)
+    damage = published_damage(gen)
+    return ChangeReport(
+        changes, overall_content_hash(hashes), meta.get("contentHash") if meta else None, gen.index_path.is_file(), damage
+    )
+
+
+def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str, float | None]:
+    """Fresh (< 12 h), Stale (12 to 48 h) or Old (> 48 h), and the age in seconds."""
+    if not built_at:
+        return "Missing", None
+    try:
+        built = dt.datetime.fromisoformat(built_at.replace("Z", "+00:00"))
+    except ValueError:
+        return "Unknown", None
+    age = ((now or dt.datetime.now(dt.timezone.utc)) - built).total_seconds()
+    hours = age / 3600
+    return ("Fresh" if hours < FRESH_HOURS else "Stale" if hours <= STALE_HOURS else "Old"), max(age, 0.0)
+
+
+def record_indexed_collection(cfg: RagConfig, collection: str, content_hash: str) -> None:
+    """Note which content the collection's intermediate record now holds.
+
+    The manifest says what was *published*; this says what the next publish will *load*.
+    A build killed between the two leaves them different, and ``rag build`` uses this
+    ledger to re-index such a collection instead of publishing a stale record.
+    """
+    ledger = read_indexed_collections(cfg)
+    ledger[collection] = content_hash
+    atomic_write_bytes(cfg.indexed_ledger_path, orjson.dumps(ledger, option=orjson.OPT_SORT_KEYS))
+
+
+def read_indexed_collections(cfg: RagConfig) -> dict[str, str]:
+    """The ledger; a damaged one (or one of the wrong shape) counts as empty, so every
+    collection is re-indexed rather than trusted."""
+    ledger = read_json_object(cfg.indexed_ledger_path) or {}
+    return {k: v for k, v in ledger.items() if isinstance(v, str)}

@@ -1,0 +1,226 @@
+"""Published generations: each build's public outputs in a folder of their own, made current
+by one atomic symlink swap, so that a reader never sees outputs of two builds side by side.
+
+Layout under the output folder::
+
+    data/generations/<id>/embeddings-index.json   the files of one build (one folder a build)
+                          embeddings-meta.json     (names its generation and the index's digest)
+                          rag-manifest.json
+                          rag-store-public.db
+    data/current -> generations/<id>               swapped by one rename at the end of a publish
+    public/embeddings-index.json -> ../data/current/embeddings-index.json     fixed links: the
+    public/embeddings-meta.json  -> ../data/current/embeddings-meta.json      published paths stay
+    data/rag-manifest.json       -> current/rag-manifest.json                 stable for static
+    data/rag-store-public.db     -> current/rag-store-public.db               hosting and readers
+
+A build writes a whole new generation (the store starts as a copy of the current one, then
+takes the diff), syncs it, and only then swaps ``data/current``. A kill before the swap
+leaves the previous generation current and whole; a kill after it, the new one. The next
+publish removes unfinished generations and all but the previous one (kept so that a reader
+that resolved the old generation a moment before the swap can finish reading it).
+
+A reader that reads several outputs resolves the generation once (:func:`published`) and
+reads every file from that folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import shutil
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from rag_assets.index import store
+from rag_assets.config import RagConfig
+
+INDEX_NAME = "embeddings-index.json"
+META_NAME = "embeddings-meta.json"
+MANIFEST_NAME = "rag-manifest.json"
+STORE_NAME = "rag-store-public.db"
+GENERATIONS_FOLDER = "generations"
+CURRENT_LINK = "current"
+LOCK_NAME = "publish.lock"
+
+
+@dataclass(frozen=True)
+class Generation:
+    """The files of one published build (or of the single-folder layout of older versions)."""
+
+    id: str | None
+    index_path: Path
+    meta_path: Path
+    manifest_path: Path
+    store_path: Path
+
+    @classmethod
+    def in_folder(cls, folder: Path) -> "Generation":
+        return cls(
+            id=folder.name,
+            index_path=folder / INDEX_NAME,
+            meta_path=folder / META_NAME,
+            manifest_path=folder / MANIFEST_NAME,
+            store_path=folder / STORE_NAME,
+        )
+
+    @property
+    def folder(self) -> Path:
+        return self.index_path.parent
+
+
+def generations_dir(cfg: RagConfig) -> Path:
+    return cfg.data_dir / GENERATIONS_FOLDER
+
+
+def current_link(cfg: RagConfig) -> Path:
+    return cfg.data_dir / CURRENT_LINK
+
+
+def published(cfg: RagConfig) -> Generation:
+    """The generation readers see now, resolved once; the paths of the older single-folder
+    layout when no generation was published yet."""
+    link = current_link(cfg)
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return Generation(None, cfg.index_path, cfg.meta_path, cfg.manifest_path, cfg.public_store_path)
+    return Generation.in_folder((link.parent / target).resolve())
+
+
+def new_generation_id(built_at: str) -> str:
+    """Sortable by time, unique within a second."""
+    stamp = "".join(ch for ch in built_at if ch.isalnum())
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+@contextlib.contextmanager
+def publish_lock(cfg: RagConfig) -> Iterator[None]:
+    """One publisher at a time (a CLI build and a `dagster dev` run could otherwise meet)."""
+    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    with open(cfg.data_dir / LOCK_NAME, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def start_generation(cfg: RagConfig, built_at: str) -> Generation:
+    """A new, empty generation folder (not current until :func:`make_current`)."""
+    folder = generations_dir(cfg) / new_generation_id(built_at)
+    folder.mkdir(parents=True)
+    return Generation.in_folder(folder)
+
+
+def seed_store(source: Path | None, target: Path) -> bool:
+    """Start the new generation's store as a copy of the current one, so a publish writes only
+    the diff; False when there is nothing sound to copy (the store is then built whole)."""
+    if source is None or not source.is_file():
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src:
+            if src.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                return False
+            with contextlib.closing(sqlite3.connect(target)) as dst:
+                src.backup(dst)
+    except sqlite3.DatabaseError:
+        store.remove_database(target)
+        return False
+    return True
+
+
+def make_current(cfg: RagConfig, generation: Generation) -> None:
+    """Make ``generation`` what every reader sees, in one atomic rename; then make sure the
+    fixed links point through ``data/current`` and remove what earlier publishes left."""
+    _fsync_tree(generation.folder)
+    previous = published(cfg).id
+    link = current_link(cfg)
+    tmp = link.with_name(f".{CURRENT_LINK}.{secrets.token_hex(4)}.tmp")
+    os.symlink(os.path.join(GENERATIONS_FOLDER, generation.folder.name), tmp)
+    os.replace(tmp, link)
+    _fsync_dir(link.parent)
+    _ensure_fixed_links(cfg)
+    remove_old_generations(cfg, previous=previous)
+
+
+def fixed_links(cfg: RagConfig) -> dict[Path, str]:
+    """Published path -> the relative link target through ``data/current``."""
+    current = current_link(cfg)
+    return {
+        path: os.path.relpath(current / name, path.parent)
+        for path, name in (
+            (cfg.index_path, INDEX_NAME),
+            (cfg.meta_path, META_NAME),
+            (cfg.manifest_path, MANIFEST_NAME),
+            (cfg.public_store_path, STORE_NAME),
+        )
+    }
+
+
+def _ensure_fixed_links(cfg: RagConfig) -> None:
+    """Create the fixed links; a file of the older single-folder layout is replaced by its
+    link in one rename each (the only publish in which files can switch one at a time)."""
+    for path, target in fixed_links(cfg).items():
+        if path.is_symlink() and os.readlink(path) == target:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        os.symlink(target, tmp)
+        os.replace(tmp, path)
+        if path.name == STORE_NAME:
+            # The old single-file store's WAL and index must not be mistaken for the new one's.
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    path.with_name(path.name + suffix).unlink()
+        _fsync_dir(path.parent)
+
+
+def remove_old_generations(cfg: RagConfig, previous: str | None = None) -> list[str]:
+    """Delete every generation but the current and the previous one (by default the newest
+    older than the current): unfinished ones a killed build left, and superseded ones. Also
+    the temporary links a killed swap left. Returns the generation IDs removed."""
+    folder = generations_dir(cfg)
+    if not folder.is_dir():
+        return []
+    current = published(cfg).id
+    if previous is None and current is not None:
+        older = sorted(p.name for p in folder.iterdir() if p.name < current)
+        previous = older[-1] if older else None
+    removed = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name in (current, previous):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry.name)
+    for leftover in cfg.data_dir.glob(f".{CURRENT_LINK}.*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            leftover.unlink()
+    return removed
+
+
+def discard_generation(generation: Generation) -> None:
+    """Remove a generation whose publish failed before it became current."""
+    shutil.rmtree(generation.folder, ignore_errors=True)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for entry in folder.iterdir():
+        if entry.is_file():
+            fd = os.open(entry, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    _fsync_dir(folder)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,150 @@
+"""Noticing damaged outputs and caches: what ``rag status``, ``rag check`` and ``rag build``
+verify before they trust a file.
+
+The published generation is checked against its sidecar (the index's size and SHA-256,
+one generation named by every file) and the SQLite files with ``PRAGMA quick_check``.
+A damaged output is rebuilt by the next ``rag build``; a damaged cache is discarded,
+never trusted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from rag_assets.index import generations
+from rag_assets.config import RagConfig
+from rag_assets.index.generations import Generation
+from rag_assets.index.sqlite_cache import discard_if_damaged, sqlite_problem
+
+_READ_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One output or cache that cannot be trusted, and why."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """A JSON file that must hold an object: None when it is missing, unparsable or of
+    another type (a damaged file is then rebuilt, not trusted)."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(_READ_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def published_damage(generation: Generation) -> list[Damage]:
+    """What is wrong with the published outputs of one generation ([] when they are whole
+    or when nothing was published yet)."""
+    g = generation
+    present = [p for p in (g.index_path, g.meta_path, g.manifest_path, g.store_path) if p.exists()]
+    if not present:
+        return []
+    damage = [Damage(p, "missing") for p in (g.index_path, g.meta_path, g.manifest_path, g.store_path) if not p.exists()]
+    meta = read_json_object(g.meta_path) if g.meta_path.exists() else None
+    if g.meta_path.exists() and meta is None:
+        damage.append(Damage(g.meta_path, "not a JSON object (damaged)"))
+    if meta is not None and g.index_path.exists():
+        damage.extend(_index_damage(g.index_path, meta))
+    if g.manifest_path.exists():
+        manifest = read_json_object(g.manifest_path)
+        if manifest is None or not isinstance(manifest.get("documents"), dict):
+            damage.append(Damage(g.manifest_path, "not a valid manifest (damaged)"))
+        elif g.id is not None and manifest.get("generation") != g.id:
+            damage.append(Damage(g.manifest_path, f"belongs to generation {manifest.get('generation')}, not {g.id}"))
+    problem = sqlite_problem(g.store_path)
+    if problem:
+        damage.append(Damage(g.store_path, problem))
+    elif g.id is not None and g.store_path.exists():
+        found = store_generation(g.store_path)
+        if found != g.id:
+            damage.append(Damage(g.store_path, f"belongs to generation {found}, not {g.id}"))
+    if meta is not None and g.id is not None and meta.get("generation") != g.id:
+        damage.append(Damage(g.meta_path, f"belongs to generation {meta.get('generation')}, not {g.id}"))
+    return damage
+
+
+def _index_damage(index_path: Path, meta: dict[str, Any]) -> list[Damage]:
+    size = index_path.stat().st_size
+    if meta.get("sizeBytes") != size:
+        return [Damage(index_path, f"is {size} bytes but its sidecar says {meta.get('sizeBytes')} (truncated or replaced)")]
+    expected = meta.get("indexSha256")
+    if expected and sha256_of(index_path) != expected:
+        return [Damage(index_path, "content does not match the SHA-256 its sidecar records (damaged)")]
+    return []
+
+
+def store_generation(path: Path) -> str | None:
+    """The generation a published store was written for (None for stores of older versions)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            row = conn.execute("SELECT generation FROM publication LIMIT 1").fetchone()
+    except sqlite3.DatabaseError:
+        return None
+    return row[0] if row else None
+
+
+def cache_files(cfg: RagConfig) -> tuple[list[Path], list[Path]]:
+    """(SQLite caches and tier stores, JSON caches) that a build may discard when damaged:
+    each is rebuilt from the content, never trusted."""
+    sqlite_files = [
+        cfg.embedding_cache_path,
+        cfg.private_embedding_cache_path,
+        cfg.document_cache_path,
+        cfg.safe_store_path,
+        cfg.private_store_path,
+    ]
+    json_files = [cfg.stat_cache_path, cfg.data_dir / "stat-cache-vaults.json", cfg.indexed_ledger_path]
+    return sqlite_files, json_files
+
+
+def output_damage(cfg: RagConfig) -> list[Damage]:
+    """Everything damaged: the published generation, the tier stores and the caches."""
+    damage = published_damage(generations.published(cfg))
+    sqlite_files, json_files = cache_files(cfg)
+    for path in sqlite_files:
+        problem = sqlite_problem(path)
+        if problem:
+            damage.append(Damage(path, problem))
+    for path in json_files:
+        if path.is_file() and read_json_object(path) is None:
+            damage.append(Damage(path, "not a JSON object (damaged)"))
+    return damage
+
+
+def discard_damaged_caches(cfg: RagConfig) -> list[Damage]:
+    """Delete damaged caches and tier stores (they are rebuilt by the build that follows);
+    the published generation is left for the publish step to replace. Returns what went."""
+    sqlite_files, json_files = cache_files(cfg)
+    discarded = []
+    for path in sqlite_files:
+        problem = discard_if_damaged(path)
+        if problem:
+            discarded.append(Damage(path, problem))
+    for path in json_files:
+        if path.is_file() and read_json_object(path) is None:
+            path.unlink()
+            discarded.append(Damage(path, "not a JSON object (damaged)"))
+    return discarded

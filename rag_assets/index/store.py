@@ -1,0 +1,477 @@
+"""The SQLite store of one privacy tier: documents, chunks, vectors and BM25.
+
+Schema (a contract; other tools read it):
+
+- ``documents(id, collection, slug, title, tags JSON, updated_at, chunk_count, frontmatter JSON)``
+- ``chunks(id, document_id, chunk_index, text, heading_path JSON, word_count, embedding BLOB float32)``
+- ``fts_chunks``: an FTS5 external-content table over ``chunks.text`` kept in sync by triggers
+- ``fts_cjk(uni, bi)``: CJK unigrams and bigrams of the chunks that hold CJK text (see
+  ``rag_assets.index.cjk``), keyed by the chunk's rowid
+- ``embeddings_meta(model, dimension, built_at, provider)``
+- ``search_log(id, at, query, params JSON, results JSON, top_score, latency_ms)``: every
+  search made against the store (``rag log``)
+- ``sources(collection, content_hash, documents, indexed_at)``: what each collection or vault
+  was built from, written in the same transaction as its rows (the sensors and ``rag build``
+  compare it with the files on disk)
+- ``publication(generation)``: the published generation the public store belongs to (see
+  ``rag_assets.index.generations``), written in the same transaction as its rows
+
+The store runs in WAL mode and every write is one transaction, so a reader
+keeps seeing the previous version until the new one is committed and a killed
+build leaves the old contents intact. ``VACUUM`` would renumber the implicit
+rowids that the FTS table points at, so this module never runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from rag_assets.index import cjk
+from rag_assets.records import EmbeddedCollection
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY,
+    collection TEXT NOT NULL,
+    slug TEXT NOT NULL,
+    title TEXT,
+    tags JSON,
+    updated_at TEXT,
+    chunk_count INTEGER,
+    frontmatter JSON
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id TEXT PRIMARY KEY,
+    document_id TEXT NOT NULL REFERENCES documents(id),
+    chunk_index INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    heading_path JSON,
+    word_count INTEGER,
+    embedding BLOB
+);
+CREATE INDEX IF NOT EXISTS idx_chunks_document ON chunks(document_id);
+CREATE INDEX IF NOT EXISTS idx_documents_collection ON documents(collection);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks USING fts5(
+    text, content='chunks', content_rowid='rowid', tokenize='porter unicode61'
+);
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO fts_chunks(rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO fts_chunks(fts_chunks, rowid, text) VALUES ('delete', old.rowid, old.text);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
+    INSERT INTO fts_chunks(fts_chunks, rowid, text) VALUES ('delete', old.rowid, old.text);
+    INSERT INTO fts_chunks(rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TABLE IF NOT EXISTS embeddings_meta (
+    model TEXT NOT NULL,
+    dimension INTEGER NOT NULL,
+    built_at TEXT NOT NULL,
+    provider TEXT
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk USING fts5(uni, bi, tokenize='unicode61');
+CREATE TRIGGER IF NOT EXISTS chunks_ad_cjk AFTER DELETE ON chunks BEGIN
+    DELETE FROM fts_cjk WHERE rowid = old.rowid;
+END;
+CREATE TABLE IF NOT EXISTS search_log (
+    id INTEGER PRIMARY KEY,
+    at TEXT NOT NULL,
+    query TEXT NOT NULL,
+    params JSON,
+    results JSON,
+    top_score REAL,
+    latency_ms REAL
+);
+CREATE TABLE IF NOT EXISTS sources (
+    collection TEXT PRIMARY KEY,
+    content_hash TEXT NOT NULL,
+    documents INTEGER NOT NULL,
+    indexed_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS publication (
+    generation TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    """What a store holds, for metadata, checks and ``rag status``."""
+
+    documents: int
+    chunks: int
+    fts_rows: int
+    embedded: int  # chunks that carry a vector
+    model: str | None
+    dimension: int | None
+    built_at: str | None
+    per_collection: dict[str, dict[str, int]]
+    size_bytes: int
+
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """A connection in WAL mode with foreign keys on (read-only opens never create the file)."""
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=10000")
+    return conn
+
+
+SCHEMA_VERSION = 2
+
+
+def ensure_schema(conn: sqlite3.Connection) -> None:
+    """Create the tables, and bring a store written by an older version up to date."""
+    conn.executescript(SCHEMA)
+    if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+        return
+    columns = {table: {r[1] for r in conn.execute(f"PRAGMA table_info({table})")} for table in ("documents", "embeddings_meta")}
+    if "frontmatter" not in columns["documents"]:
+        conn.execute("ALTER TABLE documents ADD COLUMN frontmatter JSON")
+    if "provider" not in columns["embeddings_meta"]:
+        conn.execute("ALTER TABLE embeddings_meta ADD COLUMN provider TEXT")
+    conn.execute("DELETE FROM fts_cjk")
+    _index_cjk(conn, conn.execute("SELECT rowid, text FROM chunks"))
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _index_cjk(conn: sqlite3.Connection, rows: Iterable[tuple[int, str]]) -> None:
+    """Add the CJK n-grams of these (rowid, text) chunks; text without CJK is skipped."""
+    entries = []
+    for rowid, text in rows:
+        columns = cjk.index_columns(text)
+        if columns:
+            entries.append((rowid, *columns))
+    conn.executemany("INSERT INTO fts_cjk(rowid, uni, bi) VALUES (?, ?, ?)", entries)
+
+
+def _index_cjk_chunks(conn: sqlite3.Connection, chunk_ids: list[str], texts: list[str]) -> None:
+    cjk_ids = [cid for cid, text in zip(chunk_ids, texts) if cjk.has_cjk(text)]
+    for start in range(0, len(cjk_ids), 500):
+        part = cjk_ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        _index_cjk(conn, conn.execute(f"SELECT rowid, text FROM chunks WHERE id IN ({marks})", part).fetchall())
+
+
+def _document_row(d, chunk_count: int) -> tuple:
+    return (
+        d.collection, d.slug, d.title, json.dumps(d.tags), d.updated_at, chunk_count,
+        json.dumps(d.frontmatter, sort_keys=True, ensure_ascii=False, default=str),
+    )
+
+
+def replace_contents(
+    path: Path,
+    collections: Iterable[EmbeddedCollection],
+    *,
+    model: str,
+    dimension: int,
+    built_at: str,
+    provider: str | None = None,
+    generation: str | None = None,
+) -> None:
+    """Make the store hold exactly these collections, in one transaction."""
+    collections = list(collections)
+    with closing(connect(path)) as conn:
+        ensure_schema(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM chunks")
+            conn.execute("DELETE FROM documents")
+            conn.execute("DELETE FROM embeddings_meta")
+            conn.execute("DELETE FROM sources")
+            for col in collections:
+                _insert_collection(conn, col)
+            _record_sources(conn, collections, built_at)
+            conn.execute(
+                "INSERT INTO embeddings_meta(model, dimension, built_at, provider) VALUES (?, ?, ?, ?)",
+                (model, dimension, built_at, provider or _provider_of(collections)),
+            )
+            _record_generation(conn, generation)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        # Fold the WAL back into the main file when no reader holds it (PASSIVE never waits,
+        # so a long-running search process cannot stall a build).
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    documents_written: int
+    documents_deleted: int
+    chunks_written: int
+    chunks_deleted: int
+    full_rewrite: bool
+
+
+def sync_contents(
+    path: Path,
+    collections: Iterable[EmbeddedCollection],
+    *,
+    model: str,
+    dimension: int,
+    built_at: str,
+    scope: set[str] | None = None,
+    generation: str | None = None,
+) -> SyncResult:
+    """Make the store hold exactly these collections, touching only what changed.
+
+    One transaction: deleted documents and chunks go (their FTS rows with them, by the
+    triggers), changed chunks are deleted and re-inserted, unchanged rows stay. A store
+    built with another model is rewritten whole, since one store holds one model.
+
+    With ``scope`` (a tier store written one vault at a time), only the rows of those
+    collections are compared and replaced; the other collections' rows stay as they are.
+    """
+    collections = list(collections)
+    with closing(connect(path)) as conn:
+        ensure_schema(conn)
+        meta = conn.execute("SELECT model, dimension FROM embeddings_meta LIMIT 1").fetchone()
+    if meta is None or tuple(meta) != (model, dimension):
+        # Rows of other collections embedded with the old model cannot stay beside these;
+        # they come back when their own partitions are rebuilt.
+        replace_contents(path, collections, model=model, dimension=dimension, built_at=built_at, generation=generation)
+        n_docs = sum(len(c.documents) for c in collections)
+        n_chunks = sum(len(c.chunks) for c in collections)
+        return SyncResult(n_docs, 0, n_chunks, 0, True)
+
+    new_docs = {}
+    new_chunks = {}
+    for col in collections:
+        counts: dict[str, int] = {}
+        for chunk in col.chunks:
+            counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
+        for d in col.documents:
+            new_docs[d.id] = _document_row(d, counts.get(d.id, 0))
+        vectors = np.ascontiguousarray(col.vectors, dtype=np.float32)
+        for i, c in enumerate(col.chunks):
+            row = (c.document_id, c.chunk_index, c.text, json.dumps(c.heading_path, ensure_ascii=False), c.word_count)
+            new_chunks[c.id] = (row, i, vectors)
+
+    where, params = _scope_filter(scope)
+    with closing(connect(path)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            old_docs = {
+                r[0]: tuple(r[1:])
+                for r in conn.execute(
+                    f"SELECT id, collection, slug, title, tags, updated_at, chunk_count, frontmatter FROM documents d {where}",
+                    params,
+                )
+            }
+            # Vectors are not compared: with the model unchanged (else the store is rewritten
+            # whole, above), the same text always has the same vector.
+            old_chunks = {
+                r[0]: tuple(r[1:6])
+                for r in conn.execute(
+                    "SELECT c.id, c.document_id, c.chunk_index, c.text, c.heading_path, c.word_count"
+                    f" FROM chunks c JOIN documents d ON d.id = c.document_id {where}",
+                    params,
+                )
+            }
+            stale_chunks = [cid for cid, row in old_chunks.items() if cid not in new_chunks or new_chunks[cid][0] != row]
+            fresh_chunks = [cid for cid, value in new_chunks.items() if old_chunks.get(cid) != value[0]]
+            conn.executemany("DELETE FROM chunks WHERE id = ?", [(cid,) for cid in stale_chunks])
+            gone_docs = [did for did in old_docs if did not in new_docs]
+            conn.executemany("DELETE FROM documents WHERE id = ?", [(did,) for did in gone_docs])
+            changed_docs = [did for did, row in new_docs.items() if old_docs.get(did) != row]
+            conn.executemany(
+                "INSERT INTO documents(id, collection, slug, title, tags, updated_at, chunk_count, frontmatter)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET collection=excluded.collection,"
+                " slug=excluded.slug, title=excluded.title, tags=excluded.tags, updated_at=excluded.updated_at,"
+                " chunk_count=excluded.chunk_count, frontmatter=excluded.frontmatter",
+                [(did, *new_docs[did]) for did in changed_docs],
+            )
+            conn.executemany(
+                "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count, embedding)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(cid, *new_chunks[cid][0], new_chunks[cid][2][new_chunks[cid][1]].tobytes()) for cid in fresh_chunks],
+            )
+            _index_cjk_chunks(conn, fresh_chunks, [new_chunks[cid][0][2] for cid in fresh_chunks])
+            conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
+            conn.execute(f"DELETE FROM sources {_scope_filter(scope, 'collection')[0]}", params)
+            _record_sources(conn, collections, built_at)
+            _record_generation(conn, generation)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    return SyncResult(len(changed_docs), len(gone_docs), len(fresh_chunks), len(stale_chunks), False)
+
+
+def _record_generation(conn: sqlite3.Connection, generation: str | None) -> None:
+    if generation is not None:
+        conn.execute("DELETE FROM publication")
+        conn.execute("INSERT INTO publication(generation) VALUES (?)", (generation,))
+
+
+def remove_database(path: Path) -> None:
+    """Delete a SQLite file with its WAL and shared-memory files (a damaged one is rebuilt)."""
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _provider_of(collections: list[EmbeddedCollection]) -> str | None:
+    return collections[0].provider if collections else None
+
+
+def _scope_filter(scope: set[str] | None, column: str = "d.collection") -> tuple[str, tuple[str, ...]]:
+    if scope is None:
+        return "", ()
+    names = tuple(sorted(scope))
+    return f"WHERE {column} IN ({','.join('?' * len(names)) or 'NULL'})", names
+
+
+def _record_sources(conn: sqlite3.Connection, collections: list[EmbeddedCollection], built_at: str) -> None:
+    conn.executemany(
+        "INSERT OR REPLACE INTO sources(collection, content_hash, documents, indexed_at) VALUES (?, ?, ?, ?)",
+        [(c.collection, c.content_hash, len(c.documents), built_at) for c in collections],
+    )
+
+
+def purge_collections(path: Path, keep: Iterable[str]) -> list[str]:
+    """Delete every collection not in ``keep`` (a vault removed from the config, or moved to
+    another tier); returns the names purged."""
+    if not path.is_file():
+        return []
+    with closing(connect(path, readonly=True)) as conn:
+        present = {r[0] for r in conn.execute("SELECT collection FROM documents")}
+        present |= set(read_sources(path))
+    gone = sorted(present - set(keep))
+    delete_collections(path, gone)
+    return gone
+
+
+def delete_collections(path: Path, names: Iterable[str]) -> bool:
+    """Delete these collections' documents, chunks (and FTS rows) and sources, in one
+    transaction; True when anything was deleted."""
+    names = set(names)
+    if not names or not path.is_file():
+        return False
+    where, params = _scope_filter(names)
+    with closing(connect(path)) as conn:
+        ensure_schema(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            deleted = conn.execute(
+                f"DELETE FROM chunks WHERE document_id IN (SELECT d.id FROM documents d {where})", params
+            ).rowcount
+            deleted += conn.execute(f"DELETE FROM documents WHERE id IN (SELECT d.id FROM documents d {where})", params).rowcount
+            deleted += conn.execute(f"DELETE FROM sources {_scope_filter(names, 'collection')[0]}", params).rowcount
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return deleted > 0
+
+
+def read_sources(path: Path) -> dict[str, str]:
+    """Collection or vault -> the content hash its rows were built from ({} without a store)."""
+    if not path.is_file():
+        return {}
+    try:
+        with closing(connect(path, readonly=True)) as conn:
+            return dict(conn.execute("SELECT collection, content_hash FROM sources"))
+    except sqlite3.DatabaseError:  # a store from before the sources table, or a damaged one:
+        return {}  # either way nothing in it counts as built
+
+
+def _insert_collection(conn: sqlite3.Connection, col: EmbeddedCollection) -> None:
+    counts: dict[str, int] = {}
+    for chunk in col.chunks:
+        counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
+    conn.executemany(
+        "INSERT INTO documents(id, collection, slug, title, tags, updated_at, chunk_count, frontmatter)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(d.id, *_document_row(d, counts.get(d.id, 0))) for d in col.documents],
+    )
+    vectors = np.ascontiguousarray(col.vectors, dtype=np.float32)
+    conn.executemany(
+        "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count, embedding)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                c.id,
+                c.document_id,
+                c.chunk_index,
+                c.text,
+                json.dumps(c.heading_path, ensure_ascii=False),
+                c.word_count,
+                vectors[i].tobytes(),
+            )
+            for i, c in enumerate(col.chunks)
+        ],
+    )
+    _index_cjk_chunks(conn, [c.id for c in col.chunks], [c.text for c in col.chunks])
+
+
+def summarise(path: Path) -> StoreSummary | None:
+    """Counts and model of a store, or None when it does not exist yet."""
+    if not path.is_file():
+        return None
+    with closing(connect(path, readonly=True)) as conn:
+        docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        embedded = conn.execute("SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0]
+        fts = conn.execute("SELECT COUNT(*) FROM fts_chunks_docsize").fetchone()[0]
+        meta = conn.execute("SELECT model, dimension, built_at FROM embeddings_meta LIMIT 1").fetchone()
+        per_collection: dict[str, dict[str, int]] = {}
+        for collection, n_docs, n_chunks in conn.execute(
+            "SELECT d.collection, COUNT(DISTINCT d.id), COUNT(c.id)"
+            " FROM documents d LEFT JOIN chunks c ON c.document_id = d.id GROUP BY d.collection"
+        ):
+            per_collection[collection] = {"documents": n_docs, "chunks": n_chunks}
+    size = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+    return StoreSummary(
+        documents=docs,
+        chunks=chunks,
+        fts_rows=fts,
+        embedded=embedded,
+        model=meta[0] if meta else None,
+        dimension=meta[1] if meta else None,
+        built_at=meta[2] if meta else None,
+        per_collection=per_collection,
+        size_bytes=size,
+    )
+
+
+def create_empty(path: Path) -> None:
+    with closing(connect(path)) as conn:
+        ensure_schema(conn)
+
+
+def chunk_ids(path: Path) -> set[str]:
+    with closing(connect(path, readonly=True)) as conn:
+        return {row[0] for row in conn.execute("SELECT id FROM chunks")}
+
+
+def orphan_counts(path: Path) -> dict[str, int]:
+    """Rows that point at nothing: chunks without a document, FTS rows without a chunk."""
+    with closing(connect(path, readonly=True)) as conn:
+        chunk_orphans = conn.execute(
+            "SELECT COUNT(*) FROM chunks c LEFT JOIN documents d ON d.id = c.document_id WHERE d.id IS NULL"
+        ).fetchone()[0]
+        fts_orphans = conn.execute(
+            "SELECT COUNT(*) FROM fts_chunks_docsize f LEFT JOIN chunks c ON c.rowid = f.id WHERE c.rowid IS NULL"
+        ).fetchone()[0]
+    return {"chunks_without_document": chunk_orphans, "fts_rows_without_chunk": fts_orphans}

@@ -1,0 +1,95 @@
+"""Parsed documents and their chunks, by (file path, file SHA-256, chunking settings).
+
+This is what makes an incremental build incremental before embedding: an
+unchanged file is neither read nor parsed nor chunked again; its previous
+Document record and chunks are reused, so a build after a one-file edit only
+parses and chunks that file (and the embedding cache then sends only the chunk
+texts not embedded before).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from contextlib import closing
+from pathlib import Path
+from typing import Iterable
+
+import orjson
+
+from rag_assets.ingest.chunking import ChunkingParams
+from rag_assets.records import Chunk, Document
+from rag_assets.index.sqlite_cache import SqliteCache
+
+# Bump when the parser or chunker changes its output for the same input.
+PIPELINE_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    path TEXT PRIMARY KEY,
+    sha256 TEXT NOT NULL,
+    settings TEXT NOT NULL,
+    document BLOB NOT NULL,
+    chunks BLOB NOT NULL
+);
+"""
+
+
+def settings_key(params: ChunkingParams) -> str:
+    return f"v{PIPELINE_VERSION}:{params.target_words}:{params.overlap_words}:{params.min_words}:{params.max_chars}"
+
+
+def _decode_entry(doc_json: bytes, chunks_json: bytes) -> tuple[Document, list[Chunk]] | None:
+    try:
+        return Document(**orjson.loads(doc_json)), [Chunk(**c) for c in orjson.loads(chunks_json)]
+    except (orjson.JSONDecodeError, TypeError):
+        return None
+
+
+class DocumentCache(SqliteCache):
+    schema = _SCHEMA
+
+    def __init__(self, path: Path, params: ChunkingParams) -> None:
+        self.settings = settings_key(params)
+        super().__init__(path)
+
+    def lookup(self, collection: str, files: dict[str, str]) -> dict[str, tuple[Document, list[Chunk]]]:
+        """Cached (document, chunks) for the ``path -> sha256`` entries that are unchanged."""
+        found: dict[str, tuple[Document, list[Chunk]]] = {}
+        with closing(self._connect()) as conn:
+            rows = conn.execute(
+                "SELECT path, sha256, settings, document, chunks FROM documents WHERE path LIKE ?",
+                (f"{collection}/%",),
+            )
+            for path, sha, settings, doc_json, chunks_json in rows:
+                if files.get(path) == sha and settings == self.settings:
+                    entry = _decode_entry(doc_json, chunks_json)
+                    if entry is not None:  # a damaged row is a miss: the file is parsed again
+                        found[path] = entry
+        return found
+
+    def store(self, entries: Iterable[tuple[Document, list[Chunk]]]) -> None:
+        rows = [
+            (
+                doc.path,
+                doc.content_sha256,
+                self.settings,
+                orjson.dumps(dataclasses.replace(doc, body="").__dict__),
+                orjson.dumps([c.__dict__ for c in chunks]),
+            )
+            for doc, chunks in entries
+        ]
+        if not rows:
+            return
+        with closing(self._connect()) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?)", rows)
+            conn.execute("COMMIT")
+
+    def prune(self, collection: str, keep: set[str]) -> int:
+        """Forget files of a collection that no longer exist."""
+        with closing(self._connect()) as conn:
+            paths = [r[0] for r in conn.execute("SELECT path FROM documents WHERE path LIKE ?", (f"{collection}/%",))]
+            gone = [(p,) for p in paths if p not in keep]
+            if gone:
+                conn.executemany("DELETE FROM documents WHERE path = ?", gone)
+        return len(gone)

@@ -1,0 +1,162 @@
+"""Hashing the files of a collection, with a cache of unchanged files' hashes.
+
+The content hash is SHA-256 over every indexed file's relative path and bytes, in sorted
+order, so renaming, moving, editing, adding or removing a file changes it. The files are
+those :func:`rag_assets.ingest.walker.list_folder` lists (the same the parser reads): hidden
+files and folders are left out, and a skipped entry (a symlink out of the content folder,
+a FIFO, a file too large, an undecodable name) is never read; only its path and reason
+enter the hash, so a newly skipped file still triggers the build that reports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Iterator, Mapping
+
+import orjson
+
+from rag_assets.index.atomic import atomic_write_bytes
+from rag_assets.records import CollectionSnapshot, SkippedFile
+from rag_assets.ingest.walker import DEFAULT_MAX_FILE_BYTES, FileRefused, WalkPolicy, default_policy, iter_blocks, list_folder
+
+
+def iter_collection_files(root: Path, policy: WalkPolicy | None = None) -> Iterator[Path]:
+    """Every readable, non-hidden regular file under ``root``, in sorted relative-path order."""
+    for _, path, _ in iter_collection_entries(root, policy):
+        yield path
+
+
+def iter_collection_entries(root: Path, policy: WalkPolicy | None = None) -> list[tuple[str, Path, os.stat_result]]:
+    """(relative path, path, stat) of every file :func:`list_folder` lets a build read."""
+    return [(f.rel, f.path, f.stat) for f in list_folder(root, policy).files]
+
+
+def sha256_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
+    digest = hashlib.sha256()
+    blocks = iter_blocks(path, max_bytes)
+    next(blocks)  # the stat
+    for block in blocks:
+        digest.update(block)  # type: ignore[arg-type]
+    return digest.hexdigest()
+
+
+def combine_hashes(entries: Mapping[str, str]) -> str:
+    """One SHA-256 over ``name -> hash`` pairs, independent of insertion order."""
+    digest = hashlib.sha256()
+    for name in sorted(entries):
+        # surrogateescape: a name that slipped through undecoded hashes as its raw bytes
+        # instead of failing the whole build.
+        digest.update(name.encode("utf-8", "surrogateescape"))
+        digest.update(b"\0")
+        digest.update(entries[name].encode("ascii"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def skip_marker(reason: str) -> str:
+    """What a skipped entry contributes to the content hash: its reason, not its bytes."""
+    return "skipped:" + hashlib.sha256(reason.encode("utf-8", "backslashreplace")).hexdigest()
+
+
+class StatCache:
+    """SHA-256 of files by (relative path, size, mtime): hashing 10,000 unchanged files costs
+    10,000 ``stat`` calls, not 10,000 reads. Kept as one JSON file beside the outputs.
+
+    The key also holds the inode and ctime, which a rename or ``cp -p`` over the file
+    changes even when size and mtime stay the same. ``rag build --force`` and the nightly
+    rebuild ignore the cache and rehash everything.
+    """
+
+    def __init__(self, path: Path | None, *, trust: bool = True) -> None:
+        self.path = path
+        self._trust = trust
+        self._entries: dict[str, list] = {}
+        self._dirty = False
+        if path is not None and path.is_file():
+            try:
+                entries = orjson.loads(path.read_bytes())
+            except (orjson.JSONDecodeError, OSError):
+                entries = {}
+            # A damaged cache (or one of the wrong shape) only costs a rehash; never trust it.
+            self._entries = entries if isinstance(entries, dict) else {}
+
+    def sha256(self, rel: str, path: Path, stat: os.stat_result, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
+        key = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
+        entry = self._entries.get(rel)
+        if self._trust and isinstance(entry, list) and len(entry) == 5 and entry[:4] == key and isinstance(entry[4], str):
+            return entry[4]
+        digest = sha256_file(path, max_bytes)
+        self._entries[rel] = [*key, digest]
+        self._dirty = True
+        return digest
+
+    def forget_missing(self, prefix: str, seen: set[str]) -> None:
+        stale = [rel for rel in self._entries if rel.startswith(prefix) and rel not in seen]
+        for rel in stale:
+            del self._entries[rel]
+        self._dirty = self._dirty or bool(stale)
+
+    def save(self) -> None:
+        if self.path is not None and self._dirty:
+            atomic_write_bytes(self.path, orjson.dumps(self._entries))
+            self._dirty = False
+
+
+def snapshot_collection(
+    content_dir: Path,
+    collection: str,
+    stat_cache: StatCache | None = None,
+    *,
+    root: Path | None = None,
+    policy: WalkPolicy | None = None,
+) -> CollectionSnapshot:
+    """Hash one collection folder (``root``, default ``content_dir/collection``); a missing
+    folder is an empty collection. ``policy`` defaults to staying inside ``content_dir``
+    (or ``root`` when given) and out of its vaults folder."""
+    policy = policy or default_policy(root or content_dir)
+    root = root or content_dir / collection
+    cache = stat_cache or StatCache(None)
+    files: dict[str, str] = {}
+    skipped: list[SkippedFile] = []
+    total = 0
+    if root.is_dir():
+        listing = list_folder(root, policy, prefix=f"{collection}/")
+        skipped.extend(listing.skipped)
+        for item in listing.files:
+            rel = f"{collection}/{item.rel}"
+            try:
+                files[rel] = cache.sha256(rel, item.path, item.stat, policy.max_file_bytes)
+            except (OSError, FileRefused) as exc:
+                # Vanished, unreadable or swapped for a FIFO since the listing: one bad file
+                # is one skipped file (the parser reports the same path), not a failed build.
+                skipped.append(SkippedFile(rel, unreadable_reason(exc)))
+                continue
+            total += item.stat.st_size
+    cache.forget_missing(f"{collection}/", set(files))
+    markers = {s.path: skip_marker(s.reason) for s in skipped if s.path not in files}
+    return CollectionSnapshot(
+        collection=collection,
+        root=str(root),
+        content_hash=combine_hashes({**markers, **files}),
+        files=files,
+        total_bytes=total,
+        skipped=skipped,
+    )
+
+
+def unreadable_reason(exc: BaseException) -> str:
+    """The skip reason for a file that could not be read."""
+    if isinstance(exc, FileRefused):
+        return str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return "file vanished while the build was reading the folder"
+    if isinstance(exc, OSError):
+        return f"cannot read file: {exc.strerror or exc}"
+    return f"cannot read file: {exc}"
+
+
+def overall_content_hash(collection_hashes: Mapping[str, str]) -> str:
+    """The index's ``contentHash``: one hash over every collection's hash."""
+    return combine_hashes(collection_hashes)

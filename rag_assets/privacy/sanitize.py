@@ -1,0 +1,139 @@
+"""Safe-tier sanitisation: secrets become ``[REDACTED:<kind>]``, identities become placeholders.
+
+Runs in memory right after a note is parsed, before it is chunked, so every later step
+(the chunker, the embedding cache, the provider, the store and its FTS table, Dagster's
+metadata and logs) only ever sees sanitised text. Every field that reaches the store is
+sanitised, not just the body: the title, description, tags, frontmatter values, the slug
+and path (file names can name hosts too), and the reasons of skipped files (a YAML error
+quotes the line it failed on).
+
+Secrets go first, then the identity map: a hostname inside a database URI must not break
+the URI pattern before its password is found.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import inspect
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rag_assets.privacy import secrets as secret_rules
+from rag_assets.privacy.identity import IdentityMap
+from rag_assets.records import Document, ParsedCollection, SkippedFile
+from rag_assets.privacy.secrets import SecretDetector
+
+
+@dataclass
+class SanitizeTally:
+    """How many values were replaced, per kind (for metadata and logs; never the values)."""
+
+    secrets: Counter = field(default_factory=Counter)
+    identities: Counter = field(default_factory=Counter)
+
+    def add(self, other: "SanitizeTally") -> None:
+        self.secrets.update(other.secrets)
+        self.identities.update(other.identities)
+
+    @property
+    def total(self) -> int:
+        return sum(self.secrets.values()) + sum(self.identities.values())
+
+
+class Sanitizer:
+    """Secret detection plus the identity map, applied to text, documents and collections."""
+
+    def __init__(self, identity_map: IdentityMap, detector: SecretDetector | None = None) -> None:
+        self.identity_map = identity_map
+        self.detector = detector or SecretDetector()
+
+    @classmethod
+    def from_file(cls, identity_map_path: Path | None) -> "Sanitizer":
+        identity = IdentityMap.load(identity_map_path) if identity_map_path else IdentityMap.empty()
+        return cls(identity)
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the rules change, so a new map or detector re-sanitises every note."""
+        return rules_fingerprint(self.identity_map)
+
+    def text(self, text: str, tally: SanitizeTally | None = None) -> str:
+        if not text:
+            return text
+        redaction = self.detector.redact(text)
+        replaced, identity_counts = self.identity_map.apply(redaction.text)
+        if tally is not None:
+            tally.secrets.update(redaction.counts)
+            tally.identities.update(identity_counts)
+        return replaced
+
+    def value(self, value: Any, tally: SanitizeTally) -> Any:
+        """Frontmatter values, recursively (keys too: a key can be a hostname)."""
+        if isinstance(value, str):
+            return self.text(value, tally)
+        if isinstance(value, list):
+            return [self.value(v, tally) for v in value]
+        if isinstance(value, dict):
+            return {self.text(str(k), tally): self.value(v, tally) for k, v in value.items()}
+        return value
+
+    def document(self, doc: Document, tally: SanitizeTally) -> Document:
+        body = self.text(doc.body, tally)
+        return replace(
+            doc,
+            slug=self.text(doc.slug, tally),
+            path=self.text(doc.path, tally),
+            title=self.text(doc.title, tally),
+            description=self.text(doc.description, tally),
+            tags=[self.text(t, tally) for t in doc.tags],
+            frontmatter=self.value(doc.frontmatter, tally),
+            body=body,
+            # The hash of the raw file would let anyone confirm a guess of its contents.
+            content_sha256=hashlib.sha256(body.encode("utf-8")).hexdigest(),
+        )
+
+    def collection(self, parsed: ParsedCollection) -> tuple[ParsedCollection, SanitizeTally]:
+        """A parsed vault with every document and skip reason sanitised."""
+        tally = SanitizeTally()
+        documents = [self.document(d, tally) for d in parsed.documents]
+        skipped = [SkippedFile(self.text(s.path, tally), self.text(s.reason, tally)) for s in parsed.skipped]
+        # Two notes whose names differ only by a redacted value would now share a slug.
+        seen: dict[str, str] = {}
+        unique: list[Document] = []
+        for doc in documents:
+            if doc.slug in seen:
+                skipped.append(SkippedFile(doc.path, f"same slug as {seen[doc.slug]} once sanitised; rename one of them"))
+                continue
+            seen[doc.slug] = doc.path
+            unique.append(doc)
+        return replace(parsed, documents=unique, skipped=skipped, cached_chunks={}), tally
+
+
+def rules_fingerprint(identity_map: IdentityMap) -> str:
+    """The identity map's rules plus the detector's code and library version."""
+    digest = hashlib.sha256()
+    digest.update(identity_map.fingerprint().encode())
+    digest.update(_detector_source_digest().encode())
+    try:
+        digest.update(importlib.metadata.version("detect-secrets").encode())
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return digest.hexdigest()
+
+
+def fingerprint_for(identity_map_path: Path | None) -> str:
+    """The Safe rules' fingerprint without building the detector (for sensors and `rag check`)."""
+    return rules_fingerprint(IdentityMap.load(identity_map_path) if identity_map_path else IdentityMap.empty())
+
+
+@functools.cache  # the module's source cannot change under a running process; the sensor asks every tick
+def _detector_source_digest() -> str:
+    try:
+        source = inspect.getsource(secret_rules)
+    except OSError:  # no source on disk (a zipped install): fall back to the module's name
+        source = secret_rules.__name__
+    return hashlib.sha256(source.encode()).hexdigest()

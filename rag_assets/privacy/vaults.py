@@ -1,0 +1,311 @@
+"""Note vaults into the Safe and Private tier stores (no Dagster import).
+
+One vault is built for one tier by :func:`build_vault_tier`: parse the notes, sanitise them
+in memory (Safe only), chunk, embed (Private: a local-only embedder and its own cache) and
+sync that vault's rows of the tier's store in one transaction, leaving the other vaults'
+rows as they are. :func:`refresh_tier_store` then purges vaults that left the tier (removed
+from the config, or moved from safe to private) and describes the store.
+
+Nothing here writes raw Safe-tier text: the document cache is not used for vaults (it
+would hold raw chunks), and the store rows, the embedding cache keys and the returned
+report are all computed from sanitised text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from rag_assets.index import store
+from rag_assets.ingest.boundaries import vault_policy
+from rag_assets.config import RagConfig, VaultConfig
+from rag_assets.embed import Embedder
+from rag_assets.embed.cache import EmbeddingCache
+from rag_assets.index.freshness import age_label
+from rag_assets.ingest.parsing import MARKDOWN_SUFFIXES, parse_collection
+from rag_assets.pipeline import EmbeddingStats, chunk_collection, embed_collection, utc_now_iso
+from rag_assets.records import Chunk, CollectionSnapshot, SkippedFile
+from rag_assets.privacy.sanitize import SanitizeTally, Sanitizer, fingerprint_for
+from rag_assets.index.sqlite_cache import discard_if_damaged
+from rag_assets.ingest.sources import StatCache, combine_hashes, iter_collection_entries, snapshot_collection
+
+Log = Callable[[str], None]
+VAULT_TIERS = ("safe", "private")
+
+
+class VaultMissing(FileNotFoundError):
+    """A configured vault folder is absent; its rows are kept rather than silently purged."""
+
+
+@dataclass
+class VaultBuild:
+    """What one vault's build for one tier did, for the asset metadata and the CLI."""
+
+    vault: str
+    tier: str
+    files: int
+    documents: int
+    chunks: int
+    embedded: int
+    failed_chunk_ids: list[str]
+    skipped: list[SkippedFile]
+    sync: store.SyncResult
+    stats: EmbeddingStats
+    model: str
+    provider: str
+    dimension: int
+    source_hash: str
+    tally: SanitizeTally = field(default_factory=SanitizeTally)
+    preview: list[Chunk] = field(default_factory=list)  # Safe tier only: sanitised chunks
+
+
+def vault_stat_cache(cfg: RagConfig, *, trust: bool = True) -> StatCache:
+    # Separate from the collections' cache: a vault may share a name with a collection.
+    return StatCache(cfg.data_dir / "stat-cache-vaults.json", trust=trust)
+
+
+def snapshot_vault(cfg: RagConfig, vault: VaultConfig, stat_cache: StatCache | None = None) -> CollectionSnapshot:
+    return snapshot_collection(
+        vault.path.parent, vault.name, stat_cache, root=vault.path, policy=vault_policy(cfg, vault)
+    )
+
+
+def source_hash(tier: str, content_hash: str, sanitizer_fingerprint: str | None) -> str:
+    """What a tier's rows of a vault were built from: the files, and for Safe the rules."""
+    if tier == "safe":
+        return combine_hashes({"content": content_hash, "sanitizer": sanitizer_fingerprint or ""})
+    return content_hash
+
+
+def embedding_cache_path(cfg: RagConfig, tier: str) -> Path:
+    return cfg.private_embedding_cache_path if tier == "private" else cfg.embedding_cache_path
+
+
+def build_vault_tier(
+    cfg: RagConfig,
+    vault: VaultConfig,
+    tier: str,
+    embedder: Embedder,
+    *,
+    provider: str,
+    sanitizer: Sanitizer | None = None,
+    batch_size: int = 50,
+    full: bool = False,
+    log: Log = lambda _: None,
+) -> VaultBuild:
+    """Parse, (sanitise,) chunk and embed one vault and sync its rows of the tier's store."""
+    if tier not in VAULT_TIERS:
+        raise ValueError(f"unknown vault tier {tier!r}")
+    if tier == "safe" and sanitizer is None:
+        raise ValueError("the Safe tier needs a sanitizer")
+    if not vault.path.is_dir():
+        raise VaultMissing(
+            f"vault {vault.name!r}: folder {vault.path} does not exist; fix its path in rag.yaml or remove the "
+            "vault (its rows stay in the stores until then)"
+        )
+    stat_cache = vault_stat_cache(cfg, trust=not full)
+    snapshot = snapshot_vault(cfg, vault, stat_cache)
+    stat_cache.save()
+    parsed = parse_collection(
+        vault.path.parent, vault.name, snapshot.content_hash, root=vault.path, policy=vault_policy(cfg, vault)
+    )
+    tally = SanitizeTally()
+    if tier == "safe":
+        assert sanitizer is not None
+        parsed, tally = sanitizer.collection(parsed)
+        log(
+            f"[{vault.name}] sanitised {len(parsed.documents)} notes: {sum(tally.secrets.values())} secrets redacted, "
+            f"{sum(tally.identities.values())} identifying values replaced"
+        )
+    fingerprint = sanitizer.fingerprint if sanitizer is not None else None
+    parsed.content_hash = source_hash(tier, snapshot.content_hash, fingerprint)
+    chunked = chunk_collection(parsed, cfg.chunking, cache=None)
+    embedded, stats = embed_collection(
+        chunked,
+        embedder,
+        cache=EmbeddingCache(embedding_cache_path(cfg, tier)),
+        batch_size=batch_size,
+        provider=provider,
+        log=log,
+    )
+    damaged = discard_if_damaged(cfg.store_path(tier))
+    if damaged:
+        log(f"[{vault.name}] the {tier} store was damaged ({damaged}): discarded; every vault is rebuilt into it")
+    sync = store.sync_contents(
+        cfg.store_path(tier),
+        [embedded],
+        model=embedded.model,
+        dimension=embedded.dimension,
+        built_at=utc_now_iso(),
+        scope={vault.name},
+    )
+    log(
+        f"[{vault.name}] {tier} store: {sync.chunks_written} chunks written, {sync.chunks_deleted} deleted"
+        + (" (store rewritten: new model)" if sync.full_rewrite else "")
+    )
+    return VaultBuild(
+        vault=vault.name,
+        tier=tier,
+        files=len(snapshot.files),
+        documents=len(embedded.documents),
+        chunks=len(chunked.chunks),
+        embedded=len(embedded.chunks),
+        failed_chunk_ids=embedded.failed_chunk_ids,
+        skipped=list(embedded.skipped),
+        sync=sync,
+        stats=stats,
+        model=embedded.model,
+        provider=embedded.provider,
+        dimension=embedded.dimension,
+        source_hash=parsed.content_hash,
+        tally=tally,
+        preview=list(embedded.chunks[:2]) if tier == "safe" else [],
+    )
+
+
+@dataclass
+class TierCard:
+    """One tier's store at a glance: the UI's metadata, ``rag status`` and the checks."""
+
+    tier: str
+    path: str
+    exists: bool
+    documents: int = 0
+    chunks: int = 0
+    embedded: int = 0
+    size_bytes: int = 0
+    model: str | None = None
+    dimension: int | None = None
+    built_at: str | None = None
+    freshness: str = "Missing"
+    age_seconds: float | None = None
+    per_vault: dict[str, dict[str, int]] = field(default_factory=dict)
+    vaults_configured: list[str] = field(default_factory=list)
+    vaults_not_built: list[str] = field(default_factory=list)
+    purged: list[str] = field(default_factory=list)
+
+
+def refresh_tier_store(cfg: RagConfig, tier: str) -> TierCard:
+    """Purge vaults that no longer belong to the tier, then describe the store."""
+    path = cfg.store_path(tier)
+    wanted = [v.name for v in cfg.tier_vaults(tier)]
+    if not path.exists():
+        store.create_empty(path)  # so readers find the tier's file before its first vault
+    purged = store.purge_collections(path, wanted)
+    card = tier_card(cfg, tier)
+    card.purged = purged
+    return card
+
+
+def tier_card(cfg: RagConfig, tier: str, now: dt.datetime | None = None) -> TierCard:
+    path = cfg.store_path(tier)
+    wanted = [v.name for v in cfg.tier_vaults(tier)]
+    summary = store.summarise(path)
+    card = TierCard(tier=tier, path=str(path), exists=summary is not None, vaults_configured=wanted)
+    if summary is None:
+        card.vaults_not_built = wanted
+        return card
+    label, age = age_label(summary.built_at, now)
+    card.documents, card.chunks, card.size_bytes = summary.documents, summary.chunks, summary.size_bytes
+    card.embedded = summary.embedded
+    card.model, card.dimension, card.built_at = summary.model, summary.dimension, summary.built_at
+    card.freshness, card.age_seconds = label, age
+    card.per_vault = summary.per_collection
+    built = store.read_sources(path)
+    card.vaults_not_built = [name for name in wanted if name not in built]
+    return card
+
+
+@dataclass
+class VaultChange:
+    vault: str
+    tier: str
+    status: str  # new | changed | unchanged | missing
+    source_hash: str | None
+
+
+def detect_vault_changes(cfg: RagConfig) -> list[VaultChange]:
+    """Per vault and tier: do the store's rows still match the notes (and the Safe rules)?"""
+    sanitizer_fingerprint = fingerprint_for(cfg.identity_map_path) if cfg.tier_vaults("safe") else None
+    stat_cache = vault_stat_cache(cfg)
+    changes = []
+    built = {tier: store.read_sources(cfg.store_path(tier)) for tier in VAULT_TIERS}
+    for tier in VAULT_TIERS:
+        for vault in cfg.tier_vaults(tier):
+            if not vault.path.is_dir():
+                changes.append(VaultChange(vault.name, tier, "missing", None))
+                continue
+            current = source_hash(tier, snapshot_vault(cfg, vault, stat_cache).content_hash, sanitizer_fingerprint)
+            before = built[tier].get(vault.name)
+            status = "new" if before is None else "unchanged" if before == current else "changed"
+            changes.append(VaultChange(vault.name, tier, status, current))
+    stat_cache.save()
+    return changes
+
+
+def departed_vaults(cfg: RagConfig) -> dict[str, list[str]]:
+    """Per tier, the vaults its store holds that the config no longer gives it."""
+    out = {}
+    for tier in VAULT_TIERS:
+        wanted = {v.name for v in cfg.tier_vaults(tier)}
+        gone = sorted(set(store.read_sources(cfg.store_path(tier))) - wanted)
+        if gone:
+            out[tier] = gone
+    return out
+
+
+def markdown_files_on_disk(cfg: RagConfig, vault: VaultConfig) -> int:
+    if not vault.path.is_dir():
+        return 0
+    entries = iter_collection_entries(vault.path, vault_policy(cfg, vault))
+    return sum(1 for rel, _, _ in entries if rel.lower().endswith(MARKDOWN_SUFFIXES))
+
+
+def tally_counts(tally: SanitizeTally) -> dict[str, int]:
+    """Replacements per kind, secrets as ``secret:<kind>`` and identities as ``identity:<kind>``."""
+    merged: Counter = Counter()
+    merged.update({f"secret:{k}": v for k, v in tally.secrets.items()})
+    merged.update({f"identity:{k}": v for k, v in tally.identities.items()})
+    return dict(sorted(merged.items()))
+
+
+def tiers_report(cfg: RagConfig, damaged: set[Path] | frozenset[Path] = frozenset()) -> dict[str, dict]:
+    """The three tiers for ``rag status``: store size, counts, model, built time, freshness;
+    for the vault tiers, each vault's Markdown files on disk and rows in the store. A store
+    in ``damaged`` is reported as such, not opened."""
+    out: dict[str, dict] = {}
+    for tier in ("public", "safe", "private"):
+        if cfg.store_path(tier).resolve() in damaged:
+            out[tier] = {"store": str(cfg.store_path(tier)), "exists": True, "damaged": True}
+            continue
+        card = tier_card(cfg, tier)
+        entry = {
+            "store": card.path,
+            "exists": card.exists,
+            "bytes": card.size_bytes,
+            "documents": card.documents,
+            "chunks": card.chunks,
+            "embedded": card.embedded,
+            "model": card.model,
+            "dimension": card.dimension,
+            "builtAt": card.built_at,
+            "freshness": card.freshness,
+            "ageSeconds": card.age_seconds,
+        }
+        if tier != "public":
+            entry["vaults"] = {
+                v.name: {
+                    "path": str(v.path),
+                    "tier": v.tier,
+                    "markdownFiles": markdown_files_on_disk(cfg, v),
+                    "documents": card.per_vault.get(v.name, {}).get("documents", 0),
+                    "chunks": card.per_vault.get(v.name, {}).get("chunks", 0),
+                    "built": v.name not in card.vaults_not_built,
+                }
+                for v in cfg.tier_vaults(tier)
+            }
+        out[tier] = entry
+    return out

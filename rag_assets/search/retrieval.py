@@ -1,0 +1,653 @@
+"""Hybrid search over one tier's SQLite store: vectors (numpy) + BM25 (FTS5), fused.
+
+The Python API the CLI, the HTTP server and the evaluation share::
+
+    index = SearchIndex(cfg.public_store_path, weights=cfg.collection_weights)
+    result = index.search("how do I set up vlans on proxmox", embedder, SearchParams(k=5))
+
+- **Vector**: cosine similarity of the query vector against every chunk: one float32 matrix
+  product over a matrix loaded once per process and reloaded when the store file changes.
+- **BM25**: FTS5 ``bm25()`` over the store's ``porter unicode61`` table. User text is never
+  passed as FTS syntax: it is split into words, English stop words are dropped, and every
+  word is quoted, joined with OR. CJK words are matched as n-gram phrases in ``fts_cjk``.
+  With ``lexical="memory"`` or ``"auto"`` the same scores come from postings held in memory
+  (:mod:`rag_assets.search.bm25`), which is what keeps BM25 fast on large stores.
+- **Fusion** (``fusion="zscore"``, the default): both lists' scores standardised over the
+  union of their candidates (a BM25 candidate the vector list did not reach gets its true
+  cosine; a chunk BM25 did not return scores 0 there), ``(wv*z_v + wb*z_b)/(wv+wb)``,
+  rescaled to [0, 1] (1.0 = the best candidate); or ``fusion="rrf"``: weighted Reciprocal
+  Rank Fusion, ``(wv/(k+rank_v) + wb/(k+rank_b)) / ((wv+wb)/(k+1))`` (1.0 = first in both
+  lists; a list a chunk is missing from adds 0); or ``fusion="convex"``: each list's scores
+  min-max normalised over its candidates, ``(wv*v + wb*b)/(wv+wb)``. Then the collection's
+  priority weight multiplies the score, then ``min_score`` filters. The default was chosen on
+  SciFact's train split with bench/tune_fusion.py (figures in the README).
+- **Filters** (collections, tags, frontmatter fields, slug prefix) apply before ranking.
+- **Diversity**: optional MMR re-ranking and a cap on chunks per document.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from rag_assets.index import cjk, store
+from rag_assets.embed.base import Embedder
+
+log = logging.getLogger(__name__)
+FUSIONS = ("rrf", "convex", "zscore")
+MODES = ("hybrid", "vector", "bm25")
+LEXICAL = ("fts5", "memory", "auto")
+# English function words (Lucene's list plus NLTK's): they match nearly every chunk, so they
+# cost BM25 time and add nothing to its ranking, or worse: the stemmer turns "up" into the
+# stem of "UPS", so "set up vlans" would favour a chapter on batteries.
+STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
+    "they this to was will with how what which who whom why when where do does did doing i me my myself we our "
+    "ours you your yours he him his she her hers its itself them theirs am been being have has had having "
+    "would should could can about above after again against all any because before below between both down "
+    "during each few from further here more most nor off once only other out over own same so some than too "
+    "under until up very were while just don now".split()
+)
+
+
+class SearchError(ValueError):
+    """A search that cannot run as asked (bad parameter, no index); the message says why."""
+
+
+def damaged_store_error(path: Path, exc: Exception) -> SearchError:
+    return SearchError(f"the store at {path} is damaged ({exc}); run `rag build` to rebuild it")
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Everything that shapes a search; defaults chosen on SciFact's train split (README)."""
+
+    k: int = 10
+    mode: str = "hybrid"
+    fusion: str = "zscore"
+    rrf_k: int = 60
+    vector_weight: float = 0.5
+    bm25_weight: float = 0.5
+    min_score: float = 0.1
+    candidates: int = 200  # depth of each list before fusion
+    collections: tuple[str, ...] = ()  # empty: all
+    tags: tuple[str, ...] = ()  # every tag must be present
+    filters: tuple[tuple[str, str], ...] = ()  # frontmatter key=value, all must hold
+    slug_prefix: str | None = None
+    mmr_lambda: float | None = None  # None: no MMR; 1.0 = relevance only, 0.0 = diversity only
+    max_per_document: int | None = None
+    collection_weights: bool = True
+
+    def validate(self) -> None:
+        if not 1 <= self.k <= 1000:
+            raise SearchError("k must be between 1 and 1000")
+        if self.mode not in MODES:
+            raise SearchError(f"mode must be one of {', '.join(MODES)}")
+        if self.fusion not in FUSIONS:
+            raise SearchError(f"fusion must be one of {', '.join(FUSIONS)}")
+        if self.rrf_k < 0:
+            raise SearchError("rrf_k must be 0 or more")
+        if self.vector_weight < 0 or self.bm25_weight < 0 or self.vector_weight + self.bm25_weight <= 0:
+            raise SearchError("vector_weight and bm25_weight must be >= 0 and not both 0")
+        if self.mmr_lambda is not None and not 0.0 <= self.mmr_lambda <= 1.0:
+            raise SearchError("mmr_lambda must be between 0 and 1")
+        if self.max_per_document is not None and self.max_per_document < 1:
+            raise SearchError("max_per_document must be at least 1")
+        if self.candidates < self.k:
+            raise SearchError("candidates must be at least k")
+
+
+@dataclass
+class Hit:
+    id: str
+    collection: str
+    slug: str
+    title: str
+    heading_path: list[str]
+    text: str
+    score: float
+    vector_score: float | None
+    bm25_score: float | None
+    chunk_index: int = 0
+    document_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "collection": self.collection,
+            "slug": self.slug,
+            "title": self.title,
+            "headingPath": self.heading_path,
+            "text": self.text,
+            "score": round(self.score, 6),
+            "vectorScore": None if self.vector_score is None else round(self.vector_score, 6),
+            "bm25Score": None if self.bm25_score is None else round(self.bm25_score, 6),
+        }
+
+
+@dataclass
+class SearchResult:
+    query: str
+    hits: list[Hit]
+    params: SearchParams
+    latency_ms: float  # the whole search, query embedding included
+    model: str | None = None
+    embed_ms: float = 0.0  # of which embedding the query (a cold local model loads here)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "hits": [h.to_json() for h in self.hits],
+            "latencyMs": round(self.latency_ms, 2),
+            "embedMs": round(self.embed_ms, 2),
+        }
+
+
+def fts_match_query(text: str) -> str | None:
+    """User text as a safe FTS5 query: quoted words joined with OR; None if nothing is left.
+
+    Quotes, ``-``, ``:``, ``*``, ``AND``/``OR``/``NEAR``, parentheses and unbalanced input
+    all end up as plain words inside double quotes, which FTS5 never parses as syntax.
+    """
+    words = [w for w in cjk.WORD.findall(text.lower()) if not cjk.has_cjk(w)]
+    kept = [w for w in words if w not in STOP_WORDS] or words
+    unique = list(dict.fromkeys(kept))
+    return " OR ".join(f'"{w}"' for w in unique) or None
+
+
+@dataclass
+class _Loaded:
+    """The store's vectors and per-chunk metadata, as of ``stamp``."""
+
+    stamp: tuple
+    rowids: np.ndarray  # chunk rowid per matrix row
+    matrix: np.ndarray  # (n, dimension) float32, L2-normalised
+    document_ids: list[str]
+    collections: np.ndarray  # collection name per row (object array)
+    row_of: dict[int, int]
+    model: str | None
+    provider: str | None
+    dimension: int | None
+    documents: dict[str, dict[str, Any]]  # id -> {collection, slug, title, tags, frontmatter}
+    # Per row: the index of its document in ``documents``' order (len(documents): none), so a
+    # filter mask is ``allowed[doc_index]``; per document, its collection. Filters seen
+    # before reuse their ``allowed`` array (``allowed_cache``, keyed by the filters).
+    doc_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    doc_collections: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=str))
+    allowed_cache: dict = field(default_factory=dict)
+    # The in-memory BM25 postings (rag_assets.search.bm25) once they are ready; None: FTS5 scores.
+    bm25: Any = None
+    bm25_done: threading.Event = field(default_factory=threading.Event)  # set when built, loaded or failed
+
+
+class SearchIndex:
+    """One store, searchable; safe to share between threads (the HTTP server does).
+
+    ``lexical`` picks where BM25 scores come from (the same numbers either way):
+    ``"fts5"`` asks FTS5 at every query; ``"memory"`` builds in-memory postings
+    (:class:`rag_assets.search.bm25.MemoryBm25`) whenever the store is (re)loaded, before the
+    load returns; ``"auto"`` builds them in a background thread after each (re)load and
+    uses FTS5 until they are ready (for ``rag serve``). Both memory modes cache the
+    postings in ``<store>.bm25.npz`` beside the store, so a restart does not rebuild; that
+    file holds the store's vocabulary and is as private as the store itself.
+    """
+
+    def __init__(
+        self, path: Path, weights: Mapping[str, float] | None = None, *, log_searches: bool = True, lexical: str = "fts5"
+    ) -> None:
+        if lexical not in LEXICAL:
+            raise ValueError(f"lexical must be one of {', '.join(LEXICAL)}, not {lexical!r}")
+        self.path = Path(path)
+        self.weights = dict(weights or {})
+        self.log_searches = log_searches
+        self.lexical = lexical
+        self._loaded: _Loaded | None = None
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._generation = 0  # bumped at every load: an older background BM25 build gives up
+
+    # ------------------------------------------------------------------ loading
+    def _stamp(self, conn: sqlite3.Connection | None = None) -> tuple:
+        """What identifies the store's indexed contents. Not the files' mtimes: the search log
+        writes to the same file, and every logged search would then reload the matrix. Every
+        build moves ``built_at`` (and usually the highest chunk rowid or the document count)."""
+        try:
+            inode = self.path.stat().st_ino
+        except FileNotFoundError:
+            return ("missing",)
+        row = (conn or self._connection()).execute(
+            "SELECT (SELECT built_at FROM embeddings_meta LIMIT 1), (SELECT max(rowid) FROM chunks),"
+            " (SELECT count(*) FROM documents)"
+        ).fetchone()
+        return (inode, *row)
+
+    def _connection(self) -> sqlite3.Connection:
+        # One connection per thread: sqlite3 connections must not cross threads. A publish
+        # swaps the store's file (a new generation behind the same path): a new inode means
+        # the connection must follow it.
+        conn = getattr(self._local, "conn", None)
+        try:
+            inode = self.path.stat().st_ino
+        except FileNotFoundError:
+            inode = None
+        if conn is not None and getattr(self._local, "inode", None) != inode:
+            conn.close()
+            conn = None
+        if conn is None:
+            conn = store.connect(self.path)
+            store.ensure_schema(conn)
+            self._local.conn, self._local.inode = conn, inode
+        return conn
+
+    def loaded(self) -> _Loaded:
+        """The in-memory matrix, reloaded when the store's files changed since the last load."""
+        if not self.path.is_file():
+            raise SearchError(f"no store at {self.path}; run `rag build` first")
+        try:
+            return self._loaded_now()
+        except sqlite3.DatabaseError as exc:
+            raise damaged_store_error(self.path, exc) from None
+
+    def _loaded_now(self) -> _Loaded:
+        stamp = self._stamp()
+        current = self._loaded
+        if current is not None and current.stamp == stamp:
+            return current
+        with self._lock:
+            if self._loaded is None or self._loaded.stamp != stamp:
+                self._loaded = self._load(stamp)
+            return self._loaded
+
+    def _load(self, stamp: tuple) -> _Loaded:
+        conn = self._connection()
+        meta = conn.execute("SELECT model, dimension, provider FROM embeddings_meta LIMIT 1").fetchone()
+        model, dimension, provider = meta if meta else (None, None, None)
+        documents = {}
+        for doc_id, collection, slug, title, tags, frontmatter in conn.execute(
+            "SELECT id, collection, slug, title, tags, frontmatter FROM documents"
+        ):
+            documents[doc_id] = {
+                "collection": collection,
+                "slug": slug,
+                "title": title or "",
+                "tags": json.loads(tags or "[]"),
+                "frontmatter": json.loads(frontmatter or "{}"),
+            }
+        rows = conn.execute(
+            "SELECT rowid, document_id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid"
+        ).fetchall()
+        dim = dimension or 0
+        matrix = np.empty((len(rows), dim), dtype=np.float32)
+        for i, (_, _, blob) in enumerate(rows):
+            matrix[i] = np.frombuffer(blob, dtype=np.float32)
+        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        document_ids = [r[1] for r in rows]
+        collections = np.array([documents.get(d, {}).get("collection", "") for d in document_ids], dtype=object)
+        position = {doc_id: i for i, doc_id in enumerate(documents)}
+        doc_index = np.fromiter((position.get(d, len(position)) for d in document_ids), dtype=np.int32, count=len(rows))
+        data = _Loaded(
+            stamp=stamp,
+            rowids=rowids,
+            matrix=matrix,
+            document_ids=document_ids,
+            collections=collections,
+            row_of={int(r): i for i, r in enumerate(rowids)},
+            model=model,
+            provider=provider,
+            dimension=dimension,
+            documents=documents,
+            doc_index=doc_index,
+            doc_collections=np.array([d["collection"] for d in documents.values()], dtype=str),
+        )
+        self._generation += 1
+        if self.lexical == "memory":
+            self._build_bm25(data, conn, self._generation)
+        elif self.lexical == "auto":
+            threading.Thread(
+                target=self._build_bm25, args=(data, None, self._generation), name="rag-bm25-postings", daemon=True
+            ).start()
+        else:
+            data.bm25_done.set()
+        return data
+
+    def _build_bm25(self, data: _Loaded, conn: sqlite3.Connection | None, generation: int) -> None:
+        """Give ``data`` its in-memory BM25 postings (from the cache beside the store, or built
+        from its FTS5 index), read in one transaction that must still show the loaded rows.
+        Any failure leaves ``data.bm25`` None: searches go on with FTS5."""
+        from rag_assets.search.bm25 import MemoryBm25, describe
+
+        own = conn is None
+        try:
+            if own:
+                conn = store.connect(self.path)
+            conn.execute("BEGIN")
+            try:
+                if self._stamp(conn) != data.stamp:
+                    log.info("the store changed while loading; BM25 stays on FTS5 until the next load")
+                    return
+                bm25 = MemoryBm25.load_or_build(
+                    conn, data.rowids, data.stamp, cache=self.path.with_name(self.path.name + ".bm25.npz"),
+                    like=self.path, connect=self._connection, should_stop=lambda: self._generation != generation,
+                )
+            finally:
+                conn.execute("COMMIT")
+            data.bm25 = bm25
+            log.info("%s: %s", self.path.name, describe(bm25))
+        except Exception:
+            if self._generation == generation:
+                log.warning("could not make the in-memory BM25 postings of %s; using FTS5", self.path, exc_info=True)
+        finally:
+            if own and conn is not None:
+                conn.close()
+            data.bm25_done.set()
+
+    # ------------------------------------------------------------------ search
+    def search(self, query: str, embedder: Embedder | None, params: SearchParams = SearchParams()) -> SearchResult:
+        """Search the store; ``embedder`` must be the store's model (None: BM25 only)."""
+        try:
+            return self._search(query, embedder, params)
+        except sqlite3.DatabaseError as exc:
+            raise damaged_store_error(self.path, exc) from None
+
+    def _search(self, query: str, embedder: Embedder | None, params: SearchParams) -> SearchResult:
+        started = time.perf_counter()
+        params.validate()
+        if not query or not query.strip():
+            raise SearchError("the query is empty")
+        data = self.loaded()
+        mode = params.mode if embedder is not None or params.mode == "bm25" else None
+        if mode is None:
+            raise SearchError("vector and hybrid search need the store's embedder; use mode=bm25")
+        if embedder is not None and data.model and embedder.model != data.model:
+            raise SearchError(f"the store was embedded with {data.model}; the query embedder is {embedder.model}")
+        mask = self._filter_mask(data, params)
+        depth = max(params.candidates, params.k)
+        vector: dict[int, tuple[int, float]] = {}  # row -> (rank, score)
+        lexical: dict[int, tuple[int, float]] = {}
+        qvec = None
+        embed_ms = 0.0
+        if mode in ("hybrid", "vector") and len(data.rowids):
+            t0 = time.perf_counter()
+            qvec = np.asarray(embedder.embed_query(query), dtype=np.float32)
+            embed_ms = (time.perf_counter() - t0) * 1000
+            vector = self._vector_ranks(data, qvec, mask, depth)
+        if mode in ("hybrid", "bm25"):
+            lexical = self._bm25_ranks(data, query, mask, depth)
+        cosines: dict[int, float] = {}
+        if mode == "hybrid" and params.fusion == "zscore" and qvec is not None:
+            # BM25 candidates below the vector list's depth still have a cosine: use it.
+            missing = [row for row in lexical if row not in vector]
+            if missing:
+                cosines = dict(zip(missing, (data.matrix[missing] @ qvec).tolist()))
+        scored = fuse(vector, lexical, params, mode, cosines)
+        if params.collection_weights:
+            scored = {row: s * self.weights.get(str(data.collections[row]), 1.0) for row, s in scored.items()}
+        ranked = [row for row, s in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0])) if s >= params.min_score]
+        ranked = self._diversify(data, ranked, scored, params)
+        hits = self._hits(data, ranked[: params.k], scored, vector, lexical)
+        result = SearchResult(query, hits, params, (time.perf_counter() - started) * 1000, data.model, embed_ms)
+        if self.log_searches:
+            self._log(result)
+        return result
+
+    def _filter_mask(self, data: _Loaded, params: SearchParams) -> np.ndarray | None:
+        """Rows allowed by the filters, or None when nothing is filtered."""
+        if not (params.collections or params.tags or params.filters or params.slug_prefix):
+            return None
+        key = (params.collections, params.tags, params.filters, params.slug_prefix)
+        allowed = data.allowed_cache.get(key)
+        if allowed is None:
+            allowed = np.zeros(len(data.documents) + 1, dtype=bool)  # the last: rows without a document
+            allowed[:-1] = np.isin(data.doc_collections, params.collections) if params.collections else True
+            if params.tags or params.filters or params.slug_prefix:
+                tags = {t.lower() for t in params.tags}
+                doc_ids = list(data.documents)
+                for i in np.flatnonzero(allowed[:-1]):
+                    doc_id = doc_ids[i]
+                    doc = data.documents[doc_id]
+                    allowed[i] = (
+                        (not tags or tags <= {t.lower() for t in doc["tags"]})
+                        and (not params.slug_prefix or doc["slug"].startswith(params.slug_prefix) or doc_id.startswith(params.slug_prefix))
+                        and all(_frontmatter_matches(doc["frontmatter"].get(k), value) for k, value in params.filters)
+                    )
+            if len(data.allowed_cache) >= 256:
+                data.allowed_cache.clear()
+            data.allowed_cache[key] = allowed
+        return allowed[data.doc_index]
+
+    def _vector_ranks(self, data: _Loaded, qvec: np.ndarray, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
+        scores = data.matrix @ qvec
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        n = min(depth, len(scores))
+        if n == 0:
+            return {}
+        top = np.argpartition(-scores, n - 1)[:n]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return {int(row): (rank, float(scores[row])) for rank, row in enumerate(top, start=1) if np.isfinite(scores[row])}
+
+    def _bm25_ranks(self, data: _Loaded, query: str, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
+        conn = self._connection()
+        found: list[tuple[int, float]] = []
+        memory = data.bm25
+        if memory is not None:  # the same scores as fts_chunks's bm25(), from memory
+            found.extend((row, score) for row, (_, score) in memory.ranks(query, depth, mask).items())
+        for table, match in (("fts_chunks", fts_match_query(query)), ("fts_cjk", cjk.fts_query(query))):
+            if not match or (memory is not None and table == "fts_chunks"):
+                continue
+            limit = depth if mask is None else -1  # filtered: read on until enough rows pass
+            cursor = conn.execute(
+                f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY bm25({table}) LIMIT ?",
+                (match, limit),
+            )
+            taken = 0
+            for rowid, score in cursor:
+                row = data.row_of.get(rowid)
+                if row is None or (mask is not None and not mask[row]):
+                    continue
+                found.append((row, float(score)))
+                taken += 1
+                if taken >= depth:
+                    break
+        best: dict[int, float] = {}
+        for row, score in found:  # a chunk matched in both tables keeps its better score
+            best[row] = max(score, best.get(row, float("-inf")))
+        ordered = sorted(best.items(), key=lambda kv: -kv[1])[:depth]
+        return {row: (rank, score) for rank, (row, score) in enumerate(ordered, start=1)}
+
+    def _diversify(self, data: _Loaded, ranked: list[int], scored: dict[int, float], params: SearchParams) -> list[int]:
+        if params.mmr_lambda is not None and len(ranked) > 1:
+            ranked = mmr(data.matrix, ranked, scored, params.mmr_lambda, limit=max(params.k * 3, params.k))
+        if params.max_per_document:
+            per_doc: dict[str, int] = {}
+            kept = []
+            for row in ranked:
+                doc = data.document_ids[row]
+                if per_doc.get(doc, 0) < params.max_per_document:
+                    per_doc[doc] = per_doc.get(doc, 0) + 1
+                    kept.append(row)
+            ranked = kept
+        return ranked
+
+    def _hits(self, data, rows, scored, vector, lexical) -> list[Hit]:
+        if not rows:
+            return []
+        rowids = [int(data.rowids[r]) for r in rows]
+        marks = ",".join("?" * len(rowids))
+        details = {
+            r[0]: r[1:]
+            for r in self._connection().execute(
+                f"SELECT rowid, id, text, heading_path, chunk_index, document_id FROM chunks WHERE rowid IN ({marks})", rowids
+            )
+        }
+        hits = []
+        for row, rowid in zip(rows, rowids):
+            chunk_id, text, heading_path, chunk_index, doc_id = details[rowid]
+            doc = data.documents.get(doc_id, {})
+            hits.append(
+                Hit(
+                    id=chunk_id,
+                    collection=doc.get("collection", ""),
+                    slug=doc.get("slug", ""),
+                    title=doc.get("title", ""),
+                    heading_path=json.loads(heading_path or "[]"),
+                    text=text,
+                    score=scored[row],
+                    vector_score=vector[row][1] if row in vector else None,
+                    bm25_score=lexical[row][1] if row in lexical else None,
+                    chunk_index=chunk_index,
+                    document_id=doc_id,
+                )
+            )
+        return hits
+
+    def _log(self, result: SearchResult) -> None:
+        params = {k: v for k, v in asdict(result.params).items() if v not in (None, (), [])}
+        record = (
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            result.query,
+            json.dumps(params),
+            json.dumps([[h.id, round(h.score, 4)] for h in result.hits]),
+            result.hits[0].score if result.hits else 0.0,
+            round(result.latency_ms, 3),
+        )
+        try:
+            self._connection().execute(
+                "INSERT INTO search_log(at, query, params, results, top_score, latency_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                record,
+            )
+        except sqlite3.Error:
+            pass  # a read-only or busy store must not fail the search itself
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+def fuse(
+    vector: Mapping[int, tuple[int, float]],
+    lexical: Mapping[int, tuple[int, float]],
+    params: SearchParams,
+    mode: str,
+    cosines: Mapping[int, float] | None = None,
+) -> dict[int, float]:
+    """Row -> fused score in [0, 1] (before collection weights); see the module docstring.
+
+    ``cosines`` (zscore): the vector scores of BM25 candidates missing from the vector list."""
+    if mode == "vector":
+        return {row: score for row, (_, score) in vector.items()}
+    if mode == "bm25":
+        top = max((s for _, s in lexical.values()), default=1.0) or 1.0
+        return {row: score / top for row, (_, score) in lexical.items()}
+    wv, wb = params.vector_weight, params.bm25_weight
+    rows = set(vector) | set(lexical)
+    if params.fusion == "rrf":
+        k = params.rrf_k
+        best = (wv + wb) / (k + 1)
+        return {
+            row: ((wv / (k + vector[row][0]) if row in vector else 0.0) + (wb / (k + lexical[row][0]) if row in lexical else 0.0)) / best
+            for row in rows
+        }
+    if params.fusion == "zscore":
+        v = _standardise({**(cosines or {}), **{row: s for row, (_, s) in vector.items()}})
+        b = _standardise({row: lexical[row][1] if row in lexical else 0.0 for row in rows})
+        return _min_max({row: (wv * v.get(row, 0.0) + wb * b[row]) / (wv + wb) for row in rows})
+    v = _min_max({row: s for row, (_, s) in vector.items()})
+    b = _min_max({row: s for row, (_, s) in lexical.items()})
+    return {row: (wv * v.get(row, 0.0) + wb * b.get(row, 0.0)) / (wv + wb) for row in rows}
+
+
+def _standardise(scores: Mapping[int, float]) -> dict[int, float]:
+    """(score - mean) / standard deviation over these candidates (all 0 when they are equal)."""
+    if not scores:
+        return {}
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+    mean, std = float(values.mean()), float(values.std())
+    return {row: (s - mean) / std if std > 0 else 0.0 for row, s in scores.items()}
+
+
+def _min_max(scores: Mapping[int, float]) -> dict[int, float]:
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    span = high - low
+    return {row: (s - low) / span if span > 0 else 1.0 for row, s in scores.items()}
+
+
+def mmr(matrix: np.ndarray, ranked: list[int], scored: Mapping[int, float], lam: float, limit: int) -> list[int]:
+    """Maximal Marginal Relevance: trade relevance against similarity to what is already picked."""
+    pool = ranked[: max(limit, 1)]
+    vectors = matrix[pool]
+    relevance = np.array([scored[r] for r in pool], dtype=np.float32)
+    chosen: list[int] = []
+    max_sim = np.full(len(pool), -np.inf, dtype=np.float32)
+    available = np.ones(len(pool), dtype=bool)
+    for _ in range(len(pool)):
+        penalty = np.where(np.isfinite(max_sim), max_sim, 0.0)
+        value = lam * relevance - (1 - lam) * penalty
+        value[~available] = -np.inf
+        pick = int(np.argmax(value))
+        chosen.append(pool[pick])
+        available[pick] = False
+        max_sim = np.maximum(max_sim, vectors @ vectors[pick])
+    return chosen + ranked[len(pool):]
+
+
+def _frontmatter_matches(value: Any, wanted: str) -> bool:
+    """``key=value`` against a frontmatter value: scalars compare as text (case-insensitive),
+    lists match when any element does."""
+    if isinstance(value, list):
+        return any(_frontmatter_matches(v, wanted) for v in value)
+    if value is None:
+        return False
+    return str(value).lower() == wanted.lower()
+
+
+def parse_filters(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``["status=active", ...]`` -> pairs; SearchError on a malformed item."""
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SearchError(f"filter {item!r} must look like key=value (for example status=active)")
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
+
+
+def tier_embedder(cfg, tier: str, index: SearchIndex) -> Embedder:
+    """The query embedder for a tier's store: the provider and model that built it. For the
+    Private tier it must be local (a query about private notes is private text too)."""
+    from rag_assets.embed.selection import query_embedder
+    from rag_assets.privacy.local_only import PrivateEgress, enforce_local_only
+
+    data = index.loaded()
+    if not data.model or not data.dimension:
+        raise SearchError(f"the {tier} store at {index.path} holds no embeddings yet; run `rag build`")
+    provider = data.provider or _provider_from_model(data.model)
+    if tier != "private":
+        return query_embedder(provider, data.model, data.dimension, cfg.embedding)
+    # Even the health probe before the first query goes through the private egress client.
+    egress = PrivateEgress(tuple(cfg.private_hosts))
+    embedder = query_embedder(provider, data.model, data.dimension, cfg.private_embedding, egress=egress)
+    return enforce_local_only(embedder, cfg.private_hosts)
+
+
+def _provider_from_model(model: str) -> str:
+    """Stores written before the provider column: the two built-in models are recognisable."""
+    from rag_assets.embed.hashing import MODEL_NAME
+
+    if model == MODEL_NAME:
+        return "hashing"
+    if model.endswith("all-MiniLM-L6-v2"):
+        return "local"
+    return "ollama" if ":" in model or "nomic" in model else "openai"

@@ -1,0 +1,25 @@
+"""Reading the search log each tier's store keeps (``rag log``, the HTTP API's status)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from rag_assets.index import store
+
+
+def _row(at: str, query: str, results: str, top: float, latency: float) -> dict[str, Any]:
+    return {"at": at, "query": query, "hits": len(json.loads(results or "[]")), "topScore": top or 0.0, "latencyMs": latency or 0.0}
+
+
+def read_log(path: Path, limit: int = 10) -> tuple[list[dict], list[dict], int]:
+    """(most recent searches, weakest searches by top score, total logged)."""
+    with closing(store.connect(path)) as conn:
+        store.ensure_schema(conn)
+        columns = "at, query, results, top_score, latency_ms"
+        recent = [_row(*r) for r in conn.execute(f"SELECT {columns} FROM search_log ORDER BY id DESC LIMIT ?", (limit,))]
+        weakest = [_row(*r) for r in conn.execute(f"SELECT {columns} FROM search_log ORDER BY top_score ASC, id DESC LIMIT ?", (limit,))]
+        total = conn.execute("SELECT COUNT(*) FROM search_log").fetchone()[0]
+    return recent, weakest, total
