@@ -11,23 +11,22 @@ from typing import get_args
 import pytest
 import yaml
 
-from rag_assets.ingest.chunking import ChunkingParams
 from rag_assets.config import (
-    ChunkingSection,
+    ChunkingParams,
     ConfigError,
-    EmbedderName,
-    EmbedderSection,
     RagConfig,
     chunking_params,
     config_from_dict,
     config_to_dict,
-    discover_collections,
     embedder_settings,
     load_config,
     mask_secrets,
 )
+from rag_assets.config.schema import ChunkingSection, EmbedderName, EmbedderSection
+from rag_assets.ingest.collections import discover_collections
 from rag_assets.defs.resources import RagSettings  # module level: Dagster resolves the probe asset's hints here
-from rag_assets.embed.selection import ALIASES, PROVIDERS, EmbedderSettings
+from rag_assets.config import EmbedderSettings
+from rag_assets.config.providers import ALIASES, PROVIDERS
 
 
 def write_config(tmp_path: Path, text: str) -> Path:

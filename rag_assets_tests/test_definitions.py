@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import dagster as dg
 import pytest
 
-from rag_assets.config import discover_collections
+from rag_assets.ingest.collections import discover_collections
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
 from rag_assets.definitions import build_definitions
 from rag_assets.defs.partitions import sync_partitions

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from rag_assets.embed.ollama import OllamaEmbedder, ollama_health
+from rag_assets.embed.ollama import OllamaEmbedder
 from rag_assets.privacy.local_only import PrivacyError, enforce_local_only
 
 from .embedding_server import EmbeddingServer

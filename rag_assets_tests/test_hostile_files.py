@@ -24,7 +24,8 @@ import pytest
 
 from rag_assets.ingest import parsing
 from rag_assets.serve.cli import main
-from rag_assets.config import discover_collections, load_config
+from rag_assets.config import load_config
+from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.parsing import parse_collection, parse_markdown_file
 from rag_assets.ingest.sources import combine_hashes, snapshot_collection
 

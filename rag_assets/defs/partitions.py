@@ -11,7 +11,8 @@ from typing import Sequence
 
 import dagster as dg
 
-from rag_assets.config import RagConfig, discover_collections
+from rag_assets.config import RagConfig
+from rag_assets.ingest.collections import discover_collections
 
 COLLECTIONS_PARTITION = "collections"
 collection_partitions = dg.DynamicPartitionsDefinition(name=COLLECTIONS_PARTITION)

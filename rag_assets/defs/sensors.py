@@ -5,7 +5,8 @@ import json
 import dagster as dg
 
 from rag_assets.ingest.boundaries import collection_policy
-from rag_assets.config import RagConfig, discover_collections
+from rag_assets.config import RagConfig
+from rag_assets.ingest.collections import discover_collections
 from rag_assets.defs.jobs import (
     BUILD_TAG,
     PUBLISH_JOB,

@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import httpx
 import numpy as np
 
-from rag_assets.privacy.egress import PrivateEgress, is_loopback_host, url_host
+from rag_assets.config.providers import OLLAMA_DEFAULT_DIMENSION as DEFAULT_DIMENSION
+from rag_assets.config.providers import OLLAMA_DEFAULT_MODEL as DEFAULT_MODEL
+from rag_assets.config.providers import ollama_host
+from rag_assets.config.providers import is_loopback_host, url_host
+from rag_assets.privacy.egress import PrivateEgress
 from rag_assets.embed.http import HttpBatchSender, MalformedResponse, RemoteEmbedder, RetryPolicy, validate_vectors
 
-DEFAULT_HOST = "http://localhost:11434"
-DEFAULT_MODEL = "nomic-embed-text"
-DEFAULT_DIMENSION = 768
 # nomic-embed-text is trained with these task prefixes; without them retrieval quality drops.
 NOMIC_PREFIXES = ("search_document: ", "search_query: ")
-
-
-def ollama_host(configured: str | None = None, environ: Mapping[str, str] | None = None) -> str:
-    """The base URL: configured, else ``OLLAMA_HOST`` (``host:port`` allowed), else localhost."""
-    env = os.environ if environ is None else environ
-    host = (configured or env.get("OLLAMA_HOST") or DEFAULT_HOST).strip().rstrip("/")
-    if "://" not in host:
-        host = f"http://{host}"
-    if host.count(":") == 1:  # scheme but no port
-        host = f"{host}:11434"
-    return host
 
 
 def model_matches(wanted: str, available: str) -> bool:

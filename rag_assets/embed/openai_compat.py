@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
+from rag_assets.config.providers import OPENAI_DEFAULT_DIMENSION as DEFAULT_DIMENSION
+from rag_assets.config.providers import OPENAI_DEFAULT_MODEL as DEFAULT_MODEL
+from rag_assets.config.providers import OPENROUTER_BASE_URL
 from rag_assets.embed.http import HttpBatchSender, MalformedResponse, RemoteEmbedder, RetryPolicy, validate_vectors
 
-OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
-DEFAULT_MODEL = "openai/text-embedding-3-small"
-DEFAULT_DIMENSION = 1536
 
 
 class OpenAICompatibleEmbedder(RemoteEmbedder):

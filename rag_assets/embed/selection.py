@@ -10,67 +10,19 @@ can say which model built which index and why.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
+from rag_assets.config.providers import PROVIDERS, canonical_name
+from rag_assets.config.settings import EmbedderSettings, OllamaSettings, OpenAISettings
 from rag_assets.privacy.egress import PrivateEgress
 from rag_assets.embed.base import Embedder
 from rag_assets.embed.errors import ProviderUnavailable
 from rag_assets.embed.hashing import MODEL_NAME as HASHING_MODEL
 from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.embed.http import RetryPolicy
-from rag_assets.embed.ollama import DEFAULT_DIMENSION as OLLAMA_DIMENSION
-from rag_assets.embed.ollama import DEFAULT_MODEL as OLLAMA_MODEL
 from rag_assets.embed.ollama import OllamaEmbedder, ollama_health, ollama_host
-from rag_assets.embed.openai_compat import DEFAULT_DIMENSION as OPENAI_DIMENSION
-from rag_assets.embed.openai_compat import DEFAULT_MODEL as OPENAI_MODEL
-from rag_assets.embed.openai_compat import OPENROUTER_BASE_URL, OpenAICompatibleEmbedder
-
-PROVIDERS = ("auto", "openai", "ollama", "local", "hashing")
-ALIASES = {"openrouter": "openai"}
-
-
-@dataclass(frozen=True)
-class OpenAISettings:
-    base_url: str = OPENROUTER_BASE_URL
-    model: str = OPENAI_MODEL
-    dimension: int = OPENAI_DIMENSION
-    api_key_env: str = "OPENROUTER_API_KEY"
-    send_dimensions: bool = False
-    price_per_million_tokens: float | None = None
-
-
-@dataclass(frozen=True)
-class OllamaSettings:
-    host: str | None = None  # None: $OLLAMA_HOST, else http://localhost:11434
-    model: str = OLLAMA_MODEL
-    dimension: int = OLLAMA_DIMENSION
-
-
-@dataclass(frozen=True)
-class EmbedderSettings:
-    """Everything that decides which embedder runs and how it behaves."""
-
-    name: str = "auto"
-    batch_size: int = 50
-    max_retries: int = 3
-    timeout: float = 30.0
-    retry_after_cap: float = 60.0
-    backoff: float = 0.5  # first retry waits up to this long (full jitter), then doubling
-    openai: OpenAISettings = field(default_factory=OpenAISettings)
-    ollama: OllamaSettings = field(default_factory=OllamaSettings)
-    local_model_path: str | None = None
-    hashing_dimension: int = 384
-
-    @property
-    def policy(self) -> RetryPolicy:
-        return RetryPolicy(
-            max_retries=self.max_retries,
-            base_backoff=self.backoff,
-            timeout=self.timeout,
-            retry_after_cap=self.retry_after_cap,
-        )
-
+from rag_assets.embed.openai_compat import OpenAICompatibleEmbedder
 
 @dataclass(frozen=True)
 class Selection:
@@ -79,8 +31,14 @@ class Selection:
     reason: str
 
 
-def canonical_name(name: str) -> str:
-    return ALIASES.get(name, name)
+def retry_policy(settings: EmbedderSettings) -> RetryPolicy:
+    """How a remote provider retries, from the embedder settings."""
+    return RetryPolicy(
+        max_retries=settings.max_retries,
+        base_backoff=settings.backoff,
+        timeout=settings.timeout,
+        retry_after_cap=settings.retry_after_cap,
+    )
 
 
 def select_embedder(
@@ -151,7 +109,7 @@ def _openai(settings: EmbedderSettings, env: Mapping[str, str]) -> OpenAICompati
         dimension=o.dimension,
         api_key=env.get(o.api_key_env),
         batch_size=settings.batch_size,
-        policy=settings.policy,
+        policy=retry_policy(settings),
         send_dimensions=o.send_dimensions,
     )
 
@@ -163,7 +121,7 @@ def _ollama(settings: EmbedderSettings, env: Mapping[str, str], egress: PrivateE
         model=o.model,
         dimension=o.dimension,
         batch_size=settings.batch_size,
-        policy=settings.policy,
+        policy=retry_policy(settings),
         egress=egress,
     )
 
@@ -190,7 +148,7 @@ def query_embedder(provider: str, model: str, dimension: int, settings: Embedder
             )
         return OpenAICompatibleEmbedder(
             base_url=env.get("RAG_OPENAI_BASE_URL") or settings.openai.base_url, model=model, dimension=dimension,
-            api_key=env.get(key_env), policy=settings.policy, send_dimensions=settings.openai.send_dimensions,
+            api_key=env.get(key_env), policy=retry_policy(settings), send_dimensions=settings.openai.send_dimensions,
         )
     if provider == "ollama":
         host = ollama_host(settings.ollama.host, env)
@@ -202,7 +160,7 @@ def query_embedder(provider: str, model: str, dimension: int, settings: Embedder
             )
         if not health.has_model(model):
             raise ProviderUnavailable(f"Ollama at {host} does not have {model}; run: ollama pull {model}")
-        return OllamaEmbedder(host=host, model=model, dimension=dimension, policy=settings.policy, egress=egress)
+        return OllamaEmbedder(host=host, model=model, dimension=dimension, policy=retry_policy(settings), egress=egress)
     if provider == "local":
         from rag_assets.embed.local import LocalEmbedder, local_model_status
 

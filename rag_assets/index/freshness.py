@@ -17,7 +17,8 @@ from rag_assets.index import generations
 from rag_assets.index import manifest as manifest_io
 from rag_assets.index.atomic import atomic_write_bytes
 from rag_assets.ingest.boundaries import collection_policy
-from rag_assets.config import RagConfig, discover_collections
+from rag_assets.config import RagConfig
+from rag_assets.ingest.collections import discover_collections
 from rag_assets.index.index_json import read_meta
 from rag_assets.index.integrity import Damage, published_damage, read_json_object
 from rag_assets.records import SkippedFile

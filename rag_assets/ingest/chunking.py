@@ -87,6 +87,7 @@ from dataclasses import dataclass, replace
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from rag_assets.config.settings import ChunkingParams
 from rag_assets.records import Chunk, Document
 
 __all__ = ["ChunkingParams", "ChunkSpan", "chunk_document", "plan_chunks", "render_span"]
@@ -122,30 +123,6 @@ _FENCE_LIKE_LINE = re.compile(r"^[ \t>]*(?:`{3,}|~{3,})", re.MULTILINE)
 _HEADING_ATTRIBUTES = re.compile(r"\s*\{[#.][^{}]*\}\s*$")
 # Characters whose presence makes parsing a heading's inline markup worthwhile.
 _INLINE_MARKUP = re.compile(r"[`*_\[\]<>&!\\]")
-
-
-@dataclass(frozen=True)
-class ChunkingParams:
-    """Size knobs; defaults suit ~512-token embedding models.
-
-    ``target_words`` bounds the *new* (non-overlap) body words of a chunk;
-    ``min_words`` must not exceed it.
-    """
-
-    target_words: int = 400
-    overlap_words: int = 50
-    min_words: int = 100
-    max_chars: int = 3000
-
-    def __post_init__(self) -> None:
-        if self.target_words < 1:
-            raise ValueError("target_words must be >= 1")
-        if self.overlap_words < 0 or self.min_words < 0:
-            raise ValueError("overlap_words and min_words must be >= 0")
-        if self.min_words > self.target_words:
-            raise ValueError("min_words must not exceed target_words")
-        if self.max_chars < 100:
-            raise ValueError("max_chars must be >= 100")
 
 
 @dataclass(frozen=True)

@@ -25,40 +25,15 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
-from typing import Iterable, Mapping
-from urllib.parse import urlsplit
+from typing import Mapping
 
 import httpx
+
+from rag_assets.config.providers import endpoint_allowed, is_loopback_host
 
 
 class PrivacyError(RuntimeError):
     """Private text was about to leave the machine; nothing was sent."""
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for ``localhost`` and loopback address literals (the name as written, not resolved)."""
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def url_host(url: str) -> str:
-    return (urlsplit(url).hostname or "").lower()
-
-
-def endpoint_allowed(url: str, allowed_hosts: Iterable[str] = ()) -> bool:
-    """True when the URL's host is loopback or one the owner listed for private text."""
-    host = url_host(url)
-    if not host:
-        return False
-    allowed = {h.strip().lower().strip("[]") for h in allowed_hosts}
-    # A listed entry may carry a scheme or port ("http://gpu-box:11434"); compare hosts.
-    allowed |= {url_host(h) for h in allowed if "://" in h}
-    return is_loopback_host(host) or host in allowed
 
 
 def resolve(host: str, port: int) -> list[str]:

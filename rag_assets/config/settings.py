@@ -1,0 +1,248 @@
+"""The configuration the pipeline uses: frozen dataclasses built from the validated schema,
+resolved to absolute paths (``RagConfig`` and the settings it carries)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from rag_assets.config.providers import (
+    OLLAMA_DEFAULT_DIMENSION,
+    OLLAMA_DEFAULT_MODEL,
+    OPENAI_DEFAULT_DIMENSION,
+    OPENAI_DEFAULT_MODEL,
+    OPENROUTER_BASE_URL,
+)
+from rag_assets.config.schema import (
+    _FILE_DEFAULTS,
+    DEFAULT_COLLECTION_WEIGHTS,
+    ChunkingSection,
+    EmbedderSection,
+)
+
+# A folder of this name in the content dir holds note vaults: never a public collection,
+# even when no vault is configured (yet), so private notes cannot leak into the public index.
+VAULTS_FOLDER = "vaults"
+TIERS = ("public", "safe", "private")
+
+
+
+@dataclass(frozen=True)
+class ChunkingParams:
+    """Size knobs; defaults suit ~512-token embedding models.
+
+    ``target_words`` bounds the *new* (non-overlap) body words of a chunk;
+    ``min_words`` must not exceed it.
+    """
+
+    target_words: int = 400
+    overlap_words: int = 50
+    min_words: int = 100
+    max_chars: int = 3000
+
+    def __post_init__(self) -> None:
+        if self.target_words < 1:
+            raise ValueError("target_words must be >= 1")
+        if self.overlap_words < 0 or self.min_words < 0:
+            raise ValueError("overlap_words and min_words must be >= 0")
+        if self.min_words > self.target_words:
+            raise ValueError("min_words must not exceed target_words")
+        if self.max_chars < 100:
+            raise ValueError("max_chars must be >= 100")
+
+
+
+
+@dataclass(frozen=True)
+class OpenAISettings:
+    base_url: str = OPENROUTER_BASE_URL
+    model: str = OPENAI_DEFAULT_MODEL
+    dimension: int = OPENAI_DEFAULT_DIMENSION
+    api_key_env: str = "OPENROUTER_API_KEY"
+    send_dimensions: bool = False
+    price_per_million_tokens: float | None = None
+
+
+@dataclass(frozen=True)
+class OllamaSettings:
+    host: str | None = None  # None: $OLLAMA_HOST, else http://localhost:11434
+    model: str = OLLAMA_DEFAULT_MODEL
+    dimension: int = OLLAMA_DEFAULT_DIMENSION
+
+
+@dataclass(frozen=True)
+class EmbedderSettings:
+    """Everything that decides which embedder runs and how it behaves."""
+
+    name: str = "auto"
+    batch_size: int = 50
+    max_retries: int = 3
+    timeout: float = 30.0
+    retry_after_cap: float = 60.0
+    backoff: float = 0.5  # first retry waits up to this long (full jitter), then doubling
+    openai: OpenAISettings = field(default_factory=OpenAISettings)
+    ollama: OllamaSettings = field(default_factory=OllamaSettings)
+    local_model_path: str | None = None
+    hashing_dimension: int = 384
+
+
+# --- The configuration the pipeline uses ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VaultConfig:
+    """A note vault listed in ``rag.yaml`` (indexed by the privacy-tier assets)."""
+
+    name: str
+    path: Path
+    tier: str
+
+
+@dataclass(frozen=True)
+class AutomationConfig:
+    """The change sensor and the nightly rebuild (defaults: :class:`AutomationSection`)."""
+
+    sensor_interval_seconds: int = _FILE_DEFAULTS.automation.sensor_interval_seconds
+    sensor_enabled: bool = _FILE_DEFAULTS.automation.sensor_enabled
+    nightly_cron: str = _FILE_DEFAULTS.automation.nightly_cron
+    timezone: str = _FILE_DEFAULTS.automation.timezone
+
+
+def chunking_params(section: ChunkingSection) -> ChunkingParams:
+    return ChunkingParams(**section.model_dump())
+
+
+def embedder_settings(section: EmbedderSection, name: str | None = None) -> EmbedderSettings:
+    """The pipeline's settings for a validated ``embedder:`` section (``name`` replaces its name)."""
+    return EmbedderSettings(
+        name=name or section.name,
+        batch_size=section.batch_size,
+        max_retries=section.max_retries,
+        timeout=section.timeout,
+        retry_after_cap=section.retry_after_cap,
+        backoff=section.backoff,
+        openai=OpenAISettings(**section.openai.model_dump()),
+        ollama=OllamaSettings(**section.ollama.model_dump()),
+        local_model_path=section.local.model_path,
+        hashing_dimension=section.hashing.dimension,
+    )
+
+
+@dataclass(frozen=True)
+class RagConfig:
+    """Everything a build needs to know, resolved to absolute paths.
+
+    Built from a validated :class:`ConfigFile` by :func:`load_config`; its defaults are that
+    model's, so a RagConfig made by hand (tests, benchmarks) agrees with an empty rag.yaml.
+    """
+
+    content_dir: Path
+    output_dir: Path
+    embedding: EmbedderSettings = field(default_factory=lambda: embedder_settings(_FILE_DEFAULTS.embedder))
+    collections: tuple[str, ...] | None = None  # None: discover the content dir's folders
+    collection_weights: Mapping[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_COLLECTION_WEIGHTS)
+    )
+    chunking: ChunkingParams = field(default_factory=lambda: chunking_params(_FILE_DEFAULTS.chunking))
+    vaults: tuple[VaultConfig, ...] = ()
+    # The Private tier embeds only locally (Ollama on loopback or a listed host, the local
+    # model, hashing); `private_hosts` lists the non-loopback Ollama hosts trusted with it.
+    private_embedding: EmbedderSettings = field(
+        default_factory=lambda: embedder_settings(_FILE_DEFAULTS.embedder, _FILE_DEFAULTS.private_tier.embedder)
+    )
+    private_hosts: tuple[str, ...] = ()
+    identity_map_path: Path | None = None  # Safe-tier placeholders for hostnames, users, ...
+    vector_decimals: int = _FILE_DEFAULTS.vector_decimals
+    automation: AutomationConfig = AutomationConfig()
+    config_path: Path | None = None
+    # A symlink whose target lies outside its content folder (or vault) is skipped unless
+    # this is set; even then it never leads into another tier's folders.
+    follow_symlinks: bool = _FILE_DEFAULTS.follow_symlinks
+    # A larger file is skipped and reported: one huge file must not exhaust a build.
+    max_file_bytes: int = _FILE_DEFAULTS.max_file_bytes
+
+    @property
+    def embedder(self) -> str:
+        return self.embedding.name
+
+    @property
+    def embedding_cache_path(self) -> Path:
+        return self.data_dir / "embedding-cache.db"
+
+    @property
+    def document_cache_path(self) -> Path:
+        return self.data_dir / "document-cache.db"
+
+    @property
+    def indexed_ledger_path(self) -> Path:
+        return self.data_dir / "indexed-collections.json"
+
+    @property
+    def stat_cache_path(self) -> Path:
+        return self.data_dir / "stat-cache.json"
+
+    @property
+    def public_dir(self) -> Path:
+        return self.output_dir / "public"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.output_dir / "data"
+
+    @property
+    def index_path(self) -> Path:
+        return self.public_dir / "embeddings-index.json"
+
+    @property
+    def meta_path(self) -> Path:
+        return self.public_dir / "embeddings-meta.json"
+
+    @property
+    def public_store_path(self) -> Path:
+        return self.data_dir / "rag-store-public.db"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.data_dir / "rag-manifest.json"
+
+    @property
+    def safe_store_path(self) -> Path:
+        """The Safe tier: sanitised notes of the vaults marked safe."""
+        return self.data_dir / "rag-store-blog.db"
+
+    @property
+    def private_store_path(self) -> Path:
+        """The Private tier: every vault, raw; embedded only locally."""
+        return self.data_dir / "rag-store.db"
+
+    @property
+    def private_embedding_cache_path(self) -> Path:
+        """Kept apart from the shared cache so nothing derived from private text sits in a
+        file the other tiers use."""
+        return self.data_dir / "embedding-cache-private.db"
+
+    def store_path(self, tier: str) -> Path:
+        return {"public": self.public_store_path, "safe": self.safe_store_path, "private": self.private_store_path}[tier]
+
+    def tier_vaults(self, tier: str) -> tuple[VaultConfig, ...]:
+        """The vaults a tier indexes: the safe ones for Safe, every vault for Private."""
+        if tier == "private":
+            return self.vaults
+        if tier == "safe":
+            return tuple(v for v in self.vaults if v.tier == "safe")
+        return ()
+
+    def vault(self, name: str) -> VaultConfig:
+        for v in self.vaults:
+            if v.name == name:
+                return v
+        raise KeyError(f"no vault named {name!r} in the config; known: {', '.join(v.name for v in self.vaults) or 'none'}")
+
+    @property
+    def intermediate_dir(self) -> Path:
+        """Where Dagster's IO manager keeps the per-collection records between assets."""
+        return self.data_dir / "intermediate"
+
+    def weight_for(self, collection: str) -> float:
+        return float(self.collection_weights.get(collection, 1.0))

@@ -1,0 +1,79 @@
+"""Which top-level folders of the content folder are collections, and why others are not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rag_assets.config import (
+    VAULTS_FOLDER,
+    RagConfig,
+    VaultConfig,
+    invalid_collection_reason,
+)
+
+
+def _is_vault_folder(folder: Path, vaults: tuple[VaultConfig, ...]) -> bool:
+    """True when the folder is a vault or contains one (vaults never enter the public index)."""
+    folder = folder.resolve()
+    return any(v.path == folder or folder in v.path.parents for v in vaults)
+
+
+@dataclass(frozen=True)
+class CollectionDiscovery:
+    """The collections to index, and the folders left out with a reason."""
+
+    collections: tuple[str, ...]
+    excluded: tuple[tuple[str, str], ...]  # (folder, reason)
+    missing: tuple[str, ...]  # configured collections with no folder
+    loose_files: tuple[str, ...] = ()  # files directly in the content dir, outside any collection
+
+
+def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
+    """The top-level folders of the content dir that form collections.
+
+    Hidden folders and folders that are (or hold) configured vaults are left out, and so
+    is a folder that is a symlink out of the content folder (or into a vault; see
+    :mod:`rag_assets.ingest.boundaries`). When the config lists collections explicitly, only
+    those are used; a listed collection whose folder is missing is reported, not fatal,
+    so that the other collections still build, but a listed name that is a path or a
+    folder discovery excludes is excluded with its reason.
+    """
+    # Imported here: boundaries builds on this module's config types.
+    from rag_assets.ingest.boundaries import collection_name_problem
+    from rag_assets.ingest.walker import readable_name
+
+    excluded: list[tuple[str, str]] = []
+    found: list[str] = []
+    loose: list[str] = []
+    if cfg.content_dir.is_dir():
+        for entry in sorted(cfg.content_dir.iterdir(), key=lambda p: p.name):
+            if not entry.is_dir():
+                if entry.is_file() and not entry.name.startswith("."):
+                    loose.append(readable_name(entry.name))
+                continue
+            if entry.name.startswith("."):
+                continue
+            if entry.name == VAULTS_FOLDER or _is_vault_folder(entry, cfg.vaults):
+                excluded.append((entry.name, "note vault (indexed by the vault tiers, never public)"))
+                continue
+            reason = invalid_collection_reason(entry.name) or collection_name_problem(cfg, entry.name)
+            if reason:
+                excluded.append((readable_name(entry.name), reason))
+                continue
+            found.append(entry.name)
+    if cfg.collections is None:
+        return CollectionDiscovery(tuple(found), tuple(excluded), (), tuple(loose))
+    # A listed collection whose folder is missing stays a partition: its run reports the
+    # missing folder in the UI instead of the collection silently vanishing.
+    listed = []
+    refused = dict(excluded)
+    for name in cfg.collections:
+        reason = invalid_collection_reason(name) or refused.get(name) or collection_name_problem(cfg, name)
+        if reason:
+            if name not in refused:
+                excluded.append((name, reason))
+        elif name not in listed:
+            listed.append(name)
+    missing = tuple(c for c in listed if c not in found)
+    return CollectionDiscovery(tuple(listed), tuple(excluded), missing, tuple(loose))
