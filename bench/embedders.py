@@ -59,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.append(str(Path(__file__).resolve().parent))
 
 from local_model import iter_passages  # noqa: E402  (the same passages as the local-model bench)
+
 from rag_assets.embed import HashingEmbedder  # noqa: E402
 from rag_assets.embed.http import RemoteEmbedder, batched, decode_json  # noqa: E402
 from rag_assets.embed.ollama import OllamaEmbedder  # noqa: E402

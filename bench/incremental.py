@@ -53,16 +53,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
-from rag_assets.serve import cli  # noqa: E402
-from rag_assets.index import manifest as manifest_io  # noqa: E402
-from rag_assets.ingest.chunking import chunk_document  # noqa: E402
 from rag_assets.config import RagConfig, load_config  # noqa: E402
 from rag_assets.defs import runner  # noqa: E402
 from rag_assets.embed import EmbedderSettings, select_embedder  # noqa: E402
+from rag_assets.index import manifest as manifest_io  # noqa: E402
 from rag_assets.index.freshness import detect_changes  # noqa: E402
+from rag_assets.ingest.chunking import chunk_document  # noqa: E402
 from rag_assets.ingest.parsing import parse_markdown_file  # noqa: E402
-from rag_assets.records import Chunk  # noqa: E402
 from rag_assets.ingest.sources import iter_collection_files  # noqa: E402
+from rag_assets.records import Chunk  # noqa: E402
+from rag_assets.serve import cli, cli_build  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 PYTHON = sys.executable
@@ -200,7 +200,7 @@ def instrumented_cli(embedder_class: type) -> Iterator[dict[str, Any]]:
     probe["instance"] = instance
     original_run_build = runner.run_build
     original_cli_instance = runner.cli_instance
-    original_detect = cli.detect_changes
+    original_detect = cli_build.detect_changes
     original_embed = embedder_class.embed_documents
 
     @contextlib.contextmanager
@@ -226,12 +226,12 @@ def instrumented_cli(embedder_class: type) -> Iterator[dict[str, Any]]:
         probe["texts"].extend(texts)
         return original_embed(self, texts, *args, **kwargs)
 
-    runner.run_build, runner.cli_instance, cli.detect_changes = timed_run_build, kept_instance, timed_detect
+    runner.run_build, runner.cli_instance, cli_build.detect_changes = timed_run_build, kept_instance, timed_detect
     embedder_class.embed_documents = counting_embed
     try:
         yield probe
     finally:
-        runner.run_build, runner.cli_instance, cli.detect_changes = (
+        runner.run_build, runner.cli_instance, cli_build.detect_changes = (
             original_run_build,
             original_cli_instance,
             original_detect,

@@ -61,11 +61,13 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from rag_assets.index import store  # noqa: E402
-from rag_assets.search.bm25 import MemoryBm25, store_key  # noqa: E402
 from rag_assets.config import RagConfig  # noqa: E402
+from rag_assets.index import store  # noqa: E402
 from rag_assets.records import Chunk, Document, EmbeddedCollection  # noqa: E402
-from rag_assets.search.retrieval import STOP_WORDS, SearchIndex, SearchParams  # noqa: E402
+from rag_assets.search.bm25 import MemoryBm25, store_key  # noqa: E402
+from rag_assets.search.params import SearchParams  # noqa: E402
+from rag_assets.search.query import STOP_WORDS
+from rag_assets.search.retrieval import SearchIndex
 
 CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 DIMENSION = 384
@@ -238,7 +240,7 @@ def floor_topk(matrix: np.ndarray, q: np.ndarray, k: int = 10) -> np.ndarray:
 
 def component_times(index: SearchIndex, embedder, queries: list[str], params: SearchParams) -> dict[str, float]:
     """Median ms of each step of a hybrid search, by calling SearchIndex's steps one by one."""
-    from rag_assets.search.retrieval import fuse
+    from rag_assets.search.fusion import fuse
 
     steps: dict[str, list[float]] = {k: [] for k in ("loaded()", "vector ranks", "bm25 ranks", "fuse+sort", "hits (SQL)")}
     for q in queries:
@@ -262,7 +264,7 @@ def component_times(index: SearchIndex, embedder, queries: list[str], params: Se
 
 def bm25_detail(index: SearchIndex, queries: list[str]) -> dict[str, float]:
     """How many rows FTS5 ranks per query (it scores every match before the LIMIT)."""
-    from rag_assets.search.retrieval import fts_match_query
+    from rag_assets.search.query import fts_match_query
 
     conn = index._connection()
     matches = []

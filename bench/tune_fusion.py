@@ -53,7 +53,8 @@ from rag_assets.evaluation.beir import (  # noqa: E402
     score_rankings,
     select_eval_embedder,
 )
-from rag_assets.search.retrieval import FUSIONS, SearchParams, fuse  # noqa: E402
+from rag_assets.search.fusion import fuse  # noqa: E402
+from rag_assets.search.params import FUSIONS, SearchParams
 
 DEFAULT_DATASET = ROOT.parent / "shared" / "corpora" / "beir-scifact"
 RRF_KS = (10, 30, 60)

@@ -10,16 +10,27 @@ from __future__ import annotations
 import dagster as dg
 
 from rag_assets.config import RagConfig, load_config
-from rag_assets.defs.checks import embedding_service, index_matches_content, index_recent, outputs_consistent
+from rag_assets.defs.checks import (
+    embedding_service,
+    index_matches_content,
+    index_recent,
+    outputs_consistent,
+)
 from rag_assets.defs.content import build_content_assets
 from rag_assets.defs.embeddings import build_embedding_assets
 from rag_assets.defs.evaluation import EVAL_ASSETS, EVAL_CHECKS, EvalSettings
-from rag_assets.defs.io_managers import AtomicFilesystemIOManager, EveryCollectionInputManager
+from rag_assets.defs.io_managers import (
+    AtomicFilesystemIOManager,
+    EveryCollectionInputManager,
+)
 from rag_assets.defs.jobs import ALL_JOBS
 from rag_assets.defs.partitions import collection_partitions
 from rag_assets.defs.publish import publish
 from rag_assets.defs.resources import EmbedderResource, RagSettings, TiersResource
-from rag_assets.defs.schedules import build_nightly_schedule, build_nightly_vault_schedule
+from rag_assets.defs.schedules import (
+    build_nightly_schedule,
+    build_nightly_vault_schedule,
+)
 from rag_assets.defs.sensors import build_change_sensor, build_vault_sensor
 from rag_assets.defs.tiers import TIER_ASSETS, TIER_CHECKS
 

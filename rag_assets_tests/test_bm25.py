@@ -13,12 +13,14 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from rag_assets.search import bm25 as bm25_module
-from rag_assets.search.bm25 import MemoryBm25, fts_totals, query_words
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
-from rag_assets.search.retrieval import SearchIndex, SearchParams, fts_match_query, tier_embedder
+from rag_assets.search import bm25 as bm25_module
+from rag_assets.search.bm25 import MemoryBm25, fts_totals, query_words
+from rag_assets.search.params import SearchParams
+from rag_assets.search.query import fts_match_query
+from rag_assets.search.retrieval import SearchIndex, tier_embedder
 
 from .conftest import SAMPLE_CONTENT
 from .test_search import NASTY, TREE

@@ -17,7 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from rag_assets.ingest.chunking import ChunkingParams, ChunkSpan, chunk_document, plan_chunks
+from rag_assets.ingest.chunking import (
+    ChunkingParams,
+    ChunkSpan,
+    chunk_document,
+    plan_chunks,
+)
 from rag_assets.records import Chunk, Document
 
 PARAMS = ChunkingParams()

@@ -14,6 +14,7 @@ import yaml
 from rag_assets.config import (
     ChunkingParams,
     ConfigError,
+    EmbedderSettings,
     RagConfig,
     chunking_params,
     config_from_dict,
@@ -22,11 +23,12 @@ from rag_assets.config import (
     load_config,
     mask_secrets,
 )
-from rag_assets.config.schema import ChunkingSection, EmbedderName, EmbedderSection
-from rag_assets.ingest.collections import discover_collections
-from rag_assets.defs.resources import RagSettings  # module level: Dagster resolves the probe asset's hints here
-from rag_assets.config import EmbedderSettings
 from rag_assets.config.providers import ALIASES, PROVIDERS
+from rag_assets.config.schema import ChunkingSection, EmbedderName, EmbedderSection
+from rag_assets.defs.resources import (
+    RagSettings,  # module level: Dagster resolves the probe asset's hints here
+)
+from rag_assets.ingest.collections import discover_collections
 
 
 def write_config(tmp_path: Path, text: str) -> Path:

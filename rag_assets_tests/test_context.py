@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.ingest.chunking import ChunkingParams, chunk_document, plan_chunks, render_span
+from rag_assets.ingest.chunking import (
+    ChunkingParams,
+    chunk_document,
+    plan_chunks,
+    render_span,
+)
+from rag_assets.records import Chunk, Document
 from rag_assets.search.context import (
     EstimateTokenCounter,
     PackedContext,
@@ -24,8 +30,7 @@ from rag_assets.search.context import (
     token_counter,
     wordpiece_token_counter,
 )
-from rag_assets.records import Chunk, Document
-from rag_assets.search.retrieval import Hit
+from rag_assets.search.params import Hit
 
 CONTENT = Path(__file__).resolve().parents[1] / "content"
 

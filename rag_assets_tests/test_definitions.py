@@ -9,12 +9,12 @@ import sys
 import dagster as dg
 import pytest
 
-from rag_assets.ingest.collections import discover_collections
-from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
 from rag_assets.definitions import build_definitions
+from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
 from rag_assets.defs.partitions import sync_partitions
 from rag_assets.index.index_json import read_index, read_meta
 from rag_assets.index.manifest import read_manifest
+from rag_assets.ingest.collections import discover_collections
 
 from .conftest import CORPORA, PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT
 

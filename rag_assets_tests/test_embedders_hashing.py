@@ -8,7 +8,12 @@ import sys
 import numpy as np
 import pytest
 
-from rag_assets.embed import Embedder, HashingEmbedder, UnknownEmbedderError, create_embedder
+from rag_assets.embed import (
+    Embedder,
+    HashingEmbedder,
+    UnknownEmbedderError,
+    create_embedder,
+)
 
 
 def test_implements_the_embedder_interface():

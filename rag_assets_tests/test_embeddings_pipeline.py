@@ -8,12 +8,12 @@ import sqlite3
 import dagster as dg
 import pytest
 
-from rag_assets.serve.cli import main
 from rag_assets.defs.runner import run_build
 from rag_assets.embed import EmbedderSettings, OllamaSettings, select_embedder
 from rag_assets.embed.local import local_model_status
 from rag_assets.index.index_json import read_index, read_meta
 from rag_assets.index.manifest import read_manifest
+from rag_assets.serve.cli import main
 
 from .conftest import PROXMOX_POST, SAMPLE_CONTENT
 

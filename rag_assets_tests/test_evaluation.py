@@ -11,7 +11,6 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_assets.index import store
 from rag_assets.defs.evaluation import (
     DATASET_ENV,
     EVAL_ASSETS,
@@ -26,6 +25,7 @@ from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.evaluation.beir import (
     EVAL_MODES,
     METRICS,
+    CorpusDoc,
     EvaluationError,
     eval_store_path,
     format_table,
@@ -36,9 +36,9 @@ from rag_assets.evaluation.beir import (
     run_evaluation,
     score_rankings,
     slugs_for,
-    CorpusDoc,
 )
-from rag_assets.search.retrieval import SearchParams
+from rag_assets.index import store
+from rag_assets.search.params import SearchParams
 
 # ---------------------------------------------------------------------------- metrics
 

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.ingest import parsing
-from rag_assets.serve.cli import main
 from rag_assets.config import load_config
+from rag_assets.ingest import parsing
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.parsing import parse_collection, parse_markdown_file
 from rag_assets.ingest.sources import combine_hashes, snapshot_collection
+from rag_assets.serve.cli import main
 
 from .conftest import REPO_ROOT
 

@@ -33,13 +33,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from rag_assets.serve.cli import main
 from rag_assets.config import RagConfig, load_config
-from rag_assets.index.consistency import check_public_outputs
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.cache import EmbeddingCache
+from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.freshness import detect_changes
+from rag_assets.serve.cli import main
 
 from .conftest import REPO_ROOT
 

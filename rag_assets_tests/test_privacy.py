@@ -8,14 +8,18 @@ import socket
 import dagster as dg
 import pytest
 
-from rag_assets.index import store
 from rag_assets.config import VaultConfig
+from rag_assets.config.providers import endpoint_allowed
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.ollama import OllamaEmbedder
 from rag_assets.embed.openai_compat import OpenAICompatibleEmbedder
 from rag_assets.embed.selection import EmbedderSettings, OllamaSettings, OpenAISettings
-from rag_assets.config.providers import endpoint_allowed
-from rag_assets.privacy.local_only import PrivacyError, enforce_local_only, select_private_embedder
+from rag_assets.index import store
+from rag_assets.privacy.local_only import (
+    PrivacyError,
+    enforce_local_only,
+    select_private_embedder,
+)
 
 from .embedding_server import EmbeddingServer
 

@@ -24,14 +24,20 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rag_assets.index import generations, integrity
-from rag_assets.serve.cli import main
 from rag_assets.config import RagConfig, load_config
-from rag_assets.index.consistency import check_public_outputs
 from rag_assets.embed.hashing import HashingEmbedder
+from rag_assets.index import generations, integrity
+from rag_assets.index.consistency import check_public_outputs
 from rag_assets.ingest.parsing import parse_collection
-from rag_assets.pipeline import chunk_collection, embed_collection, publish_all, utc_now_iso
-from rag_assets.search.retrieval import SearchIndex, SearchParams
+from rag_assets.pipeline import (
+    chunk_collection,
+    embed_collection,
+    publish_all,
+    utc_now_iso,
+)
+from rag_assets.search.params import SearchParams
+from rag_assets.search.retrieval import SearchIndex
+from rag_assets.serve.cli import main
 
 from .conftest import REPO_ROOT
 

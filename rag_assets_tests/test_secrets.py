@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.privacy.secrets import Redaction, SecretDetector, SecretFinding, _merge, masked_preview
+from rag_assets.privacy.secrets import (
+    Redaction,
+    SecretDetector,
+    SecretFinding,
+    _merge,
+    masked_preview,
+)
 
 CASES_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "secrets"
 

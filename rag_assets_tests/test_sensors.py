@@ -157,9 +157,9 @@ def vault_config(content, make_config, vaults=("notes:safe", "me:private")):
 
 
 def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaults(write_tree, make_config):
-    from rag_assets.index import store
     from rag_assets.defs.partitions import VAULTS_PARTITION
     from rag_assets.defs.sensors import build_vault_sensor
+    from rag_assets.index import store
 
     content = write_tree(VAULT_TREE)
     cfg = vault_config(content, make_config)

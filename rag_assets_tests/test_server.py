@@ -16,11 +16,11 @@ import httpx
 import pytest
 import uvicorn
 
-from rag_assets.serve import http as server_module
-from rag_assets.index import store
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.errors import ProviderUnavailable
+from rag_assets.index import store
+from rag_assets.serve import http as server_module
 from rag_assets.serve.http import MAX_QUERY_CHARS, create_app
 
 from .conftest import PROXMOX_POST

@@ -17,11 +17,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_assets.index import store
-from rag_assets.serve.cli import main as rag
 from rag_assets.config import VaultConfig, load_config
 from rag_assets.defs.partitions import VAULTS_PARTITION
 from rag_assets.defs.runner import run_build
+from rag_assets.index import store
+from rag_assets.serve.cli import main as rag
 
 from .conftest import REPO_ROOT, SAMPLE_CONTENT
 
@@ -296,7 +296,8 @@ def test_incremental_vault_builds(tmp_path, capsys):
 
 
 def test_hybrid_search_in_each_tier_returns_only_that_tiers_chunks(built):
-    from rag_assets.search.retrieval import SearchIndex, SearchParams, tier_embedder
+    from rag_assets.search.params import SearchParams
+    from rag_assets.search.retrieval import SearchIndex, tier_embedder
 
     cfg = built[0]
     allowed = {

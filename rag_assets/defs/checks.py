@@ -3,9 +3,9 @@
 
 import dagster as dg
 
-from rag_assets.index.consistency import check_public_outputs
 from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.embed.selection import service_status
+from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.freshness import age_label, detect_changes
 from rag_assets.index.index_json import read_meta
 

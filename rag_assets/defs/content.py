@@ -5,15 +5,15 @@ from pathlib import Path
 
 import dagster as dg
 
-from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.resources import RagSettings
+from rag_assets.ingest.boundaries import collection_policy
+from rag_assets.ingest.doc_cache import DocumentCache
 from rag_assets.ingest.parsing import parse_collection
+from rag_assets.ingest.sources import StatCache, snapshot_collection
 from rag_assets.pipeline import chunk_collection
 from rag_assets.records import ChunkedCollection, CollectionSnapshot, ParsedCollection
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
-from rag_assets.ingest.doc_cache import DocumentCache
-from rag_assets.ingest.sources import StatCache, snapshot_collection
 
 GROUP = "collections"
 

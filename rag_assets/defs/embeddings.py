@@ -6,8 +6,8 @@ import dagster as dg
 
 from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.embed.cache import EmbeddingCache
-from rag_assets.index.index_json import read_meta
 from rag_assets.index.freshness import record_indexed_collection
+from rag_assets.index.index_json import read_meta
 from rag_assets.pipeline import EmbeddingStats, embed_collection
 from rag_assets.records import ChunkedCollection, EmbeddedCollection
 from rag_assets.reporting import chunk_preview_markdown

@@ -13,14 +13,26 @@ from typing import Optional
 import dagster as dg
 from pydantic import Field
 
-from rag_assets.config import RagConfig, VaultConfig, config_digest, config_from_dict, config_to_dict
+from rag_assets.config import (
+    RagConfig,
+    VaultConfig,
+    config_digest,
+    config_from_dict,
+    config_to_dict,
+)
 from rag_assets.embed.ollama import DEFAULT_DIMENSION as OLLAMA_DIMENSION
 from rag_assets.embed.ollama import DEFAULT_MODEL as OLLAMA_MODEL
 from rag_assets.embed.ollama import OllamaHealth, ollama_health, ollama_host
 from rag_assets.embed.openai_compat import DEFAULT_DIMENSION as OPENAI_DIMENSION
 from rag_assets.embed.openai_compat import DEFAULT_MODEL as OPENAI_MODEL
 from rag_assets.embed.openai_compat import OPENROUTER_BASE_URL
-from rag_assets.embed.selection import EmbedderSettings, OllamaSettings, OpenAISettings, Selection, select_embedder
+from rag_assets.embed.selection import (
+    EmbedderSettings,
+    OllamaSettings,
+    OpenAISettings,
+    Selection,
+    select_embedder,
+)
 from rag_assets.privacy.local_only import select_private_embedder
 from rag_assets.privacy.sanitize import Sanitizer
 

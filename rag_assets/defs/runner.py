@@ -16,9 +16,15 @@ from typing import Any, Callable, Iterator, Sequence
 import dagster as dg
 
 from rag_assets.config import RagConfig
-from rag_assets.ingest.collections import discover_collections
-from rag_assets.defs.jobs import BUILD_TAG, INDEX_COLLECTION_JOB, INDEX_VAULT_JOB, PUBLISH_JOB, REFRESH_TIERS_JOB
+from rag_assets.defs.jobs import (
+    BUILD_TAG,
+    INDEX_COLLECTION_JOB,
+    INDEX_VAULT_JOB,
+    PUBLISH_JOB,
+    REFRESH_TIERS_JOB,
+)
 from rag_assets.defs.partitions import sync_partitions, sync_vault_partitions
+from rag_assets.ingest.collections import discover_collections
 from rag_assets.records import SkippedFile
 
 # The CLI reports failures itself, in one line without a traceback; Dagster's console

@@ -4,9 +4,7 @@ import json
 
 import dagster as dg
 
-from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.config import RagConfig
-from rag_assets.ingest.collections import discover_collections
 from rag_assets.defs.jobs import (
     BUILD_TAG,
     PUBLISH_JOB,
@@ -18,11 +16,18 @@ from rag_assets.defs.jobs import (
     update_collection_job,
     update_vault_job,
 )
-from rag_assets.defs.partitions import COLLECTIONS_PARTITION, VAULTS_PARTITION, partition_changes, vault_partition_changes
+from rag_assets.defs.partitions import (
+    COLLECTIONS_PARTITION,
+    VAULTS_PARTITION,
+    partition_changes,
+    vault_partition_changes,
+)
 from rag_assets.defs.partitions import partition_requests as partition_requests_for
-from rag_assets.privacy.vaults import departed_vaults, detect_vault_changes
 from rag_assets.index.manifest import read_manifest
+from rag_assets.ingest.boundaries import collection_policy
+from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.sources import StatCache, snapshot_collection
+from rag_assets.privacy.vaults import departed_vaults, detect_vault_changes
 
 
 def initial_state(cfg: RagConfig) -> dict:

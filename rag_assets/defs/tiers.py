@@ -11,14 +11,21 @@ from datetime import timedelta
 
 import dagster as dg
 
-from rag_assets.index import store
-from rag_assets.privacy.audit import audit_store
 from rag_assets.defs.embeddings import _bullets, usage_metadata
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.partitions import vault_partitions
 from rag_assets.defs.resources import EmbedderResource, RagSettings, TiersResource
+from rag_assets.index import store
+from rag_assets.privacy.audit import audit_store
+from rag_assets.privacy.vaults import (
+    TierCard,
+    VaultBuild,
+    build_vault_tier,
+    refresh_tier_store,
+    tally_counts,
+    tier_card,
+)
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
-from rag_assets.privacy.vaults import TierCard, VaultBuild, build_vault_tier, refresh_tier_store, tally_counts, tier_card
 
 SAFE_GROUP = "safe_tier"
 PRIVATE_GROUP = "private_tier"

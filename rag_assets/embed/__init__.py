@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from rag_assets.embed.base import Embedder, l2_normalise
-from rag_assets.embed.errors import EmbeddingAuthError, EmbeddingBatchError, EmbeddingError, ProviderUnavailable
+from rag_assets.embed.errors import (
+    EmbeddingAuthError,
+    EmbeddingBatchError,
+    EmbeddingError,
+    ProviderUnavailable,
+)
 from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.embed.selection import (
     PROVIDERS,

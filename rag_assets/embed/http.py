@@ -27,9 +27,9 @@ import httpx
 import numpy as np
 import orjson
 
-from rag_assets.privacy.egress import PrivateEgress
 from rag_assets.embed.base import l2_normalise
 from rag_assets.embed.errors import EmbeddingAuthError, EmbeddingBatchError
+from rag_assets.privacy.egress import PrivateEgress
 
 
 @dataclass(frozen=True)

@@ -42,14 +42,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from rag_assets.index import store
 from rag_assets.config import RagConfig
 from rag_assets.embed.base import Embedder
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.embed.selection import select_embedder
+from rag_assets.index import store
 from rag_assets.pipeline import chunk_collection, embed_collection, utc_now_iso
 from rag_assets.records import Document, ParsedCollection
-from rag_assets.search.retrieval import SearchIndex, SearchParams
+from rag_assets.search.params import SearchParams
+from rag_assets.search.retrieval import SearchIndex
 
 Log = Callable[[str], None]
 

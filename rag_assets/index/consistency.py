@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rag_assets.index import generations, index_json, manifest, store
 from rag_assets.config import RagConfig
+from rag_assets.index import generations, index_json, manifest, store
 from rag_assets.index.integrity import published_damage
 
 

@@ -13,16 +13,20 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from rag_assets.config import RagConfig
 from rag_assets.index import generations
 from rag_assets.index import manifest as manifest_io
 from rag_assets.index.atomic import atomic_write_bytes
-from rag_assets.ingest.boundaries import collection_policy
-from rag_assets.config import RagConfig
-from rag_assets.ingest.collections import discover_collections
 from rag_assets.index.index_json import read_meta
 from rag_assets.index.integrity import Damage, published_damage, read_json_object
+from rag_assets.ingest.boundaries import collection_policy
+from rag_assets.ingest.collections import discover_collections
+from rag_assets.ingest.sources import (
+    StatCache,
+    overall_content_hash,
+    snapshot_collection,
+)
 from rag_assets.records import SkippedFile
-from rag_assets.ingest.sources import StatCache, overall_content_hash, snapshot_collection
 
 FRESH_HOURS = 12
 STALE_HOURS = 48

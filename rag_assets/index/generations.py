@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from rag_assets.index import store
 from rag_assets.config import RagConfig
+from rag_assets.index import store
 
 INDEX_NAME = "embeddings-index.json"
 META_NAME = "embeddings-meta.json"

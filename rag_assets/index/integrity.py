@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from rag_assets.index import generations
 from rag_assets.config import RagConfig
+from rag_assets.index import generations
 from rag_assets.index.generations import Generation
 from rag_assets.index.sqlite_cache import discard_if_damaged, sqlite_problem
 

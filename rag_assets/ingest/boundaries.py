@@ -12,7 +12,12 @@ import os
 from pathlib import Path
 
 from rag_assets.config import VAULTS_FOLDER, RagConfig, VaultConfig
-from rag_assets.ingest.walker import ForbiddenFolder, WalkPolicy, folder_problem, is_within
+from rag_assets.ingest.walker import (
+    ForbiddenFolder,
+    WalkPolicy,
+    folder_problem,
+    is_within,
+)
 
 
 def _real(path: Path) -> Path:

@@ -16,9 +16,9 @@ from typing import Iterable
 
 import orjson
 
+from rag_assets.index.sqlite_cache import SqliteCache
 from rag_assets.ingest.chunking import ChunkingParams
 from rag_assets.records import Chunk, Document
-from rag_assets.index.sqlite_cache import SqliteCache
 
 # Bump when the parser or chunker changes its output for the same input.
 PIPELINE_VERSION = "1"

@@ -22,7 +22,6 @@ from typing import Any, Mapping
 
 import yaml
 
-from rag_assets.records import Chunk, Document, ParsedCollection, SkippedFile
 from rag_assets.ingest.sources import unreadable_reason
 from rag_assets.ingest.walker import (
     DEFAULT_MAX_FILE_BYTES,
@@ -33,6 +32,7 @@ from rag_assets.ingest.walker import (
     list_folder,
     read_bounded,
 )
+from rag_assets.records import Chunk, Document, ParsedCollection, SkippedFile
 
 # Frontmatter is a handful of fields; these limits are far above any real page's.
 MAX_FRONTMATTER_CHARS = 100_000

@@ -18,8 +18,15 @@ from typing import Iterator, Mapping
 import orjson
 
 from rag_assets.index.atomic import atomic_write_bytes
+from rag_assets.ingest.walker import (
+    DEFAULT_MAX_FILE_BYTES,
+    FileRefused,
+    WalkPolicy,
+    default_policy,
+    iter_blocks,
+    list_folder,
+)
 from rag_assets.records import CollectionSnapshot, SkippedFile
-from rag_assets.ingest.walker import DEFAULT_MAX_FILE_BYTES, FileRefused, WalkPolicy, default_policy, iter_blocks, list_folder
 
 
 def iter_collection_files(root: Path, policy: WalkPolicy | None = None) -> Iterator[Path]:

@@ -19,12 +19,11 @@ import os
 from typing import Iterable, Mapping
 
 from rag_assets.config.providers import private_provider_problem
-from rag_assets.privacy.egress import PrivacyError, PrivateEgress
 from rag_assets.embed.base import Embedder
 from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.embed.http import RemoteEmbedder
 from rag_assets.embed.selection import EmbedderSettings, Selection, select_embedder
-
+from rag_assets.privacy.egress import PrivacyError, PrivateEgress
 
 __all__ = ["PrivacyError", "enforce_local_only", "private_settings_problem", "select_private_embedder"]
 

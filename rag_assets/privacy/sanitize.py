@@ -24,8 +24,8 @@ from typing import Any
 
 from rag_assets.privacy import secrets as secret_rules
 from rag_assets.privacy.identity import IdentityMap
-from rag_assets.records import Document, ParsedCollection, SkippedFile
 from rag_assets.privacy.secrets import SecretDetector
+from rag_assets.records import Document, ParsedCollection, SkippedFile
 
 
 @dataclass

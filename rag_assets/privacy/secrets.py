@@ -1288,7 +1288,9 @@ class _DetectSecretsAdapter:
 
     def __init__(self, plugin_names: Sequence[str] | str, guard: bool) -> None:
         # Imported here so that the module works (own rules only) without the library.
-        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+        from detect_secrets.core.plugins.util import (
+            get_mapping_from_secret_type_to_class,
+        )
         from detect_secrets.filters import heuristic
         from detect_secrets.plugins import keyword as ds_keyword
         from detect_secrets.plugins.base import RegexBasedDetector

@@ -19,18 +19,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from rag_assets.index import store
-from rag_assets.ingest.boundaries import vault_policy
 from rag_assets.config import RagConfig, VaultConfig
 from rag_assets.embed import Embedder
 from rag_assets.embed.cache import EmbeddingCache
+from rag_assets.index import store
 from rag_assets.index.freshness import age_label
-from rag_assets.ingest.parsing import MARKDOWN_SUFFIXES, parse_collection
-from rag_assets.pipeline import EmbeddingStats, chunk_collection, embed_collection, utc_now_iso
-from rag_assets.records import Chunk, CollectionSnapshot, SkippedFile
-from rag_assets.privacy.sanitize import SanitizeTally, Sanitizer, fingerprint_for
 from rag_assets.index.sqlite_cache import discard_if_damaged
-from rag_assets.ingest.sources import StatCache, combine_hashes, iter_collection_entries, snapshot_collection
+from rag_assets.ingest.boundaries import vault_policy
+from rag_assets.ingest.parsing import MARKDOWN_SUFFIXES, parse_collection
+from rag_assets.ingest.sources import (
+    StatCache,
+    combine_hashes,
+    iter_collection_entries,
+    snapshot_collection,
+)
+from rag_assets.pipeline import (
+    EmbeddingStats,
+    chunk_collection,
+    embed_collection,
+    utc_now_iso,
+)
+from rag_assets.privacy.sanitize import Sanitizer, SanitizeTally, fingerprint_for
+from rag_assets.records import Chunk, CollectionSnapshot, SkippedFile
 
 Log = Callable[[str], None]
 VAULT_TIERS = ("safe", "private")

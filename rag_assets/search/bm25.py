@@ -28,7 +28,7 @@ by numpy in batches; runs of equal (term, row) give tf. At 100,000 chunks of 200
 Tokenizing the chunk texts in Python instead (regex, a dict of words, ``np.unique`` over
 (term, chunk) pairs) measured 6.5 s or more, and could only imitate unicode61's rules.
 
-**Query handling** is :func:`rag_assets.search.retrieval.fts_match_query`'s, taken from its output:
+**Query handling** is :func:`rag_assets.search.query.fts_match_query`'s, taken from its output:
 the same words, the same stop words dropped. Each word becomes terms through a scratch
 in-memory FTS5 table with the same tokenizer, so stems are FTS5's exactly. A word that
 FTS5 splits into several tokens (``k3s_cert``) is a phrase to FTS5; its part of the score
@@ -127,8 +127,8 @@ _TOKENIZER = _Tokenizer()
 
 
 def query_words(query: str) -> list[str]:
-    """The words :func:`rag_assets.search.retrieval.fts_match_query` would search for, in its order."""
-    from rag_assets.search.retrieval import fts_match_query
+    """The words :func:`rag_assets.search.query.fts_match_query` would search for, in its order."""
+    from rag_assets.search.query import fts_match_query
 
     match = fts_match_query(query)
     # Its output is '"w1" OR "w2" ...' with every word a run of \\w (no quote, no space).

@@ -90,7 +90,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Sequence, runtime_checkable
 
-from rag_assets.search.retrieval import Hit
+from rag_assets.search.params import Hit
 
 __all__ = [
     "EstimateTokenCounter",

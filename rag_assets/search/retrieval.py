@@ -34,133 +34,24 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
-from rag_assets.index import cjk, store
 from rag_assets.embed.base import Embedder
+from rag_assets.index import cjk, store
+from rag_assets.search.fusion import fuse, mmr
+from rag_assets.search.params import (
+    LEXICAL,
+    Hit,
+    SearchError,
+    SearchParams,
+    SearchResult,
+    damaged_store_error,
+)
+from rag_assets.search.query import fts_match_query
 
 log = logging.getLogger(__name__)
-FUSIONS = ("rrf", "convex", "zscore")
-MODES = ("hybrid", "vector", "bm25")
-LEXICAL = ("fts5", "memory", "auto")
-# English function words (Lucene's list plus NLTK's): they match nearly every chunk, so they
-# cost BM25 time and add nothing to its ranking, or worse: the stemmer turns "up" into the
-# stem of "UPS", so "set up vlans" would favour a chapter on batteries.
-STOP_WORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
-    "they this to was will with how what which who whom why when where do does did doing i me my myself we our "
-    "ours you your yours he him his she her hers its itself them theirs am been being have has had having "
-    "would should could can about above after again against all any because before below between both down "
-    "during each few from further here more most nor off once only other out over own same so some than too "
-    "under until up very were while just don now".split()
-)
-
-
-class SearchError(ValueError):
-    """A search that cannot run as asked (bad parameter, no index); the message says why."""
-
-
-def damaged_store_error(path: Path, exc: Exception) -> SearchError:
-    return SearchError(f"the store at {path} is damaged ({exc}); run `rag build` to rebuild it")
-
-
-@dataclass(frozen=True)
-class SearchParams:
-    """Everything that shapes a search; defaults chosen on SciFact's train split (README)."""
-
-    k: int = 10
-    mode: str = "hybrid"
-    fusion: str = "zscore"
-    rrf_k: int = 60
-    vector_weight: float = 0.5
-    bm25_weight: float = 0.5
-    min_score: float = 0.1
-    candidates: int = 200  # depth of each list before fusion
-    collections: tuple[str, ...] = ()  # empty: all
-    tags: tuple[str, ...] = ()  # every tag must be present
-    filters: tuple[tuple[str, str], ...] = ()  # frontmatter key=value, all must hold
-    slug_prefix: str | None = None
-    mmr_lambda: float | None = None  # None: no MMR; 1.0 = relevance only, 0.0 = diversity only
-    max_per_document: int | None = None
-    collection_weights: bool = True
-
-    def validate(self) -> None:
-        if not 1 <= self.k <= 1000:
-            raise SearchError("k must be between 1 and 1000")
-        if self.mode not in MODES:
-            raise SearchError(f"mode must be one of {', '.join(MODES)}")
-        if self.fusion not in FUSIONS:
-            raise SearchError(f"fusion must be one of {', '.join(FUSIONS)}")
-        if self.rrf_k < 0:
-            raise SearchError("rrf_k must be 0 or more")
-        if self.vector_weight < 0 or self.bm25_weight < 0 or self.vector_weight + self.bm25_weight <= 0:
-            raise SearchError("vector_weight and bm25_weight must be >= 0 and not both 0")
-        if self.mmr_lambda is not None and not 0.0 <= self.mmr_lambda <= 1.0:
-            raise SearchError("mmr_lambda must be between 0 and 1")
-        if self.max_per_document is not None and self.max_per_document < 1:
-            raise SearchError("max_per_document must be at least 1")
-        if self.candidates < self.k:
-            raise SearchError("candidates must be at least k")
-
-
-@dataclass
-class Hit:
-    id: str
-    collection: str
-    slug: str
-    title: str
-    heading_path: list[str]
-    text: str
-    score: float
-    vector_score: float | None
-    bm25_score: float | None
-    chunk_index: int = 0
-    document_id: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "collection": self.collection,
-            "slug": self.slug,
-            "title": self.title,
-            "headingPath": self.heading_path,
-            "text": self.text,
-            "score": round(self.score, 6),
-            "vectorScore": None if self.vector_score is None else round(self.vector_score, 6),
-            "bm25Score": None if self.bm25_score is None else round(self.bm25_score, 6),
-        }
-
-
-@dataclass
-class SearchResult:
-    query: str
-    hits: list[Hit]
-    params: SearchParams
-    latency_ms: float  # the whole search, query embedding included
-    model: str | None = None
-    embed_ms: float = 0.0  # of which embedding the query (a cold local model loads here)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "query": self.query,
-            "hits": [h.to_json() for h in self.hits],
-            "latencyMs": round(self.latency_ms, 2),
-            "embedMs": round(self.embed_ms, 2),
-        }
-
-
-def fts_match_query(text: str) -> str | None:
-    """User text as a safe FTS5 query: quoted words joined with OR; None if nothing is left.
-
-    Quotes, ``-``, ``:``, ``*``, ``AND``/``OR``/``NEAR``, parentheses and unbalanced input
-    all end up as plain words inside double quotes, which FTS5 never parses as syntax.
-    """
-    words = [w for w in cjk.WORD.findall(text.lower()) if not cjk.has_cjk(w)]
-    kept = [w for w in words if w not in STOP_WORDS] or words
-    unique = list(dict.fromkeys(kept))
-    return " OR ".join(f'"{w}"' for w in unique) or None
 
 
 @dataclass
@@ -534,75 +425,6 @@ class SearchIndex:
             self._local.conn = None
 
 
-def fuse(
-    vector: Mapping[int, tuple[int, float]],
-    lexical: Mapping[int, tuple[int, float]],
-    params: SearchParams,
-    mode: str,
-    cosines: Mapping[int, float] | None = None,
-) -> dict[int, float]:
-    """Row -> fused score in [0, 1] (before collection weights); see the module docstring.
-
-    ``cosines`` (zscore): the vector scores of BM25 candidates missing from the vector list."""
-    if mode == "vector":
-        return {row: score for row, (_, score) in vector.items()}
-    if mode == "bm25":
-        top = max((s for _, s in lexical.values()), default=1.0) or 1.0
-        return {row: score / top for row, (_, score) in lexical.items()}
-    wv, wb = params.vector_weight, params.bm25_weight
-    rows = set(vector) | set(lexical)
-    if params.fusion == "rrf":
-        k = params.rrf_k
-        best = (wv + wb) / (k + 1)
-        return {
-            row: ((wv / (k + vector[row][0]) if row in vector else 0.0) + (wb / (k + lexical[row][0]) if row in lexical else 0.0)) / best
-            for row in rows
-        }
-    if params.fusion == "zscore":
-        v = _standardise({**(cosines or {}), **{row: s for row, (_, s) in vector.items()}})
-        b = _standardise({row: lexical[row][1] if row in lexical else 0.0 for row in rows})
-        return _min_max({row: (wv * v.get(row, 0.0) + wb * b[row]) / (wv + wb) for row in rows})
-    v = _min_max({row: s for row, (_, s) in vector.items()})
-    b = _min_max({row: s for row, (_, s) in lexical.items()})
-    return {row: (wv * v.get(row, 0.0) + wb * b.get(row, 0.0)) / (wv + wb) for row in rows}
-
-
-def _standardise(scores: Mapping[int, float]) -> dict[int, float]:
-    """(score - mean) / standard deviation over these candidates (all 0 when they are equal)."""
-    if not scores:
-        return {}
-    values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
-    mean, std = float(values.mean()), float(values.std())
-    return {row: (s - mean) / std if std > 0 else 0.0 for row, s in scores.items()}
-
-
-def _min_max(scores: Mapping[int, float]) -> dict[int, float]:
-    if not scores:
-        return {}
-    low, high = min(scores.values()), max(scores.values())
-    span = high - low
-    return {row: (s - low) / span if span > 0 else 1.0 for row, s in scores.items()}
-
-
-def mmr(matrix: np.ndarray, ranked: list[int], scored: Mapping[int, float], lam: float, limit: int) -> list[int]:
-    """Maximal Marginal Relevance: trade relevance against similarity to what is already picked."""
-    pool = ranked[: max(limit, 1)]
-    vectors = matrix[pool]
-    relevance = np.array([scored[r] for r in pool], dtype=np.float32)
-    chosen: list[int] = []
-    max_sim = np.full(len(pool), -np.inf, dtype=np.float32)
-    available = np.ones(len(pool), dtype=bool)
-    for _ in range(len(pool)):
-        penalty = np.where(np.isfinite(max_sim), max_sim, 0.0)
-        value = lam * relevance - (1 - lam) * penalty
-        value[~available] = -np.inf
-        pick = int(np.argmax(value))
-        chosen.append(pool[pick])
-        available[pick] = False
-        max_sim = np.maximum(max_sim, vectors @ vectors[pick])
-    return chosen + ranked[len(pool):]
-
-
 def _frontmatter_matches(value: Any, wanted: str) -> bool:
     """``key=value`` against a frontmatter value: scalars compare as text (case-insensitive),
     lists match when any element does."""
@@ -611,17 +433,6 @@ def _frontmatter_matches(value: Any, wanted: str) -> bool:
     if value is None:
         return False
     return str(value).lower() == wanted.lower()
-
-
-def parse_filters(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    """``["status=active", ...]`` -> pairs; SearchError on a malformed item."""
-    pairs = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise SearchError(f"filter {item!r} must look like key=value (for example status=active)")
-        pairs.append((key.strip(), value.strip()))
-    return tuple(pairs)
 
 
 def tier_embedder(cfg, tier: str, index: SearchIndex) -> Embedder:

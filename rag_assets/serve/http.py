@@ -47,11 +47,20 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from rag_assets.config import TIERS, RagConfig
+from rag_assets.config.providers import is_loopback_host
 from rag_assets.embed.base import Embedder
 from rag_assets.embed.errors import EmbeddingError
-from rag_assets.config.providers import is_loopback_host
 from rag_assets.privacy.egress import PrivacyError
-from rag_assets.search.retrieval import MODES, SearchError, SearchIndex, SearchParams, SearchResult, parse_filters, tier_embedder
+from rag_assets.search.context import pack_context
+from rag_assets.search.params import (
+    MODES,
+    SearchError,
+    SearchParams,
+    SearchResult,
+    parse_filters,
+)
+from rag_assets.search.retrieval import SearchIndex, tier_embedder
+from rag_assets.serve.status import status_report
 
 log = logging.getLogger("rag_assets.serve.http")
 
@@ -365,10 +374,6 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
             query = parse_query(request)
             budget = _int(request, "budget", 1, MAX_BUDGET) or DEFAULT_BUDGET
             tier, params = parse_search_params(request, default_k=DEFAULT_CONTEXT_K)
-            try:
-                from rag_assets.search.context import pack_context
-            except ImportError as exc:
-                raise _Unavailable(f"context packing is not available in this build ({exc})") from None
             started = time.perf_counter()
             result = run_search(query, tier, params)
             packed = pack_context(result.hits, budget)
@@ -380,15 +385,10 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
             out["latencyMs"] = round((time.perf_counter() - started) * 1000, 2)
             return out
 
-        try:
-            return await guarded(work)
-        except _Unavailable as exc:
-            return error(501, str(exc))
+        return await guarded(work)
 
     async def status(request: Request) -> JSONResponse:
         def work() -> dict[str, Any]:
-            from rag_assets.serve.cli import status_report
-
             report = status_report(cfg)
             if not serve_private and "private" in report.get("tiers", {}):
                 private = report["tiers"]["private"]
@@ -432,10 +432,6 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
     )
     app.state.tiers = tiers
     return app
-
-
-class _Unavailable(Exception):
-    """A feature this installation lacks (HTTP 501)."""
 
 
 def limit_blas_threads(threads: int = 1) -> str:

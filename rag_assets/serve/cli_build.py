@@ -1,0 +1,277 @@
+"""``rag config``, ``rag build`` and ``rag check``: validating the configuration, running the
+Dagster assets in-process, and saying what changed since the last build."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import yaml
+
+from rag_assets.config import (
+    RagConfig,
+    collect_overrides,
+    effective_settings,
+    mask_secrets,
+)
+from rag_assets.embed import select_embedder
+from rag_assets.index import index_json
+from rag_assets.index.freshness import detect_changes
+from rag_assets.index.integrity import discard_damaged_caches, output_damage
+from rag_assets.ingest.collections import discover_collections
+from rag_assets.pipeline import plan_collection
+from rag_assets.privacy.vaults import (
+    departed_vaults,
+    detect_vault_changes,
+)
+from rag_assets.serve.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from rag_assets.serve.status import _print_status
+
+# --- config ----------------------------------------------------------------------------------
+
+
+def cmd_config(cfg: RagConfig, args: argparse.Namespace) -> int:
+    """The configuration is valid (main() loaded it); print it with where its values came from."""
+    overrides = collect_overrides(
+        os.environ,
+        content_dir=args.content_dir,
+        output_dir=args.output_dir,
+        embedder=args.embedder,
+        private_embedder=args.private_embedder,
+    )
+    print(f"# configuration file: {cfg.config_path or 'none (built-in defaults)'}")
+    for override in overrides:
+        print(f"# {'.'.join(override.path)} set by {override.label}")
+    base_url = os.environ.get("RAG_OPENAI_BASE_URL")
+    if base_url:
+        print(f"# embedder.openai.base_url replaced at run time by $RAG_OPENAI_BASE_URL: {mask_secrets(base_url, 'base_url')}")
+    print(yaml.safe_dump(effective_settings(cfg), sort_keys=False, allow_unicode=True), end="")
+    return EXIT_OK
+
+
+# --- build -----------------------------------------------------------------------------------
+
+
+def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
+    discovery = discover_collections(cfg)
+    for folder, reason in discovery.excluded:
+        print(f"note: folder {folder!r} is not a collection: {reason}")
+    for name in discovery.loose_files:
+        print(f"note: {name} is directly in the content folder, outside any collection; not indexed")
+    for name in discovery.missing:
+        print(f"warning: collection {name!r} is configured but {cfg.content_dir / name} does not exist")
+    if not cfg.content_dir.is_dir():
+        print(f"rag: content folder {cfg.content_dir} does not exist; set content_dir in rag.yaml or --content-dir", file=sys.stderr)
+        return EXIT_USAGE
+    targets = list(args.collection or ([] if args.vault else discovery.collections))
+    unknown = [c for c in targets if c not in discovery.collections]
+    if unknown:
+        print(
+            f"rag: unknown collection(s) {', '.join(unknown)}; known: {', '.join(discovery.collections) or 'none'}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    vault_names = [v.name for v in cfg.vaults]
+    vault_targets = list(args.vault or ([] if args.collection else vault_names))
+    unknown = [v for v in vault_targets if v not in vault_names]
+    if unknown:
+        print(f"rag: unknown vault(s) {', '.join(unknown)}; known: {', '.join(vault_names) or 'none'}", file=sys.stderr)
+        return EXIT_USAGE
+    if not targets and not vault_targets:
+        print(f"rag: no collections found in {cfg.content_dir}; add a folder of Markdown files", file=sys.stderr)
+        return EXIT_USAGE
+    if args.dry_run:
+        return _dry_run(cfg, targets)
+    for damage in discard_damaged_caches(cfg):
+        print(f"note: discarded {damage}; it is rebuilt by this build")
+    publish = bool(targets)
+    if not args.force and not args.collection and not args.vault:
+        plan = _incremental_plan(cfg)
+        if plan is None:
+            return EXIT_OK
+        targets, vault_targets, publish = plan
+
+    # Imported only now: Dagster takes a second to import, and a no-op build should not pay it.
+    from rag_assets.defs.runner import cli_instance, run_build
+
+    selection = select_embedder(cfg.embedding)
+    print(f"Embedder: {selection.provider}, {selection.embedder.model} ({selection.reason})")
+    published = index_json.read_meta(cfg.meta_path)
+    if args.collection and published and published.get("model") != selection.embedder.model:
+        # One index, one model: a partial build with another model would mix them.
+        print(
+            f"note: the index was built with {published.get('model')}; switching to {selection.embedder.model} "
+            "re-embeds every collection"
+        )
+        targets = list(discovery.collections)
+    if targets:
+        print(f"Building {len(targets)} collection(s) from {cfg.content_dir}", flush=True)
+    elif publish:
+        print("Republishing the public index without the removed collection(s)", flush=True)
+    if vault_targets:
+        print(f"Building {len(vault_targets)} vault(s) into the Safe and Private stores", flush=True)
+    with cli_instance() as instance:
+        outcome = run_build(
+            cfg,
+            instance,
+            collections=targets,
+            vaults=vault_targets,
+            publish=publish,
+            verbose=args.verbose,
+            on_collection=_print_collection_progress,
+            on_vault=_print_vault_progress,
+            full=True if args.force else None,
+        )
+    skipped = [s for c in outcome.collections for s in c.skipped]
+    if skipped:
+        print(f"\nSkipped {len(skipped)} file(s):")
+        for item in skipped:
+            print(f"  {item.path}: {item.reason}")
+    if outcome.error:
+        print(f"rag: build failed: {outcome.error}", file=sys.stderr)
+        print("rag: the previous outputs of what failed are unchanged", file=sys.stderr)
+        return EXIT_FAILED
+    for problem in outcome.failed_checks:
+        print(f"rag: check failed: {problem}", file=sys.stderr)
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"Built in {outcome.seconds:.1f}s\n")
+    _print_status(cfg)
+    return EXIT_FAILED if outcome.failed_checks else EXIT_OK
+
+
+def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool] | None:
+    """(collections, vaults) that changed since their last build and whether the public outputs
+    must be republished; None (after saying so) when everything is current."""
+    report = detect_changes(cfg)
+    vault_changes = detect_vault_changes(cfg)
+    for change in vault_changes:
+        if change.status == "missing":
+            print(f"warning: vault {change.vault!r}: folder {cfg.vault(change.vault).path} does not exist; its rows are kept")
+    stale_vaults = sorted({c.vault for c in vault_changes if c.status in ("new", "changed")})
+    departed = departed_vaults(cfg)
+    for damage in report.damage:
+        print(f"damaged output {damage}: republishing every collection")
+    if report.damage:
+        return list(discover_collections(cfg).collections), stale_vaults, True
+    if report.up_to_date and not stale_vaults and not departed:
+        print(f"Index is up to date (content hash {report.current_hash[:12]}); nothing to build. Use --force to rebuild.")
+        return None
+    targets = list(discover_collections(cfg).collections)
+    if report.up_to_date:
+        targets = []
+    elif report.has_index:
+        targets = [c.collection for c in report.changed if c.status != "removed"]
+        for change in report.changed:
+            print(f"[{change.collection}] {change.summary()}")
+    for change in vault_changes:
+        if change.status in ("new", "changed"):
+            print(f"[vault {change.vault}] {change.tier} tier: {'not built yet' if change.status == 'new' else 'notes or rules changed'}")
+    for tier, names in departed.items():
+        print(f"[{tier} tier] vault(s) {', '.join(names)} left the tier: their rows will be purged")
+    return targets, stale_vaults, not report.up_to_date
+
+
+def _print_collection_progress(outcome) -> None:
+    if not outcome.success:
+        print(f"[{outcome.collection}] FAILED ({outcome.seconds:.1f}s)")
+        return
+    meta = outcome.metadata
+    print(
+        f"[{outcome.collection}] {meta['parsed_documents']['documents']} documents, "
+        f"{meta['chunks']['chunks']} chunks, {len(outcome.skipped)} skipped ({outcome.seconds:.1f}s)",
+        flush=True,
+    )
+
+
+def _print_vault_progress(outcome) -> None:
+    if not outcome.success:
+        print(f"[vault {outcome.vault}] FAILED ({outcome.seconds:.1f}s): {outcome.error}", flush=True)
+        return
+    parts = []
+    safe = outcome.metadata.get("safe_vault_chunks", {})
+    if safe.get("in_safe_tier"):
+        parts.append(
+            f"safe: {safe['documents']} documents, {safe['chunks']} chunks, {safe.get('skipped_files', 0)} skipped, "
+            f"{safe['secrets_redacted']} secrets "
+            f"redacted, {safe['identities_replaced']} identities replaced"
+        )
+    private = outcome.metadata.get("private_vault_chunks", {})
+    if private:
+        parts.append(
+            f"private: {private['documents']} documents, {private['chunks']} chunks, "
+            f"{private.get('skipped_files', 0)} skipped ({private['provider']})"
+        )
+    print(f"[vault {outcome.vault}] {'; '.join(parts)} ({outcome.seconds:.1f}s)", flush=True)
+
+
+def _dry_run(cfg: RagConfig, targets: list[str]) -> int:
+    report = detect_changes(cfg, save_stat_cache=False)
+    embedder = select_embedder(cfg.embedding).embedder
+    print(f"Dry run with {embedder.model}; nothing is written.")
+    for change in report.collections:
+        if change.collection not in targets and change.status != "removed":
+            continue
+        if change.status == "removed":
+            print(f"[{change.collection}] folder removed: its chunks would be deleted from every output")
+            continue
+        plan = plan_collection(cfg, change.collection, change.files, embedder)
+        print(
+            f"[{change.collection}] {change.summary()}: {len(change.added)} added, {len(change.changed)} changed, "
+            f"{len(change.removed)} removed; {plan.documents_to_parse} to parse, "
+            f"{plan.chunks_to_embed} of {plan.chunks} chunks to embed"
+        )
+    return EXIT_OK
+
+
+def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
+    report = detect_changes(cfg, save_stat_cache=False)
+    stale = False
+    damage = output_damage(cfg)
+    if damage:
+        stale = True
+        print("Damaged: run `rag build` to rebuild what is listed here.")
+        for item in damage:
+            print(f"  {item}")
+    if not report.has_index:
+        print(f"Stale: no index at {cfg.index_path}; run `rag build`.")
+        stale = True
+    elif report.up_to_date:
+        print(f"Fresh: the index matches the content (content hash {report.current_hash[:12]}).")
+    elif report.damage and not report.changed:
+        pass  # said above
+    else:
+        stale = True
+        print("Stale: the content changed since the last build.")
+        for change in report.changed:
+            print(f"  [{change.collection}] {change.summary()}")
+            for label, paths in (("added", change.added), ("changed", change.changed), ("removed", change.removed)):
+                for path in paths[:10]:
+                    print(f"      {label:<8} {path}")
+                if len(paths) > 10:
+                    print(f"      ... and {len(paths) - 10} more {label}")
+    _print_unreadable(report)
+    departed = departed_vaults(cfg)
+    if cfg.vaults or departed:
+        behind = [c for c in detect_vault_changes(cfg) if c.status != "unchanged"]
+        for change in behind:
+            why = {"new": "not built yet", "changed": "notes or rules changed", "missing": "folder missing"}[change.status]
+            print(f"  [vault {change.vault}] {change.tier} tier: {why}")
+        for tier, names in departed.items():
+            print(f"  [{tier} tier] holds vault(s) no longer configured for it: {', '.join(names)}")
+        if behind or departed:
+            stale = True
+        else:
+            print(f"Fresh: the Safe and Private stores match {len(cfg.vaults)} vault(s).")
+    return EXIT_FAILED if stale else EXIT_OK
+
+
+def _print_unreadable(report) -> None:
+    """The files on disk a build would skip without reading them (symlinks out of the content
+    folder, FIFOs, files too large, undecodable names, unreadable files), with the reasons."""
+    for change in report.collections:
+        for item in change.skipped[:10]:
+            print(f"  [{change.collection}] skipped {item.path}: {item.reason}")
+        if len(change.skipped) > 10:
+            print(f"  [{change.collection}] ... and {len(change.skipped) - 10} more skipped")

@@ -1,0 +1,193 @@
+"""``rag audit``, ``search``, ``context``, ``log``, ``serve`` and ``eval``: the commands that read
+the stores."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from rag_assets.config import (
+    RagConfig,
+)
+from rag_assets.serve.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from rag_assets.serve.status import TIER_LABELS
+
+# --- audit -----------------------------------------------------------------------------------
+
+
+def cmd_audit(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from rag_assets.privacy.audit import audit_store
+    from rag_assets.privacy.identity import IdentityMap
+    from rag_assets.privacy.secrets import SecretDetector
+
+    detector = SecretDetector()
+    tiers = ["safe", "public"] if args.tier == "all" else [args.tier]
+    identity = IdentityMap.load(cfg.identity_map_path) if cfg.identity_map_path and cfg.identity_map_path.is_file() else None
+    # Public text is published by its owner on purpose: only secrets count there, not hostnames.
+    reports = [audit_store(cfg.store_path(t), t, detector, identity if t == "safe" else None) for t in tiers]
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) | {"ok": r.ok} for r in reports], indent=2))
+    else:
+        for r in reports:
+            _print_audit(r)
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILED
+
+
+def _print_audit(report) -> None:
+    label = TIER_LABELS[report.tier]
+    if not report.exists:
+        print(f"{label} tier: no store at {report.store_path}; run `rag build` first.")
+        return
+    print(
+        f"{label} tier ({report.store_path}): {report.chunks_scanned} chunks and {report.documents_scanned} "
+        f"documents scanned, {len(report.findings)} finding(s)"
+    )
+    for f in report.findings:
+        print(f"  {f.item_id}  [{f.field}]  {f.kind}: {f.preview}")
+    if report.findings:
+        kinds = ", ".join(f"{k} x{n}" for k, n in report.kinds().items())
+        print(f"  by kind: {kinds}")
+
+
+# --- search, context, log, serve, eval -------------------------------------------------------
+
+
+def _search_params(cfg: RagConfig, args: argparse.Namespace):
+    from rag_assets.search.params import SearchParams, parse_filters
+
+    overrides = {
+        "k": args.k,
+        "fusion": args.fusion,
+        "vector_weight": args.vector_weight,
+        "bm25_weight": args.bm25_weight,
+        "min_score": args.min_score,
+        "mmr_lambda": args.mmr,
+        "max_per_document": args.per_doc,
+    }
+    params = SearchParams(
+        mode=args.mode,
+        collections=tuple(c.strip() for c in (args.collections or "").split(",") if c.strip()),
+        filters=parse_filters(args.filter),
+        tags=tuple(args.tag),
+        slug_prefix=args.prefix,
+        **{k: v for k, v in overrides.items() if v is not None},
+    )
+    if params.candidates < params.k:
+        params = dataclasses.replace(params, candidates=params.k)
+    params.validate()
+    return params
+
+
+def _run_search(cfg: RagConfig, args: argparse.Namespace):
+    from rag_assets.search.retrieval import SearchIndex, tier_embedder
+
+    params = _search_params(cfg, args)
+    index = SearchIndex(cfg.store_path(args.tier), cfg.collection_weights)
+    embedder = None if params.mode == "bm25" else tier_embedder(cfg, args.tier, index)
+    return index.search(args.query, embedder, params)
+
+
+def _search_errors():
+    from rag_assets.embed.errors import ProviderUnavailable
+    from rag_assets.privacy.local_only import PrivacyError
+    from rag_assets.search.params import SearchError
+
+    return (SearchError, ProviderUnavailable, PrivacyError)
+
+
+def cmd_search(cfg: RagConfig, args: argparse.Namespace) -> int:
+    try:
+        result = _run_search(cfg, args)
+    except _search_errors() as exc:
+        print(f"rag: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not result.hits:
+        print(f"No results above the minimum score ({result.params.min_score}).")
+    for hit in result.hits:
+        heading = "/".join(_anchor(h) for h in hit.heading_path)
+        print(f"{hit.collection}/{hit.slug} ::{heading} {hit.score:.2f}")
+    print(
+        f"({len(result.hits)} results in {result.latency_ms:.1f} ms, of which {result.embed_ms:.1f} ms embedding the "
+        f"query; {args.tier} tier)",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _anchor(heading: str) -> str:
+    from rag_assets.search.context import heading_anchor
+
+    return heading_anchor(heading)
+
+
+def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from rag_assets.search.context import pack_context
+
+    if args.budget <= 0:
+        print("rag: --budget must be a positive number of tokens", file=sys.stderr)
+        return EXIT_USAGE
+    if args.k is None:
+        args.k = 20  # more candidates than fit, so the budget decides
+    try:
+        result = _run_search(cfg, args)
+    except _search_errors() as exc:
+        print(f"rag: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    packed = pack_context(result.hits, args.budget)
+    if args.json:
+        print(json.dumps(packed.to_json(), indent=2, ensure_ascii=False))
+    else:
+        print(packed.text)
+        print(f"({packed.tokens} of {args.budget} tokens by {packed.tokenizer}, {len(packed.citations)} passages)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from rag_assets.search.search_log import read_log
+
+    path = cfg.store_path(args.tier)
+    if not path.is_file():
+        print(f"rag: no {args.tier} store at {path}; run `rag build` first", file=sys.stderr)
+        return EXIT_USAGE
+    recent, weakest, total = read_log(path, args.n)
+    if args.json:
+        print(json.dumps({"total": total, "recent": recent, "weakest": weakest}, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    print(f"{total} searches logged in {path}")
+    for title, rows in (("Recent", recent), ("Weakest (lowest top score)", weakest)):
+        print(title)
+        for row in rows:
+            print(f"  {row['at']}  {row['topScore']:.2f}  {row['latencyMs']:7.1f} ms  {row['hits']:>3} hits  {row['query']}")
+    return EXIT_OK
+
+
+def cmd_serve(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from rag_assets.serve.http import serve
+
+    serve(cfg, host=args.host, port=args.port, allow_private_remote=args.allow_private_remote)
+    return EXIT_OK
+
+
+def cmd_eval(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rag_assets.evaluation.beir import format_table, run_evaluation
+
+    try:
+        report = run_evaluation(cfg, Path(args.dataset), args.split, embedder_name=args.embedder, log=lambda m: print(m, file=sys.stderr))
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"rag: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(report.metrics, indent=2))
+        return EXIT_OK
+    info = report.info
+    print(f"{info.dataset} ({info.split}): {info.queries} queries, {info.documents} documents, {info.provider} {info.model}")
+    print(format_table(report.metrics))
+    print(f"(indexing {info.index_seconds:.1f}s{' (rebuilt)' if info.rebuilt else ', cached'}, searching {info.search_seconds:.1f}s)")
+    return EXIT_OK

@@ -1,0 +1,124 @@
+"""``rag status``: what the published index and the three tier stores hold, how fresh they
+are, and what is damaged (also the ``/status`` of the HTTP API)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any
+
+from rag_assets.config import (
+    RagConfig,
+)
+from rag_assets.embed.selection import service_status
+from rag_assets.index import generations, index_json, store
+from rag_assets.index.freshness import age_label
+from rag_assets.index.integrity import output_damage
+from rag_assets.privacy.vaults import (
+    tiers_report,
+)
+from rag_assets.reporting import human_bytes, relative_age
+from rag_assets.serve.exit_codes import EXIT_FAILED, EXIT_OK
+
+# --- status ----------------------------------------------------------------------------------
+
+
+def status_report(cfg: RagConfig) -> dict[str, Any]:
+    """What the published index and store hold, as a JSON-ready dict."""
+    gen = generations.published(cfg)  # resolved once: every figure below is of one build
+    damage = output_damage(cfg)
+    damaged = {d.path for d in damage}
+    meta = index_json.read_meta(gen.meta_path)
+    summary = store.summarise(gen.store_path) if gen.store_path not in damaged else None
+    report: dict[str, Any] = {
+        "indexPath": str(cfg.index_path),
+        "built": meta is not None,
+        "generation": gen.id,
+        "damaged": [{"path": str(d.path), "reason": d.reason} for d in damage],
+    }
+    if meta:
+        built_at = meta.get("builtAt")
+        freshness, age = age_label(built_at)
+        report.update(
+            model=meta.get("model"),
+            provider=meta.get("provider"),
+            dimension=meta.get("dimension"),
+            totalChunks=meta.get("totalChunks"),
+            totalDocuments=sum(c.get("documents", 0) for c in meta.get("collections", {}).values()),
+            indexBytes=meta.get("sizeBytes"),
+            builtAt=built_at,
+            freshness="Damaged" if damage else freshness,
+            ageSeconds=age,
+            contentHash=meta.get("contentHash"),
+            collections=meta.get("collections", {}),
+        )
+    if summary:
+        report["store"] = {
+            "path": str(cfg.public_store_path),
+            "bytes": summary.size_bytes,
+            "documents": summary.documents,
+            "chunks": summary.chunks,
+            "model": summary.model,
+        }
+    report["tiers"] = tiers_report(cfg, damaged)
+    return report
+
+
+def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:
+    service = service_status(cfg.embedding)
+    if args.json:
+        report = status_report(cfg)
+        report["embeddingService"] = dataclasses.asdict(service) | {"reachable": service.selected_reachable}
+        print(json.dumps(report, indent=2))
+        return EXIT_OK if report["built"] and not report["damaged"] else EXIT_FAILED
+    code = _print_status(cfg)
+    print("Embedding service")
+    for line in service.lines():
+        print(f"  {line}")
+    return code
+
+
+def _print_status(cfg: RagConfig) -> int:
+    report = status_report(cfg)
+    for item in report["damaged"]:
+        print(f"Damaged     {item['path']}: {item['reason']}; run `rag build` to rebuild it")
+    if not report["built"]:
+        print(f"No index at {cfg.index_path} yet; run `rag build`.")
+        return EXIT_FAILED
+    age = report.get("ageSeconds")
+    print(f"Index       {report['indexPath']}")
+    print(f"Model       {report['model']} ({report['dimension']} dimensions, provider {report.get('provider')})")
+    print(f"Chunks      {report['totalChunks']} from {report['totalDocuments']} documents")
+    print(f"Size        {human_bytes(report.get('indexBytes') or 0)}")
+    print(f"Built       {report['builtAt']} ({relative_age(age) if age is not None else 'unknown'}): {report['freshness']}")
+    print(f"Content     {report['contentHash']}")
+    if "store" in report:
+        s = report["store"]
+        print(f"Store       {s['path']} ({human_bytes(s['bytes'])}, {s['chunks']} chunks)")
+    print("Collections")
+    for name, counts in report["collections"].items():
+        print(f"  {name:<20} {counts['documents']:>6} documents {counts['chunks']:>7} chunks")
+    _print_tiers(report["tiers"])
+    return EXIT_FAILED if report["damaged"] else EXIT_OK
+
+
+TIER_LABELS = {"public": "Public", "safe": "Safe", "private": "Private"}
+
+
+def _print_tiers(tiers: dict[str, dict]) -> None:
+    print("Tiers")
+    for tier, t in tiers.items():
+        if t.get("damaged"):
+            print(f"  {TIER_LABELS[tier]:<8} {t['store']}: DAMAGED; `rag build` rebuilds it")
+        elif not t["exists"]:
+            print(f"  {TIER_LABELS[tier]:<8} {t['store']}: not built yet")
+        else:
+            age = relative_age(t["ageSeconds"]) if t["ageSeconds"] is not None else "unknown"
+            print(
+                f"  {TIER_LABELS[tier]:<8} {t['store']} ({human_bytes(t['bytes'])}): {t['documents']} documents, "
+                f"{t['chunks']} chunks, {t['model'] or 'no model yet'}, built {t['builtAt'] or 'never'} ({age}): {t['freshness']}"
+            )
+        for name, v in t.get("vaults", {}).items():
+            state = f"{v['documents']} documents, {v['chunks']} chunks" if v["built"] else "not built yet"
+            print(f"      {name:<18} {v['markdownFiles']:>5} Markdown files on disk; {state}")
