@@ -226,13 +226,16 @@ def _statistics(doc_len: np.ndarray) -> Bm25Statistics:
 
 
 def bm25_weights(
-    tf: np.ndarray, df: np.ndarray, doc_len: np.ndarray, stats: Bm25Statistics
+    tf: np.ndarray, term: np.ndarray, row: np.ndarray, df: np.ndarray, doc_len: np.ndarray, stats: Bm25Statistics
 ) -> np.ndarray:
-    """FTS5's per-(term, row) BM25 weight, idf included (float64), for postings given by
-    their term frequency, their term's row count and their row's token count."""
+    """FTS5's BM25 weight (idf included, float64) of postings given by their tf, their
+    term (an index into ``df``: rows holding each term) and their row (an index into
+    ``doc_len``: tokens of each FTS row). idf and the length norm are computed once per
+    term and per row, then gathered: a log per posting would cost more than the rest."""
     idf = np.log((stats.rows - df + 0.5) / (df + 0.5))
     idf[idf <= 0] = MIN_IDF
-    return idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * doc_len / stats.avgdl))
+    length_norm = K1 * (1 - B + B * doc_len / stats.avgdl)
+    return idf[term] * tf * (K1 + 1) / (tf + length_norm[row])
 
 
 def _statistics_tuple(stats: Bm25Statistics | None) -> tuple[int, int]:
@@ -275,10 +278,11 @@ class _InstanceScan:
         self.positions = positions  # FTS rowid -> index among the content rows
         self.terms: list[str] = []
         # Per batch: rows holding each of its terms (every FTS row counts), and per posting
-        # the term (index in the batch), the FTS rowid and tf.
+        # the term (index in the batch), the row and tf.
         self.df: list[np.ndarray] = []
         self.term: list[np.ndarray] = []
-        self.doc: list[np.ndarray] = []
+        self.at: list[np.ndarray] = []  # the row as an index among the content rows; -1: orphan
+        self.orphans: list[np.ndarray] = []  # FTS rowids of the postings with an ``at`` of -1
         self.tf: list[np.ndarray] = []
         self.timing = {"sql": 0.0, "numpy": 0.0}
 
@@ -325,50 +329,49 @@ class _InstanceScan:
         new[1:] = (docs[1:] != docs[:-1]) | (term[1:] != term[:-1])
         starts = np.flatnonzero(new)
         tf = np.diff(np.append(starts, len(docs))).astype(np.int32)
-        term = term[starts]
+        term, docs = term[starts], docs[starts]
         self.df.append(np.bincount(term, minlength=len(batch_terms)))
         self.term.append(term)  # the batch's own term index (into its df)
-        self.doc.append(docs[starts])
+        at = self.positions(docs)
+        self.at.append(at)
+        self.orphans.append(docs[at < 0])
         self.tf.append(tf)
         self.terms.extend(batch_terms)
         self.timing["numpy"] += time.perf_counter() - t
 
-    def _row_indexes(self) -> tuple[list[np.ndarray], np.ndarray]:
-        """Per batch, the index of every posting's row among all FTS rows; and the rowids of
-        all FTS rows in that order: the content rows, then any orphan (a row the index
-        still holds that the content table does not: a damaged store, but FTS5 counts it)."""
-        ats = [self.positions(doc) for doc in self.doc]
+    def _row_indexes(self) -> np.ndarray:
+        """Make every posting's ``at`` an index among all FTS rows, and return their rowids
+        in that order: the content rows, then any orphan (a row the index still holds that
+        the content table does not: a damaged store, but FTS5 counts it)."""
         ids = self.positions.ids
-        lost = [doc[at < 0] for doc, at in zip(self.doc, ats)]
-        if any(len(x) for x in lost):
-            extra = np.unique(np.concatenate(lost))
-            for doc, at in zip(self.doc, ats):
-                orphan = at < 0
-                at[orphan] = len(ids) + np.searchsorted(extra, doc[orphan])
-            log.warning("%s holds %d rows that its content table does not (orphans)", self.table, len(extra))
-            ids = np.concatenate([ids, extra])
-        return ats, ids
+        if not any(len(x) for x in self.orphans):
+            return ids
+        extra = np.unique(np.concatenate(self.orphans))
+        for at, orphans in zip(self.at, self.orphans):
+            at[at < 0] = len(ids) + np.searchsorted(extra, orphans)
+        log.warning("%s holds %d rows that its content table does not (orphans)", self.table, len(extra))
+        return np.concatenate([ids, extra])
 
     def postings(self, rowids: np.ndarray, dtype: type) -> dict:
         """The term-major arrays of :class:`MemoryBm25` for the rows ``rowids`` (ascending),
         with the statistics of every FTS row. Weights are computed batch by batch, for the
         kept postings only, so the float64 temporaries stay small."""
-        ats, ids = self._row_indexes()
+        ids = self._row_indexes()
         doc_len = np.zeros(len(ids), dtype=np.float64)  # D of every FTS row (0: no token)
-        for at, tf in zip(ats, self.tf):
+        for at, tf in zip(self.at, self.tf):
             doc_len += np.bincount(at, weights=tf, minlength=len(ids))
         stats = _statistics(doc_len)
         matrix_row = _positions(rowids, ids)  # -1: a chunk without an embedding, or an orphan
         counts, row_parts, weight_parts = [], [], []
-        for term, at, tf, df in zip(self.term, ats, self.tf, self.df):
+        for term, at, tf, df in zip(self.term, self.at, self.tf, self.df):
             row = matrix_row[at]
             keep = row >= 0
             term, at, tf = term[keep], at[keep], tf[keep]
-            weight = bm25_weights(tf.astype(np.float64), df[term].astype(np.float64), doc_len[at], stats)
+            weight = bm25_weights(tf.astype(np.float64), term, at, df.astype(np.float64), doc_len, stats)
             counts.append(np.bincount(term, minlength=len(df)))
             row_parts.append(row[keep])
             weight_parts.append(weight.astype(dtype))
-        self.term = self.doc = self.tf = []  # the batches are not needed any more
+        self.term, self.at, self.tf, self.orphans = [], [], [], []  # not needed any more
         indptr = np.zeros(len(self.terms) + 1, dtype=np.int64)
         if counts:
             np.cumsum(np.concatenate(counts), out=indptr[1:])
