@@ -17,7 +17,7 @@ from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.search import bm25 as bm25_module
-from rag_assets.search.bm25 import MemoryBm25, fts_totals, query_words
+from rag_assets.search.bm25 import MemoryBm25, query_words
 from rag_assets.search.params import SearchParams
 from rag_assets.search.query import fts_match_query
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
@@ -25,7 +25,7 @@ from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from .conftest import SAMPLE_CONTENT
 from .test_search import NASTY, TREE
 
-REL = 1e-4
+REL = 1e-6  # float32 weights: ~1e-7 relative
 
 # Pages that exercise the tokenizer: stems shared by several query words, a word FTS5
 # reads as a phrase (k3s_cert), diacritics, numbers, CJK.
@@ -254,7 +254,7 @@ def test_the_cache_is_reused_and_keeps_the_stores_permissions(cfg, indexes):
     first = memory.loaded().bm25
     assert again.terms == first.terms and np.array_equal(again.weights, first.weights)
     assert np.array_equal(again.rows, first.rows) and np.array_equal(again.indptr, first.indptr)
-    other_key = dict(again.key, fts_totals=[1, 2])
+    other_key = dict(again.key, content_rows=again.key["content_rows"] + 1)
     assert MemoryBm25.load(cache, other_key) is None  # made for another store: not used
 
 
@@ -296,7 +296,7 @@ def test_reload_after_a_rebuild(tmp_path, make_config):
     for query in ("quokka island", "vlan proxmox", "snapshots"):
         assert_same_ranking(fts._bm25_ranks(fts.loaded(), query, None, 100), index._bm25_ranks(after, query, None, 100))
     with closing(sqlite3.connect(cfg.public_store_path)) as conn:
-        assert after.bm25.key["fts_totals"] == list(fts_totals(conn))
+        assert after.bm25.key["content_rows"] == conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
 
 
 def test_auto_uses_fts5_until_the_postings_are_ready(tmp_path, make_config, monkeypatch):
@@ -356,3 +356,120 @@ def test_tokenizer_cache_survives_being_cleared(monkeypatch):
     monkeypatch.setattr(bm25_module._Tokenizer, "MAX_CACHED", 3)
     assert tokenizer.terms(["running", "cafés"]) == [("run",), ("cafe",)]
     assert tokenizer.terms(["running", "k3s_cert", "x²", "_"]) == [("run",), ("k3", "cert"), ("x²",), ()]
+
+
+# ------------------------------------------------------------------------------ exact statistics
+
+# Words with shared porter stems, a diacritic that unicode61 folds, numbers, a CJK run.
+_WORDS = (
+    "vlan vlans trunk bridge proxmox zfs snapshot snapshots snapshotting backup backups restore run runs running "
+    "runner connect connected connection connections café cafe wireguard peer peers key keys docker compose "
+    "network networking k3s cluster node nodes 10gbe x² 東京 the and of to"
+).split()
+
+
+def _generated_store(path, seed: int = 3):
+    """A store written through the real schema and triggers, then changed the ways that move
+    FTS5's statistics: rows deleted, rows updated (longer and shorter), a row with no token,
+    rows without an embedding, and an orphan FTS row whose chunk is gone (a damaged store)."""
+    from rag_assets.index import store
+
+    rng = np.random.default_rng(seed)
+    probs = 1.0 / np.arange(1, len(_WORDS) + 1)  # Zipf-like: a few words in most rows
+    probs /= probs.sum()
+
+    def text(n_words: int) -> str:
+        return " ".join(rng.choice(_WORDS, size=n_words, p=probs))
+
+    conn = store.connect(path)
+    store.ensure_schema(conn)
+    with conn:
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO documents(id, collection, slug) VALUES ('d', 'docs', 'd')")
+        for i in range(300):
+            embedding = None if i % 17 == 0 else np.ones(4, dtype=np.float32).tobytes()
+            conn.execute(
+                "INSERT INTO chunks(id, document_id, chunk_index, text, embedding) VALUES (?, 'd', ?, ?, ?)",
+                (f"c{i}", i, text(int(rng.integers(3, 120))), embedding),
+            )
+        conn.execute("INSERT INTO chunks(id, document_id, chunk_index, text, embedding) VALUES ('empty', 'd', 300, '— … !!', ?)",
+                     (np.ones(4, dtype=np.float32).tobytes(),))
+    with conn:  # a later build: deletions and updates, so N, the total and some D change
+        conn.execute("BEGIN")
+        conn.execute("DELETE FROM chunks WHERE chunk_index % 7 = 3")
+        for i in range(0, 300, 11):
+            conn.execute("UPDATE chunks SET text = ? WHERE id = ?", (text(int(rng.integers(1, 200))), f"c{i}"))
+        conn.execute("INSERT INTO fts_chunks(rowid, text) VALUES (100000, 'vlan trunk orphan row')")
+    return conn
+
+
+def _score_mismatches(bm25: MemoryBm25, conn, queries: list[str], rel: float, ranking: bool = True) -> list[str]:
+    """Every row where the postings' score and FTS5's own bm25() differ by more than ``rel``,
+    and (``ranking``) every query whose order of rows (ties broken by rowid) differs."""
+    loaded = set(bm25.rowids.tolist())
+    problems = []
+    for query in queries:
+        match = fts_match_query(query)
+        if match is None:  # CJK only: fts_cjk's business, not these postings'
+            if bm25.scores(query) is not None:
+                problems.append(f"{query!r}: scored without a word FTS5 would search")
+            continue
+        expected = [
+            (rowid, score)
+            for rowid, score in conn.execute(
+                "SELECT rowid, -bm25(fts_chunks) FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY bm25(fts_chunks), rowid",
+                (match,),
+            )
+            if rowid in loaded
+        ]
+        scores = bm25.scores(query)
+        got = {int(bm25.rowids[r]): float(scores[r]) for r in np.flatnonzero(scores)} if scores is not None else {}
+        if got.keys() != {r for r, _ in expected}:
+            problems.append(f"{query!r}: other rows match")
+            continue
+        problems += [f"{query!r} row {r}: {got[r]!r} != {s!r}" for r, s in expected if abs(got[r] - s) > rel * abs(s)]
+        if not ranking:
+            continue
+        ranks = bm25.ranks(query, len(got))
+        ranked = [int(bm25.rowids[row]) for row, _ in sorted(ranks.items(), key=lambda kv: kv[1][0])]
+        if ranked != [r for r, _ in expected]:  # FTS5's order, ties by rowid as ranks() breaks them
+            problems.append(f"{query!r}: another ranking")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    conn = _generated_store(tmp_path_factory.mktemp("bm25-generated") / "store.db")
+    rowids = np.array([r for (r,) in conn.execute("SELECT rowid FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid")])
+    rng = np.random.default_rng(8)
+    queries = [" ".join(rng.choice(_WORDS, size=int(rng.integers(1, 5)))) for _ in range(150)]
+    queries += ["running runs", "café CAFE", "snapshotting snapshot", "vlan vlan", "東京 vlan", "10gbe x²", "the"]
+    yield conn, rowids, queries
+    conn.close()
+
+
+def test_postings_score_exactly_as_fts5_after_deletions_and_updates(generated):
+    """Every matching row of every query to 1e-9 (float64 weights; the float32 ones that are
+    kept by default to ~1e-7), and the same ranking, with the statistics read publicly."""
+    conn, rowids, queries = generated
+    exact = MemoryBm25.build(conn, rowids, dtype=np.float64)
+    assert 250 < exact.statistics.rows < 300 and exact.statistics.tokens > 10_000
+    assert exact.statistics.rows == conn.execute("SELECT count(*) FROM chunks").fetchone()[0] + 1  # + the orphan
+    assert _score_mismatches(exact, conn, queries, rel=1e-9) == []
+    # float32 weights: the same scores to 1e-6; rows within that of each other may swap.
+    assert _score_mismatches(MemoryBm25.build(conn, rowids), conn, queries, rel=1e-6, ranking=False) == []
+
+
+@pytest.mark.parametrize("wrong", [(0, 1), (0, -1), (1, 0), (-1, 0)], ids=["tokens+1", "tokens-1", "rows+1", "rows-1"])
+def test_a_statistic_off_by_one_is_caught(generated, monkeypatch, wrong):
+    """The comparison above is sharp enough to notice N or the total token count off by one."""
+    conn, rowids, queries = generated
+    right = bm25_module._statistics
+
+    def off_by_one(doc_len):
+        stats = right(doc_len)
+        return bm25_module.Bm25Statistics(stats.rows + wrong[0], stats.tokens + wrong[1])
+
+    monkeypatch.setattr(bm25_module, "_statistics", off_by_one)
+    assert _score_mismatches(MemoryBm25.build(conn, rowids, dtype=np.float64), conn, queries, rel=1e-9)
+    assert _score_mismatches(MemoryBm25.build(conn, rowids), conn, queries, rel=1e-6, ranking=False)

@@ -26,7 +26,6 @@ from rag_assets.search.context import (
     heading_anchor,
     join_consecutive_chunks,
     pack_context,
-    tiktoken_token_counter,
     token_counter,
     wordpiece_token_counter,
 )
@@ -438,16 +437,14 @@ def test_token_counter_kinds() -> None:
         token_counter("gpt-17")
     counter = default_token_counter()
     assert isinstance(counter, TokenCounter)
-    assert counter.name.startswith(("wordpiece:", "tiktoken:", "estimate"))
+    assert counter.name.startswith(("wordpiece:", "estimate"))
     assert default_token_counter() is counter  # loaded once
 
 
-def test_tiktoken_counter_is_none_or_works_offline() -> None:
-    counter = tiktoken_token_counter()
-    if counter is None:
-        pytest.skip("tiktoken is not installed or its encoding is not cached (no download is made)")
-    assert counter.name == "tiktoken:cl100k_base"
-    assert counter.count("hello world") == 2
+def test_tiktoken_is_refused_with_the_reason() -> None:
+    """tiktoken can only load an encoding by downloading it on a cache miss: not offered."""
+    with pytest.raises(ValueError, match="tiktoken is not supported"):
+        token_counter("tiktoken")
 
 
 @pytest.fixture(scope="module")
@@ -514,40 +511,24 @@ def test_estimate_error_against_the_real_tokenizer(wordpiece: TokenCounter) -> N
     assert sum(errors) / len(errors) < 0.1
 
 
-def test_tiktoken_loading_never_downloads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a stand-in tiktoken: an encoding that needs a URL is refused, a cached one loads."""
+def test_no_counter_touches_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Even when tiktoken is importable, choosing a counter never calls it (its
+    loader may download), and no library function is replaced."""
     import importlib.machinery
+    import sys
     import types
 
-    load = types.ModuleType("tiktoken.load")
-    fetched: list[str] = []
-
-    def read_file(blobpath: str) -> bytes:
-        fetched.append(blobpath)
-        return b""
-
-    load.read_file = read_file  # type: ignore[attr-defined]
-    cached = {"cached_base"}
-
-    class Encoding:
-        def encode(self, text: str, disallowed_special=()) -> list[int]:
-            return [0] * len(text.split())
-
-    def get_encoding(name: str) -> Encoding:
-        if name not in cached:
-            load.read_file(f"https://example.invalid/{name}.tiktoken")  # what tiktoken does on a cache miss
-        return Encoding()
-
+    calls: list[str] = []
     fake = types.ModuleType("tiktoken")
     fake.__spec__ = importlib.machinery.ModuleSpec("tiktoken", None)
-    fake.get_encoding = get_encoding  # type: ignore[attr-defined]
-    fake.load = load  # type: ignore[attr-defined]
-    monkeypatch.setitem(__import__("sys").modules, "tiktoken", fake)
-    monkeypatch.setitem(__import__("sys").modules, "tiktoken.load", load)
+    fake.get_encoding = lambda name: calls.append(name)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tiktoken", fake)
+    from rag_assets.search import context
 
-    assert tiktoken_token_counter("cl100k_base") is None
-    assert fetched == []  # the download was refused before reaching the real read_file
-    assert load.read_file is read_file  # and the original is put back
-    counter = tiktoken_token_counter("cached_base")
-    assert counter is not None and counter.name == "tiktoken:cached_base"
-    assert counter.count("one two three") == 3
+    context._cached_counter.cache_clear()
+    try:
+        for kind in ("auto", "estimate"):
+            assert not token_counter(kind).name.startswith("tiktoken")
+    finally:
+        context._cached_counter.cache_clear()
+    assert calls == []

