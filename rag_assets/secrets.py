@@ -442,22 +442,39 @@ def _first_group_span(*names: str) -> Callable[[re.Match, str], tuple[int, int] 
     return span
 
 
+# "Not preceded by anything but a separator": a lookbehind rather than "(?:^|[;\s\"'])", so it
+# also holds at the start of a search window (``^`` only matches at the start of the string).
 _CONN_KEY_RE = re.compile(
-    r"(?i)(?:^|[;\s\"'])(?:server|data\s?source|initial\s?catalog|database|user\s?id|userid|uid|driver|dsn|host|"
+    r"(?i)(?<![^;\s\"'])(?:server|data\s?source|initial\s?catalog|database|user\s?id|userid|uid|driver|dsn|host|"
     r"addr(?:ess)?|network\s?address|username|trusted_connection|integrated\s?security)[ \t]*="
 )
 
 
+# How far a rule looks around a match for its context (the rest of a connection string,
+# the scheme of a URL, the line for detect-secrets' filters).  A fixed window keeps each
+# look-up O(1) in the size of the text: reading the whole line for every match is
+# quadratic on a long line with many matches (a minified file, ";Password=x" * 100000).
+_CONTEXT = 300
+
+
+def _line_bounds(text: str, pos: int, window: int = _CONTEXT) -> tuple[int, int]:
+    """The line around ``pos``, clipped to ``window`` characters on each side."""
+    lo = max(0, pos - window)
+    start = text.rfind("\n", lo, pos) + 1 or lo
+    end = text.find("\n", pos, pos + window)
+    return start, (min(len(text), pos + window) if end < 0 else end)
+
+
 def _line_of(text: str, pos: int) -> str:
-    start = text.rfind("\n", 0, pos) + 1
-    end = text.find("\n", pos)
-    return text[start : len(text) if end < 0 else end]
+    """The line around ``pos`` (clipped to the context window, see ``_line_bounds``)."""
+    start, end = _line_bounds(text, pos)
+    return text[start:end]
 
 
 def _conn_ok(m: re.Match, text: str) -> bool:
     """Password=... inside a ``key=value;`` connection string (not a lone password= line)."""
-    line = _line_of(text, m.start())
-    if ";" not in line or not _CONN_KEY_RE.search(line):
+    start, end = _line_bounds(text, m.start())
+    if text.find(";", start, end) < 0 or not _CONN_KEY_RE.search(text, start, end):
         return False
     v = m.group("v").strip()
     if v[:1] in "\"'{" and len(v) >= 2:
@@ -466,12 +483,23 @@ def _conn_ok(m: re.Match, text: str) -> bool:
 
 
 def _url_scheme_before(m: re.Match, text: str) -> str | None:
-    """The scheme of the URL a ``?password=`` belongs to, or None when it is not in a URL."""
-    found = _URL_BEFORE_RE.search(text, max(0, m.start() - 300), m.start())
+    """The scheme of the URL a ``?password=`` belongs to, or None when it is not in a URL.
+
+    The URL is the run of URL characters that ends at the match (at most ``_CONTEXT`` of
+    them); its scheme is the first ``scheme:`` inside that run.  Finding the run first keeps
+    this linear: a search for "scheme:, then URL characters up to the match" tried from every
+    position of the window costs the square of the window for each match.
+    """
+    window_start = max(0, m.start() - _CONTEXT)
+    before = text[window_start : m.start()]
+    stop = _URL_STOP_RE.search(before[::-1])  # the last non-URL character before the match
+    run_start = window_start + (len(before) - stop.start() if stop else 0)
+    found = _SCHEME_IN_RUN_RE.search(text, run_start, m.start())
     return found.group(1).lower() if found else None
 
 
-_URL_BEFORE_RE = re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+]{1,20}):(?://)?[^\s\"'`<>]*$")
+_URL_STOP_RE = re.compile(r"[\s\"'`<>]")
+_SCHEME_IN_RUN_RE = re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+]{1,20}):")
 
 
 def _mailchimp_span(m: re.Match, text: str) -> tuple[int, int] | None:
@@ -626,7 +654,8 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(  # SAS token signature in a URL or a SharedAccessSignature= string
         "azure_sas_signature", "azure_sas_token",
-        re.compile(r"(?i)(?:[?&;]|\bSharedAccessSignature=\S*?[?&;]?)sig=(?P<v>[A-Za-z0-9%+/]{30,}(?:=|%3D){0,2})"),
+        # Bounded "\S{0,300}?": unbounded, every SharedAccessSignature= re-read the rest of the word.
+        re.compile(r"(?i)(?:[?&;]|\bSharedAccessSignature=\S{0,300}?[?&;]?)sig=(?P<v>[A-Za-z0-9%+/]{30,}(?:=|%3D){0,2})"),
         ("sig=",), group="v", check=lambda m, _t: not _is_fake_token(m.group("v")),
         scope="text",
     ),
@@ -735,7 +764,8 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(  # .npmrc: //registry.npmjs.org/:_authToken=... or _auth=... / _password=...
         "npmrc_auth", "npm_token",
-        re.compile(r"(?im)(?:^|(?<=[\s\"']))(?://\S*?:)?_(?:authToken|auth|password)\s*=\s*[\"']?(?P<v>[^\s\"']+)"),
+        # Bounded "//\S{0,300}?:" (a registry URL): unbounded, it re-read the rest of the word per "//".
+        re.compile(r"(?im)(?:^|(?<=[\s\"']))(?://\S{0,300}?:)?_(?:authToken|auth|password)\s*=\s*[\"']?(?P<v>[^\s\"']+)"),
         ("_auth", "_password"), group="v", check=_group_not_placeholder("v"),
         scope="text",
     ),
@@ -828,7 +858,8 @@ _RULES: tuple[_Rule, ...] = (
         # Anchored on "Password=" / "Pwd="; the line must read as a connection string (_conn_ok).
         re.compile(
             r"(?i)(?<![\w])(?:password|pwd)[ \t]*=[ \t]*"
-            r"(?P<v>\"[^\"\n]*\"|'[^'\n]*'|\{[^}\n]*\}|[^;\s\"'][^;\n\"']*)"
+            # Quoted values are bounded: an unclosed quote made every match scan the rest of the line.
+            r"(?P<v>\"[^\"\n]{0,256}\"|'[^'\n]{0,256}'|\{[^}\n]{0,256}\}|[^;\s\"'][^;\n\"']*)"
         ),
         ("passw", "pwd"), group="v", check=_conn_ok, priority=_P_STRUCTURE, scope="text",
     ),
@@ -867,7 +898,9 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(  # mysql -u root -pS3cret / sshpass -p 'x'
         "cli_password_flag", "generic_password",
-        re.compile(r"(?:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n]*?\s-p(?P<v>[^\s\"'-][^\s]*)|\bsshpass\s+-p\s*(?P<v2>[^\s]+))"),
+        # The flag within 500 characters of the command (as curl's -u): an unbounded "[^\n]*?"
+        # re-read the rest of the line from every "mysql" on it.
+        re.compile(r"(?:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n]{0,500}?\s-p(?P<v>[^\s\"'-][^\s]*)|\bsshpass\s+-p\s*(?P<v2>[^\s]+))"),
         ("mysql", "mariadb", "sshpass"), span=_first_group_span("v", "v2"),
         check=lambda m, _t: not _is_placeholder(m.group("v") if m.group("v") is not None else m.group("v2")),
         priority=_P_GENERIC,
@@ -912,7 +945,8 @@ _PEM_BODY_RE = re.compile(
 _PEM_LINE_STRIP_RE = re.compile(r"^[\s\"'+,]+|[\s\"'+,;]+$")
 _B64_LINE_RE = re.compile(r"^[A-Za-z0-9+/=]+$")
 _PUTTY_RE = re.compile(
-    r"PuTTY-User-Key-File-\d+:[^\n]*\n(?:[^\n]*\n){0,12}?Private-Lines:\s*\d+\s*\n(?P<body>(?:[A-Za-z0-9+/=]+\r?\n?)+)"
+    # Header lines are short; unbounded "[^\n]*" re-read a long line from every header on it.
+    r"PuTTY-User-Key-File-\d+:[^\n]{0,300}\n(?:[^\n]{0,300}\n){0,12}?Private-Lines:\s*\d+\s*\n(?P<body>(?:[A-Za-z0-9+/=]+\r?\n?)+)"
 )
 
 
@@ -920,8 +954,11 @@ def _pem_rule_spans(text: str, low: str) -> Iterable[tuple[int, int]]:
     """Private-key blocks: from the BEGIN line to the END line (or the end of the base64 lines)."""
     if "private key" not in low and "putty-user-key-file" not in low:
         return
-    for m in _PEM_BEGIN_RE.finditer(text):
-        end_m = _PEM_END_RE.search(text, m.end(), m.end() + 20000)
+    begins = list(_PEM_BEGIN_RE.finditer(text))
+    for m, next_begin in zip(begins, [*(b.start() for b in begins[1:]), len(text)], strict=True):
+        # A block ends before the next BEGIN: searching 20000 characters past every header
+        # for an END (and reading all of them as its body) was quadratic on many headers.
+        end_m = _PEM_END_RE.search(text, m.end(), min(next_begin, m.end() + 20000))
         if end_m:
             body, end = text[m.end() : end_m.start()], end_m.end()
         else:  # the block was cut (chunk boundary, truncated paste): take the base64-ish lines
