@@ -76,6 +76,7 @@ Known gaps, on purpose
 from __future__ import annotations
 
 import base64
+import functools
 import binascii
 import json
 import math
@@ -183,6 +184,20 @@ def _longest_run(value: str) -> int:
     return best
 
 
+@functools.lru_cache(maxsize=256)
+def _run_re(length: int) -> re.Pattern[str]:
+    return re.compile(rf"(.)\1{{{length - 1}}}", re.S)
+
+
+def _has_run(value: str, length: int) -> bool:
+    """``_longest_run(value) >= length``, by the regex engine: the generic scanner asks this of
+    a value (up to 200 characters) at every keyword, and a Python loop over it dominated
+    "key=key=key=..."."""
+    if length <= 1:
+        return length <= 0 or bool(value)
+    return _run_re(length).search(value) is not None
+
+
 def _longest_sequence(value: str) -> int:
     """Longest run of consecutive code points ("abcdef", "123456")."""
     best = run = 1 if value else 0
@@ -213,7 +228,7 @@ def _is_placeholder(value: str) -> bool:
         return True
     if len(v) >= 4 and len(set(low)) <= 2:  # "aaaa", "0000", "abab"
         return True
-    if len(v) >= 8 and _longest_run(low) >= max(5, len(v) // 3):  # "aaaa...aaend", "zzzzzz"
+    if len(v) >= 8 and _has_run(low, max(5, len(v) // 3)):  # "aaaa...aaend", "zzzzzz"
         return True
     return False
 
@@ -225,7 +240,7 @@ def _is_fake_token(body: str) -> bool:
         return True
     if "your" in low and ("key" in low or "token" in low or "secret" in low):
         return True
-    if _longest_run(body) >= 6:  # AKIAZZZZZZZZZZZZZZZZ, sk_live_AAAA...
+    if _has_run(body, 6):  # AKIAZZZZZZZZZZZZZZZZ, sk_live_AAAA...
         return True
     if len(body) >= 12 and len(set(body)) < 6:
         return True
@@ -955,7 +970,8 @@ def _pem_rule_spans(text: str, low: str) -> Iterable[tuple[int, int]]:
     if "private key" not in low and "putty-user-key-file" not in low:
         return
     begins = list(_PEM_BEGIN_RE.finditer(text))
-    for m, next_begin in zip(begins, [*(b.start() for b in begins[1:]), len(text)], strict=True):
+    next_begins = [b.start() for b in begins[1:]] + [len(text)]
+    for m, next_begin in zip(begins, next_begins):  # noqa: B905 - one more end than begins when none
         # A block ends before the next BEGIN: searching 20000 characters past every header
         # for an END (and reading all of them as its body) was quadratic on many headers.
         end_m = _PEM_END_RE.search(text, m.end(), min(next_begin, m.end() + 20000))
@@ -1206,6 +1222,7 @@ class _FakeMatch:
 
 
 _WEAK_KEY_VALUE_RE = re.compile(r"^[A-Za-z0-9+/=_\-]+$")
+_DIGIT_RE = re.compile(r"[0-9]")
 _VERSION_RE = re.compile(r"^[v=^~<>]*\d+(?:\.[\dx*]+)+(?:[-+][\w.]+)?$")
 
 
@@ -1244,12 +1261,15 @@ def _generic_value_ok(value: str, quoted: bool, op: str, kind: str, parts: list[
             return False  # "password: SecretStr"-like class names
         return True
     if kind == _WEAK_KEY:  # random-looking: upper, lower and digits, no words, high entropy
+        # The value is ASCII once _WEAK_KEY_VALUE_RE matched, so the case tests can be C-level
+        # string comparisons (a generator over the value per keyword was most of the time of
+        # "key=key=key=...").
         return (
             len(v) >= 20
             and _WEAK_KEY_VALUE_RE.match(v) is not None
-            and any(c.isupper() for c in v)
-            and any(c.islower() for c in v)
-            and any(c.isdigit() for c in v)
+            and v.lower() != v  # an upper-case letter
+            and v.upper() != v  # a lower-case letter
+            and _DIGIT_RE.search(v) is not None
             and _entropy(v) >= 3.7
             and not _is_fake_token(v)
         )
@@ -1399,12 +1419,13 @@ class _DetectSecretsAdapter:
         return [m.span()]
 
     def _keyword_spans(self, plugin: Any, text: str) -> Iterable[tuple[int, int, str, str, int]]:
-        seen_lines: set[int] = set()
+        line_end = -1
         for hit in self._keyword_prefilter.finditer(text):
-            line_start = text.rfind("\n", 0, hit.start()) + 1
-            if line_start in seen_lines:
+            # Hits come in text order: one still before the end of the last line read is on
+            # that line (looking for its start again from every hit was quadratic).
+            if hit.start() <= line_end:
                 continue
-            seen_lines.add(line_start)
+            line_start = text.rfind("\n", 0, hit.start()) + 1
             line_end = text.find("\n", hit.start())
             line_end = len(text) if line_end < 0 else line_end
             line = text[line_start:line_end]
@@ -1420,16 +1441,19 @@ class _DetectSecretsAdapter:
     def _keep(self, plugin: Any, value: str, text: str, pos: int) -> bool:
         """detect-secrets' default heuristic filters (plus the own placeholder checks when guarded)."""
         h = self._heuristic
-        line_start = text.rfind("\n", 0, pos) + 1
-        line_end = text.find("\n", pos)
-        line = text[line_start : len(text) if line_end < 0 else line_end]
+        # The library reads the whole line for each finding; that is quadratic on a long line
+        # with many findings, so the line is clipped to the context window (the id filter
+        # looks just before the value; the indirect-reference filter needs the exact line,
+        # and only when it is at most 1000 characters long, see _is_indirect_reference).
+        is_regex_plugin = isinstance(plugin, self._regex_base)
         if (
             h.is_sequential_string(value)
             or h.is_potential_uuid(value)
-            or h.is_likely_id_string(value, line, plugin)
+            # Always False for a regex-based plugin (it only reads the line to find the value).
+            or (not is_regex_plugin and h.is_likely_id_string(value, _line_of(text, pos), plugin))
             or h.is_templated_secret(value)
             or h.is_prefixed_with_dollar_sign(value)
-            or h.is_indirect_reference(line)
+            or _is_indirect_reference(_short_line_at(text, pos))
             or h.is_not_alphanumeric_string(value)
         ):
             return False
@@ -1443,6 +1467,41 @@ class _DetectSecretsAdapter:
                 return not any(marker in low for marker in _PLACEHOLDER_SUBSTRINGS)
             return not _is_placeholder(value)
         return True
+
+
+# detect-secrets' is_indirect_reference ("secret = get_secret_key()", "x = headers['apikey']")
+# skips lines longer than this; so does _is_indirect_reference.
+_INDIRECT_MAX_LINE = 1000
+# Its regex, ([^\v=!:]*)\s*(:=?|[!=]{1,3})\s*([\w.-]+[\[\(][^\v]*[\]\)]), is tried from every
+# position of the line and costs up to the square of the line for each finding.  Its first
+# group may be empty, so it matches exactly when an operator, optional spaces and a name are
+# followed by an opening bracket and, later on the line with no vertical tab in between, by a
+# closing one: the two regexes below find that in one pass.
+_INDIRECT_HEAD_RE = re.compile(r"(?::=?|[!=]{1,3})\s*[\w.-]+[\[\(]")
+_INDIRECT_CLOSER_RE = re.compile(r"[\]\)]")
+
+
+def _short_line_at(text: str, pos: int) -> str | None:
+    """The whole line around ``pos`` if it has at most ``_INDIRECT_MAX_LINE`` characters, else None."""
+    start, end = _line_bounds(text, pos, _INDIRECT_MAX_LINE + 1)
+    return text[start:end] if end - start <= _INDIRECT_MAX_LINE else None
+
+
+def _is_indirect_reference(line: str | None) -> bool:
+    """detect-secrets' ``is_indirect_reference(line)``, in time linear in the line."""
+    if line is None or len(line) > _INDIRECT_MAX_LINE:
+        return False
+    heads = _INDIRECT_HEAD_RE.finditer(line)
+    if "\v" not in line:  # the usual case: any closing bracket after the first head will do
+        first = next(heads, None)
+        return first is not None and _INDIRECT_CLOSER_RE.search(line, first.end()) is not None
+    for head in heads:
+        closer = _INDIRECT_CLOSER_RE.search(line, head.end())
+        if closer is None:
+            return False  # none after this head, so none after any later one either
+        if "\v" not in line[head.end() : closer.start()]:
+            return True
+    return False
 
 
 _DIGEST_BEFORE_RE = re.compile(r"(?i)(?:sha\d+|sha3-\d+|md5|blake2b?)[-:]$")
