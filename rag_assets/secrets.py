@@ -488,13 +488,15 @@ def _line_of(text: str, pos: int) -> str:
 
 def _conn_ok(m: re.Match, text: str) -> bool:
     """Password=... inside a ``key=value;`` connection string (not a lone password= line)."""
-    start, end = _line_bounds(text, m.start())
-    if text.find(";", start, end) < 0 or not _CONN_KEY_RE.search(text, start, end):
-        return False
     v = m.group("v").strip()
     if v[:1] in "\"'{" and len(v) >= 2:
         v = v[1:-1]
-    return len(v) >= 3 and not _is_placeholder(v)
+    if len(v) < 3:  # before the look-around: ";Password=x" * 100000 stops here
+        return False
+    start, end = _line_bounds(text, m.start())
+    if text.find(";", start, end) < 0 or not _CONN_KEY_RE.search(text, start, end):
+        return False
+    return not _is_placeholder(v)
 
 
 def _url_scheme_before(m: re.Match, text: str) -> str | None:
@@ -506,14 +508,14 @@ def _url_scheme_before(m: re.Match, text: str) -> str | None:
     position of the window costs the square of the window for each match.
     """
     window_start = max(0, m.start() - _CONTEXT)
-    before = text[window_start : m.start()]
-    stop = _URL_STOP_RE.search(before[::-1])  # the last non-URL character before the match
-    run_start = window_start + (len(before) - stop.start() if stop else 0)
+    through_last_stop = _THROUGH_LAST_STOP_RE.match(text, window_start, m.start())
+    run_start = through_last_stop.end() if through_last_stop else window_start
     found = _SCHEME_IN_RUN_RE.search(text, run_start, m.start())
     return found.group(1).lower() if found else None
 
 
-_URL_STOP_RE = re.compile(r"[\s\"'`<>]")
+# Greedy, so one pass to the end of the window and back to its last non-URL character.
+_THROUGH_LAST_STOP_RE = re.compile(r"(?s).*[\s\"'`<>]")
 _SCHEME_IN_RUN_RE = re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+]{1,20}):")
 
 
@@ -1226,9 +1228,31 @@ _DIGIT_RE = re.compile(r"[0-9]")
 _VERSION_RE = re.compile(r"^[v=^~<>]*\d+(?:\.[\dx*]+)+(?:[-+][\w.]+)?$")
 
 
+# The shortest value each family accepts (see the branches of _generic_value_ok).
+_MIN_VALUE_LENGTH = {"generic_password": 4, _WEAK_KEY: 20}
+_MIN_TOKEN_LENGTH = 8  # the other families: _token_shaped(v, min_len=8)
+
+
+def _weak_key_shaped(v: str) -> bool:
+    """Upper, lower and digits in key characters only (no words), before the costlier checks."""
+    # ASCII once _WEAK_KEY_VALUE_RE matched, so the case tests can be C-level comparisons.
+    return (
+        _WEAK_KEY_VALUE_RE.match(v) is not None
+        and v.lower() != v  # an upper-case letter
+        and v.upper() != v  # a lower-case letter
+        and _DIGIT_RE.search(v) is not None
+    )
+
+
 def _generic_value_ok(value: str, quoted: bool, op: str, kind: str, parts: list[str]) -> bool:
     v = value.strip()
     if not v or "REDACTED" in v:
+        return False
+    # Cheap shape tests first: every branch below requires them, and the placeholder checks
+    # cost tens of microseconds, paid at every keyword of "key=key=..." or ";pwd=x;pwd=x".
+    if len(v) < _MIN_VALUE_LENGTH.get(kind, _MIN_TOKEN_LENGTH):
+        return False
+    if kind == _WEAK_KEY and not _weak_key_shaped(v):
         return False
     if op in ("==", "!=") and not quoted:
         return False  # comparisons with a bare name are code, not values
@@ -1260,17 +1284,9 @@ def _generic_value_ok(value: str, quoted: bool, op: str, kind: str, parts: list[
         if v.isalpha() and not v.islower() and not v.isupper() and v[0].isupper() and not _password_shaped(v):
             return False  # "password: SecretStr"-like class names
         return True
-    if kind == _WEAK_KEY:  # random-looking: upper, lower and digits, no words, high entropy
-        # The value is ASCII once _WEAK_KEY_VALUE_RE matched, so the case tests can be C-level
-        # string comparisons (a generator over the value per keyword was most of the time of
-        # "key=key=key=...").
+    if kind == _WEAK_KEY:  # random-looking (length and _weak_key_shaped checked above), high entropy
         return (
-            len(v) >= 20
-            and _WEAK_KEY_VALUE_RE.match(v) is not None
-            and v.lower() != v  # an upper-case letter
-            and v.upper() != v  # a lower-case letter
-            and _DIGIT_RE.search(v) is not None
-            and _entropy(v) >= 3.7
+            _entropy(v) >= 3.7
             and not _is_fake_token(v)
         )
     # token / secret / api key: must look generated, whatever the syntax
