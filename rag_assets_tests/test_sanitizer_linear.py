@@ -37,7 +37,7 @@ from rag_assets.sanitize import Sanitizer
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SIZE = 1_000_000
 MAX_RATIO = 20.0
-ABORT_RATIO = 3 * MAX_RATIO
+ABORT_RATIO = 2 * MAX_RATIO
 
 _RNG = random.Random(20260802)
 _B64 = string.ascii_letters + string.digits + "+/"
@@ -92,6 +92,7 @@ PATTERNS: dict[str, Callable[[], str]] = {
     "semicolon_password": lambda: repeat(";Password=x"),
     "server_password": lambda: repeat("Server=a;Password="),
     "one_line_prose": lambda: markdown_prose().replace("\n", " "),
+    "newlines": lambda: repeat("\n"),
     "password_near_miss": lambda: repeat("password= "),
     "password_colon_newline": lambda: repeat("password:\n"),
     "token_near_miss": lambda: repeat("token: "),
@@ -111,6 +112,7 @@ PATTERNS: dict[str, Callable[[], str]] = {
     "quoted_words": lambda: repeat('"a" '),
     "unclosed_quoted_password": lambda: repeat("Password='x "),
     "url_query_password": lambda: repeat("a:&pwd=x"),
+    "jdbc_password": lambda: repeat("jdbc:x;password=abc;"),
     "hostnames": lambda: repeat("pve01.home.arpa k3s-w01.home.arpa nas01 "),
     "dotted_chain": lambda: repeat("a."),
     "ipv4": lambda: repeat("10.0.0.1 192.168.10.1 "),
@@ -121,7 +123,7 @@ PATTERNS: dict[str, Callable[[], str]] = {
     "home_paths": lambda: repeat("/home/"),
     "curl": lambda: repeat("curl "),
     "mysql": lambda: repeat("mysql "),
-    "sas_signature": lambda: "sig= " + repeat("SharedAccessSignature=x", SIZE - 5),
+    "sas_signature": lambda: "sig= " + repeat("-SharedAccessSignature=x", SIZE - 5),
     "npmrc_registry": lambda: "_auth " + repeat("'//", SIZE - 6),
     "putty_headers": lambda: repeat("PuTTY-User-Key-File-2: "),
     "closing_brackets": lambda: repeat("password=)))))))"),
@@ -186,7 +188,7 @@ def test_one_megabyte_of_a_pathological_pattern_costs_at_most_k_times_prose(
     budget = MAX_RATIO * baseline
     limit = max(ABORT_RATIO * baseline, 1.0)
     took = _seconds(sanitizer, text, limit)
-    if took > budget:  # maybe another process had the CPU: measure once more
+    if budget < took < float("inf"):  # maybe another process had the CPU: measure once more
         took = min(took, _seconds(sanitizer, text, limit))
     ratio = took / baseline
     assert took <= budget, (
