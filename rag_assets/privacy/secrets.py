@@ -23,6 +23,10 @@ Two sources of findings, merged into one sorted list of non-overlapping spans:
   ``...EXAMPLE``), environment and template references (``${X}``, ``$X``, ``%X%``,
   ``$(cmd)``, ``{{ x }}``, ``!secret x``), calls and attribute paths, type hints,
   hashes/UUIDs/digests/versions unless a keyword says "secret", and public keys.
+  The cost stays linear in the text, whatever it holds: a rule that needs context around
+  a match (the rest of a connection string, a URL's scheme, the line) reads a window of
+  ``_CONTEXT`` characters, never the whole line, and gaps inside regexes are bounded, so
+  one match never re-reads the text (``rag_assets_tests/test_sanitizer_linear.py``).
 * **detect-secrets** (Yelp): its plugins are used *directly*: plugin objects built
   once, their compiled ``denylist`` patterns run over the whole text with offsets taken
   from the regex groups, and the library's default heuristic filters applied
@@ -77,6 +81,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import math
 import re
@@ -183,6 +188,20 @@ def _longest_run(value: str) -> int:
     return best
 
 
+@functools.lru_cache(maxsize=256)
+def _run_re(length: int) -> re.Pattern[str]:
+    return re.compile(rf"(.)\1{{{length - 1}}}", re.S)
+
+
+def _has_run(value: str, length: int) -> bool:
+    """``_longest_run(value) >= length``, by the regex engine: the generic scanner asks this of
+    a value (up to 200 characters) at every keyword, and a Python loop over it dominated
+    "key=key=key=..."."""
+    if length <= 1:
+        return length <= 0 or bool(value)
+    return _run_re(length).search(value) is not None
+
+
 def _longest_sequence(value: str) -> int:
     """Longest run of consecutive code points ("abcdef", "123456")."""
     best = run = 1 if value else 0
@@ -213,7 +232,7 @@ def _is_placeholder(value: str) -> bool:
         return True
     if len(v) >= 4 and len(set(low)) <= 2:  # "aaaa", "0000", "abab"
         return True
-    if len(v) >= 8 and _longest_run(low) >= max(5, len(v) // 3):  # "aaaa...aaend", "zzzzzz"
+    if len(v) >= 8 and _has_run(low, max(5, len(v) // 3)):  # "aaaa...aaend", "zzzzzz"
         return True
     return False
 
@@ -225,7 +244,7 @@ def _is_fake_token(body: str) -> bool:
         return True
     if "your" in low and ("key" in low or "token" in low or "secret" in low):
         return True
-    if _longest_run(body) >= 6:  # AKIAZZZZZZZZZZZZZZZZ, sk_live_AAAA...
+    if _has_run(body, 6):  # AKIAZZZZZZZZZZZZZZZZ, sk_live_AAAA...
         return True
     if len(body) >= 12 and len(set(body)) < 6:
         return True
@@ -442,36 +461,66 @@ def _first_group_span(*names: str) -> Callable[[re.Match, str], tuple[int, int] 
     return span
 
 
+# "Not preceded by anything but a separator": a lookbehind rather than "(?:^|[;\s\"'])", so it
+# also holds at the start of a search window (``^`` only matches at the start of the string).
 _CONN_KEY_RE = re.compile(
-    r"(?i)(?:^|[;\s\"'])(?:server|data\s?source|initial\s?catalog|database|user\s?id|userid|uid|driver|dsn|host|"
+    r"(?i)(?<![^;\s\"'])(?:server|data\s?source|initial\s?catalog|database|user\s?id|userid|uid|driver|dsn|host|"
     r"addr(?:ess)?|network\s?address|username|trusted_connection|integrated\s?security)[ \t]*="
 )
 
 
+# How far a rule looks around a match for its context (the rest of a connection string,
+# the scheme of a URL, the line for detect-secrets' filters).  A fixed window keeps each
+# look-up O(1) in the size of the text: reading the whole line for every match is
+# quadratic on a long line with many matches (a minified file, ";Password=x" * 100000).
+_CONTEXT = 300
+
+
+def _line_bounds(text: str, pos: int, window: int = _CONTEXT) -> tuple[int, int]:
+    """The line around ``pos``, clipped to ``window`` characters on each side."""
+    lo = max(0, pos - window)
+    start = text.rfind("\n", lo, pos) + 1 or lo
+    end = text.find("\n", pos, pos + window)
+    return start, (min(len(text), pos + window) if end < 0 else end)
+
+
 def _line_of(text: str, pos: int) -> str:
-    start = text.rfind("\n", 0, pos) + 1
-    end = text.find("\n", pos)
-    return text[start : len(text) if end < 0 else end]
+    """The line around ``pos`` (clipped to the context window, see ``_line_bounds``)."""
+    start, end = _line_bounds(text, pos)
+    return text[start:end]
 
 
 def _conn_ok(m: re.Match, text: str) -> bool:
     """Password=... inside a ``key=value;`` connection string (not a lone password= line)."""
-    line = _line_of(text, m.start())
-    if ";" not in line or not _CONN_KEY_RE.search(line):
-        return False
     v = m.group("v").strip()
     if v[:1] in "\"'{" and len(v) >= 2:
         v = v[1:-1]
-    return len(v) >= 3 and not _is_placeholder(v)
+    if len(v) < 3:  # before the look-around: ";Password=x" * 100000 stops here
+        return False
+    start, end = _line_bounds(text, m.start())
+    if text.find(";", start, end) < 0 or not _CONN_KEY_RE.search(text, start, end):
+        return False
+    return not _is_placeholder(v)
 
 
 def _url_scheme_before(m: re.Match, text: str) -> str | None:
-    """The scheme of the URL a ``?password=`` belongs to, or None when it is not in a URL."""
-    found = _URL_BEFORE_RE.search(text, max(0, m.start() - 300), m.start())
+    """The scheme of the URL a ``?password=`` belongs to, or None when it is not in a URL.
+
+    The URL is the run of URL characters that ends at the match (at most ``_CONTEXT`` of
+    them); its scheme is the first ``scheme:`` inside that run.  Finding the run first keeps
+    this linear: a search for "scheme:, then URL characters up to the match" tried from every
+    position of the window costs the square of the window for each match.
+    """
+    window_start = max(0, m.start() - _CONTEXT)
+    through_last_stop = _THROUGH_LAST_STOP_RE.match(text, window_start, m.start())
+    run_start = through_last_stop.end() if through_last_stop else window_start
+    found = _SCHEME_IN_RUN_RE.search(text, run_start, m.start())
     return found.group(1).lower() if found else None
 
 
-_URL_BEFORE_RE = re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+]{1,20}):(?://)?[^\s\"'`<>]*$")
+# Greedy, so one pass to the end of the window and back to its last non-URL character.
+_THROUGH_LAST_STOP_RE = re.compile(r"(?s).*[\s\"'`<>]")
+_SCHEME_IN_RUN_RE = re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+]{1,20}):")
 
 
 def _mailchimp_span(m: re.Match, text: str) -> tuple[int, int] | None:
@@ -626,7 +675,8 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(  # SAS token signature in a URL or a SharedAccessSignature= string
         "azure_sas_signature", "azure_sas_token",
-        re.compile(r"(?i)(?:[?&;]|\bSharedAccessSignature=\S*?[?&;]?)sig=(?P<v>[A-Za-z0-9%+/]{30,}(?:=|%3D){0,2})"),
+        # Bounded "\S{0,300}?": unbounded, every SharedAccessSignature= re-read the rest of the word.
+        re.compile(r"(?i)(?:[?&;]|\bSharedAccessSignature=\S{0,300}?[?&;]?)sig=(?P<v>[A-Za-z0-9%+/]{30,}(?:=|%3D){0,2})"),
         ("sig=",), group="v", check=lambda m, _t: not _is_fake_token(m.group("v")),
         scope="text",
     ),
@@ -735,7 +785,8 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(  # .npmrc: //registry.npmjs.org/:_authToken=... or _auth=... / _password=...
         "npmrc_auth", "npm_token",
-        re.compile(r"(?im)(?:^|(?<=[\s\"']))(?://\S*?:)?_(?:authToken|auth|password)\s*=\s*[\"']?(?P<v>[^\s\"']+)"),
+        # Bounded "//\S{0,300}?:" (a registry URL): unbounded, it re-read the rest of the word per "//".
+        re.compile(r"(?im)(?:^|(?<=[\s\"']))(?://\S{0,300}?:)?_(?:authToken|auth|password)\s*=\s*[\"']?(?P<v>[^\s\"']+)"),
         ("_auth", "_password"), group="v", check=_group_not_placeholder("v"),
         scope="text",
     ),
@@ -828,7 +879,8 @@ _RULES: tuple[_Rule, ...] = (
         # Anchored on "Password=" / "Pwd="; the line must read as a connection string (_conn_ok).
         re.compile(
             r"(?i)(?<![\w])(?:password|pwd)[ \t]*=[ \t]*"
-            r"(?P<v>\"[^\"\n]*\"|'[^'\n]*'|\{[^}\n]*\}|[^;\s\"'][^;\n\"']*)"
+            # Quoted values are bounded: an unclosed quote made every match scan the rest of the line.
+            r"(?P<v>\"[^\"\n]{0,256}\"|'[^'\n]{0,256}'|\{[^}\n]{0,256}\}|[^;\s\"'][^;\n\"']*)"
         ),
         ("passw", "pwd"), group="v", check=_conn_ok, priority=_P_STRUCTURE, scope="text",
     ),
@@ -867,7 +919,9 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(  # mysql -u root -pS3cret / sshpass -p 'x'
         "cli_password_flag", "generic_password",
-        re.compile(r"(?:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n]*?\s-p(?P<v>[^\s\"'-][^\s]*)|\bsshpass\s+-p\s*(?P<v2>[^\s]+))"),
+        # The flag within 500 characters of the command (as curl's -u): an unbounded "[^\n]*?"
+        # re-read the rest of the line from every "mysql" on it.
+        re.compile(r"(?:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n]{0,500}?\s-p(?P<v>[^\s\"'-][^\s]*)|\bsshpass\s+-p\s*(?P<v2>[^\s]+))"),
         ("mysql", "mariadb", "sshpass"), span=_first_group_span("v", "v2"),
         check=lambda m, _t: not _is_placeholder(m.group("v") if m.group("v") is not None else m.group("v2")),
         priority=_P_GENERIC,
@@ -912,7 +966,8 @@ _PEM_BODY_RE = re.compile(
 _PEM_LINE_STRIP_RE = re.compile(r"^[\s\"'+,]+|[\s\"'+,;]+$")
 _B64_LINE_RE = re.compile(r"^[A-Za-z0-9+/=]+$")
 _PUTTY_RE = re.compile(
-    r"PuTTY-User-Key-File-\d+:[^\n]*\n(?:[^\n]*\n){0,12}?Private-Lines:\s*\d+\s*\n(?P<body>(?:[A-Za-z0-9+/=]+\r?\n?)+)"
+    # Header lines are short; unbounded "[^\n]*" re-read a long line from every header on it.
+    r"PuTTY-User-Key-File-\d+:[^\n]{0,300}\n(?:[^\n]{0,300}\n){0,12}?Private-Lines:\s*\d+\s*\n(?P<body>(?:[A-Za-z0-9+/=]+\r?\n?)+)"
 )
 
 
@@ -920,8 +975,12 @@ def _pem_rule_spans(text: str, low: str) -> Iterable[tuple[int, int]]:
     """Private-key blocks: from the BEGIN line to the END line (or the end of the base64 lines)."""
     if "private key" not in low and "putty-user-key-file" not in low:
         return
-    for m in _PEM_BEGIN_RE.finditer(text):
-        end_m = _PEM_END_RE.search(text, m.end(), m.end() + 20000)
+    begins = list(_PEM_BEGIN_RE.finditer(text))
+    next_begins = [b.start() for b in begins[1:]] + [len(text)]
+    for m, next_begin in zip(begins, next_begins):  # noqa: B905 - one more end than begins when none
+        # A block ends before the next BEGIN: searching 20000 characters past every header
+        # for an END (and reading all of them as its body) was quadratic on many headers.
+        end_m = _PEM_END_RE.search(text, m.end(), min(next_begin, m.end() + 20000))
         if end_m:
             body, end = text[m.end() : end_m.start()], end_m.end()
         else:  # the block was cut (chunk boundary, truncated paste): take the base64-ish lines
@@ -1169,12 +1228,35 @@ class _FakeMatch:
 
 
 _WEAK_KEY_VALUE_RE = re.compile(r"^[A-Za-z0-9+/=_\-]+$")
+_DIGIT_RE = re.compile(r"[0-9]")
 _VERSION_RE = re.compile(r"^[v=^~<>]*\d+(?:\.[\dx*]+)+(?:[-+][\w.]+)?$")
+
+
+# The shortest value each family accepts (see the branches of _generic_value_ok).
+_MIN_VALUE_LENGTH = {"generic_password": 4, _WEAK_KEY: 20}
+_MIN_TOKEN_LENGTH = 8  # the other families: _token_shaped(v, min_len=8)
+
+
+def _weak_key_shaped(v: str) -> bool:
+    """Upper, lower and digits in key characters only (no words), before the costlier checks."""
+    # ASCII once _WEAK_KEY_VALUE_RE matched, so the case tests can be C-level comparisons.
+    return (
+        _WEAK_KEY_VALUE_RE.match(v) is not None
+        and v.lower() != v  # an upper-case letter
+        and v.upper() != v  # a lower-case letter
+        and _DIGIT_RE.search(v) is not None
+    )
 
 
 def _generic_value_ok(value: str, quoted: bool, op: str, kind: str, parts: list[str]) -> bool:
     v = value.strip()
     if not v or "REDACTED" in v:
+        return False
+    # Cheap shape tests first: every branch below requires them, and the placeholder checks
+    # cost tens of microseconds, paid at every keyword of "key=key=..." or ";pwd=x;pwd=x".
+    if len(v) < _MIN_VALUE_LENGTH.get(kind, _MIN_TOKEN_LENGTH):
+        return False
+    if kind == _WEAK_KEY and not _weak_key_shaped(v):
         return False
     if op in ("==", "!=") and not quoted:
         return False  # comparisons with a bare name are code, not values
@@ -1206,14 +1288,9 @@ def _generic_value_ok(value: str, quoted: bool, op: str, kind: str, parts: list[
         if v.isalpha() and not v.islower() and not v.isupper() and v[0].isupper() and not _password_shaped(v):
             return False  # "password: SecretStr"-like class names
         return True
-    if kind == _WEAK_KEY:  # random-looking: upper, lower and digits, no words, high entropy
+    if kind == _WEAK_KEY:  # random-looking (length and _weak_key_shaped checked above), high entropy
         return (
-            len(v) >= 20
-            and _WEAK_KEY_VALUE_RE.match(v) is not None
-            and any(c.isupper() for c in v)
-            and any(c.islower() for c in v)
-            and any(c.isdigit() for c in v)
-            and _entropy(v) >= 3.7
+            _entropy(v) >= 3.7
             and not _is_fake_token(v)
         )
     # token / secret / api key: must look generated, whatever the syntax
@@ -1364,12 +1441,13 @@ class _DetectSecretsAdapter:
         return [m.span()]
 
     def _keyword_spans(self, plugin: Any, text: str) -> Iterable[tuple[int, int, str, str, int]]:
-        seen_lines: set[int] = set()
+        line_end = -1
         for hit in self._keyword_prefilter.finditer(text):
-            line_start = text.rfind("\n", 0, hit.start()) + 1
-            if line_start in seen_lines:
+            # Hits come in text order: one still before the end of the last line read is on
+            # that line (looking for its start again from every hit was quadratic).
+            if hit.start() <= line_end:
                 continue
-            seen_lines.add(line_start)
+            line_start = text.rfind("\n", 0, hit.start()) + 1
             line_end = text.find("\n", hit.start())
             line_end = len(text) if line_end < 0 else line_end
             line = text[line_start:line_end]
@@ -1385,16 +1463,19 @@ class _DetectSecretsAdapter:
     def _keep(self, plugin: Any, value: str, text: str, pos: int) -> bool:
         """detect-secrets' default heuristic filters (plus the own placeholder checks when guarded)."""
         h = self._heuristic
-        line_start = text.rfind("\n", 0, pos) + 1
-        line_end = text.find("\n", pos)
-        line = text[line_start : len(text) if line_end < 0 else line_end]
+        # The library reads the whole line for each finding; that is quadratic on a long line
+        # with many findings, so the line is clipped to the context window (the id filter
+        # looks just before the value; the indirect-reference filter needs the exact line,
+        # and only when it is at most 1000 characters long, see _is_indirect_reference).
+        is_regex_plugin = isinstance(plugin, self._regex_base)
         if (
             h.is_sequential_string(value)
             or h.is_potential_uuid(value)
-            or h.is_likely_id_string(value, line, plugin)
+            # Always False for a regex-based plugin (it only reads the line to find the value).
+            or (not is_regex_plugin and h.is_likely_id_string(value, _line_of(text, pos), plugin))
             or h.is_templated_secret(value)
             or h.is_prefixed_with_dollar_sign(value)
-            or h.is_indirect_reference(line)
+            or _is_indirect_reference(_short_line_at(text, pos))
             or h.is_not_alphanumeric_string(value)
         ):
             return False
@@ -1408,6 +1489,41 @@ class _DetectSecretsAdapter:
                 return not any(marker in low for marker in _PLACEHOLDER_SUBSTRINGS)
             return not _is_placeholder(value)
         return True
+
+
+# detect-secrets' is_indirect_reference ("secret = get_secret_key()", "x = headers['apikey']")
+# skips lines longer than this; so does _is_indirect_reference.
+_INDIRECT_MAX_LINE = 1000
+# Its regex, ([^\v=!:]*)\s*(:=?|[!=]{1,3})\s*([\w.-]+[\[\(][^\v]*[\]\)]), is tried from every
+# position of the line and costs up to the square of the line for each finding.  Its first
+# group may be empty, so it matches exactly when an operator, optional spaces and a name are
+# followed by an opening bracket and, later on the line with no vertical tab in between, by a
+# closing one: the two regexes below find that in one pass.
+_INDIRECT_HEAD_RE = re.compile(r"(?::=?|[!=]{1,3})\s*[\w.-]+[\[\(]")
+_INDIRECT_CLOSER_RE = re.compile(r"[\]\)]")
+
+
+def _short_line_at(text: str, pos: int) -> str | None:
+    """The whole line around ``pos`` if it has at most ``_INDIRECT_MAX_LINE`` characters, else None."""
+    start, end = _line_bounds(text, pos, _INDIRECT_MAX_LINE + 1)
+    return text[start:end] if end - start <= _INDIRECT_MAX_LINE else None
+
+
+def _is_indirect_reference(line: str | None) -> bool:
+    """detect-secrets' ``is_indirect_reference(line)``, in time linear in the line."""
+    if line is None or len(line) > _INDIRECT_MAX_LINE:
+        return False
+    heads = _INDIRECT_HEAD_RE.finditer(line)
+    if "\v" not in line:  # the usual case: any closing bracket after the first head will do
+        first = next(heads, None)
+        return first is not None and _INDIRECT_CLOSER_RE.search(line, first.end()) is not None
+    for head in heads:
+        closer = _INDIRECT_CLOSER_RE.search(line, head.end())
+        if closer is None:
+            return False  # none after this head, so none after any later one either
+        if "\v" not in line[head.end() : closer.start()]:
+            return True
+    return False
 
 
 _DIGEST_BEFORE_RE = re.compile(r"(?i)(?:sha\d+|sha3-\d+|md5|blake2b?)[-:]$")
