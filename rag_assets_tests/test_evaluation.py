@@ -23,7 +23,7 @@ from rag_assets.defs.evaluation import (
     retrieval_eval,
 )
 from rag_assets.defs.resources import EmbedderResource, RagSettings
-from rag_assets.evaluation.beir import (
+from rag_assets.evaluation.runner import (
     EVAL_MODES,
     METRICS,
     EvaluationError,
