@@ -23,21 +23,11 @@ from rag_assets.defs.evaluation import (
     retrieval_eval,
 )
 from rag_assets.defs.resources import EmbedderResource, RagSettings
-from rag_assets.evaluation.runner import (
-    EVAL_MODES,
-    METRICS,
-    EvaluationError,
-    eval_store_path,
-    format_table,
-    load_beir,
-    mrr_at,
-    ndcg_at,
-    recall_at,
-    run_evaluation,
-    score_rankings,
-    slugs_for,
-    CorpusDoc,
-)
+from rag_assets.evaluation.datasets import CorpusDoc, EvaluationError, load_beir
+from rag_assets.evaluation.eval_store import eval_store_path, slugs_for
+from rag_assets.evaluation.metrics import METRICS, mrr_at, ndcg_at, recall_at, score_rankings
+from rag_assets.evaluation.report import format_table
+from rag_assets.evaluation.runner import EVAL_MODES, run_evaluation
 from rag_assets.search.retrieval import SearchParams
 
 # ---------------------------------------------------------------------------- metrics
