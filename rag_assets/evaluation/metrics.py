@@ -4,6 +4,10 @@
   trec_eval's ``ndcg_cut``), divided by the DCG of the ideal ranking of the judged documents.
 - **recall@k**: relevant documents (``rel > 0``) in the top k / relevant documents.
 - **MRR@k**: 1 / rank of the first relevant document in the top k, else 0.
+
+As in BEIR (``ignore_identical_ids``), a hit whose ID is the query's own ID is dropped from
+the ranking before scoring: where the queries are corpus documents (ArguAna, Quora) a
+query finds itself, which says nothing about retrieval.
 """
 
 from __future__ import annotations
@@ -44,19 +48,28 @@ def mrr_at(ranked: Sequence[str], qrels: Mapping[str, int], k: int = 10) -> floa
     return 0.0
 
 
+def without_self_hit(ranked: Sequence[str], query_id: str) -> list[str]:
+    """``ranked`` less the query's own ID (BEIR's rule: a query retrieving itself is no answer)."""
+    return [doc for doc in ranked if doc != query_id]
+
+
 def score_rankings(
     shallow: Mapping[str, Sequence[str]], deep: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]
 ) -> dict[str, float]:
-    """Mean metrics over the queries of ``shallow``: @10 from ``shallow``, recall@100 from ``deep``."""
+    """Mean metrics over the queries of ``shallow``: @10 from ``shallow``, recall@100 from ``deep``.
+
+    A hit on the query's own ID is dropped first, so the documents below it move up.
+    """
     ids = list(shallow)
     if not ids:
         return {m: 0.0 for m in METRICS}
     totals = dict.fromkeys(METRICS, 0.0)
     for q in ids:
         rels = qrels[q]
-        top = shallow[q]
+        top = without_self_hit(shallow[q], q)
+        deeper = without_self_hit(deep[q], q) if q in deep else top
         totals["ndcg@10"] += ndcg_at(top, rels, 10)
         totals["recall@10"] += recall_at(top, rels, 10)
-        totals["recall@100"] += recall_at(deep.get(q, top), rels, 100)
+        totals["recall@100"] += recall_at(deeper, rels, 100)
         totals["mrr@10"] += mrr_at(top, rels, 10)
     return {m: totals[m] / len(ids) for m in METRICS}

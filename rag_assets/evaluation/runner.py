@@ -6,7 +6,8 @@ The corpus is indexed into an eval store (:mod:`rag_assets.evaluation.eval_store
 query of the split is then searched with :class:`~rag_assets.search.retrieval.SearchIndex`
 (``log_searches=False``) in the three modes. Chunk hits become documents (a document scores
 its best chunk; the first occurrence in the ranked list keeps its place) and are scored with
-the BEIR / trec_eval definitions (:mod:`rag_assets.evaluation.metrics`).
+the BEIR / trec_eval definitions (:mod:`rag_assets.evaluation.metrics`), after BEIR's rule
+that drops a hit on the query's own ID (ArguAna, Quora: the queries are corpus documents).
 
 Queries without a relevant judgement in the split are skipped (counted in the info).
 
