@@ -4,7 +4,7 @@
     .venv/bin/python bench/tune_fusion.py [--dataset DIR] [--embedder local] [--depth 300]
                                           [--output-dir DIR] [--top N] [--json FILE]
 
-1. Indexes the corpus with the build's own steps (rag_assets.evaluation.beir: chunking, the
+1. Indexes the corpus with the build's own steps (rag_assets.evaluation.eval_store: chunking, the
    embedder, the shared embedding cache, a store under data/eval/), or reuses that store.
 2. Scores a grid of fusion settings on the **train** queries (hybrid only: bm25 and vector do
    not depend on fusion): RRF with rrf_k 10/30/60 and vector/bm25 weights 0.3/0.7, 0.5/0.5,
@@ -20,7 +20,7 @@ the SearchIndex's own ranking functions; every grid setting then cuts them at it
 ``candidates`` and fuses them with ``rag_assets.search.retrieval.fuse``, which is what
 ``SearchIndex.search`` does with them. The best setting is re-scored on train through the
 full ``SearchIndex.search`` path as a cross-check, and every test figure comes from that path
-(rag_assets.evaluation.beir.Evaluator).
+(rag_assets.evaluation.runner.Evaluator).
 """
 
 from __future__ import annotations
@@ -42,19 +42,18 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
 from rag_assets.config import load_config  # noqa: E402
-from rag_assets.evaluation.beir import (  # noqa: E402
+from rag_assets.evaluation.datasets import load_beir  # noqa: E402
+from rag_assets.evaluation.eval_store import ensure_eval_store  # noqa: E402
+from rag_assets.evaluation.metrics import METRICS, score_rankings  # noqa: E402
+from rag_assets.evaluation.report import format_table  # noqa: E402
+from rag_assets.evaluation.runner import (  # noqa: E402
     DEFAULT_DEPTH,
-    METRICS,
     Evaluator,
     documents_of,
-    ensure_eval_store,
-    format_table,
-    load_beir,
-    score_rankings,
     select_eval_embedder,
 )
 from rag_assets.search.fusion import fuse  # noqa: E402
-from rag_assets.search.params import FUSIONS, SearchParams
+from rag_assets.search.params import FUSIONS, SearchParams  # noqa: E402
 
 DEFAULT_DATASET = ROOT.parent / "shared" / "corpora" / "beir-scifact"
 RRF_KS = (10, 30, 60)

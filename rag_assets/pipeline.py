@@ -14,11 +14,12 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 
 from rag_assets.config import RagConfig
+from rag_assets.config.settings import ChunkingParams
 from rag_assets.embed import Embedder, EmbeddingBatchError
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.embed.http import RemoteEmbedder, Usage
 from rag_assets.index import generations, index_json, manifest, store
-from rag_assets.ingest.chunking import ChunkingParams, chunk_document
+from rag_assets.ingest.chunking import chunk_document
 from rag_assets.ingest.doc_cache import DocumentCache
 from rag_assets.ingest.sources import overall_content_hash
 from rag_assets.records import (

@@ -22,20 +22,22 @@ from rag_assets.defs.evaluation import (
     retrieval_eval,
 )
 from rag_assets.defs.resources import EmbedderResource, RagSettings
-from rag_assets.evaluation.beir import (
-    EVAL_MODES,
+from rag_assets.evaluation.datasets import CorpusDoc, EvaluationError, load_beir
+from rag_assets.evaluation.eval_store import eval_store_path, slugs_for
+from rag_assets.evaluation.metrics import (
     METRICS,
-    CorpusDoc,
-    EvaluationError,
-    eval_store_path,
-    format_table,
-    load_beir,
     mrr_at,
     ndcg_at,
     recall_at,
-    run_evaluation,
     score_rankings,
-    slugs_for,
+    without_self_hit,
+)
+from rag_assets.evaluation.report import format_table
+from rag_assets.evaluation.runner import (
+    EVAL_MODES,
+    Evaluator,
+    run_evaluation,
+    select_eval_embedder,
 )
 from rag_assets.index import store
 from rag_assets.search.params import SearchParams
@@ -80,6 +82,24 @@ def test_score_rankings_averages_and_reads_recall100_from_the_deep_run():
     assert scores["recall@100"] == pytest.approx(1.0)
     q2_ndcg = (1 / math.log2(3)) / (1 + 1 / math.log2(3))
     assert scores["ndcg@10"] == pytest.approx((1 + q2_ndcg) / 2)
+
+
+def test_a_hit_on_the_querys_own_id_is_dropped_before_scoring():
+    # ArguAna/Quora style: the query "a" is also a corpus document and retrieves itself first.
+    qrels = {"a": {"b": 1}}
+    ranking = {"a": ["a", "b", "c"]}
+    assert without_self_hit(ranking["a"], "a") == ["b", "c"]
+    scores = score_rankings(ranking, ranking, qrels)
+    assert scores["mrr@10"] == pytest.approx(1.0) and scores["ndcg@10"] == pytest.approx(1.0)
+    # Without the rule "b" would be second.
+    assert mrr_at(ranking["a"], qrels["a"], 10) == pytest.approx(0.5)
+    assert ndcg_at(ranking["a"], qrels["a"], 10) == pytest.approx(1 / math.log2(3))
+    # The self-hit no longer takes a place in the cut: "b" at rank 11 counts once "a" goes.
+    deep = {"a": ["a", *(f"f{i}" for i in range(9)), "b"]}
+    assert score_rankings(deep, deep, qrels)["recall@10"] == pytest.approx(1.0)
+    assert recall_at(deep["a"], qrels["a"], 10) == 0.0
+    # A query whose ID is no corpus ID (SciFact) scores as before.
+    assert score_rankings({"q": ["a", "b"]}, {"q": ["a", "b"]}, {"q": {"b": 1}})["mrr@10"] == pytest.approx(0.5)
 
 
 def test_slugs_are_safe_and_unique():
@@ -142,6 +162,22 @@ def test_load_beir_reads_the_three_files(tiny: Path):
     assert data.qrels["q1"] == {"D2": 2, "D9": 1} and data.qrels["q4"] == {"D8": 1, "D1": 0}
     assert data.judged_queries() == ["q1", "q2", "q3", "q4"]
     assert load_beir(tiny, "train").judged_queries() == ["q5"]
+
+
+def test_queries_that_are_corpus_documents_do_not_score_their_own_hit(tmp_path: Path, cfg):
+    # The query D2 is the text of the corpus document D2; its relevant document is D9, the
+    # other honeybee page.  BM25 ranks D2 itself first, D9 second: BEIR ignores the self-hit.
+    title, text = CORPUS["D2"]
+    root = write_beir(tmp_path / "self-hits", queries={"D2": f"{title} {text}"}, qrels=[("D2", "D9", 1)])
+    report = run_evaluation(cfg, root, "test", "hashing")
+    assert report.metrics["bm25"]["mrr@10"] == pytest.approx(1.0)
+    evaluator = Evaluator(Path(report.info.store_path), load_beir(root, "test"), select_eval_embedder(cfg, "hashing")[0])
+    try:
+        ranked = evaluator.ranking("D2", SearchParams(mode="bm25", k=20))
+    finally:
+        evaluator.close()
+    assert ranked[:2] == ["D2", "D9"]  # so without the rule MRR@10 would be 0.5
+    assert mrr_at(ranked, {"D9": 1}, 10) == pytest.approx(0.5)
 
 
 def test_end_to_end_with_the_hashing_embedder(tiny: Path, cfg):

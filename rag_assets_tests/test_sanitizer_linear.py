@@ -32,8 +32,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-from rag_assets.identity import IdentityMap
-from rag_assets.sanitize import Sanitizer
+from rag_assets.privacy.identity import IdentityMap
+from rag_assets.privacy.sanitize import Sanitizer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SIZE = 1_000_000

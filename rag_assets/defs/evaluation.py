@@ -17,13 +17,10 @@ from pydantic import Field
 
 from rag_assets.config import RagConfig
 from rag_assets.defs.resources import EmbedderResource, RagSettings
-from rag_assets.evaluation.beir import (
-    METRICS,
-    EvalReport,
-    EvaluationError,
-    format_table,
-    run_evaluation,
-)
+from rag_assets.evaluation.datasets import EvaluationError
+from rag_assets.evaluation.metrics import METRICS
+from rag_assets.evaluation.report import EvalReport, format_table
+from rag_assets.evaluation.runner import run_evaluation
 
 EVAL_GROUP = "evaluation"
 DATASET_ENV = "RAG_EVAL_DATASET"

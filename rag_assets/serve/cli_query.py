@@ -176,7 +176,8 @@ def cmd_serve(cfg: RagConfig, args: argparse.Namespace) -> int:
 def cmd_eval(cfg: RagConfig, args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rag_assets.evaluation.beir import format_table, run_evaluation
+    from rag_assets.evaluation.report import format_table
+    from rag_assets.evaluation.runner import run_evaluation
 
     try:
         report = run_evaluation(cfg, Path(args.dataset), args.split, embedder_name=args.embedder, log=lambda m: print(m, file=sys.stderr))
