@@ -17,19 +17,20 @@ from rag_assets.ingest.chunking import (
     render_span,
 )
 from rag_assets.records import Chunk, Document
-from rag_assets.search.context import (
-    EstimateTokenCounter,
-    PackedContext,
-    TokenCounter,
+from rag_assets.search.context import PackedContext, pack_context
+from rag_assets.search.params import Hit
+from rag_assets.search.passages import (
     citation_tag,
-    default_token_counter,
     heading_anchor,
     join_consecutive_chunks,
-    pack_context,
+)
+from rag_assets.search.tokens import (
+    EstimateTokenCounter,
+    TokenCounter,
+    default_token_counter,
     token_counter,
     wordpiece_token_counter,
 )
-from rag_assets.search.params import Hit
 
 CONTENT = Path(__file__).resolve().parents[1] / "content"
 
@@ -523,12 +524,12 @@ def test_no_counter_touches_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
     fake.__spec__ = importlib.machinery.ModuleSpec("tiktoken", None)
     fake.get_encoding = lambda name: calls.append(name)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "tiktoken", fake)
-    from rag_assets.search import context
+    from rag_assets.search import tokens
 
-    context._cached_counter.cache_clear()
+    tokens._cached_counter.cache_clear()
     try:
         for kind in ("auto", "estimate"):
             assert not token_counter(kind).name.startswith("tiktoken")
     finally:
-        context._cached_counter.cache_clear()
+        tokens._cached_counter.cache_clear()
     assert calls == []
