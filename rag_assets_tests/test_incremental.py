@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from rag_assets.config import RagConfig, load_config
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.cache import EmbeddingCache
+from rag_assets.index import generations
 from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.freshness import detect_changes
 from rag_assets.serve.cli import main
@@ -678,39 +678,34 @@ def test_kill_9_during_build_keeps_outputs_readable_and_the_next_build_recovers(
     assert {"started", "indexed", "published"} <= set(marks), marks
 
     # Kills at random moments spread over a whole build, then kills at the moments that matter
-    # (timing alone rarely hits them on a loaded machine): right after the JSON index is renamed
-    # into place, right after the store's transaction commits, while the manifest is written.
+    # (timing alone rarely hits them on a loaded machine): right after the generation swap,
+    # and while the new generation's files are being written.
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     spread = [(f"{d:.2f}s", d) for d in (rng.uniform(lo, hi) * duration for lo, hi in ((0.03, 0.2), (0.2, 0.45), (0.45, 0.7), (0.7, 0.95)))]
-    triggers = ["after index rename", "after store commit", "during manifest write"]
+    triggers = ["right after the swap", "while the generation is written"]
+    current = generations.current_link(cfg)
+    folder = generations.generations_dir(cfg)
 
     results = []
     for trial, (label, when) in enumerate([*spread, *[(t, None) for t in triggers]], start=1):
         old = published_state(cfg)
         rel, word = edit_for_trial(content, trial)
-        earlier_tmp = set(cfg.data_dir.glob(".*.tmp")) | set(cfg.public_dir.glob(".*.tmp"))
-        index_inode = cfg.index_path.stat().st_ino
+        before = os.readlink(current)
+        known = set(os.listdir(folder))
         proc = start()
         if when is not None:
             killed_it = kill_after(proc, when)
-        elif label == "after index rename":
-            killed_it = kill_when(proc, lambda: cfg.index_path.stat().st_ino != index_inode)
-        elif label == "after store commit":
-            with closing(ro(cfg.public_store_path)) as watch:
-                version = watch.execute("PRAGMA data_version").fetchone()[0]
-                killed_it = kill_when(proc, lambda: watch.execute("PRAGMA data_version").fetchone()[0] != version)
+        elif label == "right after the swap":
+            killed_it = kill_when(proc, lambda: os.readlink(current) != before)
         else:
-            killed_it = kill_when(proc, lambda: bool(set(cfg.data_dir.glob(".rag-manifest.json.*.tmp")) - earlier_tmp))
+            killed_it = kill_when(proc, lambda: bool(set(os.listdir(folder)) - known))
 
-        # Weak property, always: every output parses / passes its integrity checks.
+        # Every output parses, passes its integrity checks, and all are of one build.
         killed = published_state(cfg)
         strong = check_public_outputs(cfg)
-        leftovers = sorted(
-            str(p.relative_to(out)) for d in (cfg.public_dir, cfg.data_dir) for p in d.glob(".*.tmp") if p not in earlier_tmp
-        )
 
-        # The next normal build completes, is consistent and contains the edit.
+        # The next normal build completes, is consistent, contains the edit and leaves nothing behind.
         assert main(["build", *cli_args(content, out, None)]) == 0, f"trial {trial} (kill {label}, seed {seed})"
         final = published_state(cfg)
         report = check_public_outputs(cfg)
@@ -720,46 +715,28 @@ def test_kill_9_during_build_keeps_outputs_readable_and_the_next_build_recovers(
         sha = hashlib.sha256((content / rel).read_bytes()).hexdigest()
         assert read_json(cfg.manifest_path)["documents"][doc_id(rel)]["contentHash"] == sha
         assert main(["check", *cli_args(content, out, None)]) == 0
+        assert not list(out.rglob("*.tmp")), f"trial {trial}: temporary files left behind"
+        assert len(os.listdir(folder)) <= 2, f"trial {trial}: old generations left behind"
 
-        # Each output is the old version or the new one, never a mix or a partial write.
+        # Each output is the old version or the new one, and all of them the same one.
         states = {}
         for name in ("index", "meta", "store", "manifest"):
             assert killed[name] in (old[name], final[name]), f"trial {trial}: {name} is neither old nor new"
             states[name] = "old" if killed[name] == old[name] else "new"
-        results.append((trial, label, killed_it, states, strong.problems, leftovers))
+        results.append((trial, label, killed_it, states, strong.problems))
 
     summary = "\n".join(
         f"trial {t} kill {label}{'' if killed_it else ' (build had already finished)'}: "
         + ", ".join(f"{k}={v}" for k, v in states.items())
         + (f"; INCONSISTENT: {problems}" if problems else "; consistent")
-        + (f"; temp file left behind: {leftovers}" if leftovers else "")
-        for t, label, killed_it, states, problems, leftovers in results
+        for t, label, killed_it, states, problems in results
     )
     print(f"kill -9 trials (seed {seed}; build {duration:.2f}s, marks {marks}):\n{summary}")
-
-    # Inconsistency window. The published outputs are written by three steps of publish_index,
-    # each atomic on its own but not together: public_index (embeddings-index.json, then
-    # embeddings-meta.json, each via a temporary file + rename), public_store (one SQLite
-    # transaction), rag_manifest (temporary file + rename). A kill after the index's rename and
-    # before the manifest's rename leaves the new index beside the old store and/or manifest, and
-    # check_public_outputs reports chunk IDs / counts that differ. What holds regardless, and is
-    # asserted above: every file is whole and is either its old or its new version; the store
-    # passes integrity checks with FTS rows == chunk rows and no orphans; the next `rag build`
-    # completes and repairs everything (the manifest still describes the old content, so the
-    # collection counts as changed and is rebuilt). The strong property fails only in that window:
-    for t, label, killed_it, states, problems, leftovers in results:
-        if problems:
-            assert len(set(states.values())) == 2, f"trial {t}: inconsistent although all outputs are {states}"
-        else:
-            # (the edit adds chunks, so a mixed state always shows in the chunk counts)
-            assert len({states["index"], states["store"], states["manifest"]}) == 1, f"trial {t}: {states}"
-    failures = [r for r in results if r[4]]
-    if failures:
-        warnings.warn(
-            f"kill -9 left inconsistent outputs in {len(failures)} of {len(results)} trials "
-            f"(publishing is not atomic across outputs):\n{summary}",
-            stacklevel=1,
-        )
+    # Publishing swaps one generation for another in a single rename (rag_assets.index.generations):
+    # a kill at any instant leaves every output of one build, so this must hold in every trial.
+    for t, label, killed_it, states, problems in results:
+        assert not problems, f"trial {t} (kill {label}, seed {seed}): {problems}\n{summary}"
+        assert len(set(states.values())) == 1, f"trial {t} (kill {label}, seed {seed}): mixed outputs {states}"
 
 
 def test_intermediate_records_are_replaced_whole_never_truncated(tmp_path: Path) -> None:

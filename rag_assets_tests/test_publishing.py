@@ -294,3 +294,21 @@ def test_a_damaged_tier_store_is_reported_and_rebuilt_from_the_vaults(out: Path,
     assert integrity.sqlite_problem(cfg.safe_store_path) is None
     assert cli(out, "check") == 0
     assert main(["search", "backup", "--tier", "safe", *sample_args(out)[:4]]) == 0
+
+
+def test_an_output_folder_copied_with_its_links_dereferenced_still_publishes(tmp_path: Path) -> None:
+    """``cp -rL`` or ``shutil.copytree`` turns ``data/current`` into a real folder: readers use
+    the copied files, and the next publish takes the name back for its link."""
+    content, out = tmp_path / "content", tmp_path / "out"
+    write_corpus(content, collections=2, pages=5)
+    collections = embedded_collections(content)
+    publish_all(collections, RagConfig(content_dir=content, output_dir=out), utc_now_iso())
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)  # follows the links
+    cfg = RagConfig(content_dir=content, output_dir=copy)
+    assert not generations.current_link(cfg).is_symlink() and check_public_outputs(cfg).ok
+
+    publish_all(collections[:1], cfg, utc_now_iso())
+    assert generations.current_link(cfg).is_symlink()
+    assert set(generation_of_each_output(cfg).values()) == {generations.published(cfg).id}
+    assert check_public_outputs(cfg).ok and leftovers(copy) == []

@@ -139,12 +139,27 @@ def make_current(cfg: RagConfig, generation: Generation) -> None:
     _fsync_tree(generation.folder)
     previous = published(cfg).id
     link = current_link(cfg)
+    _move_aside_if_not_a_link(link)
     tmp = link.with_name(f".{CURRENT_LINK}.{secrets.token_hex(4)}.tmp")
     os.symlink(os.path.join(GENERATIONS_FOLDER, generation.folder.name), tmp)
     os.replace(tmp, link)
     _fsync_dir(link.parent)
     _ensure_fixed_links(cfg)
     remove_old_generations(cfg, previous=previous)
+
+
+def _move_aside_if_not_a_link(link: Path) -> None:
+    """An output folder copied with its links dereferenced (``cp -rL``, ``shutil.copytree``)
+    holds a real folder where ``data/current`` should be a link: readers then use the copied
+    files (the older single-folder paths), and the swap needs the name back."""
+    if link.is_symlink() or not link.exists():
+        return
+    aside = link.with_name(f".{CURRENT_LINK}.copied.{secrets.token_hex(4)}.tmp")
+    os.replace(link, aside)
+    if aside.is_dir():
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        aside.unlink()
 
 
 def fixed_links(cfg: RagConfig) -> dict[Path, str]:
