@@ -18,6 +18,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any, Callable, Iterable, Iterator
 
 from rag_assets.privacy.secrets import generic, pem
@@ -105,10 +106,9 @@ class Scanner:
 class RuleTable:
     """The compiled table, with its keywords indexed so a text wakes up only the rules it can match."""
 
-    def __init__(self, rules: tuple[Rule, ...], scanners: tuple[Scanner, ...], digest: str) -> None:
+    def __init__(self, rules: tuple[Rule, ...], scanners: tuple[Scanner, ...]) -> None:
         self.rules = rules
         self.scanners = scanners
-        self.digest = digest  # of the table file, for the Safe tier's fingerprint
         self._keywords = _keyword_index(rules)
         self._prefiltered = tuple((i, r.prefilter) for i, r in enumerate(rules) if r.prefilter is not None)
 
@@ -178,7 +178,7 @@ def parse_table(data: bytes) -> RuleTable:
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise RuleTableError(f"{RULES_FILE}: duplicate ids {duplicates}")
-    return RuleTable(rules, scanners, hashlib.sha256(data).hexdigest())
+    return RuleTable(rules, scanners)
 
 
 def _compile_rule(entry: dict[str, Any]) -> Rule:
@@ -271,9 +271,13 @@ def _bind_check(entry: dict[str, Any], where: str) -> Callable[[Candidate], bool
 @functools.cache  # the package cannot change under a running process; the sensor asks every tick
 def source_digest() -> str:
     """SHA-256 of the rules file and of every module of the detector (its checks are code too)."""
+    return digest_of(resources.files(_PACKAGE))
+
+
+def digest_of(folder: Traversable) -> str:
+    """SHA-256 over the names and contents of the ``.py`` and ``.toml`` files in ``folder``."""
     digest = hashlib.sha256()
-    package = resources.files(_PACKAGE)
-    names = sorted(p.name for p in package.iterdir() if p.name.endswith((".py", ".toml")))
-    for name in names:
-        digest.update(name.encode() + b"\0" + package.joinpath(name).read_bytes() + b"\0")
+    files = sorted((p for p in folder.iterdir() if p.name.endswith((".py", ".toml"))), key=lambda p: p.name)
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
