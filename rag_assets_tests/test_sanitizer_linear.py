@@ -1,7 +1,7 @@
 """The Safe-tier sanitiser takes time linear in its input, whatever the input looks like.
 
-Every note of the Safe tier goes through ``Sanitizer.text`` (secret rules, detect-secrets
-plugins, identity map), so one crafted or unlucky note must not stall a build: 200 KB of
+Every note of the Safe tier goes through ``Sanitizer.text`` (secret rules and scanners,
+identity map), so one crafted or unlucky note must not stall a build: 200 KB of
 ``;Password=x`` once took 77 s, because every match re-read its whole line.
 
 Each test feeds 1 MB of one pathological pattern through the full sanitiser (with the
@@ -81,7 +81,7 @@ def begins_then_end() -> str:
 
 
 def artifactory_tokens_on_short_lines() -> str:
-    line = repeat("AKCp8abcdefghij ", 990) + "\n"  # lines under detect-secrets' 1000-char limit
+    line = repeat("AKCp8abcdefghij ", 990) + "\n"  # lines under the ported indirect-reference filter's 1000-char limit
     return repeat(line)
 
 

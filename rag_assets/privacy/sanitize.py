@@ -13,18 +13,14 @@ the URI pattern before its password is found.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.metadata
-import inspect
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rag_assets.privacy import secrets as secret_rules
 from rag_assets.privacy.identity import IdentityMap
-from rag_assets.privacy.secrets import SecretDetector
+from rag_assets.privacy.secrets import SecretDetector, source_digest
 from rag_assets.records import Document, ParsedCollection, SkippedFile
 
 
@@ -114,26 +110,13 @@ class Sanitizer:
 
 
 def rules_fingerprint(identity_map: IdentityMap) -> str:
-    """The identity map's rules plus the detector's code and library version."""
+    """The identity map's rules plus the detector's rule table and code."""
     digest = hashlib.sha256()
     digest.update(identity_map.fingerprint().encode())
-    digest.update(_detector_source_digest().encode())
-    try:
-        digest.update(importlib.metadata.version("detect-secrets").encode())
-    except importlib.metadata.PackageNotFoundError:
-        pass
+    digest.update(source_digest().encode())
     return digest.hexdigest()
 
 
 def fingerprint_for(identity_map_path: Path | None) -> str:
     """The Safe rules' fingerprint without building the detector (for sensors and `rag check`)."""
     return rules_fingerprint(IdentityMap.load(identity_map_path) if identity_map_path else IdentityMap.empty())
-
-
-@functools.cache  # the module's source cannot change under a running process; the sensor asks every tick
-def _detector_source_digest() -> str:
-    try:
-        source = inspect.getsource(secret_rules)
-    except OSError:  # no source on disk (a zipped install): fall back to the module's name
-        source = secret_rules.__name__
-    return hashlib.sha256(source.encode()).hexdigest()
