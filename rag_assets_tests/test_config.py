@@ -63,8 +63,8 @@ def test_rag_config_env_names_the_file(tmp_path, monkeypatch):
 
 def test_default_weights_and_overrides(tmp_path):
     cfg = load_config(write_config(tmp_path, "weights:\n  posts: 2\n"), environ={})
-    assert cfg.weight_for("docs") == 1.5 and cfg.weight_for("posts") == 2.0
-    assert cfg.weight_for("journal") == 0.8 and cfg.weight_for("other") == 1.0
+    assert cfg.collection_weights["docs"] == 1.5 and cfg.collection_weights["posts"] == 2.0
+    assert cfg.collection_weights["journal"] == 0.8 and "other" not in cfg.collection_weights
 
 
 @pytest.mark.parametrize(

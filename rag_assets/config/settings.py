@@ -243,6 +243,3 @@ class RagConfig:
     def intermediate_dir(self) -> Path:
         """Where Dagster's IO manager keeps the per-collection records between assets."""
         return self.data_dir / "intermediate"
-
-    def weight_for(self, collection: str) -> float:
-        return float(self.collection_weights.get(collection, 1.0))

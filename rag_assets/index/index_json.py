@@ -145,22 +145,6 @@ def chunk_ids_digest(ids: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def write_index(
-    index_path: Path,
-    meta_path: Path,
-    header: IndexHeader,
-    collections: list[EmbeddedCollection],
-    vector_decimals: int,
-    fragments: FragmentCache | None = None,
-) -> tuple[int, int]:
-    """Write index then sidecar atomically; returns (index bytes, sidecar bytes)."""
-    payload = render_index(header, collections, vector_decimals, fragments)
-    atomic_write_bytes(index_path, payload)
-    meta_payload = render_meta(header, collections, payload)
-    atomic_write_bytes(meta_path, meta_payload)
-    return len(payload), len(meta_payload)
-
-
 def render_meta(header: IndexHeader, collections: Iterable[EmbeddedCollection], index_payload: bytes) -> bytes:
     """The sidecar: the header, the index's size and SHA-256 (so a reader can tell a damaged
     or foreign index) and a digest of its chunk IDs."""
