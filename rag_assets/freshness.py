@@ -21,8 +21,10 @@ from rag_assets.index_json import read_meta
 from rag_assets.integrity import Damage, published_damage, read_json_object
 from rag_assets.sources import StatCache, overall_content_hash, snapshot_collection
 
-FRESH_HOURS = 12
-STALE_HOURS = 48
+# The one source of the freshness thresholds: `rag status` (Fresh/Stale/Old), the
+# `index_recent` check and the freshness policies of the published and tier stores.
+FRESH_HOURS = 12  # younger: Fresh
+STALE_HOURS = 48  # up to this: Stale; older: Old
 
 
 @dataclass
