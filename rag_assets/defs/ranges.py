@@ -8,6 +8,7 @@ partition still gets its own materialisation with its own metadata in the UI.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, Callable, TypeVar
 
 import dagster as dg
@@ -17,6 +18,9 @@ T = TypeVar("T")
 # Every partitioned asset handles its run's whole range in one step; a backfill launched
 # from the UI then is one run too, instead of one run per partition.
 SINGLE_RUN = dg.BackfillPolicy.single_run()
+# `backfill_policy` is a beta parameter of @dg.asset; its warning would be printed by every
+# `rag` command that loads the definitions, to users who cannot act on it.
+warnings.filterwarnings("ignore", message=r"Parameter `backfill_policy`", category=dg.BetaWarning)
 # Metadata key of the failed partition on the dg.Failure raised below; the runner reads it.
 FAILED_PARTITION = "partition"
 
