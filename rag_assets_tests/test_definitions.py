@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -11,8 +12,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_assets.config import discover_collections
-from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB, UPDATE_COLLECTION_JOB
+from rag_assets.config import discover_collections, load_config
+from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, MAX_RUNS_PER_BUILD, PUBLISH_JOB, UPDATE_COLLECTION_JOB
+from rag_assets.defs.runner import run_build
 from rag_assets.definitions import build_definitions
 from rag_assets.defs.partitions import COLLECTIONS_PARTITION, range_tags, sync_partitions
 from rag_assets.index_json import read_index, read_meta
@@ -99,7 +101,7 @@ def test_sample_content_builds_into_every_output(make_config):
         # Each partition's materialisation carries its own collection's figures.
         for name in ("docs", "posts"):
             parsed = metadata_of(publish, "parsed_documents", name)
-            assert parsed["documents"] == len(list((SAMPLE_CONTENT / name).rglob("*.md")))
+            assert parsed["documents"] == len(list((SAMPLE_CONTENT / name).rglob("*.md*")))
             assert metadata_of(publish, "content_hash", name)["folder"].endswith(name)
 
     assert partitions_of(publish, "embeddings") == {"docs", "journal", "learn", "posts", "projects"}
@@ -135,6 +137,37 @@ def test_sample_content_builds_into_every_output(make_config):
     manifest = read_manifest(cfg.manifest_path)
     assert manifest["stats"]["totalChunks"] == index["totalChunks"]
     assert "posts/homelab-proxmox-setup" in manifest["documents"]
+
+
+def test_a_sample_build_with_a_persistent_instance_is_three_runs_with_metadata_per_partition(tmp_path):
+    """What `tasks.py build` does: the project's dagster.yaml, a real DAGSTER_HOME, rag.yaml's vaults."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    cfg = load_config(REPO_ROOT / "rag.yaml", output_dir=tmp_path / "out", embedder="hashing", environ={})
+    collections = discover_collections(cfg).collections
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        outcome = run_build(cfg, instance, full=True)
+        assert outcome.success, outcome.error or outcome.failed_checks
+        runs = instance.get_runs()
+        assert len(runs) <= MAX_RUNS_PER_BUILD == 3
+        assert {r.job_name for r in runs} == {"update_collection", "update_safe_vaults", "update_private_vaults"}
+
+        def latest(asset: str) -> dict[str, dict]:
+            records = instance.fetch_materializations(dg.AssetKey(asset), limit=100).records
+            return {r.partition_key: {k: v.value for k, v in r.asset_materialization.metadata.items()} for r in records}
+
+        for asset in ("content_hash", "parsed_documents", "chunks", "embeddings"):
+            assert set(latest(asset)) == set(collections), asset
+        documents = {key: meta["documents"] for key, meta in latest("parsed_documents").items()}
+        assert documents == {name: len(list((SAMPLE_CONTENT / name).rglob("*.md*"))) for name in collections}
+        assert len(set(documents.values())) > 1  # each partition carries its own figures, not the run's
+        chunks = latest("chunks")
+        assert sum(meta["chunks"] for meta in chunks.values()) == outcome.publish_metadata["public_index"]["chunks"]
+        # Each tier's asset lists its own vaults only.
+        assert set(latest("safe_vault_chunks")) == {"homelab-notes"}
+        assert set(latest("private_vault_chunks")) == {"homelab-notes", "personal"}
+    assert [c.collection for c in outcome.collections] == list(collections)
 
 
 def test_a_collection_not_built_yet_is_left_out_and_named(write_tree, make_config):

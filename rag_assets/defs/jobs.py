@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dagster as dg
 
+# The most runs a successful `rag build` starts (collections + publishing, then each tier).
+MAX_RUNS_PER_BUILD = 3
+
 INDEX_COLLECTION_JOB = "index_collection"
 PUBLISH_JOB = "publish_index"
 UPDATE_COLLECTION_JOB = "update_collection"
