@@ -16,6 +16,7 @@ embedding time, and the persistent/ephemeral ratio; then peak RSS.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import statistics
 import sys
@@ -46,6 +47,7 @@ def one_build(content: Path | None, instance: dg.DagsterInstance) -> dict[str, f
             cfg = load_config(ROOT / "rag.yaml", output_dir=out, embedder="hashing", environ={})
         else:
             cfg = load_config(None, content_dir=content, output_dir=out, embedder="hashing", environ={})
+            cfg = dataclasses.replace(cfg, vaults=())  # not the vaults of a rag.yaml in the working folder
         runs_before = len(instance.get_run_ids())
         t0 = time.perf_counter()
         outcome = run_build(cfg, instance, full=True)

@@ -39,7 +39,6 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
             snapshot = snapshot_collection(cfg.content_dir, collection, stat_cache)
             if not Path(snapshot.root).is_dir():
                 context.log.warning(f"[{collection}] folder {snapshot.root} does not exist; the collection is empty")
-            context.log.info(f"[{collection}] {len(snapshot.files)} files, hash {snapshot.content_hash[:12]}")
             return snapshot, {
                 "content_hash": snapshot.content_hash,
                 "files": len(snapshot.files),
@@ -47,7 +46,9 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
                 "folder": dg.MetadataValue.path(snapshot.root),
             }
 
-        snapshots = for_each_partition(context, "collection", one)
+        snapshots = for_each_partition(
+            context, "collection", one, lambda s: f"{len(s.files)} files, hash {s.content_hash[:12]}"
+        )
         stat_cache.save()
         return snapshots
 
@@ -66,10 +67,6 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
             for item in parsed.skipped:
                 context.log.warning(f"[{collection}] skipped {item.path}: {item.reason}")
             reused = len(parsed.cached_chunks)
-            context.log.info(
-                f"[{collection}] {len(parsed.documents)} documents ({len(parsed.documents) - reused} parsed, "
-                f"{reused} unchanged), {len(parsed.skipped)} skipped"
-            )
             return parsed, {
                 "documents": len(parsed.documents),
                 "parsed_now": len(parsed.documents) - reused,
@@ -79,7 +76,14 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
                 "content_hash": parsed.content_hash,
             }
 
-        return for_each_partition(context, "collection", one)
+        def describe(parsed: ParsedCollection) -> str:
+            reused = len(parsed.cached_chunks)
+            return (
+                f"{len(parsed.documents)} documents ({len(parsed.documents) - reused} parsed, {reused} unchanged), "
+                f"{len(parsed.skipped)} skipped"
+            )
+
+        return for_each_partition(context, "collection", one, describe)
 
     @dg.asset(partitions_def=partitions_def, backfill_policy=SINGLE_RUN, group_name=GROUP, kinds={"python"})
     def chunks(
@@ -92,7 +96,6 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
         def one(collection: str) -> tuple[ChunkedCollection, dict]:
             chunked = chunk_collection(parsed_documents[collection], cfg.chunking, cache)
             words = [c.word_count for c in chunked.chunks]
-            context.log.info(f"[{collection}] {len(chunked.chunks)} chunks from {len(chunked.documents)} documents")
             return chunked, {
                 "documents": len(chunked.documents),
                 "chunks": len(chunked.chunks),
@@ -102,6 +105,8 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
                 "content_hash": chunked.content_hash,
             }
 
-        return for_each_partition(context, "collection", one)
+        return for_each_partition(
+            context, "collection", one, lambda c: f"{len(c.chunks)} chunks from {len(c.documents)} documents"
+        )
 
     return [content_hash, parsed_documents, chunks]

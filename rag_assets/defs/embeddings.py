@@ -4,7 +4,7 @@ from typing import Optional
 
 import dagster as dg
 
-from rag_assets.defs.ranges import SINGLE_RUN, for_each_partition
+from rag_assets.defs.ranges import SINGLE_RUN, for_each_partition, throttled
 from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.embedders.cache import EmbeddingCache
 from rag_assets.index_json import read_meta
@@ -40,6 +40,7 @@ def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.A
         cfg = rag.to_config()
         cache = EmbeddingCache(rag.embedding_cache_path)
         price = embedder.openai.price_per_million_tokens if selection.provider == "openai" else None
+        progress = throttled(context.log.info)
 
         def one(collection: str) -> tuple[EmbeddedCollection, dict]:
             embedded, stats = embed_collection(
@@ -48,7 +49,7 @@ def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.A
                 cache=cache,
                 batch_size=embedder.batch_size,
                 provider=selection.provider,
-                log=context.log.info,
+                log=progress,
             )
             return embedded, {
                 "provider": selection.provider,
@@ -66,7 +67,9 @@ def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.A
             }
 
         try:
-            embedded = for_each_partition(context, "collection", one)
+            embedded = for_each_partition(
+                context, "collection", one, lambda e: f"{len(e.chunks)} chunks, {len(e.failed_chunk_ids)} without a vector"
+            )
         finally:
             close = getattr(model, "close", None)
             if close:

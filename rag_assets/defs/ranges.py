@@ -29,12 +29,15 @@ def for_each_partition(
     context: dg.AssetExecutionContext,
     kind: str,
     work: Callable[[str], tuple[T, dict[str, Any]]],
+    describe: Callable[[T], str] | None = None,
 ) -> dict[str, T]:
     """``{partition: value}`` of ``work(partition)`` over the run's partitions.
 
     ``work`` returns (value, metadata); the metadata (plus the partition's ``seconds``) goes
     to that partition's materialisation. The first failure stops the step with a
-    ``dg.Failure`` naming the partition, so nothing of the run is published.
+    ``dg.Failure`` naming the partition, so nothing of the run is published. ``describe``
+    gives each partition's part of one summary line logged at the end: one log event per
+    step rather than per partition, as every event costs a disk sync in a persistent instance.
     """
     out: dict[str, T] = {}
     for key in context.partition_keys:
@@ -48,4 +51,20 @@ def for_each_partition(
             ) from error
         context.add_asset_metadata({**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key)
         out[key] = value
+    if describe and out:
+        context.log.info("; ".join(f"[{key}] {describe(value)}" for key, value in out.items()))
     return out
+
+
+def throttled(log: Callable[[str], None], interval: float = 2.0) -> Callable[[str], None]:
+    """``log``, passing at most one progress line per ``interval`` seconds (failures always):
+    a fast embedder finishes a batch every few milliseconds, and each line is a stored event."""
+    last = [float("-inf")]
+
+    def emit(message: str) -> None:
+        now = time.monotonic()
+        if "FAILED" in message or now - last[0] >= interval:
+            last[0] = now
+            log(message)
+
+    return emit
