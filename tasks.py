@@ -3,8 +3,10 @@
 
     python3 tasks.py build   # create .venv, install, build the sample index, print the summary
     python3 tasks.py test    # create .venv, install with test extras, run the whole test suite
-    python3 tasks.py ui      # create .venv, install, start `dagster dev` with a persistent DAGSTER_HOME
+    python3 tasks.py ui      # create .venv, install, start `dagster dev`
 
+`build` and `ui` share one Dagster instance, DAGSTER_HOME=.dagster_home (its dagster.yaml
+links to the project's), so the builds show in the UI's run history and asset catalog.
 The virtual environment is (re)installed only when pyproject.toml changed since
 the last install, so repeated runs start in a second.
 """
@@ -22,6 +24,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".installed-from"
+DAGSTER_HOME = ROOT / ".dagster_home"
 
 
 def ensure_venv() -> None:
@@ -44,6 +47,12 @@ def run(*cmd: str, env: dict[str, str] | None = None) -> int:
     return subprocess.call(list(cmd), cwd=ROOT, env={**os.environ, **(env or {})})
 
 
+def dagster_home() -> dict[str, str]:
+    """The environment that points `rag build` and `dagster dev` at the project's instance."""
+    DAGSTER_HOME.mkdir(exist_ok=True)
+    return {"DAGSTER_HOME": str(DAGSTER_HOME)}
+
+
 def main(argv: list[str]) -> int:
     task = argv[0] if argv else "help"
     rest = argv[1:]
@@ -52,12 +61,10 @@ def main(argv: list[str]) -> int:
         return 0 if task in ("help", "-h", "--help") else 2
     ensure_venv()
     if task == "build":
-        return run(str(BIN / "rag"), "build", *rest)
+        return run(str(BIN / "rag"), "build", *rest, env=dagster_home())
     if task == "test":
         return run(str(BIN / "python"), "-m", "pytest", *rest)
-    home = ROOT / ".dagster_home"
-    home.mkdir(exist_ok=True)
-    return run(str(BIN / "dagster"), "dev", *rest, env={"DAGSTER_HOME": str(home)})
+    return run(str(BIN / "dagster"), "dev", *rest, env=dagster_home())
 
 
 if __name__ == "__main__":

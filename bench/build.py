@@ -1,25 +1,29 @@
 #!/usr/bin/env python3
-"""Full build of the Hugo docs corpus with the hashing embedder; prints throughput figures.
+"""Forced builds with and without a persistent Dagster instance; prints medians.
 
-    .venv/bin/python bench/build.py [--corpus DIR] [--repeat N]
+    .venv/bin/python bench/build.py [--corpus NAME=DIR ...] [--repeat N]
 
-Runs the same in-process Dagster jobs as `rag build` (ephemeral instance, fresh
-output folder per repetition) and reports medians over the repetitions: wall
-time, documents/s, chunks/s, peak RSS, index bytes per chunk, and the share of
-wall time spent outside embedding.
+For each corpus (default: the sample content with the project's rag.yaml, vaults
+included, and the Hugo docs corpus), runs the same in-process Dagster jobs as
+`rag build --force` with the hashing embedder and a fresh output folder per build,
+once with an ephemeral instance (no DAGSTER_HOME) and once with a persistent one
+(a temporary DAGSTER_HOME holding the project's dagster.yaml, kept across the builds
+as a real one is). The two modes alternate, after one untimed warm-up build each.
+Reports per corpus and mode: median wall time, runs per build, documents/s, chunks/s,
+embedding time, and the persistent/ephemeral ratio; then peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
-
-import dagster as dg
 
 ROOT = Path(__file__).resolve().parents[1]
 # This folder holds secrets.py (the detector bench), which would shadow the standard
@@ -27,59 +31,86 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
+import dagster as dg  # noqa: E402
+
 from rag_assets.config import load_config  # noqa: E402
 from rag_assets.defs.runner import run_build  # noqa: E402
 
-DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
+HUGO_DOCS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
+MODES = ("ephemeral", "persistent")
 
 
-def one_build(corpus: Path) -> dict[str, float]:
+def one_build(content: Path | None, instance: dg.DagsterInstance) -> dict[str, float]:
+    """A forced build into a fresh output folder; ``content=None`` is the sample with rag.yaml."""
     with tempfile.TemporaryDirectory() as out:
-        cfg = load_config(None, content_dir=corpus, output_dir=out, embedder="hashing", environ={})
-        instance = dg.DagsterInstance.ephemeral()
+        if content is None:
+            cfg = load_config(ROOT / "rag.yaml", output_dir=out, embedder="hashing", environ={})
+        else:
+            cfg = load_config(None, content_dir=content, output_dir=out, embedder="hashing", environ={})
+            cfg = dataclasses.replace(cfg, vaults=())  # not the vaults of a rag.yaml in the working folder
+        runs_before = len(instance.get_run_ids())
         t0 = time.perf_counter()
-        outcome = run_build(cfg, instance)
+        outcome = run_build(cfg, instance, full=True)
         wall = time.perf_counter() - t0
-        instance.dispose()
         if not outcome.success:
             raise SystemExit(f"build failed: {outcome.error or outcome.failed_checks}")
         docs = sum(c.metadata["parsed_documents"]["documents"] for c in outcome.collections)
         chunks = sum(c.metadata["chunks"]["chunks"] for c in outcome.collections)
         embed_s = sum(c.metadata["embeddings"]["embedding_seconds"] for c in outcome.collections)
-        index_bytes = cfg.index_path.stat().st_size
-    return {
-        "wall_s": wall,
-        "documents": docs,
-        "chunks": chunks,
-        "docs_per_s": docs / wall,
-        "chunks_per_s": chunks / wall,
-        "embed_s": embed_s,
-        "outside_embedding_share": 1 - embed_s / wall,
-        "index_bytes_per_chunk": index_bytes / chunks,
-        "index_mb": index_bytes / 1e6,
-    }
+        return {
+            "wall_s": wall,
+            "runs": len(instance.get_run_ids()) - runs_before,
+            "documents": docs,
+            "chunks": chunks,
+            "docs_per_s": docs / wall,
+            "chunks_per_s": chunks / wall,
+            "embed_s": embed_s,
+            "index_mb": cfg.index_path.stat().st_size / 1e6,
+        }
+
+
+def bench_corpus(content: Path | None, repeat: int) -> dict[str, list[dict[str, float]]]:
+    results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
+    with ExitStack() as stack:
+        home = stack.enter_context(tempfile.TemporaryDirectory(prefix="dagster_home_"))
+        (Path(home) / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+        instances = {
+            "ephemeral": stack.enter_context(dg.DagsterInstance.ephemeral()),
+            "persistent": stack.enter_context(dg.DagsterInstance.from_config(home)),
+        }
+        for mode in MODES:  # warm-up: imports, the instance's database schemas
+            one_build(content, instances[mode])
+        for _ in range(repeat):
+            for mode in MODES:
+                results[mode].append(one_build(content, instances[mode]))
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--corpus", action="append", metavar="NAME=DIR", help="a content folder (repeatable)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    runs = [one_build(args.corpus) for _ in range(args.repeat)]
-    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"corpus            {args.corpus}")
-    print(f"runs              {len(runs)} (medians below)")
-    print(f"documents         {med['documents']:.0f}")
-    print(f"chunks            {med['chunks']:.0f}")
-    walls = ", ".join(f"{r['wall_s']:.2f}" for r in runs)
-    print(f"wall time         {med['wall_s']:.2f} s   (all runs: {walls})")
-    print(f"documents/s       {med['docs_per_s']:.0f}")
-    print(f"chunks/s          {med['chunks_per_s']:.0f}")
-    print(f"embedding time    {med['embed_s']:.2f} s")
-    print(f"outside embedding {med['outside_embedding_share']:.0%} of wall time")
-    print(f"index size        {med['index_mb']:.2f} MB, {med['index_bytes_per_chunk']:.0f} bytes/chunk")
-    print(f"peak RSS          {peak_rss_mb:.0f} MiB (process, all runs)")
+    corpora: dict[str, Path | None] = {"sample": None}
+    if HUGO_DOCS.is_dir():
+        corpora["hugo-docs"] = HUGO_DOCS
+    if args.corpus:
+        corpora = {name: Path(folder) for name, folder in (c.split("=", 1) for c in args.corpus)}
+    print(f"{'corpus':<10} {'instance':<11} {'wall s':>7} {'runs':>5} {'docs':>6} {'chunks':>7} {'docs/s':>7} "
+          f"{'chunks/s':>8} {'embed s':>7}  all wall times")
+    for name, content in corpora.items():
+        results = bench_corpus(content, args.repeat)
+        medians = {}
+        for mode in MODES:
+            runs = results[mode]
+            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            medians[mode] = med
+            walls = ", ".join(f"{r['wall_s']:.2f}" for r in runs)
+            print(f"{name:<10} {mode:<11} {med['wall_s']:7.2f} {med['runs']:5.0f} {med['documents']:6.0f} "
+                  f"{med['chunks']:7.0f} {med['docs_per_s']:7.0f} {med['chunks_per_s']:8.0f} {med['embed_s']:7.2f}  {walls}")
+        ratio = medians["persistent"]["wall_s"] / medians["ephemeral"]["wall_s"]
+        print(f"{name:<10} persistent / ephemeral: {ratio:.2f}x")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB (process, all builds)")
 
 
 if __name__ == "__main__":

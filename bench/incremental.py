@@ -62,7 +62,8 @@ from rag_assets.ingest.chunking import chunk_document  # noqa: E402
 from rag_assets.ingest.parsing import parse_markdown_file  # noqa: E402
 from rag_assets.ingest.sources import iter_collection_files  # noqa: E402
 from rag_assets.records import Chunk  # noqa: E402
-from rag_assets.serve import cli, cli_build  # noqa: E402
+from rag_assets.serve import cli  # noqa: E402
+from rag_assets.serve import cli_build as build_command  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 PYTHON = sys.executable
@@ -200,7 +201,7 @@ def instrumented_cli(embedder_class: type) -> Iterator[dict[str, Any]]:
     probe["instance"] = instance
     original_run_build = runner.run_build
     original_cli_instance = runner.cli_instance
-    original_detect = cli_build.detect_changes
+    original_detect = build_command.detect_changes
     original_embed = embedder_class.embed_documents
 
     @contextlib.contextmanager
@@ -226,12 +227,12 @@ def instrumented_cli(embedder_class: type) -> Iterator[dict[str, Any]]:
         probe["texts"].extend(texts)
         return original_embed(self, texts, *args, **kwargs)
 
-    runner.run_build, runner.cli_instance, cli_build.detect_changes = timed_run_build, kept_instance, timed_detect
+    runner.run_build, runner.cli_instance, build_command.detect_changes = timed_run_build, kept_instance, timed_detect
     embedder_class.embed_documents = counting_embed
     try:
         yield probe
     finally:
-        runner.run_build, runner.cli_instance, cli_build.detect_changes = (
+        runner.run_build, runner.cli_instance, build_command.detect_changes = (
             original_run_build,
             original_cli_instance,
             original_detect,

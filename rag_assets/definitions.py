@@ -19,17 +19,14 @@ from rag_assets.defs.checks import (
 from rag_assets.defs.content import build_content_assets
 from rag_assets.defs.embeddings import build_embedding_assets
 from rag_assets.defs.evaluation import EVAL_ASSETS, EVAL_CHECKS, EvalSettings
-from rag_assets.defs.io_managers import (
-    AtomicFilesystemIOManager,
-    EveryCollectionInputManager,
-)
+from rag_assets.defs.io_managers import AtomicFilesystemIOManager
 from rag_assets.defs.jobs import ALL_JOBS
 from rag_assets.defs.partitions import collection_partitions
 from rag_assets.defs.publish import publish
 from rag_assets.defs.resources import EmbedderResource, RagSettings, TiersResource
 from rag_assets.defs.schedules import (
     build_nightly_schedule,
-    build_nightly_vault_schedule,
+    build_nightly_vault_schedules,
 )
 from rag_assets.defs.sensors import build_change_sensor, build_vault_sensor
 from rag_assets.defs.tiers import TIER_ASSETS, TIER_CHECKS
@@ -49,7 +46,7 @@ def build_definitions(cfg: RagConfig) -> dg.Definitions:
         asset_checks=[outputs_consistent, embedding_service, index_matches_content, index_recent, *TIER_CHECKS, *EVAL_CHECKS],
         jobs=ALL_JOBS,
         sensors=[build_change_sensor(cfg), build_vault_sensor(cfg)],
-        schedules=[build_nightly_schedule(cfg), build_nightly_vault_schedule(cfg)],
+        schedules=[build_nightly_schedule(cfg), *build_nightly_vault_schedules(cfg)],
         resources={
             "rag": RagSettings.from_config(cfg),
             "tiers": TiersResource.from_config(cfg),
@@ -58,7 +55,6 @@ def build_definitions(cfg: RagConfig) -> dg.Definitions:
             # Intermediate records live beside the outputs, so a CLI build and `dagster dev`
             # (possibly with different DAGSTER_HOMEs) share them.
             "io_manager": AtomicFilesystemIOManager(base_dir=str(cfg.intermediate_dir)),
-            "every_collection": EveryCollectionInputManager(base_dir=str(cfg.intermediate_dir)),
         },
     )
 

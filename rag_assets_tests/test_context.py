@@ -9,6 +9,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from rag_assets.search.retrieval.passages import (
+    citation_tag,
+    heading_anchor,
+    join_consecutive_chunks,
+)
 
 from rag_assets.ingest.chunking import (
     ChunkingParams,
@@ -19,11 +24,6 @@ from rag_assets.ingest.chunking import (
 from rag_assets.records import Chunk, Document
 from rag_assets.search.context import PackedContext, pack_context
 from rag_assets.search.params import Hit
-from rag_assets.search.passages import (
-    citation_tag,
-    heading_anchor,
-    join_consecutive_chunks,
-)
 from rag_assets.search.tokens import (
     EstimateTokenCounter,
     TokenCounter,

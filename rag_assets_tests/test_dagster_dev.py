@@ -4,8 +4,8 @@ Starts `dagster dev` (webserver + daemon + code server) headless on a free loopb
 against a temporary content tree, rag.yaml and DAGSTER_HOME, and drives it only through
 its GraphQL API and the files it writes:
 
-1. with no index yet, the first sensor tick launches one `update_collection` run per
-   collection; they succeed and publish the JSON index and the SQLite store;
+1. with no index yet, the first sensor tick launches one `update_collection` run over every
+   collection (a partition range); it succeeds and publishes the JSON index and the SQLite store;
 2. editing one file makes the sensor launch a new run for that collection only, and the
    new words become searchable in the store's FTS table;
 3. the server stops cleanly when its process group gets SIGTERM.
@@ -33,6 +33,7 @@ from .conftest import REPO_ROOT
 DAGSTER = Path(sys.executable).with_name("dagster")
 UPDATE_JOB = "update_collection"
 PARTITION_TAG = "dagster/partition"
+RANGE_TAGS = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
 SENSOR_INTERVAL = 5
 EDITED, UNTOUCHED = "guides", "notes"
 UNIQUE_WORD = "zyxwvut"
@@ -153,7 +154,7 @@ class DagsterDev:
         raise AssertionError("unreachable")
 
     def runs(self) -> list[dict]:
-        """Every run of the update job, as {runId, status, partition}."""
+        """Every run of the update job, as {runId, status, partitions} (its key, or its range's ends)."""
         response = self.client.post(
             "/graphql", json={"query": RUNS_QUERY, "variables": {"filter": {"pipelineName": UPDATE_JOB}}}
         )
@@ -164,14 +165,7 @@ class DagsterDev:
         result = body["data"]["runsOrError"]
         if result["__typename"] != "Runs":
             self.fail(f"runsOrError returned {result['__typename']}: {result.get('message')}")
-        return [
-            {
-                "runId": r["runId"],
-                "status": r["status"],
-                "partition": {t["key"]: t["value"] for t in r["tags"]}.get(PARTITION_TAG),
-            }
-            for r in result["results"]
-        ]
+        return [{"runId": r["runId"], "status": r["status"], "partitions": _partitions(r["tags"])} for r in result["results"]]
 
     def _sensor_state(self) -> dict:
         response = self.client.post("/graphql", json={"query": SENSOR_QUERY})
@@ -283,8 +277,17 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+def _partitions(tags: list[dict]) -> list[str]:
+    """The collections a run covers: its partition, or the ends of its range (two collections
+    here, so a range's ends are all of it)."""
+    values = {t["key"]: t["value"] for t in tags}
+    if PARTITION_TAG in values:
+        return [values[PARTITION_TAG]]
+    return sorted({values[tag] for tag in RANGE_TAGS if tag in values})
+
+
 def count(runs: list[dict], partition: str, status: str | None = None) -> int:
-    return sum(1 for r in runs if r["partition"] == partition and (status is None or r["status"] == status))
+    return sum(1 for r in runs if partition in r["partitions"] and (status is None or r["status"] == status))
 
 
 def all_done(runs: list[dict]) -> bool:
@@ -333,16 +336,16 @@ def test_dagster_dev_sensor_builds_then_reindexes_only_the_edited_collection(tmp
     try:
         timings["serving"] = server.wait_until_serving(STARTUP_DEADLINE)
 
-        # 1. First sensor tick: no index yet, so one run per collection.
+        # 1. First sensor tick: no index yet, so one run over every collection.
         runs = server.wait_for(
-            "the first build (one successful run per collection)",
+            "the first build (one successful run over both collections)",
             lambda rs: count(rs, EDITED, "SUCCESS") >= 1 and count(rs, UNTOUCHED, "SUCCESS") >= 1 and all_done(rs),
             BUILD_DEADLINE,
         )
         timings["first build"] = time.monotonic() - t0
         if not index_path.is_file() or not store_path.is_file():
             server.fail(f"runs succeeded but the outputs are missing: {index_path}, {store_path}; runs: {runs}")
-        assert count(runs, EDITED) == 1 and count(runs, UNTOUCHED) == 1, f"expected one run per collection: {runs}"
+        assert len(runs) == 1 and runs[0]["partitions"] == sorted([EDITED, UNTOUCHED]), f"expected one run: {runs}"
         first_index = index_path.read_text(encoding="utf-8")
         assert "tuesday" in first_index and "upgrade" in first_index, "the first index lacks a collection"
         assert fts_hits(store_path, UNIQUE_WORD) == 0

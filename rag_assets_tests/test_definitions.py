@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -9,9 +10,20 @@ import sys
 import dagster as dg
 import pytest
 
+from rag_assets.config import load_config
 from rag_assets.definitions import build_definitions
-from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
-from rag_assets.defs.partitions import sync_partitions
+from rag_assets.defs.jobs import (
+    INDEX_COLLECTION_JOB,
+    MAX_RUNS_PER_BUILD,
+    PUBLISH_JOB,
+    UPDATE_COLLECTION_JOB,
+)
+from rag_assets.defs.partitions import (
+    COLLECTIONS_PARTITION,
+    range_tags,
+    sync_partitions,
+)
+from rag_assets.defs.runner import run_build
 from rag_assets.index.index_json import read_index, read_meta
 from rag_assets.index.manifest import read_manifest
 from rag_assets.ingest.collections import discover_collections
@@ -19,25 +31,28 @@ from rag_assets.ingest.collections import discover_collections
 from .conftest import CORPORA, PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT
 
 
-def build_everything(cfg, instance) -> dict[str, dg.ExecuteInProcessResult]:
-    """Run the index job for every collection, then the publish job, as `rag build` does."""
+def build_everything(cfg, instance) -> dg.ExecuteInProcessResult:
+    """One run of the update job over every collection partition, as `rag build` does."""
     defs = build_definitions(cfg)
     sync_partitions(instance, cfg)
-    results = {}
-    for collection in discover_collections(cfg).collections:
-        results[collection] = defs.resolve_job_def(INDEX_COLLECTION_JOB).execute_in_process(
-            partition_key=collection, instance=instance
-        )
-    results["__publish__"] = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(instance=instance)
-    return results
+    keys = list(instance.get_dynamic_partitions(COLLECTIONS_PARTITION))
+    return defs.resolve_job_def(UPDATE_COLLECTION_JOB).execute_in_process(instance=instance, tags=range_tags(keys))
 
 
-def metadata_of(result: dg.ExecuteInProcessResult, asset: str) -> dict:
+def metadata_of(result: dg.ExecuteInProcessResult, asset: str, partition: str | None = None) -> dict:
     for event in result.get_asset_materialization_events():
         mat = event.event_specific_data.materialization
-        if mat.asset_key.to_user_string() == asset:
+        if mat.asset_key.to_user_string() == asset and mat.partition == partition:
             return {k: v.value for k, v in mat.metadata.items()}
-    raise AssertionError(f"{asset} was not materialised")
+    raise AssertionError(f"{asset} {partition or ''} was not materialised")
+
+
+def partitions_of(result: dg.ExecuteInProcessResult, asset: str) -> set[str]:
+    return {
+        e.event_specific_data.materialization.partition
+        for e in result.get_asset_materialization_events()
+        if e.event_specific_data.materialization.asset_key.to_user_string() == asset
+    }
 
 
 BAD_INPUT_TREE = {
@@ -56,11 +71,11 @@ BAD_INPUT_TREE = {
 def test_bad_input_is_reported_and_everything_else_is_indexed(write_tree, make_config):
     cfg = make_config(write_tree(BAD_INPUT_TREE))
     with dg.instance_for_test() as instance:
-        results = build_everything(cfg, instance)
-    assert all(r.success for r in results.values())
-    assert set(results) == {"docs", "posts", "__publish__"}  # the forbidden folder name is not a partition
+        result = build_everything(cfg, instance)
+    assert result.success
+    assert partitions_of(result, "embeddings") == {"docs", "posts"}  # the forbidden folder name is not a partition
 
-    parsed = metadata_of(results["posts"], "parsed_documents")
+    parsed = metadata_of(result, "parsed_documents", "posts")
     assert parsed["documents"] == 2 and parsed["skipped_files"] == 4
     for needle in ("broken-yaml.md", "invalid YAML", "latin1.md", "UTF-8", "empty.md", "photo.jpg"):
         assert needle in parsed["skipped"]
@@ -69,30 +84,35 @@ def test_bad_input_is_reported_and_everything_else_is_indexed(write_tree, make_c
     ids = {c["id"] for c in index["chunks"]}
     assert {"posts/homelab-proxmox-setup/chunk-0", "posts/windows/chunk-0", "docs/guide/chunk-0"} <= ids
     assert index["collections"] == {"docs": {"chunks": 2, "documents": 2}, "posts": {"chunks": 2, "documents": 2}}
-    published = metadata_of(results["__publish__"], "public_index")
+    published = metadata_of(result, "public_index")
     assert published["skipped_files"] == 4 and "photo.jpg" in published["skipped"]
 
 
 def test_sample_content_builds_into_every_output(make_config):
     cfg = make_config(SAMPLE_CONTENT)
     with dg.instance_for_test() as instance:
-        results = build_everything(cfg, instance)
-        publish = results.pop("__publish__")
+        publish = build_everything(cfg, instance)
         assert publish.success
+        assert len(instance.get_runs()) == 1  # every collection and publishing: one run
         checks = publish.get_asset_check_evaluations()
         assert {c.check_name: c.passed for c in checks} == {
             "outputs_consistent": True, "index_complete": True, "index_matches_content": True, "index_recent": True,
+            "embedding_service": True,
         }
-        # Metadata the UI shows for each step.
-        posts = results["posts"]
-        assert metadata_of(posts, "content_hash")["files"] >= 5
-        assert "headingPath" not in metadata_of(posts, "chunks")["preview"]  # rendered as a path, not JSON
-        assert metadata_of(posts, "embeddings")["model"] == "rag-assets/feature-hash-v1"
+        # Metadata the UI shows for each step, per partition.
+        assert metadata_of(publish, "content_hash", "posts")["files"] >= 5
+        assert "headingPath" not in metadata_of(publish, "chunks", "posts")["preview"]  # rendered as a path, not JSON
+        assert metadata_of(publish, "embeddings", "posts")["model"] == "rag-assets/feature-hash-v1"
         index_meta = metadata_of(publish, "public_index")
         for key in ("documents", "chunks", "per_collection", "model", "dimension", "content_hash", "index_size", "preview", "skipped"):
             assert key in index_meta
+        # Each partition's materialisation carries its own collection's figures.
+        for name in ("docs", "posts"):
+            parsed = metadata_of(publish, "parsed_documents", name)
+            assert parsed["documents"] == len(list((SAMPLE_CONTENT / name).rglob("*.md*")))
+            assert metadata_of(publish, "content_hash", name)["folder"].endswith(name)
 
-    assert set(results) == {"docs", "journal", "learn", "posts", "projects"}
+    assert partitions_of(publish, "embeddings") == {"docs", "journal", "learn", "posts", "projects"}
     index = read_index(cfg.index_path)
     assert index["version"] and index["dimension"] == 384 and index["model"] == "rag-assets/feature-hash-v1"
     assert index["totalChunks"] == len(index["chunks"]) >= 25
@@ -127,6 +147,37 @@ def test_sample_content_builds_into_every_output(make_config):
     assert "posts/homelab-proxmox-setup" in manifest["documents"]
 
 
+def test_a_sample_build_with_a_persistent_instance_is_three_runs_with_metadata_per_partition(tmp_path):
+    """What `tasks.py build` does: the project's dagster.yaml, a real DAGSTER_HOME, rag.yaml's vaults."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    cfg = load_config(REPO_ROOT / "rag.yaml", output_dir=tmp_path / "out", embedder="hashing", environ={})
+    collections = discover_collections(cfg).collections
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        outcome = run_build(cfg, instance, full=True)
+        assert outcome.success, outcome.error or outcome.failed_checks
+        runs = instance.get_runs()
+        assert len(runs) <= MAX_RUNS_PER_BUILD == 3
+        assert {r.job_name for r in runs} == {"update_collection", "update_safe_vaults", "update_private_vaults"}
+
+        def latest(asset: str) -> dict[str, dict]:
+            records = instance.fetch_materializations(dg.AssetKey(asset), limit=100).records
+            return {r.partition_key: {k: v.value for k, v in r.asset_materialization.metadata.items()} for r in records}
+
+        for asset in ("content_hash", "parsed_documents", "chunks", "embeddings"):
+            assert set(latest(asset)) == set(collections), asset
+        documents = {key: meta["documents"] for key, meta in latest("parsed_documents").items()}
+        assert documents == {name: len(list((SAMPLE_CONTENT / name).rglob("*.md*"))) for name in collections}
+        assert len(set(documents.values())) > 1  # each partition carries its own figures, not the run's
+        chunks = latest("chunks")
+        assert sum(meta["chunks"] for meta in chunks.values()) == outcome.publish_metadata["public_index"]["chunks"]
+        # Each tier's asset lists its own vaults only.
+        assert set(latest("safe_vault_chunks")) == {"homelab-notes"}
+        assert set(latest("private_vault_chunks")) == {"homelab-notes", "personal"}
+    assert [c.collection for c in outcome.collections] == list(collections)
+
+
 def test_a_collection_not_built_yet_is_left_out_and_named(write_tree, make_config):
     cfg = make_config(write_tree({"posts/a.md": PROXMOX_POST, "docs/b.md": "# B\n\ntext"}))
     defs = build_definitions(cfg)
@@ -145,16 +196,16 @@ def test_real_corpus_builds_with_every_file_accounted_for(corpus, make_config):
         pytest.skip(f"{content} is not present")
     cfg = make_config(content)
     with dg.instance_for_test() as instance:
-        results = build_everything(cfg, instance)
-    assert all(r.success for r in results.values())
+        result = build_everything(cfg, instance)
+    assert result.success
     collections = discover_collections(cfg).collections
     on_disk = {p.relative_to(content).as_posix() for p in content.rglob("*") if p.is_file()}
     loose = set(discover_collections(cfg).loose_files)
     indexed = {d["path"] for d in read_manifest(cfg.manifest_path)["documents"].values()}
     skipped = set()
+    parsed_by_collection = result.output_for_node("parsed_documents")
     for name in collections:
-        parsed = results[name].output_for_node("parsed_documents")
-        skipped |= {s.path for s in parsed.skipped}
+        skipped |= {s.path for s in parsed_by_collection[name].skipped}
     assert indexed | skipped | loose == on_disk
     assert not indexed & skipped
     assert len(indexed) >= 0.95 * len(on_disk)

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from rag_assets.config import RagConfig, load_config
-from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB
+from rag_assets.defs.jobs import UPDATE_COLLECTION_JOB
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.index import generations
@@ -496,11 +496,14 @@ def test_one_file_edit_parses_one_document_and_embeds_only_the_changed_chunks(tm
         assert (store_meta["chunks_written"], store_meta["chunks_deleted"]) == (len(written), len(deleted))
         assert store_meta["full_rewrite"] is False
 
-        # The other collections were not run at all: no run, no rewritten intermediate record.
-        index_runs = instance.get_runs(dg.RunsFilter(job_name=INDEX_COLLECTION_JOB))
-        partitions = sorted(r.tags.get("dagster/partition") for r in index_runs)
-        assert partitions == ["docs", "journal", "posts", "posts"]
-        assert len(instance.get_runs(dg.RunsFilter(job_name=PUBLISH_JOB))) == 2
+        # One run per build; the second one's range is posts alone, so the other collections
+        # were not run at all: no rewritten intermediate record.
+        runs = instance.get_runs(dg.RunsFilter(job_name=UPDATE_COLLECTION_JOB))  # newest first
+        assert len(instance.get_runs()) == len(runs) == 2
+        assert runs[0].tags.get("dagster/partition") == "posts"
+        assert (runs[1].tags["dagster/asset_partition_range_start"], runs[1].tags["dagster/asset_partition_range_end"]) == (
+            "docs", "posts"
+        )
         assert pickle_stamps(("docs", "journal")) == untouched
         assert check_public_outputs(cfg).ok
 
@@ -746,10 +749,12 @@ def test_intermediate_records_are_replaced_whole_never_truncated(tmp_path: Path)
     leaves the previous record intact and no partial file under the record's name."""
     import pickle
 
-    from rag_assets.defs.io_managers import _AtomicPickleIOManager
+    from upath import UPath
 
-    record = tmp_path / "embeddings" / "docs"
-    manager = _AtomicPickleIOManager(base_dir=str(tmp_path))
+    from rag_assets.defs.io_managers import AtomicPickleIOManager
+
+    record = UPath(tmp_path / "embeddings" / "docs")
+    manager = AtomicPickleIOManager(base_dir=str(tmp_path))
     manager.dump_to_path(None, {"collection": "docs", "chunks": [1, 2, 3]}, record)
     before = record.read_bytes()
 

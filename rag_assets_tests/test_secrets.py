@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.privacy.secrets import Redaction, SecretDetector, SecretFinding, masked_preview
+from rag_assets.privacy.secrets import (
+    Redaction,
+    SecretDetector,
+    SecretFinding,
+    masked_preview,
+)
 from rag_assets.privacy.secrets.detector import merge
 
 CASES_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "secrets"

@@ -10,7 +10,12 @@ import time
 import dagster as dg
 
 from rag_assets.definitions import build_definitions
-from rag_assets.defs.partitions import COLLECTIONS_PARTITION, sync_partitions
+from rag_assets.defs.partitions import (
+    COLLECTIONS_PARTITION,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    sync_partitions,
+)
 from rag_assets.defs.runner import run_build
 from rag_assets.defs.schedules import build_nightly_schedule
 from rag_assets.defs.sensors import build_change_sensor
@@ -30,6 +35,15 @@ def evaluate(sensor, instance, cursor, cfg):
             for key in request.partition_keys:
                 instance.delete_dynamic_partition(request.partitions_def_name, key)
     return result
+
+
+def partitions_of(request: dg.RunRequest, instance: dg.DagsterInstance, partitions: str) -> list[str]:
+    """The partitions one run request covers: its partition key, or its range in Dagster's order."""
+    if request.partition_key is not None:
+        return [request.partition_key]
+    keys = list(instance.get_dynamic_partitions(partitions))
+    start, end = keys.index(request.tags[RANGE_START_TAG]), keys.index(request.tags[RANGE_END_TAG])
+    return keys[start : end + 1]
 
 
 def touch(path, text):
@@ -108,15 +122,46 @@ def test_undoing_an_edit_runs_again(write_tree, make_config):
         assert second.run_requests[0].run_key != first.run_requests[0].run_key
 
 
-def test_sensor_with_no_index_requests_every_collection(write_tree, make_config):
+def test_sensor_with_no_index_requests_every_collection_in_one_run(write_tree, make_config):
     cfg = make_config(write_tree(TREE))
     with dg.instance_for_test() as instance:
         result = evaluate(build_change_sensor(cfg), instance, None, cfg)
-        assert sorted(r.partition_key for r in result.run_requests) == ["docs", "posts"]
+        [request] = result.run_requests
+        assert request.job_name == "update_collection"
+        assert partitions_of(request, instance, COLLECTIONS_PARTITION) == ["docs", "posts"]
         assert sorted(instance.get_dynamic_partitions(COLLECTIONS_PARTITION)) == ["docs", "posts"]
 
 
-def test_nightly_schedule_requests_every_partition_as_a_full_build(write_tree, make_config):
+def test_several_changed_collections_are_one_run_that_indexes_each(write_tree, make_config):
+    tree = {**TREE, "learn/l.md": "# L\n\nlearning notes", "projects/p.md": "# P\n\na project"}
+    content = write_tree(tree)
+    cfg = make_config(content)
+    sensor = build_change_sensor(cfg)
+    with dg.instance_for_test() as instance:
+        assert run_build(cfg, instance).success
+        cursor = evaluate(sensor, instance, None, cfg).cursor
+        touch(content / "docs" / "c.md", "# C\n\nzfs datasets and snapshots")
+        touch(content / "projects" / "p.md", "# P\n\na project, now finished")
+        result = evaluate(sensor, instance, cursor, cfg)
+        [request] = result.run_requests
+        assert request.job_name == "update_collection" and request.tags["rag/build"] == "incremental"
+        covered = partitions_of(request, instance, COLLECTIONS_PARTITION)
+        # Both changed collections, and those between them in Dagster's order (re-checked, cheap).
+        assert covered[0] == "docs" and covered[-1] == "projects"
+        assert not evaluate(sensor, instance, result.cursor, cfg).run_requests  # the same content never runs twice
+
+        job = build_definitions(cfg).resolve_job_def(request.job_name)
+        run = job.execute_in_process(instance=instance, partition_key=request.partition_key, tags=request.tags)
+        assert run.success
+        materialised = {
+            e.event_specific_data.materialization.partition
+            for e in run.get_asset_materialization_events()
+            if e.event_specific_data.materialization.asset_key.to_user_string() == "embeddings"
+        }
+        assert materialised == set(covered)
+
+
+def test_nightly_schedule_requests_one_full_run_over_every_partition(write_tree, make_config):
     cfg = make_config(write_tree(TREE))
     schedule = build_nightly_schedule(cfg)
     assert schedule.cron_schedule == "0 3 * * *" and schedule.execution_timezone == "UTC"
@@ -124,10 +169,10 @@ def test_nightly_schedule_requests_every_partition_as_a_full_build(write_tree, m
         sync_partitions(instance, cfg)
         when = datetime.datetime(2026, 12, 1, 3, 0, tzinfo=datetime.timezone.utc)
         context = dg.build_schedule_context(instance=instance, scheduled_execution_time=when)
-        requests = list(schedule(context))
-    assert sorted(r.partition_key for r in requests) == ["docs", "posts"]
-    assert all(r.tags["rag/build"] == "full" for r in requests)
-    assert requests[0].run_key == "nightly:2026-12-01T03:00:00+00:00:docs"
+        [request] = schedule.evaluate_tick(context).run_requests
+        assert partitions_of(request, instance, COLLECTIONS_PARTITION) == ["docs", "posts"]
+    assert request.tags["rag/build"] == "full"
+    assert request.run_key == "nightly:2026-12-01T03:00:00+00:00"
 
 
 def test_sensor_run_requests_resolve_against_their_jobs(write_tree, make_config):
@@ -157,7 +202,10 @@ def vault_config(content, make_config, vaults=("notes:safe", "me:private")):
 
 
 def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaults(write_tree, make_config):
-    from rag_assets.defs.partitions import VAULTS_PARTITION
+    from rag_assets.defs.partitions import (
+        PRIVATE_VAULTS_PARTITION,
+        SAFE_VAULTS_PARTITION,
+    )
     from rag_assets.defs.sensors import build_vault_sensor
     from rag_assets.index import store
 
@@ -183,12 +231,18 @@ def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaul
         result = job.execute_in_process(instance=instance, partition_key=request.partition_key, tags=request.tags)
         assert result.success
 
+    def requested(data) -> list[tuple[str, list[str]]]:
+        partitions = {"update_safe_vaults": SAFE_VAULTS_PARTITION, "update_private_vaults": PRIVATE_VAULTS_PARTITION}
+        return sorted((r.job_name, partitions_of(r, instance, partitions[r.job_name])) for r in data.run_requests)
+
     with dg.instance_for_test() as instance:
-        # Before any build: the partitions appear and both vaults are requested.
+        # Before any build: each tier's partitions appear (the private vault `me` is not a
+        # partition of the Safe tier) and both tiers are requested, one run each.
         data = tick(cfg, None)
-        assert sorted(instance.get_dynamic_partitions(VAULTS_PARTITION)) == ["me", "notes"]
-        assert sorted((r.job_name, r.partition_key) for r in data.run_requests) == [
-            ("update_vault", "me"), ("update_vault", "notes")
+        assert list(instance.get_dynamic_partitions(SAFE_VAULTS_PARTITION)) == ["notes"]
+        assert sorted(instance.get_dynamic_partitions(PRIVATE_VAULTS_PARTITION)) == ["me", "notes"]
+        assert requested(data) == [
+            ("update_private_vaults", ["notes", "me"]), ("update_safe_vaults", ["notes"])
         ]
         # Requested but not yet run: not requested again.
         assert not tick(cfg, data.cursor).run_requests
@@ -197,11 +251,12 @@ def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaul
         data = tick(cfg, data.cursor)
         assert not data.run_requests
 
-        # One edit in the safe vault: that vault only.
+        # One edit in the safe vault: that vault only, in both tiers that hold it.
         touch(content / "vaults" / "notes" / "nas.md", "# NAS\n\nThe NAS now has a second pool for backups.\n")
         data = tick(cfg, data.cursor)
-        assert [(r.job_name, r.partition_key) for r in data.run_requests] == [("update_vault", "notes")]
-        run(cfg, data.run_requests[0])
+        assert requested(data) == [("update_private_vaults", ["notes"]), ("update_safe_vaults", ["notes"])]
+        for request in data.run_requests:
+            run(cfg, request)
         assert "second pool" in " ".join(
             t for (t,) in store_rows(cfg.safe_store_path, "SELECT text FROM chunks")
         )
@@ -209,7 +264,8 @@ def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaul
         # The private vault leaves the config: its partition goes and a purge run is requested.
         without = vault_config(content, make_config, vaults=("notes:safe",))
         data = tick(without, data.cursor)
-        assert list(instance.get_dynamic_partitions(VAULTS_PARTITION)) == ["notes"]
+        assert list(instance.get_dynamic_partitions(PRIVATE_VAULTS_PARTITION)) == ["notes"]
+        assert list(instance.get_dynamic_partitions(SAFE_VAULTS_PARTITION)) == ["notes"]
         assert [r.job_name for r in data.run_requests] == ["refresh_tier_stores"]
         run(without, data.run_requests[0])
         assert set(store.summarise(cfg.private_store_path).per_collection) == {"notes"}

@@ -18,7 +18,7 @@ import dagster as dg
 import pytest
 
 from rag_assets.config import VaultConfig, load_config
-from rag_assets.defs.partitions import VAULTS_PARTITION
+from rag_assets.defs.partitions import PRIVATE_VAULTS_PARTITION, SAFE_VAULTS_PARTITION
 from rag_assets.defs.runner import run_build
 from rag_assets.index import store
 from rag_assets.serve.cli import main as rag
@@ -231,12 +231,15 @@ def test_removing_a_vault_purges_it_from_both_stores_and_its_partition(tmp_path)
     cfg = sample_config(tmp_path, content)
     with dg.instance_for_test() as instance:
         assert run_build(cfg, instance).success
-        assert set(instance.get_dynamic_partitions(VAULTS_PARTITION)) == {"homelab-notes", "personal"}
+        # Each tier's asset has its own partitions: the private vault is not one of the Safe tier's.
+        assert set(instance.get_dynamic_partitions(PRIVATE_VAULTS_PARTITION)) == {"homelab-notes", "personal"}
+        assert set(instance.get_dynamic_partitions(SAFE_VAULTS_PARTITION)) == {"homelab-notes"}
         without = dataclasses.replace(cfg, vaults=tuple(v for v in cfg.vaults if v.name != "homelab-notes"))
         outcome = run_build(without, instance)
         assert outcome.success, outcome.error
         assert "homelab-notes" in outcome.tier_metadata["safe_store"]["purged_vaults"]
-        assert list(instance.get_dynamic_partitions(VAULTS_PARTITION)) == ["personal"]
+        assert list(instance.get_dynamic_partitions(PRIVATE_VAULTS_PARTITION)) == ["personal"]
+        assert not instance.get_dynamic_partitions(SAFE_VAULTS_PARTITION)
     for path in (cfg.safe_store_path, cfg.private_store_path):
         assert not rows(path, "SELECT 1 FROM documents WHERE collection = 'homelab-notes'")
         assert store.read_sources(path).get("homelab-notes") is None

@@ -6,10 +6,8 @@ import dagster as dg
 from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.embed.selection import service_status
 from rag_assets.index.consistency import check_public_outputs
-from rag_assets.index.freshness import age_label, detect_changes
+from rag_assets.index.freshness import STALE_HOURS, age_label, detect_changes
 from rag_assets.index.index_json import read_meta
-
-MAX_AGE_DAYS = 7
 
 
 @dg.asset_check(asset="rag_manifest", description="JSON index, SQLite store, FTS table and manifest agree.")
@@ -74,12 +72,15 @@ def index_matches_content(rag: RagSettings) -> dg.AssetCheckResult:
     )
 
 
-@dg.asset_check(asset="public_index", description=f"The index was built within the last {MAX_AGE_DAYS} days.")
+@dg.asset_check(
+    asset="public_index",
+    description=f"The index was built within the last {STALE_HOURS} hours (it is not Old in `rag status`).",
+)
 def index_recent(rag: RagSettings) -> dg.AssetCheckResult:
     meta = read_meta(rag.to_config().meta_path) or {}
     label, age = age_label(meta.get("builtAt"))
     return dg.AssetCheckResult(
-        passed=age is not None and age <= MAX_AGE_DAYS * 86400,
+        passed=age is not None and age <= STALE_HOURS * 3600,
         severity=dg.AssetCheckSeverity.WARN,
         metadata={"built_at": meta.get("builtAt") or "never", "age_hours": round((age or 0) / 3600, 1), "freshness": label},
     )

@@ -1,11 +1,15 @@
-"""Per-collection assets: hash the files, parse them, chunk them."""
+"""Per-collection assets: hash the files, parse them, chunk them.
 
+Each runs once per build over the range of collection partitions (see defs/ranges.py):
+it takes and returns ``{collection: record}`` and gives every partition its own metadata.
+"""
 
 from pathlib import Path
 
 import dagster as dg
 
 from rag_assets.defs.jobs import BUILD_TAG
+from rag_assets.defs.ranges import SINGLE_RUN, for_each_partition
 from rag_assets.defs.resources import RagSettings
 from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.ingest.doc_cache import DocumentCache
@@ -21,10 +25,9 @@ GROUP = "collections"
 def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
     """The hash, parse and chunk assets over the given collection partitions."""
 
-    @dg.asset(partitions_def=partitions_def, group_name=GROUP, kinds={"markdown"})
-    def content_hash(context: dg.AssetExecutionContext, rag: RagSettings) -> dg.Output[CollectionSnapshot]:
+    @dg.asset(partitions_def=partitions_def, backfill_policy=SINGLE_RUN, group_name=GROUP, kinds={"markdown"})
+    def content_hash(context: dg.AssetExecutionContext, rag: RagSettings) -> dict[str, CollectionSnapshot]:
         """SHA-256 over the relative paths and bytes of every file in one collection."""
-        collection = context.partition_key
         cfg = rag.to_config()
         stale = rag.stale_reason()
         if stale:
@@ -32,71 +35,82 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
         # A full rebuild (rag build --force, the nightly schedule) rehashes every file.
         full = context.run.tags.get(BUILD_TAG) == "full"
         stat_cache = StatCache(cfg.stat_cache_path, trust=not full)
-        snapshot = snapshot_collection(cfg.content_dir, collection, stat_cache, policy=collection_policy(cfg))
-        stat_cache.save()
-        if not Path(snapshot.root).is_dir():
-            context.log.warning(f"[{collection}] folder {snapshot.root} does not exist; the collection is empty")
-        context.log.info(f"[{collection}] {len(snapshot.files)} files, hash {snapshot.content_hash[:12]}")
-        return dg.Output(
-            snapshot,
-            metadata={
+
+        def one(collection: str) -> tuple[CollectionSnapshot, dict]:
+            snapshot = snapshot_collection(cfg.content_dir, collection, stat_cache, policy=collection_policy(cfg))
+            if not Path(snapshot.root).is_dir():
+                context.log.warning(f"[{collection}] folder {snapshot.root} does not exist; the collection is empty")
+            return snapshot, {
                 "content_hash": snapshot.content_hash,
                 "files": len(snapshot.files),
                 "total_size": human_bytes(snapshot.total_bytes),
                 "folder": dg.MetadataValue.path(snapshot.root),
-            },
-        )
+            }
 
-    @dg.asset(partitions_def=partitions_def, group_name=GROUP, kinds={"markdown"})
+        snapshots = for_each_partition(
+            context, "collection", one, lambda s: f"{len(s.files)} files, hash {s.content_hash[:12]}"
+        )
+        stat_cache.save()
+        return snapshots
+
+    @dg.asset(partitions_def=partitions_def, backfill_policy=SINGLE_RUN, group_name=GROUP, kinds={"markdown"})
     def parsed_documents(
-        context: dg.AssetExecutionContext, rag: RagSettings, content_hash: CollectionSnapshot
-    ) -> dg.Output[ParsedCollection]:
+        context: dg.AssetExecutionContext, rag: RagSettings, content_hash: dict[str, CollectionSnapshot]
+    ) -> dict[str, ParsedCollection]:
         """Markdown files parsed into frontmatter and body; unusable files listed with reasons."""
-        collection = context.partition_key
         cfg = rag.to_config()
-        reuse = DocumentCache(cfg.document_cache_path, cfg.chunking).lookup(collection, content_hash.files)
-        # The same walk policy as the hash above, so exactly the hashed files are parsed.
-        parsed = parse_collection(
-            cfg.content_dir, collection, content_hash.content_hash, reuse, policy=collection_policy(cfg)
-        )
-        for item in parsed.skipped:
-            context.log.warning(f"[{collection}] skipped {item.path}: {item.reason}")
-        reused = len(parsed.cached_chunks)
-        context.log.info(
-            f"[{collection}] {len(parsed.documents)} documents ({len(parsed.documents) - reused} parsed, "
-            f"{reused} unchanged), {len(parsed.skipped)} skipped"
-        )
-        return dg.Output(
-            parsed,
-            metadata={
+        cache = DocumentCache(cfg.document_cache_path, cfg.chunking)
+
+        def one(collection: str) -> tuple[ParsedCollection, dict]:
+            snapshot = content_hash[collection]
+            reuse = cache.lookup(collection, snapshot.files)
+            # The same walk policy as the hash, so exactly the hashed files are parsed.
+            parsed = parse_collection(
+                cfg.content_dir, collection, snapshot.content_hash, reuse, policy=collection_policy(cfg)
+            )
+            for item in parsed.skipped:
+                context.log.warning(f"[{collection}] skipped {item.path}: {item.reason}")
+            reused = len(parsed.cached_chunks)
+            return parsed, {
                 "documents": len(parsed.documents),
                 "parsed_now": len(parsed.documents) - reused,
                 "unchanged": reused,
                 "skipped_files": len(parsed.skipped),
                 "skipped": dg.MetadataValue.md(skipped_markdown(parsed.skipped)),
                 "content_hash": parsed.content_hash,
-            },
-        )
+            }
 
-    @dg.asset(partitions_def=partitions_def, group_name=GROUP, kinds={"python"})
+        def describe(parsed: ParsedCollection) -> str:
+            reused = len(parsed.cached_chunks)
+            return (
+                f"{len(parsed.documents)} documents ({len(parsed.documents) - reused} parsed, {reused} unchanged), "
+                f"{len(parsed.skipped)} skipped"
+            )
+
+        return for_each_partition(context, "collection", one, describe)
+
+    @dg.asset(partitions_def=partitions_def, backfill_policy=SINGLE_RUN, group_name=GROUP, kinds={"python"})
     def chunks(
-        context: dg.AssetExecutionContext, rag: RagSettings, parsed_documents: ParsedCollection
-    ) -> dg.Output[ChunkedCollection]:
+        context: dg.AssetExecutionContext, rag: RagSettings, parsed_documents: dict[str, ParsedCollection]
+    ) -> dict[str, ChunkedCollection]:
         """Heading-aware chunks of about 400 words with 50 words of overlap."""
         cfg = rag.to_config()
-        chunked = chunk_collection(parsed_documents, cfg.chunking, DocumentCache(cfg.document_cache_path, cfg.chunking))
-        words = [c.word_count for c in chunked.chunks]
-        context.log.info(f"[{chunked.collection}] {len(chunked.chunks)} chunks from {len(chunked.documents)} documents")
-        return dg.Output(
-            chunked,
-            metadata={
+        cache = DocumentCache(cfg.document_cache_path, cfg.chunking)
+
+        def one(collection: str) -> tuple[ChunkedCollection, dict]:
+            chunked = chunk_collection(parsed_documents[collection], cfg.chunking, cache)
+            words = [c.word_count for c in chunked.chunks]
+            return chunked, {
                 "documents": len(chunked.documents),
                 "chunks": len(chunked.chunks),
                 "mean_words_per_chunk": round(sum(words) / len(words), 1) if words else 0.0,
                 "max_words_per_chunk": max(words, default=0),
                 "preview": dg.MetadataValue.md(chunk_preview_markdown(chunked.chunks)),
                 "content_hash": chunked.content_hash,
-            },
+            }
+
+        return for_each_partition(
+            context, "collection", one, lambda c: f"{len(c.chunks)} chunks from {len(c.documents)} documents"
         )
 
     return [content_hash, parsed_documents, chunks]

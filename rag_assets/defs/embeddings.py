@@ -4,6 +4,7 @@ from typing import Optional
 
 import dagster as dg
 
+from rag_assets.defs.ranges import SINGLE_RUN, for_each_partition, throttled
 from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.index.freshness import record_indexed_collection
@@ -16,44 +17,68 @@ GROUP = "collections"
 
 
 def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
-    @dg.asset(partitions_def=partitions_def, group_name=GROUP, kinds={"numpy"}, pool="embedding_api")
+    """The embeddings asset over the given collection partitions (one step per run, see defs/ranges.py)."""
+
+    @dg.asset(
+        partitions_def=partitions_def,
+        backfill_policy=SINGLE_RUN,
+        group_name=GROUP,
+        kinds={"numpy"},
+        pool="embedding_api",
+    )
     def embeddings(
-        context: dg.AssetExecutionContext, rag: RagSettings, embedder: EmbedderResource, chunks: ChunkedCollection
-    ) -> dg.Output[EmbeddedCollection]:
+        context: dg.AssetExecutionContext,
+        rag: RagSettings,
+        embedder: EmbedderResource,
+        chunks: dict[str, ChunkedCollection],
+    ) -> dict[str, EmbeddedCollection]:
         """One L2-normalised float32 vector per chunk, from the configured embedder, through the cache."""
         selection = embedder.select()
         model = selection.embedder
-        context.log.info(f"[{chunks.collection}] embedder {selection.provider}: {model.model} ({selection.reason})")
+        context.log.info(f"embedder {selection.provider}: {model.model} ({selection.reason})")
         _warn_on_model_change(context, rag, model.model)
-        embedded, stats = embed_collection(
-            chunks,
-            model,
-            cache=EmbeddingCache(rag.embedding_cache_path),
-            batch_size=embedder.batch_size,
-            provider=selection.provider,
-            log=context.log.info,
-        )
-        close = getattr(model, "close", None)
-        if close:
-            close()
-        record_indexed_collection(rag.to_config(), embedded.collection, embedded.content_hash)
-        return dg.Output(
-            embedded,
-            metadata={
+        cfg = rag.to_config()
+        cache = EmbeddingCache(rag.embedding_cache_path)
+        price = embedder.openai.price_per_million_tokens if selection.provider == "openai" else None
+        progress = throttled(context.log.info)
+
+        def one(collection: str) -> tuple[EmbeddedCollection, dict]:
+            embedded, stats = embed_collection(
+                chunks[collection],
+                model,
+                cache=cache,
+                batch_size=embedder.batch_size,
+                provider=selection.provider,
+                log=progress,
+            )
+            return embedded, {
                 "provider": selection.provider,
                 "model": embedded.model,
                 "dimension": embedded.dimension,
                 "selection_reason": selection.reason,
                 "chunks": len(embedded.chunks),
                 "documents": len(embedded.documents),
-                **usage_metadata(stats, embedder.openai.price_per_million_tokens if selection.provider == "openai" else None),
+                **usage_metadata(stats, price),
                 "failed_chunks": len(embedded.failed_chunk_ids),
                 "failed_chunk_ids": dg.MetadataValue.md(_bullets(embedded.failed_chunk_ids)),
                 "errors": dg.MetadataValue.md(_bullets(stats.errors)),
                 "preview": dg.MetadataValue.md(chunk_preview_markdown(embedded.chunks, limit=2)),
                 "content_hash": embedded.content_hash,
-            },
-        )
+            }
+
+        try:
+            embedded = for_each_partition(
+                context, "collection", one, lambda e: f"{len(e.chunks)} chunks, {len(e.failed_chunk_ids)} without a vector"
+            )
+        finally:
+            close = getattr(model, "close", None)
+            if close:
+                close()
+        # Only once every collection of the run is embedded: the IO manager writes the records
+        # right after this step, all or none, and the ledger must not run ahead of them.
+        for record in embedded.values():
+            record_indexed_collection(cfg, record.collection, record.content_hash)
+        return embedded
 
     return [embeddings]
 

@@ -1,26 +1,43 @@
 """Where the per-collection records live between assets, written so a kill cannot tear them."""
 
+from __future__ import annotations
+
 import gc
 import pickle
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.storage.fs_io_manager import PickledObjectFilesystemIOManager
 from pydantic import Field
+from upath import UPath
 
 from rag_assets.index.atomic import atomic_write_bytes
 
 
-class _AtomicPickleIOManager(PickledObjectFilesystemIOManager):
-    """Dagster's filesystem pickle IO manager, but each record is written to a temporary
-    file and renamed: the stock one writes in place, and a build killed mid-write left a
-    truncated record that every later publish failed to load."""
+class AtomicPickleIOManager(dg.UPathIOManager):
+    """One pickle per (asset, partition) under ``base_dir/<asset>/<partition>``.
 
-    def dump_to_path(self, context: dg.OutputContext, obj: Any, path: Any) -> None:
+    Built on Dagster's public ``UPathIOManager`` with three changes:
+
+    - each record is written to a temporary file and renamed: a write in place, killed
+      half-way, left a truncated record that every later publish failed to load;
+    - a run over a range of partitions hands over ``{partition: record}`` and each record
+      goes to its own file (the stock manager refuses multi-partition outputs);
+    - partitioned inputs always arrive as ``{partition: record}``, also for one partition
+      (the stock manager then passes the bare record), so assets handle one shape.
+
+    A partition missing on disk fails the load, unless the input's metadata says
+    ``allow_missing_partitions`` (Dagster's own switch): then it is left out of the dict.
+    """
+
+    def __init__(self, base_dir: str) -> None:
+        self.base_dir = UPath(base_dir)
+        super().__init__(base_path=self.base_dir)
+
+    def dump_to_path(self, context: dg.OutputContext | None, obj: Any, path: UPath) -> None:
         atomic_write_bytes(Path(str(path)), pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
 
-    def load_from_path(self, context: dg.InputContext, path: Any) -> Any:
+    def load_from_path(self, context: dg.InputContext | None, path: UPath) -> Any:
         # Unpickling tens of thousands of chunk records triggers the cyclic garbage collector
         # over and over although they hold no cycles; pausing it makes loads ~3x faster.
         payload = Path(str(path)).read_bytes()
@@ -32,40 +49,33 @@ class _AtomicPickleIOManager(PickledObjectFilesystemIOManager):
             if was_enabled:
                 gc.enable()
 
+    def partition_path(self, context: dg.InputContext | dg.OutputContext, partition: str) -> UPath:
+        return self.get_path_for_partition(context, self.base_dir.joinpath(*context.asset_key.path), partition)
+
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        if not context.has_asset_partitions:
+            super().handle_output(context, obj)
+            return
+        if not isinstance(obj, dict) or set(obj) != set(context.asset_partition_keys):
+            raise TypeError(
+                f"{context.asset_key.to_user_string()} must return {{partition: record}} for exactly the "
+                f"partitions of the run ({', '.join(context.asset_partition_keys)})"
+            )
+        for key in context.asset_partition_keys:
+            self.dump_to_path(context, obj[key], self.partition_path(context, key))
+
+    def load_partitions(self, context: dg.InputContext) -> dict[str, Any]:
+        loaded = super().load_partitions(context)
+        if len(context.asset_partition_keys) == 1:
+            # The stock manager returns the bare record (or None when allowed to be missing).
+            return {} if loaded is None else {context.asset_partition_keys[0]: loaded}
+        return loaded
+
 
 class AtomicFilesystemIOManager(dg.ConfigurableIOManagerFactory):
     """Pickled intermediate records (parsed, chunked, embedded collections) under ``base_dir``."""
 
     base_dir: str = Field(description="Folder for the records; rag.yaml puts it in <output>/data/intermediate.")
 
-    def create_io_manager(self, context: dg.InitResourceContext) -> _AtomicPickleIOManager:
-        return _AtomicPickleIOManager(base_dir=self.base_dir)
-
-
-class _EveryCollectionLoader(_AtomicPickleIOManager):
-    """Loads the fan-in input of publishing: every collection's record as one dict.
-
-    Unlike the stock loader it always returns a dict (also for a single collection), and a
-    collection not indexed yet (a folder added since the last build) is left out with a
-    warning instead of failing the publish.
-    """
-
-    def load_partitions(self, context: dg.InputContext) -> dict[str, Any]:
-        records: dict[str, Any] = {}
-        paths = self._get_paths_for_partitions(context)
-        for key in context.asset_partition_keys:
-            path = paths[key]
-            try:
-                records[key] = self.load_from_path(context, path)
-            except FileNotFoundError:
-                context.log.warning(f"collection {key!r} has not been indexed yet; it is left out of this publish")
-        return records
-
-
-class EveryCollectionInputManager(dg.ConfigurableIOManagerFactory):
-    """Input manager for the publish step (see ``_EveryCollectionLoader``)."""
-
-    base_dir: str = Field(description="The folder the intermediate records are written to.")
-
-    def create_io_manager(self, context: dg.InitResourceContext) -> _EveryCollectionLoader:
-        return _EveryCollectionLoader(base_dir=self.base_dir)
+    def create_io_manager(self, context: dg.InitResourceContext) -> AtomicPickleIOManager:
+        return AtomicPickleIOManager(base_dir=self.base_dir)

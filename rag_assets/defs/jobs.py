@@ -1,8 +1,17 @@
-"""Jobs: index one collection or vault (partitioned), then publish the outputs they feed."""
+"""Jobs: index collections or vaults (over a range of partitions, in one run), publish, refresh.
+
+A build is at most three runs, each over a range of partitions (see defs/partitions.py):
+``update_collection`` (every collection to index, then publishing), ``update_safe_vaults``
+and ``update_private_vaults`` (each tier's vaults, then its store). Collections and the two
+vault tiers have different partitions, and one run takes one range, hence three.
+"""
 
 from __future__ import annotations
 
 import dagster as dg
+
+# The most runs a successful `rag build` starts (collections + publishing, then each tier).
+MAX_RUNS_PER_BUILD = 3
 
 INDEX_COLLECTION_JOB = "index_collection"
 PUBLISH_JOB = "publish_index"
@@ -21,7 +30,7 @@ PUBLISHED_ASSETS = ("public_index", "public_store", "rag_manifest")
 index_collection_job = dg.define_asset_job(
     INDEX_COLLECTION_JOB,
     selection=dg.AssetSelection.assets(*COLLECTION_ASSETS),
-    description="Hash, parse, chunk and embed one collection (one partition).",
+    description="Hash, parse, chunk and embed collections (one partition or a range) without publishing.",
     executor_def=dg.in_process_executor,
 )
 publish_job = dg.define_asset_job(
@@ -35,44 +44,42 @@ update_collection_job = dg.define_asset_job(
     UPDATE_COLLECTION_JOB,
     selection=dg.AssetSelection.assets(*COLLECTION_ASSETS, *PUBLISHED_ASSETS),
     description=(
-        "Re-index one collection and republish every output in one run: what the change sensor "
-        "and the nightly schedule launch."
+        "Re-index a range of collections and republish every output, in one run: what `rag build`, "
+        "the change sensor and the nightly schedule launch."
     ),
     tags=PUBLISHES_TAG,
     executor_def=dg.in_process_executor,
 )
 
 
-INDEX_VAULT_JOB = "index_vault"
 REFRESH_TIERS_JOB = "refresh_tier_stores"
-UPDATE_VAULT_JOB = "update_vault"
-VAULT_ASSETS = ("safe_vault_chunks", "private_vault_chunks")
-TIER_STORE_ASSETS = ("safe_store", "private_store")
+UPDATE_VAULTS_JOBS = {"safe": "update_safe_vaults", "private": "update_private_vaults"}
+VAULT_ASSETS = {"safe": "safe_vault_chunks", "private": "private_vault_chunks"}
+TIER_STORE_ASSETS = {"safe": "safe_store", "private": "private_store"}
 
-
-index_vault_job = dg.define_asset_job(
-    INDEX_VAULT_JOB,
-    selection=dg.AssetSelection.assets(*VAULT_ASSETS),
-    description="Build one vault (one partition) into the Safe store (if safe) and the Private store.",
-    executor_def=dg.in_process_executor,
-)
+update_vault_jobs = {
+    tier: dg.define_asset_job(
+        UPDATE_VAULTS_JOBS[tier],
+        selection=dg.AssetSelection.assets(VAULT_ASSETS[tier], TIER_STORE_ASSETS[tier]),
+        description=(
+            f"Build a range of {tier} vaults into the {tier.capitalize()} store, then refresh it (purge, card"
+            + (", leak audit)" if tier == "safe" else ")")
+            + ": what `rag build`, the vault sensor and the nightly schedule launch."
+        ),
+        executor_def=dg.in_process_executor,
+    )
+    for tier in ("safe", "private")
+}
 refresh_tiers_job = dg.define_asset_job(
     REFRESH_TIERS_JOB,
-    selection=dg.AssetSelection.assets(*TIER_STORE_ASSETS),
+    selection=dg.AssetSelection.assets(*TIER_STORE_ASSETS.values()),
     description="Purge vaults that left a tier, describe both tier stores and run the leak audit.",
-    executor_def=dg.in_process_executor,
-)
-update_vault_job = dg.define_asset_job(
-    UPDATE_VAULT_JOB,
-    selection=dg.AssetSelection.assets(*VAULT_ASSETS, *TIER_STORE_ASSETS),
-    description="Re-index one vault and refresh both tier stores: what the vault sensor launches.",
     executor_def=dg.in_process_executor,
 )
 ALL_JOBS = [
     index_collection_job,
     publish_job,
     update_collection_job,
-    index_vault_job,
+    *update_vault_jobs.values(),
     refresh_tiers_job,
-    update_vault_job,
 ]

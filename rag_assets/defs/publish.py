@@ -9,29 +9,30 @@ import dagster as dg
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.partitions import COLLECTIONS_PARTITION
 from rag_assets.defs.resources import RagSettings
+from rag_assets.index.freshness import FRESH_HOURS, STALE_HOURS
 from rag_assets.pipeline import ordered, publish_all, utc_now_iso
 from rag_assets.records import EmbeddedCollection
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
 GROUP = "published"
 # A collection never built yet (a folder added since the last build) is left out of the
-# published index rather than failing it (see EveryCollectionInputManager); the metadata
-# lists it under `not_built`.
-ALL_COLLECTIONS = dg.AssetIn("embeddings", input_manager_key="every_collection")
+# published index rather than failing it: Dagster's `allow_missing_partitions` input switch
+# makes the IO manager skip a partition it finds no record for; the metadata lists such
+# collections under `not_built`.
+ALL_COLLECTIONS = dg.AssetIn(
+    "embeddings",
+    partition_mapping=dg.AllPartitionMapping(),
+    metadata={"allow_missing_partitions": True},
+)
+# Warn after FRESH_HOURS without a new build, fail after STALE_HOURS: the Fresh/Stale/Old of
+# `rag status` and the `index_recent` check, from the same constants (rag_assets/freshness.py).
+INDEX_FRESHNESS = dg.FreshnessPolicy.time_window(
+    fail_window=timedelta(hours=STALE_HOURS), warn_window=timedelta(hours=FRESH_HOURS)
+)
 
 
-FROM_EVERY_COLLECTION = dg.AssetDep("embeddings", partition_mapping=dg.AllPartitionMapping())
-
-
-def all_collections(loaded: Any) -> list[EmbeddedCollection]:
-    """The fan-in input as a sorted list of collections.
-
-    Dagster's filesystem IO manager hands over a dict of partition -> value when several
-    partitions are loaded, but the bare value when only one exists, hence the ``Any``
-    annotation on the inputs and this normalisation.
-    """
-    if isinstance(loaded, EmbeddedCollection):
-        return [loaded]
+def all_collections(loaded: dict[str, EmbeddedCollection]) -> list[EmbeddedCollection]:
+    """The fan-in input (``{collection: record}``, see AtomicPickleIOManager) as a sorted list."""
     return ordered(loaded)
 
 
@@ -56,34 +57,33 @@ def _common_metadata(context: dg.AssetExecutionContext, collections: list[Embedd
     }
 
 
+PUBLISHED_SPECS = [
+    dg.AssetSpec(
+        "public_index",
+        group_name=GROUP,
+        kinds={"json"},
+        description="The static public index (embeddings-index.json) and its small meta sidecar.",
+        freshness_policy=INDEX_FRESHNESS,
+    ),
+    dg.AssetSpec(
+        "public_store",
+        group_name=GROUP,
+        kinds={"sqlite"},
+        description="SQLite store of the public collections (chunks, vectors, FTS5) for server-side hybrid search.",
+    ),
+    dg.AssetSpec(
+        "rag_manifest",
+        group_name=GROUP,
+        kinds={"json"},
+        description="Per-document ledger (rag-manifest.json): content hash, chunk count and index time of every file.",
+    ),
+]
+
+
 @dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            "public_index",
-            group_name=GROUP,
-            kinds={"json"},
-            deps=[FROM_EVERY_COLLECTION],
-            description="The static public index (embeddings-index.json) and its small meta sidecar.",
-            # Warn after 12 h without a new build, fail after 48 h: the Fresh/Stale/Old of `rag status`.
-            freshness_policy=dg.FreshnessPolicy.time_window(
-                fail_window=timedelta(hours=48), warn_window=timedelta(hours=12)
-            ),
-        ),
-        dg.AssetSpec(
-            "public_store",
-            group_name=GROUP,
-            kinds={"sqlite"},
-            deps=[FROM_EVERY_COLLECTION],
-            description="SQLite store of the public collections (chunks, vectors, FTS5) for server-side hybrid search.",
-        ),
-        dg.AssetSpec(
-            "rag_manifest",
-            group_name=GROUP,
-            kinds={"json"},
-            deps=[FROM_EVERY_COLLECTION],
-            description="Per-document ledger (rag-manifest.json): content hash, chunk count and index time of every file.",
-        ),
-    ],
+    # Outs rather than specs: only then may the input carry its partition mapping and the
+    # allow_missing_partitions metadata. Nothing-typed: the step writes the files itself.
+    outs={spec.key.to_user_string(): dg.AssetOut.from_spec(spec, dagster_type=dg.Nothing) for spec in PUBLISHED_SPECS},
     ins={"embeddings": ALL_COLLECTIONS},
     check_specs=[
         dg.AssetCheckSpec(
@@ -93,7 +93,7 @@ def _common_metadata(context: dg.AssetExecutionContext, collections: list[Embedd
         )
     ],
 )
-def publish(context: dg.AssetExecutionContext, rag: RagSettings, embeddings: Any):
+def publish(context: dg.AssetExecutionContext, rag: RagSettings, embeddings: dict[str, EmbeddedCollection]):
     """Publish every collection's embeddings: JSON index + sidecar, SQLite store, manifest.
 
     One step writes all of them as one generation, made current by a single atomic swap

@@ -1,8 +1,10 @@
 """Running the jobs in-process: what `rag build`, the benchmarks and tests share.
 
-One build is the ``index_collection`` job once per collection partition, then
-the ``publish_index`` job; then ``index_vault`` once per vault partition and
-``refresh_tier_stores``: the same jobs and assets the Dagster UI launches.
+One build is at most three runs: ``update_collection`` once over the range of collection
+partitions (indexing, then publishing), then ``update_safe_vaults`` and
+``update_private_vaults`` once each over their tier's vault partitions (vaults, then the
+tier store): the same jobs and assets the Dagster UI launches. Only a failure adds runs:
+a tier whose vault step failed gets a ``refresh_tier_stores`` run for its store.
 """
 
 from __future__ import annotations
@@ -18,12 +20,22 @@ import dagster as dg
 from rag_assets.config import RagConfig
 from rag_assets.defs.jobs import (
     BUILD_TAG,
-    INDEX_COLLECTION_JOB,
-    INDEX_VAULT_JOB,
+    COLLECTION_ASSETS,
     PUBLISH_JOB,
     REFRESH_TIERS_JOB,
+    TIER_STORE_ASSETS,
+    UPDATE_COLLECTION_JOB,
+    UPDATE_VAULTS_JOBS,
 )
-from rag_assets.defs.partitions import sync_partitions, sync_vault_partitions
+from rag_assets.defs.partitions import (
+    COLLECTIONS_PARTITION,
+    VAULT_PARTITIONS,
+    covering_range,
+    range_tags,
+    sync_partitions,
+    sync_vault_partitions,
+)
+from rag_assets.defs.ranges import FAILED_PARTITION
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.records import SkippedFile
 
@@ -95,13 +107,15 @@ def run_build(
     on_collection: Callable[[CollectionOutcome], None] = lambda _: None,
     on_vault: Callable[[VaultOutcome], None] = lambda _: None,
 ) -> BuildOutcome:
-    """Index the given collections (default: all) and publish, stopping at the first failure;
-    then build the given vaults (default: all) into the tier stores and refresh them.
+    """Index the given collections (default: all) and publish, in one run; then build the
+    given vaults (default: all) into the tier stores, one run per tier.
 
     ``collections=[]`` only republishes (a collection was removed); with ``publish=False``
     too, the public outputs are left alone (a vaults-only build). ``full`` tags the runs
     as a full rebuild or an incremental update, which the manifest records as lastFullBuild
-    or lastIncrementalUpdate.
+    or lastIncrementalUpdate. A run covers the contiguous range of partitions from the first
+    to the last one asked for (see :func:`covering_range`), so collections added in between
+    are re-checked too; their caches make that cheap.
     """
     from rag_assets.definitions import build_definitions
 
@@ -120,40 +134,49 @@ def run_build(
         if not _tiers_in_use(cfg):
             return BuildOutcome([], {}, [], None, time.perf_counter() - started)
         return _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
-    outcomes: list[CollectionOutcome] = []
-    index_job = defs.resolve_job_def(INDEX_COLLECTION_JOB)
-    for collection in targets:
-        t0 = time.perf_counter()
-        result = index_job.execute_in_process(
-            partition_key=collection, instance=instance, raise_on_error=False, run_config=run_config, tags=tags
+    keys = covering_range(list(instance.get_dynamic_partitions(COLLECTIONS_PARTITION)), targets)
+    t0 = time.perf_counter()
+    if keys:
+        result = defs.resolve_job_def(UPDATE_COLLECTION_JOB).execute_in_process(
+            instance=instance, raise_on_error=False, run_config=run_config, **partition_args(keys, tags)
         )
+    else:
+        result = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(
+            instance=instance, raise_on_error=False, run_config=run_config, tags=tags
+        )
+    by_partition = partition_metadata(result)
+    skipped = result.output_for_node("parsed_documents") if _produced(result, "parsed_documents") else {}
+    failed_key, error = failed_partition(result)
+    outcomes: list[CollectionOutcome] = []
+    for key in keys:
+        metadata = by_partition.get(key, {})
+        done = set(COLLECTION_ASSETS) <= set(metadata)
+        if not done and failed_key not in (None, key):
+            continue  # stopped by another collection's failure: neither built nor failed
         outcome = CollectionOutcome(
-            collection=collection,
-            success=result.success,
-            seconds=time.perf_counter() - t0,
-            metadata=materialization_metadata(result),
-            skipped=list(result.output_for_node("parsed_documents").skipped)
-            if _produced(result, "parsed_documents")
-            else [],
-            error=None if result.success else failure_message(result),
+            collection=key,
+            success=done,
+            # A range runs in one step per asset: a partition's time is the sum of its shares.
+            seconds=sum(m.get("seconds", 0.0) for m in metadata.values()) if done else time.perf_counter() - t0,
+            metadata=metadata,
+            skipped=list(skipped[key].skipped) if key in skipped else [],
+            error=None if done else error,
         )
         outcomes.append(outcome)
         on_collection(outcome)
-        if not result.success:
-            return BuildOutcome(outcomes, {}, [], f"collection {collection}: {outcome.error}", time.perf_counter() - started)
-    result = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(
-        instance=instance, raise_on_error=False, run_config=run_config, tags=tags
-    )
     failed_checks, warnings = _check_outcomes(result)
+    if not result.success:
+        where = "publishing: " if all(o.success for o in outcomes) else ""
+        return BuildOutcome(outcomes, {}, [], f"{where}{error}", time.perf_counter() - started)
     outcome = BuildOutcome(
         collections=outcomes,
-        publish_metadata=materialization_metadata(result),
+        publish_metadata=unpartitioned_metadata(result),
         failed_checks=failed_checks,
         warnings=warnings,
-        error=None if result.success else f"publishing: {failure_message(result)}",
+        error=None,
         seconds=time.perf_counter() - started,
     )
-    if outcome.error or not _tiers_in_use(cfg):
+    if not _tiers_in_use(cfg):
         return outcome
     tiers = _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
     outcome.vaults, outcome.tier_metadata = tiers.vaults, tiers.tier_metadata
@@ -162,6 +185,13 @@ def run_build(
     outcome.error = tiers.error
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def partition_args(keys: Sequence[str], tags: dict[str, str]) -> dict[str, Any]:
+    """``execute_in_process`` arguments for one run over ``keys`` (a contiguous range)."""
+    if len(keys) == 1:
+        return {"partition_key": keys[0], "tags": tags}
+    return {"tags": {**tags, **range_tags(keys)}}
 
 
 def _build_vaults(
@@ -174,44 +204,92 @@ def _build_vaults(
     started: float,
     on_vault: Callable[[VaultOutcome], None],
 ) -> BuildOutcome:
-    """Each vault's run, then one refresh of both tier stores (purges, cards, leak audit).
+    """One run per tier: its vaults (over a range of its partitions), then its store.
 
     A failed vault (a missing folder, a refused embedder) does not stop the others: its
-    rows stay as they were and the build reports the failure.
+    rows stay as they were and the build reports the failure. The run then stops before the
+    tier store, so one ``refresh_tier_stores`` run refreshes the stores the tier runs did not
+    (purges, tier cards, leak audit): also those of a tier with no vault to build.
     """
-    outcomes: list[VaultOutcome] = []
-    job = defs.resolve_job_def(INDEX_VAULT_JOB)
-    for vault in vaults:
-        t0 = time.perf_counter()
-        result = job.execute_in_process(
-            partition_key=vault, instance=instance, raise_on_error=False, run_config=run_config, tags=tags
+    per_vault: dict[str, dict[str, dict[str, Any]]] = {v: {} for v in vaults}
+    seconds: dict[str, float] = {v: 0.0 for v in vaults}
+    errors: dict[str, str] = {}
+    failed_checks: list[str] = []
+    warnings: list[str] = []
+    tier_metadata: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    refresh: list[str] = []
+    for tier, partitions in VAULT_PARTITIONS.items():
+        keys = covering_range(list(instance.get_dynamic_partitions(partitions)), vaults)
+        if keys:
+            t0 = time.perf_counter()
+            result = defs.resolve_job_def(UPDATE_VAULTS_JOBS[tier]).execute_in_process(
+                instance=instance, raise_on_error=False, run_config=run_config, **partition_args(keys, tags)
+            )
+            by_partition = partition_metadata(result)
+            failed, error = failed_partitions(result)
+            for key in keys:
+                if key not in per_vault:
+                    per_vault[key], seconds[key] = {}, 0.0  # re-checked: in the range between two asked for
+                per_vault[key].update(by_partition.get(key, {}))
+                seconds[key] += sum(m.get("seconds", 0.0) for m in by_partition.get(key, {}).values())
+                if not result.success and (failed is None or key in failed):
+                    seconds[key] = seconds[key] or time.perf_counter() - t0
+                    errors.setdefault(key, _vault_error(error, key))
+        if keys and result.success:
+            tier_metadata.update(unpartitioned_metadata(result))
+        else:
+            # No vault of this tier to build, or its run stopped before the store.
+            refresh.append(TIER_STORE_ASSETS[tier])
+        if keys:
+            errors_, warnings_ = _check_outcomes(result)
+            failed_checks += errors_
+            warnings += warnings_
+    if refresh:
+        # One run refreshes those stores (purges, tier cards, leak audit) without their vaults.
+        result = defs.resolve_job_def(REFRESH_TIERS_JOB).execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            run_config=run_config,
+            tags=tags,
+            asset_selection=[dg.AssetKey(asset) for asset in refresh],
         )
+        if not result.success:
+            problems.append(f"tier stores: {failure_message(result)}")
+        tier_metadata.update(unpartitioned_metadata(result))
+        errors_, warnings_ = _check_outcomes(result)
+        failed_checks += errors_
+        warnings += warnings_
+    outcomes = []
+    for vault in per_vault:
         outcome = VaultOutcome(
             vault=vault,
-            success=result.success,
-            seconds=time.perf_counter() - t0,
-            metadata=materialization_metadata(result),
-            error=None if result.success else failure_message(result),
+            success=vault not in errors,
+            seconds=seconds[vault],
+            metadata=per_vault[vault],
+            error=errors.get(vault),
         )
         outcomes.append(outcome)
         on_vault(outcome)
-    result = defs.resolve_job_def(REFRESH_TIERS_JOB).execute_in_process(
-        instance=instance, raise_on_error=False, run_config=run_config, tags=tags
-    )
-    failed_checks, warnings = _check_outcomes(result)
-    errors = [f"vault {o.vault}: {o.error}" for o in outcomes if not o.success]
-    if not result.success:
-        errors.append(f"tier stores: {failure_message(result)}")
+    problems = [f"vault {o.vault}: {o.error}" for o in outcomes if not o.success] + problems
     return BuildOutcome(
         collections=[],
         publish_metadata={},
         failed_checks=failed_checks,
         warnings=warnings,
-        error="; ".join(errors) or None,
+        error="; ".join(problems) or None,
         seconds=time.perf_counter() - started,
         vaults=outcomes,
-        tier_metadata=materialization_metadata(result),
+        tier_metadata=tier_metadata,
     )
+
+
+def _vault_error(error: str, vault: str) -> str:
+    """The part of a tier run's error about one vault (the step names each failed vault)."""
+    for part in error.split("; "):
+        if part.startswith(f"vault {vault}: "):
+            return part.removeprefix(f"vault {vault}: ")
+    return error
 
 
 def _tiers_in_use(cfg: RagConfig) -> bool:
@@ -240,20 +318,59 @@ def _produced(result: dg.ExecuteInProcessResult, node: str) -> bool:
     return any(e.is_successful_output and e.node_name == node for e in result.all_node_events)
 
 
-def materialization_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
-    """Asset name -> {metadata key: plain value} for a run's materialisations."""
-    out: dict[str, dict[str, Any]] = {}
+def _materializations(result: dg.ExecuteInProcessResult) -> Iterator[tuple[str, str | None, dict[str, Any]]]:
     for event in result.get_asset_materialization_events():
         mat = event.event_specific_data.materialization
-        out[mat.asset_key.to_user_string()] = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+        values = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+        yield mat.asset_key.to_user_string(), mat.partition, values
+
+
+def partition_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, dict[str, Any]]]:
+    """Partition -> asset name -> {metadata key: plain value} for a run's partitioned materialisations."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for asset, partition, values in _materializations(result):
+        if partition is not None:
+            out.setdefault(partition, {})[asset] = values
     return out
 
 
+def unpartitioned_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+    """Asset name -> {metadata key: plain value} for a run's unpartitioned materialisations."""
+    return {asset: values for asset, partition, values in _materializations(result) if partition is None}
+
+
+def materialization_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+    """Asset name -> {metadata key: plain value} for a run's materialisations (one partition each)."""
+    return {asset: values for asset, _, values in _materializations(result)}
+
+
+def failed_partitions(result: dg.ExecuteInProcessResult) -> tuple[set[str] | None, str]:
+    """(the partitions a failed run names as failed, or None if it names none; the error)."""
+    named: set[str] | None = None
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.user_failure_data is not None:
+            value = event.step_failure_data.user_failure_data.metadata.get(FAILED_PARTITION)
+            if value is not None:
+                named = (named or set()) | set(str(getattr(value, "value", value)).split(","))
+    return named, failure_message(result) if not result.success else ""
+
+
+def failed_partition(result: dg.ExecuteInProcessResult) -> tuple[str | None, str]:
+    """(the one partition a failed collection run names, or None; the error)."""
+    named, error = failed_partitions(result)
+    return (next(iter(named)) if named else None), error
+
+
 def failure_message(result: dg.ExecuteInProcessResult) -> str:
-    """The user-facing error of a failed run: the root cause, without the traceback."""
+    """The user-facing error of a failed run: a ``dg.Failure``'s description (it names the
+    partition), else the root cause, without the traceback."""
     messages = []
     for event in result.all_events:
         if event.is_step_failure:
+            user_failure = event.step_failure_data.user_failure_data
+            if user_failure is not None and user_failure.description:
+                messages.append(user_failure.description)
+                continue
             error = event.step_failure_data.error
             while error is not None and error.cause is not None:
                 error = error.cause

@@ -1,10 +1,16 @@
-"""The nightly full rebuilds: every collection, and every vault."""
+"""The nightly full rebuilds: every collection in one run, every vault in one run per tier."""
+
+from __future__ import annotations
 
 import dagster as dg
 
 from rag_assets.config import RagConfig
-from rag_assets.defs.jobs import BUILD_TAG, UPDATE_COLLECTION_JOB, UPDATE_VAULT_JOB
-from rag_assets.defs.partitions import COLLECTIONS_PARTITION, VAULTS_PARTITION
+from rag_assets.defs.jobs import BUILD_TAG, UPDATE_COLLECTION_JOB, UPDATE_VAULTS_JOBS
+from rag_assets.defs.partitions import (
+    COLLECTIONS_PARTITION,
+    VAULT_PARTITIONS,
+    range_tags,
+)
 
 
 def _nightly(cfg: RagConfig, name: str, job_name: str, partitions: str, description: str) -> dg.ScheduleDefinition:
@@ -19,11 +25,13 @@ def _nightly(cfg: RagConfig, name: str, job_name: str, partitions: str, descript
         description=description,
     )
     def nightly(context: dg.ScheduleEvaluationContext):
-        # One run per partition, tagged `rag/build=full` (which rehashes every file); that tag
-        # is limited to one run at a time in dagster.yaml, so the runs queue instead of racing.
+        # One run over every partition, tagged `rag/build=full` (which rehashes every file);
+        # dagster.yaml runs such full rebuilds one at a time.
+        keys = list(context.instance.get_dynamic_partitions(partitions))
+        if not keys:
+            return dg.SkipReason(f"no {partitions} partitions yet")
         stamp = context.scheduled_execution_time.isoformat()
-        for key in context.instance.get_dynamic_partitions(partitions):
-            yield dg.RunRequest(partition_key=key, run_key=f"nightly:{stamp}:{key}", tags={BUILD_TAG: "full"})
+        return dg.RunRequest(run_key=f"nightly:{stamp}", tags={BUILD_TAG: "full", **range_tags(keys)})
 
     return nightly
 
@@ -31,12 +39,16 @@ def _nightly(cfg: RagConfig, name: str, job_name: str, partitions: str, descript
 def build_nightly_schedule(cfg: RagConfig) -> dg.ScheduleDefinition:
     return _nightly(
         cfg, "nightly_full_rebuild", UPDATE_COLLECTION_JOB, COLLECTIONS_PARTITION,
-        "Re-index and republish every collection (one run per partition, queued one at a time).",
+        "Re-index every collection and republish, in one run.",
     )
 
 
-def build_nightly_vault_schedule(cfg: RagConfig) -> dg.ScheduleDefinition:
-    return _nightly(
-        cfg, "nightly_vault_rebuild", UPDATE_VAULT_JOB, VAULTS_PARTITION,
-        "Rebuild every vault into the Safe and Private stores (one run per vault) with a rehash.",
-    )
+def build_nightly_vault_schedules(cfg: RagConfig) -> list[dg.ScheduleDefinition]:
+    """One schedule per tier: collections and each tier's vaults have different partitions."""
+    return [
+        _nightly(
+            cfg, f"nightly_{tier}_vault_rebuild", UPDATE_VAULTS_JOBS[tier], VAULT_PARTITIONS[tier],
+            f"Rebuild every {tier} vault into the {tier.capitalize()} store with a rehash, in one run.",
+        )
+        for tier in ("safe", "private")
+    ]

@@ -1,6 +1,9 @@
-"""The change sensors: re-index a collection or vault soon after one of its files changes."""
+"""The change sensors: re-index the collections or vaults whose files changed, in one run."""
+
+from __future__ import annotations
 
 import json
+from typing import Sequence
 
 import dagster as dg
 
@@ -10,16 +13,18 @@ from rag_assets.defs.jobs import (
     PUBLISH_JOB,
     REFRESH_TIERS_JOB,
     UPDATE_COLLECTION_JOB,
-    UPDATE_VAULT_JOB,
+    UPDATE_VAULTS_JOBS,
     publish_job,
     refresh_tiers_job,
     update_collection_job,
-    update_vault_job,
+    update_vault_jobs,
 )
 from rag_assets.defs.partitions import (
     COLLECTIONS_PARTITION,
-    VAULTS_PARTITION,
+    VAULT_PARTITIONS,
+    covering_range,
     partition_changes,
+    range_tags,
     vault_partition_changes,
 )
 from rag_assets.defs.partitions import partition_requests as partition_requests_for
@@ -48,6 +53,21 @@ def current_hashes(cfg: RagConfig) -> dict[str, str]:
     return hashes
 
 
+def range_request(
+    job_name: str, order: Sequence[str], wanted: Sequence[str], run_key: str, tags: dict[str, str]
+) -> dg.RunRequest:
+    """One run over the partitions ``wanted`` (and any added in between them, see covering_range)."""
+    keys = covering_range(order, wanted)
+    if len(keys) == 1:
+        return dg.RunRequest(job_name=job_name, partition_key=keys[0], run_key=run_key, tags=tags)
+    return dg.RunRequest(job_name=job_name, run_key=run_key, tags={**tags, **range_tags(keys)})
+
+
+def _after_sync(existing: list[str], added: list[str], deleted: list[str]) -> list[str]:
+    """The partitions in Dagster's order once the tick's add/delete requests are applied."""
+    return [p for p in existing if p not in deleted] + list(added)
+
+
 def build_change_sensor(cfg: RagConfig) -> dg.SensorDefinition:
     automation = cfg.automation
 
@@ -58,7 +78,7 @@ def build_change_sensor(cfg: RagConfig) -> dg.SensorDefinition:
         jobs=[update_collection_job, publish_job],
         minimum_interval_seconds=automation.sensor_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING if automation.sensor_enabled else dg.DefaultSensorStatus.STOPPED,
-        description="Hashes every collection (stat-checked) and re-indexes the ones whose files changed.",
+        description="Hashes every collection (stat-checked) and re-indexes the ones whose files changed, in one run.",
     )
     def content_change_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         state = json.loads(context.cursor) if context.cursor else initial_state(cfg)
@@ -67,19 +87,25 @@ def build_change_sensor(cfg: RagConfig) -> dg.SensorDefinition:
         hashes = current_hashes(cfg)
         existing = list(context.instance.get_dynamic_partitions(COLLECTIONS_PARTITION))
         added, deleted = partition_changes(cfg, existing)
-        requests = []
+        changed: list[str] = []
         for name, digest in sorted(hashes.items()):
             if before.get(name) == digest and name not in added:
                 continue
-            # The run key names the content (collection + hash) so one state never runs twice;
-            # the generation counter lets an edit that is later undone run again.
+            # The generation counter lets an edit that is later undone run again.
             generation[name] = generation.get(name, 0) + 1
+            changed.append(name)
+        requests = []
+        if changed:
+            # One run for every changed collection; its key names the content (collection +
+            # hash + generation of each), so one state never runs twice.
+            run_key = ",".join(f"{name}:{hashes[name]}:{generation[name]}" for name in changed)
             requests.append(
-                dg.RunRequest(
-                    job_name=UPDATE_COLLECTION_JOB,
-                    partition_key=name,
-                    run_key=f"{name}:{digest}:{generation[name]}",
-                    tags={BUILD_TAG: "incremental"},
+                range_request(
+                    UPDATE_COLLECTION_JOB,
+                    _after_sync(existing, added, deleted),
+                    changed,
+                    run_key,
+                    {BUILD_TAG: "incremental"},
                 )
             )
         removed = sorted(set(before) - set(hashes))
@@ -106,12 +132,12 @@ def build_vault_sensor(cfg: RagConfig) -> dg.SensorDefinition:
 
     @dg.sensor(
         name="vault_sensor",
-        jobs=[update_vault_job, refresh_tiers_job],
+        jobs=[*update_vault_jobs.values(), refresh_tiers_job],
         minimum_interval_seconds=automation.sensor_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING if automation.sensor_enabled else dg.DefaultSensorStatus.STOPPED,
         description=(
-            "Keeps the vault partitions equal to rag.yaml's vaults, re-indexes a vault whose notes (or the Safe "
-            "tier's rules) changed, and purges vaults that left a tier from its store."
+            "Keeps each tier's vault partitions equal to rag.yaml's vaults, re-indexes the vaults whose notes "
+            "(or the Safe tier's rules) changed (one run per tier), and purges vaults that left a tier."
         ),
     )
     def vault_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
@@ -120,27 +146,35 @@ def build_vault_sensor(cfg: RagConfig) -> dg.SensorDefinition:
         # requested twice and an undone edit runs again.
         state = json.loads(context.cursor) if context.cursor else {"requested": {}, "generation": 0}
         requested: dict = state["requested"]
-        existing = list(context.instance.get_dynamic_partitions(VAULTS_PARTITION))
-        added, deleted = vault_partition_changes(cfg, existing)
-        stale: dict[str, list[str]] = {}
+        order: dict[str, list[str]] = {}
+        partition_requests: list = []
+        for tier, name in VAULT_PARTITIONS.items():
+            existing = list(context.instance.get_dynamic_partitions(name))
+            added, deleted = vault_partition_changes(cfg, tier, existing)
+            order[tier] = _after_sync(existing, added, deleted)
+            partition_requests += partition_requests_for(name, added, deleted)
+        stale: dict[str, dict[str, str]] = {}  # vault -> tier -> source hash
         for change in detect_vault_changes(cfg):
             if change.status in ("new", "changed"):
-                stale.setdefault(change.vault, []).append(f"{change.tier}:{change.source_hash}")
-        requests = []
+                stale.setdefault(change.vault, {})[change.tier] = change.source_hash
+        to_run: dict[str, list[str]] = {}  # tier -> vaults
+        keys: list[str] = []
         for vault, hashes in sorted(stale.items()):
-            key = "|".join(sorted(hashes))
+            key = "|".join(sorted(f"{tier}:{digest}" for tier, digest in hashes.items()))
             if requested.get(vault) == key:
                 continue
-            state["generation"] += 1
             requested[vault] = key
-            requests.append(
-                dg.RunRequest(
-                    job_name=UPDATE_VAULT_JOB,
-                    partition_key=vault,
-                    run_key=f"{vault}:{key}:{state['generation']}",
-                    tags={BUILD_TAG: "incremental"},
+            keys.append(f"{vault}:{key}")
+            for tier in hashes:
+                to_run.setdefault(tier, []).append(vault)
+        requests = []
+        if to_run:
+            state["generation"] += 1
+            for tier, vaults in sorted(to_run.items()):
+                run_key = f"{tier}:{','.join(keys)}:{state['generation']}"
+                requests.append(
+                    range_request(UPDATE_VAULTS_JOBS[tier], order[tier], vaults, run_key, {BUILD_TAG: "incremental"})
                 )
-            )
         departed = departed_vaults(cfg)
         departed_key = json.dumps(departed, sort_keys=True)
         if departed and not requests and requested.get("__departed__") != departed_key:
@@ -153,7 +187,6 @@ def build_vault_sensor(cfg: RagConfig) -> dg.SensorDefinition:
                     tags={BUILD_TAG: "incremental"},
                 )
             )
-        partition_requests = partition_requests_for(VAULTS_PARTITION, added, deleted)
         cursor = json.dumps(state, sort_keys=True)
         if not requests and not partition_requests:
             return dg.SensorResult(skip_reason=f"no change in {len(cfg.vaults)} vaults", cursor=cursor)

@@ -1,19 +1,23 @@
 """The Safe and Private tiers: per-vault assets that write the tier stores, and the stores.
 
-``safe_vault_chunks`` and ``private_vault_chunks`` are partitioned by vault. Each reads the
+``safe_vault_chunks`` (partitions ``safe_vaults``) and ``private_vault_chunks`` (partitions
+``private_vaults``: every vault) are partitioned by the vaults of their tier. Each reads the
 vault's notes, (Safe: sanitises them in memory,) chunks and embeds them and syncs that
 vault's rows of its tier's SQLite store. They return no value for the IO manager on purpose:
 a pickled record would put vault text in Dagster's storage. ``safe_store`` and
 ``private_store`` purge vaults that left the tier and describe the store (tier cards).
 """
 
-from datetime import timedelta
+import time
+from typing import Callable
 
 import dagster as dg
 
 from rag_assets.defs.embeddings import _bullets, usage_metadata
 from rag_assets.defs.jobs import BUILD_TAG
-from rag_assets.defs.partitions import vault_partitions
+from rag_assets.defs.partitions import private_vault_partitions, safe_vault_partitions
+from rag_assets.defs.publish import INDEX_FRESHNESS
+from rag_assets.defs.ranges import FAILED_PARTITION, SINGLE_RUN
 from rag_assets.defs.resources import EmbedderResource, RagSettings, TiersResource
 from rag_assets.index import store
 from rag_assets.privacy.audit import audit_store
@@ -29,7 +33,8 @@ from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_ma
 
 SAFE_GROUP = "safe_tier"
 PRIVATE_GROUP = "private_tier"
-TIER_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=48), warn_window=timedelta(hours=12))
+# The same windows as the public index (rag_assets/freshness.py).
+TIER_FRESHNESS = INDEX_FRESHNESS
 
 
 def _vault_metadata(build: VaultBuild) -> dict:
@@ -57,33 +62,65 @@ def _vault_metadata(build: VaultBuild) -> dict:
     }
 
 
-@dg.asset(partitions_def=vault_partitions, group_name=SAFE_GROUP, kinds={"sqlite"}, pool="embedding_api")
+def _each_vault(context: dg.AssetExecutionContext, build_one: Callable[[str], dict]) -> None:
+    """Build every vault of the run's range; per vault, its metadata on its own partition.
+
+    A failed vault (a missing folder, a refused embedder) does not stop the others: its rows
+    stay as they were. The step then fails naming it, so no vault of this run is recorded as
+    materialised; the runner still refreshes the tier store (purges, card, leak audit).
+    """
+    failed: dict[str, str] = {}
+    for key in context.partition_keys:
+        started = time.perf_counter()
+        try:
+            metadata = build_one(key)
+        except Exception as error:
+            context.log.error(f"[{key}] failed: {type(error).__name__}: {error}")
+            failed[key] = f"{type(error).__name__}: {error}"
+            continue
+        context.add_asset_metadata({**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key)
+    if failed:
+        raise dg.Failure(
+            description="; ".join(f"vault {key}: {why}" for key, why in failed.items()),
+            metadata={FAILED_PARTITION: ",".join(failed)},
+        )
+
+
+@dg.asset(
+    partitions_def=safe_vault_partitions,
+    backfill_policy=SINGLE_RUN,
+    group_name=SAFE_GROUP,
+    kinds={"sqlite"},
+    pool="embedding_api",
+)
 def safe_vault_chunks(
     context: dg.AssetExecutionContext, rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource
-) -> dg.MaterializeResult:
+) -> None:
     """A safe vault's notes, sanitised in memory, chunked, embedded and synced into the Safe store."""
     cfg = tiers.apply(rag.to_config(), embedder.settings())
-    vault = cfg.vault(context.partition_key)
-    if vault.tier != "safe":
-        removed = store.delete_collections(cfg.safe_store_path, [vault.name])
-        context.log.info(f"[{vault.name}] is a private vault: not in the Safe tier" + (" (its rows were removed)" if removed else ""))
-        return dg.MaterializeResult(metadata={"vault": vault.name, "tier": vault.tier, "in_safe_tier": False})
+    full = context.run.tags.get(BUILD_TAG) == "full"
     selection = embedder.select()
-    context.log.info(f"[{vault.name}] Safe tier embedder {selection.provider}: {selection.embedder.model} ({selection.reason})")
-    build = build_vault_tier(
-        cfg,
-        vault,
-        "safe",
-        selection.embedder,
-        provider=selection.provider,
-        sanitizer=tiers.sanitizer(),
-        batch_size=embedder.batch_size,
-        full=context.run.tags.get(BUILD_TAG) == "full",
-        log=context.log.info,
-    )
-    _close(selection.embedder)
-    return dg.MaterializeResult(
-        metadata={
+    context.log.info(f"Safe tier embedder {selection.provider}: {selection.embedder.model} ({selection.reason})")
+
+    def one(key: str) -> dict:
+        vault = cfg.vault(key)
+        if vault.tier != "safe":
+            # A partition left over from before the vault became private (the sensor removes it).
+            removed = store.delete_collections(cfg.safe_store_path, [vault.name])
+            context.log.info(f"[{vault.name}] is a private vault: not in the Safe tier" + (" (its rows were removed)" if removed else ""))
+            return {"vault": vault.name, "tier": vault.tier, "in_safe_tier": False}
+        build = build_vault_tier(
+            cfg,
+            vault,
+            "safe",
+            selection.embedder,
+            provider=selection.provider,
+            sanitizer=tiers.sanitizer(),
+            batch_size=embedder.batch_size,
+            full=full,
+            log=context.log.info,
+        )
+        return {
             **_vault_metadata(build),
             "in_safe_tier": True,
             "secrets_redacted": sum(build.tally.secrets.values()),
@@ -91,31 +128,41 @@ def safe_vault_chunks(
             # Sanitised text only: the preview is cut from what the store holds.
             "preview": dg.MetadataValue.md(chunk_preview_markdown(build.preview, limit=2)),
         }
-    )
+
+    try:
+        _each_vault(context, one)
+    finally:
+        _close(selection.embedder)
 
 
-@dg.asset(partitions_def=vault_partitions, group_name=PRIVATE_GROUP, kinds={"sqlite"})
+@dg.asset(partitions_def=private_vault_partitions, backfill_policy=SINGLE_RUN, group_name=PRIVATE_GROUP, kinds={"sqlite"})
 def private_vault_chunks(
     context: dg.AssetExecutionContext, rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource
-) -> dg.MaterializeResult:
+) -> None:
     """A vault's notes, raw, chunked and embedded by a local-only embedder into the Private store."""
     cfg = tiers.apply(rag.to_config(), embedder.settings())
-    vault = cfg.vault(context.partition_key)
+    full = context.run.tags.get(BUILD_TAG) == "full"
     selection = tiers.select_private()  # PrivacyError unless provably local
-    context.log.info(f"[{vault.name}] Private tier embedder {selection.provider}: {selection.embedder.model} ({selection.reason})")
-    build = build_vault_tier(
-        cfg,
-        vault,
-        "private",
-        selection.embedder,
-        provider=selection.provider,
-        batch_size=tiers.private_embedder.batch_size,
-        full=context.run.tags.get(BUILD_TAG) == "full",
-        log=context.log.info,
-    )
-    _close(selection.embedder)
-    # No preview here: private text stays out of Dagster's event log.
-    return dg.MaterializeResult(metadata=_vault_metadata(build))
+    context.log.info(f"Private tier embedder {selection.provider}: {selection.embedder.model} ({selection.reason})")
+
+    def one(key: str) -> dict:
+        build = build_vault_tier(
+            cfg,
+            cfg.vault(key),
+            "private",
+            selection.embedder,
+            provider=selection.provider,
+            batch_size=tiers.private_embedder.batch_size,
+            full=full,
+            log=context.log.info,
+        )
+        # No preview here: private text stays out of Dagster's event log.
+        return _vault_metadata(build)
+
+    try:
+        _each_vault(context, one)
+    finally:
+        _close(selection.embedder)
 
 
 def _close(embedder) -> None:

@@ -28,8 +28,10 @@ from rag_assets.ingest.sources import (
 )
 from rag_assets.records import SkippedFile
 
-FRESH_HOURS = 12
-STALE_HOURS = 48
+# The one source of the freshness thresholds: `rag status` (Fresh/Stale/Old), the
+# `index_recent` check and the freshness policies of the published and tier stores.
+FRESH_HOURS = 12  # younger: Fresh
+STALE_HOURS = 48  # up to this: Stale; older: Old
 
 
 @dataclass

@@ -58,7 +58,11 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from rag_assets.search.params import Hit
-from rag_assets.search.passages import PASSAGE_SEPARATOR, citation_tag, join_consecutive_chunks
+from rag_assets.search.retrieval.passages import (
+    PASSAGE_SEPARATOR,
+    citation_tag,
+    join_consecutive_chunks,
+)
 from rag_assets.search.tokens import TokenCounter, default_token_counter
 
 TAG_SEPARATOR = "\n"

@@ -1,8 +1,8 @@
 """The ``rag`` command: a front over the same Dagster assets the UI runs.
 
-``rag build`` executes the ``index_collection`` job once per collection and then
-the ``publish_index`` job, then ``index_vault`` once per note vault and
-``refresh_tier_stores``, in-process, against the same definitions that
+``rag build`` executes the ``update_collection`` job once over the collections to
+build (indexing and publishing), then ``update_safe_vaults`` and ``update_private_vaults``
+once each over the vaults (see rag_assets/defs/runner.py), in-process, against the same definitions that
 ``dagster dev`` loads, so the CLI and the UI can never build different indexes.
 """
 

@@ -19,8 +19,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from rag_assets.privacy.secrets import ds_filters
-from rag_assets.privacy.secrets.context import in_connection_string, line_of, url_scheme_before
-from rag_assets.privacy.secrets.generic import classify_ident, generic_value_ok, ident_parts
+from rag_assets.privacy.secrets.context import (
+    in_connection_string,
+    line_of,
+    url_scheme_before,
+)
+from rag_assets.privacy.secrets.generic import (
+    classify_ident,
+    generic_value_ok,
+    ident_parts,
+)
 from rag_assets.privacy.secrets.values import (
     PLACEHOLDER_SUBSTRINGS,
     aws_secret_ok,

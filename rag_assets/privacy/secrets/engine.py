@@ -22,7 +22,14 @@ from importlib.resources.abc import Traversable
 from typing import Any, Callable, Iterable, Iterator
 
 from rag_assets.privacy.secrets import generic, pem
-from rag_assets.privacy.secrets.checks import CHECKS, KINDS, SPANS, Candidate, KindOf, Span
+from rag_assets.privacy.secrets.checks import (
+    CHECKS,
+    KINDS,
+    SPANS,
+    Candidate,
+    KindOf,
+    Span,
+)
 
 RULES_FILE = "rules.toml"
 _PACKAGE = __package__ or "rag_assets.privacy.secrets"

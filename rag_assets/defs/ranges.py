@@ -1,0 +1,70 @@
+"""Running a partitioned asset over every partition of its run, one partition at a time.
+
+A build is one Dagster run over a range of partitions (``BackfillPolicy.single_run``),
+so each asset step receives ``context.partition_keys`` and handles them in turn. Each
+partition still gets its own materialisation with its own metadata in the UI.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, Callable, TypeVar
+
+import dagster as dg
+
+T = TypeVar("T")
+
+# Every partitioned asset handles its run's whole range in one step; a backfill launched
+# from the UI then is one run too, instead of one run per partition.
+SINGLE_RUN = dg.BackfillPolicy.single_run()
+# `backfill_policy` is a beta parameter of @dg.asset; its warning would be printed by every
+# `rag` command that loads the definitions, to users who cannot act on it.
+warnings.filterwarnings("ignore", message=r"Parameter `backfill_policy`", category=dg.BetaWarning)
+# Metadata key of the failed partition on the dg.Failure raised below; the runner reads it.
+FAILED_PARTITION = "partition"
+
+
+def for_each_partition(
+    context: dg.AssetExecutionContext,
+    kind: str,
+    work: Callable[[str], tuple[T, dict[str, Any]]],
+    describe: Callable[[T], str] | None = None,
+) -> dict[str, T]:
+    """``{partition: value}`` of ``work(partition)`` over the run's partitions.
+
+    ``work`` returns (value, metadata); the metadata (plus the partition's ``seconds``) goes
+    to that partition's materialisation. The first failure stops the step with a
+    ``dg.Failure`` naming the partition, so nothing of the run is published. ``describe``
+    gives each partition's part of one summary line logged at the end: one log event per
+    step rather than per partition, as every event costs a disk sync in a persistent instance.
+    """
+    out: dict[str, T] = {}
+    for key in context.partition_keys:
+        started = time.perf_counter()
+        try:
+            value, metadata = work(key)
+        except Exception as error:
+            raise dg.Failure(
+                description=f"{kind} {key}: {type(error).__name__}: {error}",
+                metadata={FAILED_PARTITION: key},
+            ) from error
+        context.add_asset_metadata({**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key)
+        out[key] = value
+    if describe and out:
+        context.log.info("; ".join(f"[{key}] {describe(value)}" for key, value in out.items()))
+    return out
+
+
+def throttled(log: Callable[[str], None], interval: float = 2.0) -> Callable[[str], None]:
+    """``log``, passing at most one progress line per ``interval`` seconds (failures always):
+    a fast embedder finishes a batch every few milliseconds, and each line is a stored event."""
+    last = [float("-inf")]
+
+    def emit(message: str) -> None:
+        now = time.monotonic()
+        if "FAILED" in message or now - last[0] >= interval:
+            last[0] = now
+            log(message)
+
+    return emit
