@@ -17,7 +17,7 @@
 
 Speed: each train query's vector and BM25 lists are read once, ``depth`` chunks deep, through
 the SearchIndex's own ranking functions; every grid setting then cuts them at its
-``candidates`` and fuses them with ``rag_assets.search.retrieval.fuse``, which is what
+``candidates`` and fuses them with ``rag_assets.search.fusion.fuse``, which is what
 ``SearchIndex.search`` does with them. The best setting is re-scored on train through the
 full ``SearchIndex.search`` path as a cross-check, and every test figure comes from that path
 (rag_assets.evaluation.runner.Evaluator).

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from rag_assets.search.retrieval.passages import (
+from rag_assets.search.passages import (
     citation_tag,
     heading_anchor,
     join_consecutive_chunks,

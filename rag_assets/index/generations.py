@@ -217,6 +217,15 @@ def remove_old_generations(cfg: RagConfig, previous: str | None = None) -> list[
     return removed
 
 
+def tidy(cfg: RagConfig) -> list[str]:
+    """Remove what killed publishes left (old and unfinished generations, temporary links)
+    without publishing: for a build that finds nothing to do."""
+    if not generations_dir(cfg).is_dir():
+        return []
+    with publish_lock(cfg):
+        return remove_old_generations(cfg)
+
+
 def discard_generation(generation: Generation) -> None:
     """Remove a generation whose publish failed before it became current."""
     shutil.rmtree(generation.folder, ignore_errors=True)

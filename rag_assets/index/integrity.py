@@ -122,29 +122,25 @@ def cache_files(cfg: RagConfig) -> tuple[list[Path], list[Path]]:
 
 def output_damage(cfg: RagConfig) -> list[Damage]:
     """Everything damaged: the published generation, the tier stores and the caches."""
-    damage = published_damage(generations.published(cfg))
-    sqlite_files, json_files = cache_files(cfg)
-    for path in sqlite_files:
-        problem = sqlite_problem(path)
-        if problem:
-            damage.append(Damage(path, problem))
-    for path in json_files:
-        if path.is_file() and read_json_object(path) is None:
-            damage.append(Damage(path, "not a JSON object (damaged)"))
-    return damage
+    return published_damage(generations.published(cfg)) + _cache_damage(cfg, discard=False)
 
 
 def discard_damaged_caches(cfg: RagConfig) -> list[Damage]:
     """Delete damaged caches and tier stores (they are rebuilt by the build that follows);
     the published generation is left for the publish step to replace. Returns what went."""
+    return _cache_damage(cfg, discard=True)
+
+
+def _cache_damage(cfg: RagConfig, *, discard: bool) -> list[Damage]:
     sqlite_files, json_files = cache_files(cfg)
-    discarded = []
+    damage = []
     for path in sqlite_files:
-        problem = discard_if_damaged(path)
+        problem = discard_if_damaged(path) if discard else sqlite_problem(path)
         if problem:
-            discarded.append(Damage(path, problem))
+            damage.append(Damage(path, problem))
     for path in json_files:
         if path.is_file() and read_json_object(path) is None:
-            path.unlink()
-            discarded.append(Damage(path, "not a JSON object (damaged)"))
-    return discarded
+            if discard:
+                path.unlink()
+            damage.append(Damage(path, "not a JSON object (damaged)"))
+    return damage

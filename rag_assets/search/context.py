@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from rag_assets.search.params import Hit
-from rag_assets.search.retrieval.passages import (
+from rag_assets.search.passages import (
     PASSAGE_SEPARATOR,
     citation_tag,
     join_consecutive_chunks,

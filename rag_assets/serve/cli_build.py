@@ -16,7 +16,7 @@ from rag_assets.config import (
     mask_secrets,
 )
 from rag_assets.embed import select_embedder
-from rag_assets.index import index_json
+from rag_assets.index import generations, index_json
 from rag_assets.index.freshness import detect_changes
 from rag_assets.index.integrity import discard_damaged_caches, output_damage
 from rag_assets.ingest.collections import discover_collections
@@ -157,6 +157,7 @@ def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool] | Non
         return list(discover_collections(cfg).collections), stale_vaults, True
     if report.up_to_date and not stale_vaults and not departed:
         print(f"Index is up to date (content hash {report.current_hash[:12]}); nothing to build. Use --force to rebuild.")
+        generations.tidy(cfg)  # what a build killed after its swap left (it published, then died)
         return None
     targets = list(discover_collections(cfg).collections)
     if report.up_to_date:

@@ -120,7 +120,7 @@ def cmd_search(cfg: RagConfig, args: argparse.Namespace) -> int:
 
 
 def _anchor(heading: str) -> str:
-    from rag_assets.search.retrieval.passages import heading_anchor
+    from rag_assets.search.passages import heading_anchor
 
     return heading_anchor(heading)
 
