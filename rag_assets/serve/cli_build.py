@@ -205,6 +205,15 @@ def _print_vault_progress(outcome) -> None:
             f"{private.get('skipped_files', 0)} skipped ({private['provider']})"
         )
     print(f"[vault {outcome.vault}] {'; '.join(parts)} ({outcome.seconds:.1f}s)", flush=True)
+    for tier, meta in (("safe", safe), ("private", private)):
+        if meta.get("failed_chunks"):
+            # Said out loud: a tier store with notes but no chunks must not pass for Fresh.
+            print(
+                f"warning: [vault {outcome.vault}] {meta['failed_chunks']} chunks of the {tier} tier have no vector "
+                "(their embedding batches failed); the next build retries them",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _dry_run(cfg: RagConfig, targets: list[str]) -> int:
