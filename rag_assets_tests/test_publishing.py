@@ -137,12 +137,19 @@ def test_a_kill_at_any_instant_leaves_every_output_of_one_build(tmp_path: Path) 
     assert check_public_outputs(cfg).ok
 
 
-def test_a_long_lived_search_index_follows_each_new_generation(tmp_path: Path) -> None:
+@pytest.fixture
+def small_site(tmp_path: Path) -> tuple[RagConfig, list]:
+    """Two small collections, embedded and published once."""
     content, out = tmp_path / "content", tmp_path / "out"
     write_corpus(content, collections=2, pages=5)
     collections = embedded_collections(content)
     cfg = RagConfig(content_dir=content, output_dir=out)
     publish_all(collections, cfg, utc_now_iso())
+    return cfg, collections
+
+
+def test_a_long_lived_search_index_follows_each_new_generation(small_site) -> None:
+    cfg, collections = small_site
     index = SearchIndex(cfg.public_store_path)
     params = SearchParams(mode="bm25", k=50)
     assert {h.collection for h in index.search("proxmox", None, params).hits} == {"col0", "col1"}
@@ -151,14 +158,10 @@ def test_a_long_lived_search_index_follows_each_new_generation(tmp_path: Path) -
     index.close()
 
 
-def test_outputs_of_the_older_single_folder_layout_are_taken_over(tmp_path: Path) -> None:
+def test_outputs_of_the_older_single_folder_layout_are_taken_over(small_site) -> None:
     """An output folder written before generations existed: real files at the published paths.
     The first publish replaces them with links and carries the search log over."""
-    content, out = tmp_path / "content", tmp_path / "out"
-    write_corpus(content, collections=2, pages=5)
-    collections = embedded_collections(content)
-    cfg = RagConfig(content_dir=content, output_dir=out)
-    publish_all(collections, cfg, utc_now_iso())
+    cfg, collections = small_site
     searched = SearchIndex(cfg.public_store_path)
     searched.search("proxmox", None, SearchParams(mode="bm25"))
     searched.close()  # folds the logged search into the store's main file, which is copied below
@@ -296,16 +299,13 @@ def test_a_damaged_tier_store_is_reported_and_rebuilt_from_the_vaults(out: Path,
     assert main(["search", "backup", "--tier", "safe", *sample_args(out)[:4]]) == 0
 
 
-def test_an_output_folder_copied_with_its_links_dereferenced_still_publishes(tmp_path: Path) -> None:
+def test_an_output_folder_copied_with_its_links_dereferenced_still_publishes(small_site, tmp_path: Path) -> None:
     """``cp -rL`` or ``shutil.copytree`` turns ``data/current`` into a real folder: readers use
     the copied files, and the next publish takes the name back for its link."""
-    content, out = tmp_path / "content", tmp_path / "out"
-    write_corpus(content, collections=2, pages=5)
-    collections = embedded_collections(content)
-    publish_all(collections, RagConfig(content_dir=content, output_dir=out), utc_now_iso())
+    published, collections = small_site
     copy = tmp_path / "copy"
-    shutil.copytree(out, copy)  # follows the links
-    cfg = RagConfig(content_dir=content, output_dir=copy)
+    shutil.copytree(published.output_dir, copy)  # follows the links
+    cfg = RagConfig(content_dir=published.content_dir, output_dir=copy)
     assert not generations.current_link(cfg).is_symlink() and check_public_outputs(cfg).ok
 
     publish_all(collections[:1], cfg, utc_now_iso())

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -131,6 +131,19 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, taken at once (IMMEDIATE: no upgrade deadlock with a concurrent
+    writer); committed whole or rolled back, so a reader never sees half of it."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 SCHEMA_VERSION = 2
 
 
@@ -188,8 +201,7 @@ def replace_contents(
     collections = list(collections)
     with closing(connect(path)) as conn:
         ensure_schema(conn)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             conn.execute("DELETE FROM chunks")
             conn.execute("DELETE FROM documents")
             conn.execute("DELETE FROM embeddings_meta")
@@ -202,10 +214,6 @@ def replace_contents(
                 (model, dimension, built_at, provider or _provider_of(collections)),
             )
             _record_generation(conn, generation)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         # Fold the WAL back into the main file when no reader holds it (PASSIVE never waits,
         # so a long-running search process cannot stall a build).
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
@@ -266,8 +274,7 @@ def sync_contents(
 
     where, params = _scope_filter(scope)
     with closing(connect(path)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             old_docs = {
                 r[0]: tuple(r[1:])
                 for r in conn.execute(
@@ -308,10 +315,6 @@ def sync_contents(
             conn.execute(f"DELETE FROM sources {_scope_filter(scope, 'collection')[0]}", params)
             _record_sources(conn, collections, built_at)
             _record_generation(conn, generation)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     return SyncResult(len(changed_docs), len(gone_docs), len(fresh_chunks), len(stale_chunks), False)
 
@@ -371,17 +374,12 @@ def delete_collections(path: Path, names: Iterable[str]) -> bool:
     where, params = _scope_filter(names)
     with closing(connect(path)) as conn:
         ensure_schema(conn)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             deleted = conn.execute(
                 f"DELETE FROM chunks WHERE document_id IN (SELECT d.id FROM documents d {where})", params
             ).rowcount
             deleted += conn.execute(f"DELETE FROM documents WHERE id IN (SELECT d.id FROM documents d {where})", params).rowcount
             deleted += conn.execute(f"DELETE FROM sources {_scope_filter(names, 'collection')[0]}", params).rowcount
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
     return deleted > 0
 
 
