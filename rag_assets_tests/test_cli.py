@@ -116,3 +116,18 @@ def test_dry_run_reports_the_plan_and_writes_nothing(capsys, write_tree, tmp_pat
     assert "[posts] unchanged" in printed and "0 to parse" in printed
     after = {p: p.stat().st_mtime_ns for p in before}
     assert after == before
+
+
+def test_a_site_with_note_vaults_and_no_public_collection_builds_its_tier_stores(tmp_path, capsys):
+    """Only content/vaults/: nothing to publish publicly, and that must not fail the build."""
+    vault = tmp_path / "content" / "vaults" / "v"
+    vault.mkdir(parents=True)
+    (vault / "n.md").write_text("# Note\n\nBack up the NAS nightly with restic to the offsite bucket.\n")
+    config = tmp_path / "rag.yaml"
+    config.write_text("content_dir: content\noutput_dir: out\nidentity_map: null\nvaults:\n  - {name: v, path: content/vaults/v, tier: private}\n")
+    args = ["--config", str(config), "--embedder", "hashing"]
+    assert main(["build", *args]) == 0
+    assert main(["build", *args]) == 0
+    assert "No public collections; the Safe and Private stores are up to date" in capsys.readouterr().out
+    assert main(["search", "restic backup", "--tier", "private", "--config", str(config)]) == 0
+    assert "v/n" in capsys.readouterr().out

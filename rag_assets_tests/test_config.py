@@ -358,3 +358,24 @@ def test_mask_secrets_spares_ordinary_values():
     shown = mask_secrets({"model": "sentence-transformers/all-MiniLM-L6-v2", "token": "abc", "path": "/a/b" * 20})
     assert shown == {"model": "sentence-transformers/all-MiniLM-L6-v2", "token": "***", "path": "/a/b" * 20}
     assert mask_secrets({"x": "ghp_abcdefghijklmnop"}) == {"x": "***"}
+
+
+def test_yaml_aliases_in_the_configuration_are_refused_before_they_expand(tmp_path):
+    """Nine nested aliases in rag.yaml grew past 10 GB while the file was validated."""
+    levels = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    path = write_config(tmp_path, "\n".join(levels) + "\ncontent_dir: content\n")
+    with pytest.raises(ConfigError, match=r"rag\.yaml, line 2: YAML alias \*a0 is not allowed"):
+        load_config(path, environ={})
+
+
+def test_urls_printed_anywhere_hide_passwords_and_secret_query_values():
+    from rag_assets.config.masking import mask_url
+    from rag_assets.embed.selection import service_status
+
+    assert mask_url("http://admin:pw@127.0.0.1:11434/?token=t0k&x=1") == "http://admin:***@127.0.0.1:11434/?token=***&x=1"
+    assert mask_secrets({"base_url": "https://h/v1?api_key=QUERYSECRET"}) == {"base_url": "https://h/v1?api_key=***"}
+    settings = EmbedderSettings(name="hashing")
+    status = service_status(settings, environ={"OLLAMA_HOST": "http://admin:OLLAMAPW@127.0.0.1:9/?token=QT"})
+    shown = "\n".join(status.lines())
+    assert "OLLAMAPW" not in shown and "token=QT" not in shown

@@ -109,3 +109,13 @@ def test_dates_in_frontmatter_become_iso_strings(write_tree):
     [doc] = parse(write_tree, {"posts/d.md": "---\ntitle: D\nupdated: 2026-02-03 04:05:06\n---\ntext"}).documents
     assert isinstance(doc, Document)
     assert doc.frontmatter["updated"] == "2026-02-03T04:05:06"
+
+
+def test_one_long_string_aliased_many_times_is_refused_before_it_expands(write_tree):
+    """Under the value count but not under the size: 9,000 characters referenced 500 times
+    would be 4.5 MB in every copy (cache, store, index); the file is skipped, not expanded."""
+    aliases = ", ".join(["*s"] * 500)
+    content = write_tree({"posts/bomb.md": f'---\ns: &s "{"x" * 9000}"\nl: [{aliases}]\n---\nBody text.\n'})
+    parsed = parse_collection(content, "posts", "h")
+    assert parsed.documents == []
+    assert "characters through YAML aliases" in parsed.skipped[0].reason

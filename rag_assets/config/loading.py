@@ -145,6 +145,7 @@ def read_config_source(path: Path) -> ConfigSource:
     shown = display_path(path)
     text = path.read_text(encoding="utf-8")
     try:
+        _refuse_aliases(text, shown)
         data = yaml.safe_load(text)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -159,6 +160,19 @@ def read_config_source(path: Path) -> ConfigSource:
     problems: list[str] = []
     _collect_lines(root, (), lines, problems, shown)
     return ConfigSource(path, data, lines, problems)
+
+
+def _refuse_aliases(text: str, shown: str) -> None:
+    """rag.yaml may not use YAML aliases (``*name``): a few nested ones expand to gigabytes
+    while the file is validated, and a configuration has no need of them."""
+    if "*" not in text:
+        return
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise ConfigError(
+                f"{shown}, line {event.start_mark.line + 1}: YAML alias *{event.anchor} is not allowed in the "
+                "configuration; write the value out"
+            )
 
 
 def _collect_lines(node: yaml.Node, path: Loc, lines: dict[Loc, int], problems: list[str], shown: str) -> None:

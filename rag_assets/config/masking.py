@@ -13,6 +13,8 @@ _SECRET_KEY = re.compile(r"(key|token|secret|passw|credential|auth)", re.IGNOREC
 _TOKEN_PREFIX = re.compile(r"^(sk-|sk_|pk_|rk_|ghp_|gho_|github_pat_|glpat-|xox[abp]-|hf_|AKIA)")
 _LONG_TOKEN = re.compile(r"[A-Za-z0-9_+=-]{32,}")
 _URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@/\s]+@")
+# A secret in a URL's query string: ?api_key=..., &token=..., &password=...
+_URL_QUERY_SECRET = re.compile(r"([?&][^=&#\s]*(?:key|token|secret|passw|auth|sig)[^=&#\s]*=)[^&#\s]+", re.IGNORECASE)
 MASK = "***"
 
 
@@ -39,8 +41,13 @@ def mask_secrets(value: Any, key: str = "") -> Any:
     if looks_secret(key, value):
         return MASK
     if isinstance(value, str):
-        return _URL_PASSWORD.sub(rf"\1{MASK}@", value)
+        return mask_url(value)
     return value
+
+
+def mask_url(text: str) -> str:
+    """A URL (or text holding one) with its password and secret query values replaced by ***."""
+    return _URL_QUERY_SECRET.sub(rf"\1{MASK}", _URL_PASSWORD.sub(rf"\1{MASK}@", text))
 
 
 def shown_value(loc: Loc, value: Any) -> str:

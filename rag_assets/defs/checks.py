@@ -3,6 +3,7 @@
 
 import dagster as dg
 
+from rag_assets.config.masking import mask_url
 from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.embed.selection import service_status
 from rag_assets.index.consistency import check_public_outputs
@@ -38,9 +39,9 @@ def embedding_service(embedder: EmbedderResource) -> dg.AssetCheckResult:
         metadata={
             "provider": status.selected,
             "model": status.model,
-            "reason": status.reason,
+            "reason": mask_url(status.reason),
             "ollama": "online" if status.ollama_online else "offline",
-            "ollama_host": status.ollama_host,
+            "ollama_host": mask_url(status.ollama_host),
             "ollama_models": ", ".join(status.ollama_models) or "none",
             "openai_key_set": status.openai_key_set,
             "local_model": status.local_reason,

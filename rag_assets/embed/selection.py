@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
+from rag_assets.config.masking import mask_url
 from rag_assets.config.providers import PROVIDERS, canonical_name
 from rag_assets.config.settings import EmbedderSettings, OllamaSettings, OpenAISettings
 from rag_assets.embed.base import Embedder
@@ -209,8 +210,8 @@ class ServiceStatus:
             else f"offline ({self.ollama_error})"
         )
         return [
-            f"embedder   {self.configured} -> {self.selected}: {self.model} ({self.reason})",
-            f"ollama     {self.ollama_host}: {ollama}",
+            f"embedder   {self.configured} -> {self.selected}: {self.model} ({mask_url(self.reason)})",
+            f"ollama     {mask_url(self.ollama_host)}: {mask_url(ollama)}",
             f"openai     key {'set' if self.openai_key_set else 'not set'}",
             f"local      {self.local_reason}",
         ]

@@ -202,11 +202,13 @@ def json_safe(value: Any, budget: "_ValueBudget | None" = None, depth: int = 0) 
     (the file is skipped) before the expansion can exhaust memory.
     """
     budget = budget or _ValueBudget()
-    budget.spend()
+    budget.spend(len(value) if isinstance(value, str) else 0)
     if depth > MAX_FRONTMATTER_DEPTH:
         # Also stops an alias that refers to itself (`a: &a [*a]`), which nests without end.
         raise UnusableFile(f"frontmatter nests more than {MAX_FRONTMATTER_DEPTH} levels deep; flatten it")
     if isinstance(value, dict):
+        for key in value:
+            budget.spend(len(str(key)))
         return {str(k): json_safe(v, budget, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set)):
         return [json_safe(v, budget, depth + 1) for v in value]
@@ -223,10 +225,19 @@ class _ValueBudget:
     def __init__(self, limit: int = MAX_FRONTMATTER_VALUES, *, through_aliases: bool = True) -> None:
         self.limit = limit
         self.left = limit
+        self.chars_left = MAX_FRONTMATTER_CHARS
         self.through_aliases = through_aliases
 
-    def spend(self) -> None:
+    def spend(self, chars: int = 0) -> None:
         self.left -= 1
+        self.chars_left -= chars
+        if self.chars_left < 0:
+            # One long string aliased thousands of times stays under the value count but
+            # expands to gigabytes in every copy made downstream (cache, store, index).
+            raise UnusableFile(
+                f"frontmatter expands to more than {MAX_FRONTMATTER_CHARS:,} characters"
+                + (" through YAML aliases; remove the aliases" if self.through_aliases else "")
+            )
         if self.left >= 0:
             return
         if self.through_aliases:

@@ -151,6 +151,12 @@ def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool] | Non
             print(f"warning: vault {change.vault!r}: folder {cfg.vault(change.vault).path} does not exist; its rows are kept")
     stale_vaults = sorted({c.vault for c in vault_changes if c.status in ("new", "changed")})
     departed = departed_vaults(cfg)
+    if not discover_collections(cfg).collections:
+        # Only note vaults: there is no public index to publish, only the tier stores to build.
+        if not stale_vaults and not departed:
+            print("No public collections; the Safe and Private stores are up to date. Use --force to rebuild.")
+            return None
+        return [], stale_vaults, False
     for damage in report.damage:
         print(f"damaged output {damage}: republishing every collection")
     if report.damage:
