@@ -63,7 +63,8 @@ def main(argv: list[str]) -> int:
     if task == "build":
         return run(str(BIN / "rag"), "build", *rest, env=dagster_home())
     if task == "test":
-        return run(str(BIN / "python"), "-m", "pytest", *rest)
+        # One worker per core: the suite is CPU-bound (real builds, real Dagster runs).
+        return run(str(BIN / "python"), "-m", "pytest", "-n", "auto", *rest)
     return run(str(BIN / "dagster"), "dev", *rest, env=dagster_home())
 
 
