@@ -37,6 +37,7 @@ from typing import Iterator
 
 from rag_assets.config import RagConfig
 from rag_assets.index import store
+from rag_assets.index.sqlite_cache import sqlite_problem
 
 INDEX_NAME = "embeddings-index.json"
 META_NAME = "embeddings-meta.json"
@@ -121,10 +122,10 @@ def seed_store(source: Path | None, target: Path) -> bool:
     the diff; False when there is nothing sound to copy (the store is then built whole)."""
     if source is None or not source.is_file():
         return False
+    if sqlite_problem(source):
+        return False
     try:
         with contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src:
-            if src.execute("PRAGMA quick_check").fetchone()[0] != "ok":
-                return False
             with contextlib.closing(sqlite3.connect(target)) as dst:
                 src.backup(dst)
     except sqlite3.DatabaseError:

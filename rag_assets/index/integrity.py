@@ -122,7 +122,12 @@ def cache_files(cfg: RagConfig) -> tuple[list[Path], list[Path]]:
 
 def output_damage(cfg: RagConfig) -> list[Damage]:
     """Everything damaged: the published generation, the tier stores and the caches."""
-    return published_damage(generations.published(cfg)) + _cache_damage(cfg, discard=False)
+    return published_damage(generations.published(cfg)) + cache_damage(cfg)
+
+
+def cache_damage(cfg: RagConfig) -> list[Damage]:
+    """The damaged caches and tier stores (not the published generation: see published_damage)."""
+    return _cache_damage(cfg, discard=False)
 
 
 def discard_damaged_caches(cfg: RagConfig) -> list[Damage]:

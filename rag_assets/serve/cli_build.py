@@ -18,7 +18,7 @@ from rag_assets.config import (
 from rag_assets.embed import select_embedder
 from rag_assets.index import generations, index_json
 from rag_assets.index.freshness import detect_changes
-from rag_assets.index.integrity import discard_damaged_caches, output_damage
+from rag_assets.index.integrity import cache_damage, discard_damaged_caches
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.pipeline import plan_collection
 from rag_assets.privacy.vaults import (
@@ -151,7 +151,8 @@ def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool] | Non
             print(f"warning: vault {change.vault!r}: folder {cfg.vault(change.vault).path} does not exist; its rows are kept")
     stale_vaults = sorted({c.vault for c in vault_changes if c.status in ("new", "changed")})
     departed = departed_vaults(cfg)
-    if not discover_collections(cfg).collections:
+    collections = list(discover_collections(cfg).collections)
+    if not collections:
         # Only note vaults: there is no public index to publish, only the tier stores to build.
         if not stale_vaults and not departed:
             print("No public collections; the Safe and Private stores are up to date. Use --force to rebuild.")
@@ -160,12 +161,12 @@ def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool] | Non
     for damage in report.damage:
         print(f"damaged output {damage}: republishing every collection")
     if report.damage:
-        return list(discover_collections(cfg).collections), stale_vaults, True
+        return collections, stale_vaults, True
     if report.up_to_date and not stale_vaults and not departed:
         print(f"Index is up to date (content hash {report.current_hash[:12]}); nothing to build. Use --force to rebuild.")
         generations.tidy(cfg)  # what a build killed after its swap left (it published, then died)
         return None
-    targets = list(discover_collections(cfg).collections)
+    targets = collections
     if report.up_to_date:
         targets = []
     elif report.has_index:
@@ -244,7 +245,7 @@ def _dry_run(cfg: RagConfig, targets: list[str]) -> int:
 def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
     report = detect_changes(cfg, save_stat_cache=False)
     stale = False
-    damage = output_damage(cfg)
+    damage = report.damage + cache_damage(cfg)  # the published generation was verified just above
     if damage:
         stale = True
         print("Damaged: run `rag build` to rebuild what is listed here.")
