@@ -12,7 +12,7 @@ that drops a hit on the query's own ID (ArguAna, Quora: the queries are corpus d
 Queries without a relevant judgement in the split are skipped (counted in the info).
 
 Depth: the @10 metrics come from the search exactly as configured (``params.candidates``
-per list, ``params.min_score``; ``k`` raised to ``candidates``, since the top ten chunks may
+per list, no relevance floor (it decides what a person sees, not the order); ``k`` raised to ``candidates``, since the top ten chunks may
 hold fewer than ten documents). recall@100 comes from a deeper search (each list ``depth``
 chunks deep, no score floor), so that a small ``candidates`` does not cap it. For bm25 and
 vector only the deep search runs: a single list's shallower ranking is exactly its head.
@@ -23,7 +23,6 @@ Plain Python, no Dagster: ``rag_assets.defs.evaluation`` wraps it as an asset, a
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -142,12 +141,15 @@ class Evaluator:
     def mode_params(self, params: SearchParams, mode: str) -> tuple[SearchParams, SearchParams]:
         """The search as configured (k raised to its candidates), and the deep one recall@100
         is read from (the same search when the configured one already reaches ``depth``)."""
-        base = replace(params, mode=mode, collection_weights=False, mmr_lambda=None, max_per_document=None)
+        # Rankings are scored whole: the relevance floor (min_score) decides what a person is
+        # shown, not the order, and nDCG would only lose from a cut list.
+        base = replace(
+            params, mode=mode, collection_weights=False, mmr_lambda=None, max_per_document=None, min_score=0.0, view="chunks"
+        )
         shallow = replace(base, k=min(base.candidates, 1000))
-        if shallow.k >= self.depth and shallow.min_score == -math.inf:
+        if shallow.k >= self.depth:
             return shallow, shallow
-        # No floor at all: a vector search scores raw cosines, which may be negative.
-        return shallow, replace(base, k=self.depth, candidates=max(base.candidates, self.depth), min_score=-math.inf)
+        return shallow, replace(base, k=self.depth, candidates=max(base.candidates, self.depth))
 
     def rankings(self, params: SearchParams, mode: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         """Per query, the documents of the configured search and of the deep one."""
@@ -159,9 +161,9 @@ class Evaluator:
             shallow = self._run(shallow_params)
         else:
             # One list, no fusion: a shallower search returns exactly the deep one's first
-            # `candidates` chunks (same scores), less those under min_score.
-            n, floor = shallow_params.k, shallow_params.min_score
-            shallow = {q: [h for h in hits[:n] if h[1] >= floor] for q, hits in deep.items()}
+            # `candidates` chunks (same scores).
+            n = shallow_params.k
+            shallow = {q: hits[:n] for q, hits in deep.items()}
         return (
             {q: documents_of(hits) for q, hits in shallow.items()},
             {q: documents_of(hits) for q, hits in deep.items()},

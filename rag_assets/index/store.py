@@ -8,7 +8,9 @@ Schema (a contract; other tools read it):
 - ``fts_cjk(uni, bi)``: CJK unigrams and bigrams of the chunks that hold CJK text (see
   ``rag_assets.index.cjk``), keyed by the chunk's rowid
 - ``embeddings_meta(model, dimension, built_at, provider)``
-- ``search_log(id, at, query, params JSON, results JSON, top_score, latency_ms)``: every
+- ``search_profile(profile JSON)``: the fusion the store is searched with
+  (:mod:`rag_assets.search.profiles`), written when the store is first built for its model
+- ``search_log(id, at, query, params JSON, results JSON, top_score, latency_ms, top_relevance)``: every
   search made against the store (``rag log``)
 - ``sources(collection, content_hash, documents, indexed_at)``: what each collection or vault
   was built from, written in the same transaction as its rows (the sensors and ``rag build``
@@ -35,6 +37,7 @@ import numpy as np
 
 from rag_assets.index import cjk
 from rag_assets.records import EmbeddedCollection
+from rag_assets.search.profiles import profile_for, write_profile
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -88,7 +91,8 @@ CREATE TABLE IF NOT EXISTS search_log (
     params JSON,
     results JSON,
     top_score REAL,
-    latency_ms REAL
+    latency_ms REAL,
+    top_relevance REAL
 );
 CREATE TABLE IF NOT EXISTS sources (
     collection TEXT PRIMARY KEY,
@@ -98,6 +102,9 @@ CREATE TABLE IF NOT EXISTS sources (
 );
 CREATE TABLE IF NOT EXISTS publication (
     generation TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS search_profile (
+    profile JSON NOT NULL
 );
 """
 
@@ -150,6 +157,9 @@ SCHEMA_VERSION = 2
 def ensure_schema(conn: sqlite3.Connection) -> None:
     """Create the tables, and bring a store written by an older version up to date."""
     conn.executescript(SCHEMA)
+    if "top_relevance" not in {r[1] for r in conn.execute("PRAGMA table_info(search_log)")}:
+        # Logs written before calibrated relevance: their searches have none (NULL).
+        conn.execute("ALTER TABLE search_log ADD COLUMN top_relevance REAL")
     if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
         return
     columns = {table: {r[1] for r in conn.execute(f"PRAGMA table_info({table})")} for table in ("documents", "embeddings_meta")}
@@ -213,6 +223,8 @@ def replace_contents(
                 "INSERT INTO embeddings_meta(model, dimension, built_at, provider) VALUES (?, ?, ?, ?)",
                 (model, dimension, built_at, provider or _provider_of(collections)),
             )
+            conn.execute("DELETE FROM search_profile")
+            _record_profile(conn)
             _record_generation(conn, generation)
         # Fold the WAL back into the main file when no reader holds it (PASSIVE never waits,
         # so a long-running search process cannot stall a build).
@@ -314,9 +326,19 @@ def sync_contents(
             conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
             conn.execute(f"DELETE FROM sources {_scope_filter(scope, 'collection')[0]}", params)
             _record_sources(conn, collections, built_at)
+            _record_profile(conn)
             _record_generation(conn, generation)
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     return SyncResult(len(changed_docs), len(gone_docs), len(fresh_chunks), len(stale_chunks), False)
+
+
+def _record_profile(conn: sqlite3.Connection) -> None:
+    """Give the store its embedder's search profile, unless it already records one (a store
+    keeps the fusion it was first built with until its model changes and it is rewritten)."""
+    if conn.execute("SELECT 1 FROM search_profile LIMIT 1").fetchone():
+        return
+    row = conn.execute("SELECT provider FROM embeddings_meta LIMIT 1").fetchone()
+    write_profile(conn, profile_for(row[0] if row else None))
 
 
 def _record_generation(conn: sqlite3.Connection, generation: str | None) -> None:

@@ -622,3 +622,9 @@ def describe(index: MemoryBm25) -> str:
         f"BM25 postings {how} in {took:.2f} s: {len(index.terms):,} terms, {index.postings:,} postings, "
         f"{index.nbytes / 2**20:.0f} MiB"
     )
+
+
+def query_stems(query: str) -> list[str]:
+    """The FTS5 terms (stems) of the query's words, one per token, repeats kept as FTS5 counts them."""
+    words = query_words(query)
+    return [token for tokens in _TOKENIZER.terms(words) for token in tokens] if words else []

@@ -10,6 +10,7 @@ from typing import Mapping
 import numpy as np
 
 from rag_assets.search.params import SearchParams
+from rag_assets.search.profiles import apply_profile
 
 
 def fuse(
@@ -21,7 +22,9 @@ def fuse(
 ) -> dict[int, float]:
     """Row -> fused score in [0, 1] (before collection weights); see the module docstring.
 
-    ``cosines`` (zscore): the vector scores of BM25 candidates missing from the vector list."""
+    ``cosines`` (zscore): the vector scores of BM25 candidates missing from the vector list.
+    Fusion fields ``params`` leaves open (None) take the default profile's values."""
+    params = apply_profile(params)
     if mode == "vector":
         return {row: score for row, (_, score) in vector.items()}
     if mode == "bm25":

@@ -3,7 +3,7 @@ and the errors a caller can act on."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -11,6 +11,15 @@ FUSIONS = ("rrf", "convex", "zscore")
 
 
 MODES = ("hybrid", "vector", "bm25")
+
+
+# Results one per page (its matching sections beneath it) or one per chunk.
+VIEWS = ("pages", "chunks")
+
+
+# The default ``min_score``: a hit's calibrated relevance (rag_assets.search.relevance) under
+# this is dropped. Chosen on held-in data (bench/fit_relevance.py; figures in the README).
+DEFAULT_MIN_RELEVANCE = 0.2
 
 
 LEXICAL = ("fts5", "memory", "auto")
@@ -26,16 +35,19 @@ def damaged_store_error(path: Path, exc: Exception) -> SearchError:
 
 @dataclass(frozen=True)
 class SearchParams:
-    """Everything that shapes a search; defaults chosen on SciFact's train split (README)."""
+    """Everything that shapes a search. The fusion fields left None come from the store's search
+    profile (rag_assets.search.profiles: chosen per embedder on SciFact's train split)."""
 
-    k: int = 10
+    k: int = 10  # results: pages (view="pages") or chunks (view="chunks")
     mode: str = "hybrid"
-    fusion: str = "zscore"
-    rrf_k: int = 60
-    vector_weight: float = 0.5
-    bm25_weight: float = 0.5
-    min_score: float = 0.1
+    fusion: str | None = None
+    rrf_k: int | None = None
+    vector_weight: float | None = None
+    bm25_weight: float | None = None
+    min_score: float = DEFAULT_MIN_RELEVANCE  # on each hit's calibrated relevance, in [0, 1]
     candidates: int = 200  # depth of each list before fusion
+    view: str = "pages"
+    sections: int = 3  # view="pages": matching sections listed per page, best first
     collections: tuple[str, ...] = ()  # empty: all
     tags: tuple[str, ...] = ()  # every tag must be present
     filters: tuple[tuple[str, str], ...] = ()  # frontmatter key=value, all must hold
@@ -49,12 +61,17 @@ class SearchParams:
             raise SearchError("k must be between 1 and 1000")
         if self.mode not in MODES:
             raise SearchError(f"mode must be one of {', '.join(MODES)}")
-        if self.fusion not in FUSIONS:
+        if self.fusion is not None and self.fusion not in FUSIONS:
             raise SearchError(f"fusion must be one of {', '.join(FUSIONS)}")
-        if self.rrf_k < 0:
+        if self.rrf_k is not None and self.rrf_k < 0:
             raise SearchError("rrf_k must be 0 or more")
-        if self.vector_weight < 0 or self.bm25_weight < 0 or self.vector_weight + self.bm25_weight <= 0:
+        wv, wb = self.vector_weight, self.bm25_weight
+        if (wv is not None and wv < 0) or (wb is not None and wb < 0) or (wv is not None and wb is not None and wv + wb <= 0):
             raise SearchError("vector_weight and bm25_weight must be >= 0 and not both 0")
+        if self.view not in VIEWS:
+            raise SearchError(f"view must be one of {', '.join(VIEWS)}")
+        if not 1 <= self.sections <= 20:
+            raise SearchError("sections must be between 1 and 20")
         if self.mmr_lambda is not None and not 0.0 <= self.mmr_lambda <= 1.0:
             raise SearchError("mmr_lambda must be between 0 and 1")
         if self.max_per_document is not None and self.max_per_document < 1:
@@ -65,17 +82,35 @@ class SearchParams:
 
 @dataclass
 class Hit:
+    """One result: a chunk, or (view="pages") a page shown by its best chunk, with the page's
+    matching chunks in ``sections`` (best first; the first is the hit's own chunk)."""
+
     id: str
     collection: str
     slug: str
     title: str
     heading_path: list[str]
     text: str
-    score: float
+    score: float  # the fused ranking score, relative to this query's candidates (1.0 = best)
     vector_score: float | None
     bm25_score: float | None
     chunk_index: int = 0
     document_id: str = ""
+    relevance: float = 0.0  # calibrated: comparable across queries, in [0, 1]
+    sections: list["Hit"] = field(default_factory=list)
+    # What ``relevance`` was computed from (rag_assets.search.relevance.FEATURES); for fitting.
+    features: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+
+    def section_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "headingPath": self.heading_path,
+            "text": self.text,
+            "score": round(self.score, 6),
+            "relevance": round(self.relevance, 4),
+            "vectorScore": None if self.vector_score is None else round(self.vector_score, 6),
+            "bm25Score": None if self.bm25_score is None else round(self.bm25_score, 6),
+        }
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,8 +121,10 @@ class Hit:
             "headingPath": self.heading_path,
             "text": self.text,
             "score": round(self.score, 6),
+            "relevance": round(self.relevance, 4),
             "vectorScore": None if self.vector_score is None else round(self.vector_score, 6),
             "bm25Score": None if self.bm25_score is None else round(self.bm25_score, 6),
+            "sections": [s.section_json() for s in (self.sections or [self])],
         }
 
 
@@ -99,14 +136,28 @@ class SearchResult:
     latency_ms: float  # the whole search, query embedding included
     model: str | None = None
     embed_ms: float = 0.0  # of which embedding the query (a cold local model loads here)
+    # The best relevance among all candidates, passed or not: how close the nearest miss came.
+    best_relevance: float = 0.0
+    dropped: int = 0  # candidates under min_score
 
     def to_json(self) -> dict[str, Any]:
         return {
             "query": self.query,
             "hits": [h.to_json() for h in self.hits],
+            "view": self.params.view,
+            "minScore": self.params.min_score,
+            "bestRelevance": round(self.best_relevance, 4),
             "latencyMs": round(self.latency_ms, 2),
             "embedMs": round(self.embed_ms, 2),
         }
+
+    def nothing_passed(self) -> str:
+        """What to tell a person when no hit reached ``min_score``."""
+        return (
+            f"No result reaches the relevance threshold ({self.params.min_score:g}); the closest candidate "
+            f"scored {self.best_relevance:.2f}. Nothing in this index seems to answer that "
+            "(lower it with --min-score / min_score to see the nearest anyway)."
+        )
 
 
 def parse_filters(items: Sequence[str]) -> tuple[tuple[str, str], ...]:

@@ -32,7 +32,7 @@ import logging
 import sqlite3
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -40,7 +40,9 @@ import numpy as np
 
 from rag_assets.embed.base import Embedder
 from rag_assets.index import cjk, store
+from rag_assets.search.bm25 import query_stems
 from rag_assets.search.fusion import fuse, mmr
+from rag_assets.search.pages import group_pages
 from rag_assets.search.params import (
     LEXICAL,
     Hit,
@@ -49,7 +51,9 @@ from rag_assets.search.params import (
     SearchResult,
     damaged_store_error,
 )
+from rag_assets.search.profiles import SearchProfile, apply_profile, read_profile
 from rag_assets.search.query import fts_match_query
+from rag_assets.search.relevance import TermStatistics, candidate_features, shipped_models
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,8 @@ class _Loaded:
     # The in-memory BM25 postings (rag_assets.search.bm25) once they are ready; None: FTS5 scores.
     bm25: Any = None
     bm25_done: threading.Event = field(default_factory=threading.Event)  # set when built, loaded or failed
+    profile: SearchProfile = field(default_factory=SearchProfile)  # the fusion the store was built for
+    term_statistics: TermStatistics = field(default_factory=TermStatistics)
 
 
 class SearchIndex:
@@ -197,6 +203,7 @@ class SearchIndex:
             documents=documents,
             doc_index=doc_index,
             doc_collections=np.array([d["collection"] for d in documents.values()], dtype=str),
+            profile=read_profile(conn, provider),
         )
         self._generation += 1
         if self.lexical == "memory":
@@ -273,21 +280,46 @@ class SearchIndex:
         if mode in ("hybrid", "bm25"):
             lexical = self._bm25_ranks(data, query, mask, depth)
         cosines: dict[int, float] = {}
-        if mode == "hybrid" and params.fusion == "zscore" and qvec is not None:
-            # BM25 candidates below the vector list's depth still have a cosine: use it.
+        if mode == "hybrid" and qvec is not None:
+            # BM25 candidates below the vector list's depth still have a cosine: fusion
+            # (zscore) and relevance use it.
             missing = [row for row in lexical if row not in vector]
             if missing:
                 cosines = dict(zip(missing, (data.matrix[missing] @ qvec).tolist()))
+        params = apply_profile(params, data.profile)
         scored = fuse(vector, lexical, params, mode, cosines)
         if params.collection_weights:
             scored = {row: s * self.weights.get(str(data.collections[row]), 1.0) for row, s in scored.items()}
-        ranked = [row for row, s in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0])) if s >= params.min_score]
+        ordered = [row for row, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))]
+        pool = ordered[: max(params.k * params.sections * 2, 60)]
+        relevance, features = self._relevance(data, query, mode, pool, vector, lexical, cosines)
+        ranked = [row for row in pool if relevance[row] >= params.min_score]
         ranked = self._diversify(data, ranked, scored, params)
-        hits = self._hits(data, ranked[: params.k], scored, vector, lexical)
-        result = SearchResult(query, hits, params, (time.perf_counter() - started) * 1000, data.model, embed_ms)
+        if params.view == "pages":
+            groups = group_pages(ranked, data.document_ids, params.k, params.sections)
+        else:
+            groups = [[row] for row in ranked[: params.k]]
+        hits = self._hits(data, groups, scored, relevance, vector, lexical, features)
+        result = SearchResult(
+            query, hits, params, (time.perf_counter() - started) * 1000, data.model, embed_ms,
+            best_relevance=max(relevance.values(), default=0.0), dropped=len(pool) - len(ranked),
+        )
         if self.log_searches:
             self._log(result)
         return result
+
+    def _relevance(self, data: _Loaded, query: str, mode: str, rows: list[int], vector, lexical, cosines):
+        """(row -> calibrated relevance, row -> its features) for ``rows`` (rag_assets.search.relevance)."""
+        if not rows:
+            return {}, {}
+        ceiling, unknown = 0.0, 0.0
+        if mode != "vector":
+            stems = query_stems(query)
+            ceiling, unknown = data.term_statistics.ceiling(self._connection(), data.stamp, stems, len(data.rowids))
+        features = candidate_features(rows, vector, lexical, cosines, ceiling, unknown)
+        model = shipped_models().model(data.profile.embedder, mode)
+        per_row = {row: {name: float(values[i]) for name, values in features.items()} for i, row in enumerate(rows)}
+        return dict(zip(rows, model.predict(features).tolist())), per_row
 
     def _filter_mask(self, data: _Loaded, params: SearchParams) -> np.ndarray | None:
         """Rows allowed by the filters, or None when nothing is filtered."""
@@ -368,7 +400,9 @@ class SearchIndex:
             ranked = kept
         return ranked
 
-    def _hits(self, data, rows, scored, vector, lexical) -> list[Hit]:
+    def _hits(self, data, groups: list[list[int]], scored, relevance, vector, lexical, features) -> list[Hit]:
+        """One Hit per group: its first row's chunk, the group's chunks as its sections."""
+        rows = [row for group in groups for row in group]
         if not rows:
             return []
         rowids = [int(data.rowids[r]) for r in rows]
@@ -379,25 +413,31 @@ class SearchIndex:
                 f"SELECT rowid, id, text, heading_path, chunk_index, document_id FROM chunks WHERE rowid IN ({marks})", rowids
             )
         }
-        hits = []
-        for row, rowid in zip(rows, rowids):
-            chunk_id, text, heading_path, chunk_index, doc_id = details[rowid]
+
+        def chunk_hit(row: int) -> Hit:
+            chunk_id, text, heading_path, chunk_index, doc_id = details[int(data.rowids[row])]
             doc = data.documents.get(doc_id, {})
-            hits.append(
-                Hit(
-                    id=chunk_id,
-                    collection=doc.get("collection", ""),
-                    slug=doc.get("slug", ""),
-                    title=doc.get("title", ""),
-                    heading_path=json.loads(heading_path or "[]"),
-                    text=text,
-                    score=scored[row],
-                    vector_score=vector[row][1] if row in vector else None,
-                    bm25_score=lexical[row][1] if row in lexical else None,
-                    chunk_index=chunk_index,
-                    document_id=doc_id,
-                )
+            return Hit(
+                id=chunk_id,
+                collection=doc.get("collection", ""),
+                slug=doc.get("slug", ""),
+                title=doc.get("title", ""),
+                heading_path=json.loads(heading_path or "[]"),
+                text=text,
+                score=scored[row],
+                vector_score=vector[row][1] if row in vector else None,
+                bm25_score=lexical[row][1] if row in lexical else None,
+                chunk_index=chunk_index,
+                document_id=doc_id,
+                relevance=relevance.get(row, 0.0),
+                features=features.get(row, {}),
             )
+
+        hits = []
+        for group in groups:
+            sections = [chunk_hit(row) for row in group]
+            head = replace(sections[0], sections=sections)
+            hits.append(head)
         return hits
 
     def _log(self, result: SearchResult) -> None:
@@ -409,10 +449,12 @@ class SearchIndex:
             json.dumps([[h.id, round(h.score, 4)] for h in result.hits]),
             result.hits[0].score if result.hits else 0.0,
             round(result.latency_ms, 3),
+            round(result.best_relevance, 4),
         )
         try:
             self._connection().execute(
-                "INSERT INTO search_log(at, query, params, results, top_score, latency_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO search_log(at, query, params, results, top_score, latency_ms, top_relevance)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 record,
             )
         except sqlite3.Error:

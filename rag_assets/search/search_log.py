@@ -9,17 +9,34 @@ from typing import Any
 
 from rag_assets.index import store
 
+_COLUMNS = "at, query, results, top_score, latency_ms, top_relevance"
 
-def _row(at: str, query: str, results: str, top: float, latency: float) -> dict[str, Any]:
-    return {"at": at, "query": query, "hits": len(json.loads(results or "[]")), "topScore": top or 0.0, "latencyMs": latency or 0.0}
+
+def _row(at: str, query: str, results: str, top: float, latency: float, relevance: float | None) -> dict[str, Any]:
+    return {
+        "at": at,
+        "query": query,
+        "hits": len(json.loads(results or "[]")),
+        "topScore": top or 0.0,
+        "topRelevance": relevance,  # None: logged before relevance was calibrated
+        "latencyMs": latency or 0.0,
+    }
 
 
 def read_log(path: Path, limit: int = 10) -> tuple[list[dict], list[dict], int]:
-    """(most recent searches, weakest searches by top score, total logged)."""
+    """(most recent searches, weakest searches, total logged). The weakest are those whose best
+    candidate had the lowest calibrated relevance: the questions the content answers worst
+    (a search that found nothing at all counts as 0)."""
     with closing(store.connect(path)) as conn:
         store.ensure_schema(conn)
-        columns = "at, query, results, top_score, latency_ms"
-        recent = [_row(*r) for r in conn.execute(f"SELECT {columns} FROM search_log ORDER BY id DESC LIMIT ?", (limit,))]
-        weakest = [_row(*r) for r in conn.execute(f"SELECT {columns} FROM search_log ORDER BY top_score ASC, id DESC LIMIT ?", (limit,))]
+        recent = [_row(*r) for r in conn.execute(f"SELECT {_COLUMNS} FROM search_log ORDER BY id DESC LIMIT ?", (limit,))]
+        weakest = [
+            _row(*r)
+            for r in conn.execute(
+                f"SELECT {_COLUMNS} FROM search_log WHERE top_relevance IS NOT NULL"
+                " ORDER BY top_relevance ASC, id DESC LIMIT ?",
+                (limit,),
+            )
+        ]
         total = conn.execute("SELECT COUNT(*) FROM search_log").fetchone()[0]
     return recent, weakest, total

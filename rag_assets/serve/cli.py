@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     def add_search_options(cmd: argparse.ArgumentParser) -> None:
         cmd.add_argument("query", help="what to look for, in plain words (no query syntax needed)")
         cmd.add_argument("--tier", choices=tiers, default="public", help="which store to search (default: public)")
-        cmd.add_argument("-k", type=int, default=None, help="number of results (default: 10)")
+        cmd.add_argument("-k", type=int, default=None, help="number of results: pages, or chunks with --chunks (default: 10)")
         cmd.add_argument("--collections", metavar="A,B", help="only these collections (or vaults), comma-separated")
         cmd.add_argument(
             "--filter", action="append", default=[], metavar="KEY=VALUE",
@@ -171,12 +171,23 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--tag", action="append", default=[], metavar="TAG", help="document must carry this tag (repeatable)")
         cmd.add_argument("--prefix", metavar="SLUG", help="only documents whose slug (or collection/slug) starts with this")
         cmd.add_argument("--mode", choices=("hybrid", "vector", "bm25"), default="hybrid", help="ranking (default: hybrid)")
-        cmd.add_argument("--fusion", choices=("rrf", "convex"), help="how vector and BM25 ranks combine (see README)")
+        cmd.add_argument(
+            "--fusion", choices=("zscore", "rrf", "convex"),
+            help="how vector and BM25 lists combine (default: the store's profile, chosen per embedder; see README)",
+        )
         cmd.add_argument("--vector-weight", type=float, help="weight of the vector list in the fusion")
         cmd.add_argument("--bm25-weight", type=float, help="weight of the BM25 list in the fusion")
-        cmd.add_argument("--min-score", type=float, help="drop results under this fused score (default: 0.1)")
+        cmd.add_argument(
+            "--min-score", type=float, metavar="R",
+            help="drop results whose calibrated relevance (0-1, comparable across queries) is under R "
+            "(default: 0.2; 0 shows everything)",
+        )
         cmd.add_argument("--mmr", type=float, metavar="LAMBDA", help="MMR re-ranking: 1.0 relevance only, lower = more diverse")
-        cmd.add_argument("--per-doc", type=int, metavar="N", help="at most N chunks per document")
+        cmd.add_argument(
+            "--chunks", action="store_true",
+            help="one result per chunk instead of one per page (a page's matching sections listed beneath it)",
+        )
+        cmd.add_argument("--per-doc", type=int, metavar="N", help="chunk results, at most N per document (implies --chunks)")
         cmd.add_argument("--json", action="store_true", help="print JSON")
 
     search = commands.add_parser(
@@ -185,9 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="hybrid (vector + BM25) search of a tier's store",
         description=(
             "Search one tier's SQLite store: cosine similarity of the query embedding (the model that built the "
-            "store) fused with FTS5 BM25, then the collection weight and --min-score. Prints "
-            "`collection/slug ::heading/path score` lines, or JSON with --json. Every search is logged in the "
-            "store (see `rag log`)."
+            "store) fused with FTS5 BM25, then the collection weight. Each hit gets a calibrated relevance in "
+            "[0, 1] that means the same across queries; hits under --min-score are dropped, so a question the "
+            "content does not answer returns nothing. Results are pages: `collection/slug ::heading/path "
+            "relevance` lines with the page's other matching sections indented beneath (--chunks for one line "
+            "per chunk), or JSON with --json (every hit has `relevance` and `sections`). Every search is logged "
+            "in the store (see `rag log`)."
         ),
     )
     add_search_options(search)
@@ -209,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     log = commands.add_parser(
         "log",
         parents=[common],
-        help="recent searches and the weakest ones (lowest top score)",
+        help="recent searches and the weakest ones (lowest best relevance)",
         description="Reads the search_log table of a tier's store: what was asked, how well it matched, how fast.",
     )
     log.add_argument("--tier", choices=tiers, default="public", help="which store's log (default: public)")

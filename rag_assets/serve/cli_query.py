@@ -66,8 +66,10 @@ def _search_params(cfg: RagConfig, args: argparse.Namespace):
         "mmr_lambda": args.mmr,
         "max_per_document": args.per_doc,
     }
+    chunks = bool(getattr(args, "chunks", False) or args.per_doc)
     params = SearchParams(
         mode=args.mode,
+        view="chunks" if chunks else "pages",
         collections=tuple(c.strip() for c in (args.collections or "").split(",") if c.strip()),
         filters=parse_filters(args.filter),
         tags=tuple(args.tag),
@@ -107,10 +109,11 @@ def cmd_search(cfg: RagConfig, args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         return EXIT_OK
     if not result.hits:
-        print(f"No results above the minimum score ({result.params.min_score}).")
+        print(result.nothing_passed())
     for hit in result.hits:
-        heading = "/".join(_anchor(h) for h in hit.heading_path)
-        print(f"{hit.collection}/{hit.slug} ::{heading} {hit.score:.2f}")
+        print(f"{hit.collection}/{hit.slug} ::{_heading(hit)} {hit.relevance:.2f}")
+        for section in hit.sections[1:]:
+            print(f"    ::{_heading(section)} {section.relevance:.2f}")
     print(
         f"({len(result.hits)} results in {result.latency_ms:.1f} ms, of which {result.embed_ms:.1f} ms embedding the "
         f"query; {args.tier} tier)",
@@ -119,10 +122,10 @@ def cmd_search(cfg: RagConfig, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _anchor(heading: str) -> str:
+def _heading(hit) -> str:
     from rag_assets.search.passages import heading_anchor
 
-    return heading_anchor(heading)
+    return "/".join(heading_anchor(h) for h in hit.heading_path)
 
 
 def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
@@ -133,11 +136,20 @@ def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.k is None:
         args.k = 20  # more candidates than fit, so the budget decides
+    args.chunks = True  # packing merges chunks itself
     try:
         result = _run_search(cfg, args)
     except _search_errors() as exc:
         print(f"rag: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if not result.hits:
+        # Nothing relevant enough: an empty context, not the least bad passages.
+        if args.json:
+            empty = {"text": "", "citations": [], "tokens": 0, "budget": args.budget, "dropped": []}
+            print(json.dumps({**empty, "bestRelevance": round(result.best_relevance, 4), "message": result.nothing_passed()}, indent=2))
+        else:
+            print(result.nothing_passed(), file=sys.stderr)
+        return EXIT_OK
     packed = pack_context(result.hits, args.budget)
     if args.json:
         print(json.dumps(packed.to_json(), indent=2, ensure_ascii=False))
@@ -159,10 +171,11 @@ def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
         print(json.dumps({"total": total, "recent": recent, "weakest": weakest}, indent=2, ensure_ascii=False))
         return EXIT_OK
     print(f"{total} searches logged in {path}")
-    for title, rows in (("Recent", recent), ("Weakest (lowest top score)", weakest)):
+    for title, rows in (("Recent", recent), ("Weakest (lowest best relevance: what the content answers worst)", weakest)):
         print(title)
         for row in rows:
-            print(f"  {row['at']}  {row['topScore']:.2f}  {row['latencyMs']:7.1f} ms  {row['hits']:>3} hits  {row['query']}")
+            relevance = "  -- " if row["topRelevance"] is None else f"{row['topRelevance']:.2f}"
+            print(f"  {row['at']}  {relevance}  {row['latencyMs']:7.1f} ms  {row['hits']:>3} hits  {row['query']}")
     return EXIT_OK
 
 

@@ -3,11 +3,17 @@
 Routes (all ``GET``, all answer JSON)::
 
     /search?q=...&tier=public&k=10&collections=a,b&filter=key=value&tag=x&prefix=...
-            &mode=hybrid|vector|bm25&fusion=rrf|convex&vector_weight=&bm25_weight=
-            &min_score=&mmr=0.7&per_doc=2&candidates=&rrf_k=
-        -> {"query", "tier", "mode", "model", "hits": [Hit.to_json()...], "latencyMs"}
+            &mode=hybrid|vector|bm25|chunks&fusion=zscore|rrf|convex&vector_weight=&bm25_weight=
+            &min_score=&mmr=0.7&view=pages|chunks&sections=3&per_doc=2&candidates=&rrf_k=
+        -> {"query", "tier", "mode", "model", "view", "minScore", "bestRelevance",
+            "hits": [Hit.to_json()...], "latencyMs"}
+       Hits are pages (view=pages, the default), each with its matching ``sections``; view=chunks
+       (or per_doc, or mode=chunks: a hybrid search in the chunk view) gives one hit per chunk.
+       ``min_score`` filters on each hit's calibrated ``relevance`` (0-1); nothing passing gives
+       ``hits: []`` and a ``message``.
     /context?q=...&budget=1500 (+ every /search parameter; k defaults to 20)
-        -> the packed context: text with citation tags, citations, token count
+        -> the packed context: text with citation tags, citations, token count (empty, with a
+           ``message``, when no hit reaches ``min_score``)
     /status  -> the ``rag status --json`` report (every tier: exists, chunks, model, built, freshness)
     /health  -> {"status": "ok"}
 
@@ -54,6 +60,7 @@ from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.context import pack_context
 from rag_assets.search.params import (
     MODES,
+    VIEWS,
     SearchError,
     SearchParams,
     SearchResult,
@@ -73,7 +80,7 @@ DEFAULT_CONTEXT_K = 20  # more hits than fit, so the budget decides (as `rag con
 
 SEARCH_PARAMS = (
     "q", "tier", "k", "collections", "filter", "tag", "prefix", "mode", "fusion", "vector_weight",
-    "bm25_weight", "min_score", "mmr", "per_doc", "candidates", "rrf_k",
+    "bm25_weight", "min_score", "mmr", "per_doc", "candidates", "rrf_k", "view", "sections",
 )
 REPEATABLE = ("collections", "filter", "tag")
 CONTEXT_PARAMS = SEARCH_PARAMS + ("budget",)
@@ -283,8 +290,13 @@ def parse_search_params(request: Request, *, default_k: int = 10) -> tuple[str, 
     """(tier, SearchParams) from the query string; BadRequest on anything unusable."""
     tier = (_single(request, "tier") or "public").strip().lower()
     mode = (_single(request, "mode") or "hybrid").strip().lower()
+    view = (_single(request, "view") or "").strip().lower() or None
+    if mode == "chunks":  # shorthand: a hybrid search, one hit per chunk
+        mode, view = "hybrid", "chunks"
     if mode not in MODES:
-        raise BadRequest(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        raise BadRequest(f"unknown mode {mode!r}; use one of {', '.join(MODES)} (or chunks)")
+    if view is not None and view not in VIEWS:
+        raise BadRequest(f"unknown view {view!r}; use one of {', '.join(VIEWS)}")
     k = _int(request, "k", 1, 1000)
     overrides: dict[str, Any] = {
         "fusion": (_single(request, "fusion") or "").strip().lower() or None,
@@ -295,7 +307,12 @@ def parse_search_params(request: Request, *, default_k: int = 10) -> tuple[str, 
         "max_per_document": _int(request, "per_doc", 1),
         "candidates": _int(request, "candidates", 1, 10_000),
         "rrf_k": _int(request, "rrf_k", 0),
+        "sections": _int(request, "sections", 1, 20),
     }
+    if overrides["max_per_document"] is not None and view is None:
+        view = "chunks"  # a cap on chunks per page only means something in the chunk view
+    if view is not None:
+        overrides["view"] = view
     try:
         filters = parse_filters(request.query_params.getlist("filter"))
     except SearchError as exc:
@@ -357,14 +374,20 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
             query = parse_query(request)
             tier, params = parse_search_params(request)
             result = run_search(query, tier, params)
-            return {
+            out = {
                 "query": query,
                 "tier": tier,
                 "mode": params.mode,
                 "model": result.model,
+                "view": params.view,
+                "minScore": params.min_score,
+                "bestRelevance": round(result.best_relevance, 4),
                 "hits": [h.to_json() for h in result.hits],
                 "latencyMs": round(result.latency_ms, 2),
             }
+            if not result.hits:
+                out["message"] = result.nothing_passed()
+            return out
 
         return await guarded(work)
 
@@ -374,10 +397,14 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
             query = parse_query(request)
             budget = _int(request, "budget", 1, MAX_BUDGET) or DEFAULT_BUDGET
             tier, params = parse_search_params(request, default_k=DEFAULT_CONTEXT_K)
+            params = replace(params, view="chunks")  # packing merges a page's chunks itself
             started = time.perf_counter()
             result = run_search(query, tier, params)
             packed = pack_context(result.hits, budget)
             out = dict(packed.to_json())
+            if not result.hits:
+                out["message"] = result.nothing_passed()
+            out["bestRelevance"] = round(result.best_relevance, 4)
             out.setdefault("query", query)
             out.setdefault("tier", tier)
             out.setdefault("budget", budget)

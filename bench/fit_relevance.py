@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""Fit the calibrated relevance models (rag_assets/search/relevance_models.json) and the default
+``min_score``, and report the calibration figures on the same (held-in) data.
+
+    .venv/bin/python bench/fit_relevance.py --embedder hashing --embedder local \\
+        --site hugo=DIR:eval/questions/hugo-docs.jsonl --site sample=DIR:eval/questions/sample.jsonl \\
+        [--output-dir DIR] [--write]
+
+Labelled searches, per embedder (each a built index with that embedder):
+
+- **SciFact train** (``../shared/corpora/beir-scifact``, the eval store ``rag eval`` builds):
+  a candidate is relevant when its document is in the query's qrels.
+- **Question sets** over built sites (``--site NAME=OUTPUT_DIR:QUESTIONS``): a candidate is
+  relevant when its page is one the question expects.
+- **Out of domain**, every candidate irrelevant: SciFact's train claims against each site,
+  gibberish (random letter strings, seeded), and questions about things none of the corpora
+  hold (OFF_TOPIC below), against every index.
+
+Every search is run once per mode (hybrid, vector, bm25) with no score floor, keeping the top
+``--depth`` chunk candidates with the features ``SearchIndex`` computed for them. A logistic
+regression (L2, Newton's method, numpy) is fitted per embedder and mode, then one threshold is
+chosen for all: the one whose worst figure over every embedder and source is best. The report gives,
+per embedder and source, the share of out-of-domain searches with no hit over the threshold
+and the share of answerable in-domain searches whose best hit passes.
+
+Nothing here reads a test split; SciFact test is reported by ``rag eval`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import random
+import string
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(ROOT))
+
+from rag_assets.config import load_config  # noqa: E402
+from rag_assets.evaluation.datasets import load_beir  # noqa: E402
+from rag_assets.evaluation.eval_store import ensure_eval_store  # noqa: E402
+from rag_assets.evaluation.runner import Evaluator, select_eval_embedder  # noqa: E402
+from rag_assets.search.params import SearchParams  # noqa: E402
+from rag_assets.search.relevance import MODE_FEATURES, LogisticModel  # noqa: E402
+from rag_assets.search.retrieval import SearchIndex, tier_embedder  # noqa: E402
+
+DEFAULT_DATASET = ROOT.parent / "shared" / "corpora" / "beir-scifact"
+MODES = ("hybrid", "vector", "bm25")
+# Questions about things none of the corpora (SciFact, the Hugo docs, the sample homelab site)
+# hold. Written for this script; they never name a page.
+OFF_TOPIC = [
+    "how long should I knead bread dough by hand",
+    "what is the offside rule in football",
+    "best time of year to prune apple trees",
+    "who won the 1966 world cup final",
+    "how do I remove a red wine stain from a carpet",
+    "what is the capital city of Australia",
+    "how many eggs go into a classic carbonara",
+    "how do I change a flat tyre on a bicycle",
+    "which chess opening is best for beginners",
+    "how to train a puppy to stop biting",
+    "what are the rules of cricket for a test match",
+    "recipe for a vegan chocolate cake without eggs",
+    "how to fold a fitted sheet neatly",
+    "when did the roman empire fall",
+    "how do I learn to play the ukulele",
+    "what should I pack for a week of hiking in the alps",
+    "how to negotiate a higher salary at a job offer",
+    "what is the difference between a crocodile and an alligator",
+    "how to keep basil alive on a windowsill",
+    "how many calories does a marathon burn",
+    "why is the sky blue at noon and red at sunset",
+    "how to knit a scarf for beginners",
+    "what is the plot of pride and prejudice",
+    "how do I get a mortgage with a low credit score",
+    "best way to clean a cast iron skillet",
+    "how do tides work",
+    "what wine goes with grilled salmon",
+    "how to write a wedding speech for my brother",
+    "what is the tallest mountain in africa",
+    "how to sharpen a kitchen knife with a whetstone",
+    "what does a sommelier do",
+    "how do I teach my child to ride a bike",
+    "how long do you boil an egg for a runny yolk",
+    "which houseplants are safe for cats",
+    "how to stop snoring at night",
+    "when is the best time to visit japan for cherry blossoms",
+    "how do I repot an orchid",
+    "what are the symptoms of a sprained ankle",
+    "how to make sourdough starter from scratch",
+    "who painted the ceiling of the sistine chapel",
+]
+
+
+@dataclass
+class Sample:
+    """One search's candidates: features per mode, labels, and what the search was."""
+
+    source: str
+    in_domain: bool
+    query: str = ""
+    features: dict[str, np.ndarray] = field(default_factory=dict)  # mode -> (n, features)
+    labels: dict[str, np.ndarray] = field(default_factory=dict)  # mode -> (n,) 0/1 by rank
+
+
+def gibberish(n: int, seed: int = 7) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        words = [
+            "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(4, 11)))
+            for _ in range(rng.randint(1, 3))
+        ]
+        out.append(" ".join(words))
+    return ["zzzzqqq", "qwertyuiop asdfgh", "xkcd zzyzx vvvvv", *out]
+
+
+def searched(index: SearchIndex, embedder, query: str, depth: int, key_of) -> dict[str, tuple[np.ndarray, list[str]]]:
+    """mode -> (features of the top ``depth`` chunk candidates, their page keys), best first."""
+    out = {}
+    for mode in MODES:
+        params = SearchParams(k=depth, candidates=max(200, depth), mode=mode, min_score=0.0, view="chunks")
+        result = index.search(query, None if mode == "bm25" else embedder, params)
+        names = MODE_FEATURES[mode]
+        x = np.array([[h.features.get(f, 0.0) for f in names] for h in result.hits], dtype=np.float64).reshape(-1, len(names))
+        out[mode] = (x, [key_of(h) for h in result.hits])
+    return out
+
+
+def labelled(source: str, query: str, found, relevant: set[str] | None) -> Sample:
+    sample = Sample(source, relevant is not None, query)
+    for mode, (x, keys) in found.items():
+        sample.features[mode] = x
+        sample.labels[mode] = np.array([1.0 if relevant and k in relevant else 0.0 for k in keys])
+    return sample
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, weights: np.ndarray, l2: float = 1e-2, iterations: int = 50) -> tuple[np.ndarray, float]:
+    """Weighted L2 logistic regression by Newton's method: (coefficients, intercept)."""
+    design = np.hstack([np.ones((len(x), 1)), x])
+    beta = np.zeros(design.shape[1])
+    penalty = np.full(design.shape[1], l2)
+    penalty[0] = 0.0
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-np.clip(design @ beta, -40, 40)))
+        gradient = design.T @ (weights * (p - y)) + penalty * beta
+        hessian = (design * (weights * p * (1 - p))[:, None]).T @ design + np.diag(penalty + 1e-9)
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta[1:], float(beta[0])
+
+
+def fit_models(samples: list[Sample], drop: tuple[str, ...] = ()) -> dict[str, LogisticModel]:
+    models = {}
+    for mode in MODES:
+        names = [f for f in MODE_FEATURES[mode] if f not in drop]
+        keep = [MODE_FEATURES[mode].index(f) for f in names]
+        xs, ys, ws = [], [], []
+        per_source = {}
+        for s in samples:
+            per_source[s.source] = per_source.get(s.source, 0) + 1
+        for s in samples:
+            x, y = s.features[mode], s.labels[mode]
+            if not len(x):
+                continue
+            xs.append(x[:, keep])
+            ys.append(y)
+            # Each source weighs the same (SciFact's 809 claims must not drown 30 questions
+            # about a small site), and within it each search, however many candidates it has.
+            ws.append(np.full(len(y), 1.0 / (len(y) * per_source[s.source] * len(per_source))))
+        coef, intercept = fit_logistic(np.vstack(xs), np.concatenate(ys), np.concatenate(ws) * len(xs))
+        models[mode] = LogisticModel(tuple(names), tuple(coef.tolist()), intercept)
+    return models
+
+
+def best_relevances(samples: list[Sample], model: LogisticModel, mode: str):
+    """Per search: (best relevance of any candidate, relevance of the top-ranked hit, answer in top 10)."""
+    out = []
+    for s in samples:
+        x = s.features[mode]
+        if not len(x):
+            out.append((0.0, 0.0, False, s))
+            continue
+        p = model.predict({f: x[:, i] for i, f in enumerate(MODE_FEATURES[mode])})
+        out.append((float(p.max()), float(p[0]), bool(s.labels[mode][:10].any()), s))
+    return out
+
+
+def calibration(samples_by_embedder, models_by_embedder, threshold: float) -> dict:
+    report = {}
+    for name, samples in samples_by_embedder.items():
+        per_mode = {}
+        for mode in MODES:
+            rows = best_relevances(samples, models_by_embedder[name][mode], mode)
+            sources = sorted({r[3].source for r in rows})
+            per_source = {}
+            for src in sources:
+                mine = [r for r in rows if r[3].source == src]
+                if mine[0][3].in_domain:
+                    answerable = [r for r in mine if r[2]]
+                    per_source[src] = {
+                        "searches": len(mine),
+                        "answerable": len(answerable),
+                        "best_hit_passes": round(sum(r[1] >= threshold for r in answerable) / max(len(answerable), 1), 4),
+                    }
+                else:
+                    per_source[src] = {
+                        "searches": len(mine),
+                        "no_hit_passes": round(sum(r[0] < threshold for r in mine) / max(len(mine), 1), 4),
+                    }
+            per_mode[mode] = per_source
+        report[name] = per_mode
+    return report
+
+
+def choose_threshold(samples_by_embedder, models_by_embedder) -> float:
+    """The threshold whose worst figure, over every embedder and source, is best: the share of
+    answerable in-domain searches whose best hit passes, and of out-of-domain searches where
+    nothing passes (hybrid search, the default)."""
+    def worst(t: float) -> float:
+        report = calibration(samples_by_embedder, models_by_embedder, t)
+        return min(
+            v.get("best_hit_passes", v.get("no_hit_passes"))
+            for per_mode in report.values()
+            for v in per_mode["hybrid"].values()
+        )
+
+    grid = [round(0.05 + 0.01 * i, 2) for i in range(56)]
+    scores = {t: worst(t) for t in grid}
+    best = max(scores.values())
+    # Among equally good thresholds, the middle one (furthest from both failure sides).
+    tied = [t for t in grid if scores[t] == best]
+    return tied[len(tied) // 2]
+
+
+def read_questions(path: Path) -> list[tuple[str, set[str]]]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            item = json.loads(line)
+            out.append((item["q"], set(item["expect"])))
+    return out
+
+
+def collect(args, embedder_name: str) -> list[Sample]:
+    cfg = load_config(args.config, output_dir=args.output_dir)
+    train = load_beir(args.dataset, "train")
+    embedder, provider = select_eval_embedder(cfg, embedder_name)
+    built = ensure_eval_store(cfg, train, embedder, provider=provider, log=lambda m: None)
+    evaluator = Evaluator(built.path, train, embedder)
+    scifact = evaluator.index
+    corpus_key = lambda h: evaluator.corpus_id_of.get(h.document_id, "")  # noqa: E731
+    page_key = lambda h: f"{h.collection}/{h.slug}"  # noqa: E731
+    samples: list[Sample] = []
+    claims = [train.queries[q] for q in evaluator.query_ids]
+    t0 = time.perf_counter()
+    for q in evaluator.query_ids[: args.scifact_queries]:
+        relevant = {d for d, v in evaluator.qrels[q].items() if v > 0}
+        samples.append(labelled("scifact-train", train.queries[q], searched(scifact, evaluator.embedder, train.queries[q], args.depth, corpus_key), relevant))
+    indexes = {"scifact": (scifact, evaluator.embedder, corpus_key)}
+    for site in args.site:
+        name, _, rest = site.partition("=")
+        out_dir, _, questions = rest.partition(":")
+        site_cfg = load_config(args.config, output_dir=out_dir)
+        index = SearchIndex(site_cfg.public_store_path, log_searches=False)
+        site_embedder = tier_embedder(site_cfg, "public", index)
+        if site_embedder.model != embedder.model:
+            raise SystemExit(f"{out_dir} was built with {site_embedder.model}, not {embedder.model}")
+        indexes[name] = (index, site_embedder, page_key)
+        for question, expect in read_questions(Path(questions)):
+            samples.append(labelled(f"{name}-questions", question, searched(index, site_embedder, question, args.depth, page_key), expect))
+        for claim in claims[: args.ood_claims]:
+            samples.append(labelled(f"scifact-claims-vs-{name}", claim, searched(index, site_embedder, claim, args.depth, page_key), None))
+    for name, (index, emb, key) in indexes.items():
+        for text in gibberish(args.gibberish):
+            samples.append(labelled(f"gibberish-vs-{name}", text, searched(index, emb, text, args.depth, key), None))
+        for text in OFF_TOPIC if name != "scifact" else ():  # SciFact's biomedicine holds health questions
+            samples.append(labelled(f"off-topic-vs-{name}", text, searched(index, emb, text, args.depth, key), None))
+    print(f"{embedder_name}: {len(samples)} searches in {time.perf_counter() - t0:.1f}s", flush=True)
+    return samples
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--embedder", action="append", required=True, help="embedder to fit (repeat): hashing, local")
+    parser.add_argument("--site", action="append", default=[], help="NAME=OUTPUT_DIR:QUESTIONS.jsonl (built with each --embedder in turn: OUTPUT_DIR may hold {embedder})")
+    parser.add_argument("--dataset", default=str(DEFAULT_DATASET))
+    parser.add_argument("--config", default=None)
+    parser.add_argument("--output-dir", default=None, help="where the SciFact eval store lives (as for rag eval)")
+    parser.add_argument("--depth", type=int, default=30, help="candidates per search kept for fitting")
+    parser.add_argument("--scifact-queries", type=int, default=809)
+    parser.add_argument("--ood-claims", type=int, default=200)
+    parser.add_argument("--gibberish", type=int, default=60)
+    parser.add_argument("--samples", default=None, help="pickle the labelled searches here, or reuse them if it exists")
+    parser.add_argument("--write", action="store_true", help="write rag_assets/search/relevance_models.json")
+    parser.add_argument("--json", default=None, help="write the report here")
+    args = parser.parse_args(argv)
+
+    if args.samples and Path(args.samples).exists():
+        with open(args.samples, "rb") as fh:
+            samples_by_embedder = {k: v for k, v in pickle.load(fh).items() if k in args.embedder}
+    else:
+        samples_by_embedder = {name: collect(replace_sites(args, name), name) for name in args.embedder}
+        if args.samples:
+            with open(args.samples, "wb") as fh:
+                pickle.dump(samples_by_embedder, fh)
+    models = {name: fit_models(samples) for name, samples in samples_by_embedder.items()}
+    # Embedders without data of their own (OpenAI-compatible, Ollama): no absolute cosine, whose
+    # scale is each model's own; fitted on every embedder's searches.
+    pooled = [s for samples in samples_by_embedder.values() for s in samples]
+    default = fit_models(pooled, drop=("cos",))
+    threshold = choose_threshold(samples_by_embedder, models)
+    report = calibration(samples_by_embedder, models, threshold)
+    print(json.dumps({"threshold": threshold, "calibration": report}, indent=1))
+    for name, per_mode in models.items():
+        for mode, m in per_mode.items():
+            print(name, mode, dict(zip(m.features, np.round(m.coef, 3))), round(m.intercept, 3))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"threshold": threshold, "calibration": report}, indent=1), encoding="utf-8")
+    if args.write:
+        data = {
+            "version": time.strftime("%Y-%m-%d") + "-" + "+".join(args.embedder),
+            "threshold": threshold,
+            "models": {
+                **{name: {mode: m.to_json() for mode, m in per_mode.items()} for name, per_mode in models.items()},
+                "default": {mode: m.to_json() for mode, m in default.items()},
+            },
+        }
+        target = ROOT / "rag_assets" / "search" / "relevance_models.json"
+        target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {target}; set DEFAULT_MIN_RELEVANCE = {threshold} in rag_assets/search/params.py")
+    return 0
+
+
+def replace_sites(args, embedder: str):
+    copy = argparse.Namespace(**vars(args))
+    copy.site = [s.replace("{embedder}", embedder) for s in args.site]
+    return copy
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,174 @@
+"""Calibrated relevance: a hit's chance of being relevant, comparable across queries.
+
+The fused score ranks one query's candidates against each other (1.0 is always the best
+candidate, even for gibberish); it cannot say "there is nothing on this". ``relevance`` can:
+a logistic model over features that keep their meaning from one query and one corpus to the
+next, fitted on labelled searches (bench/fit_relevance.py: SciFact's train queries, the
+shipped question sets, and out-of-domain questions that must find nothing).
+
+Features of a candidate chunk:
+
+- ``cos``: cosine similarity to the query (the embedder's own scale: a model per embedder);
+- ``bm25_frac``: its BM25 score over the query's BM25 ceiling, ``sum of idf(t) * (k1 + 1)``
+  over the query's terms, the score a chunk would approach by holding every query term
+  often. A term no chunk holds has the largest idf, so gibberish has a high ceiling and no
+  score: 0. Unlike raw BM25 it does not grow with the query's length or the corpus's size;
+- ``vector_rank`` / ``bm25_rank``: ``1 / (1 + log2(rank))`` in each list (0: absent);
+- ``both``: in the top 10 of both lists (the lists agree);
+- ``cos_gap`` / ``bm25_gap``: how far it trails the query's best candidate on each;
+- ``unknown``: the share of the query's distinct terms that no chunk holds. Questions about
+  the content rarely use words the content never uses; questions about something else
+  ("the rules of cricket" against software docs) usually do.
+
+A model per embedder (``hashing``, ``local``; ``default`` for the others, which uses no
+absolute cosine since each model has its own scale) and per search mode (a BM25-only search
+has no cosine; a vector-only one no BM25). The models and their version ship as data
+(``relevance_models.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Mapping, Sequence
+
+import numpy as np
+
+FEATURES = ("cos", "bm25_frac", "vector_rank", "bm25_rank", "both", "cos_gap", "bm25_gap", "unknown")
+# The features each mode's model may use (a list a mode does not run has no features).
+MODE_FEATURES = {
+    "hybrid": FEATURES,
+    "vector": ("cos", "vector_rank", "cos_gap"),
+    "bm25": ("bm25_frac", "bm25_rank", "bm25_gap", "unknown"),
+}
+K1 = 1.2  # FTS5's bm25() k1: a term's contribution approaches idf * (k1 + 1)
+AGREEMENT_DEPTH = 10
+
+
+@dataclass(frozen=True)
+class LogisticModel:
+    """p = sigmoid(intercept + sum(coef[f] * x[f]))."""
+
+    features: tuple[str, ...]
+    coef: tuple[float, ...]
+    intercept: float
+
+    def predict(self, x: Mapping[str, np.ndarray]) -> np.ndarray:
+        z = np.full(len(next(iter(x.values()))), self.intercept, dtype=np.float64)
+        for name, w in zip(self.features, self.coef):
+            z += w * x[name]
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -40, 40)))
+
+    def to_json(self) -> dict:
+        return {"features": list(self.features), "coef": [round(c, 6) for c in self.coef], "intercept": round(self.intercept, 6)}
+
+
+@dataclass(frozen=True)
+class RelevanceModels:
+    version: str
+    models: dict[str, dict[str, LogisticModel]]  # embedder profile -> mode -> model
+
+    def model(self, embedder: str, mode: str) -> LogisticModel:
+        per_mode = self.models.get(embedder) or self.models["default"]
+        return per_mode[mode]
+
+
+@lru_cache(maxsize=1)
+def shipped_models() -> RelevanceModels:
+    """The models shipped with the package (fitted by bench/fit_relevance.py)."""
+    text = resources.files("rag_assets.search").joinpath("relevance_models.json").read_text(encoding="utf-8")
+    return parse_models(json.loads(text))
+
+
+def parse_models(data: dict) -> RelevanceModels:
+    models = {
+        embedder: {
+            mode: LogisticModel(tuple(m["features"]), tuple(float(c) for c in m["coef"]), float(m["intercept"]))
+            for mode, m in per_mode.items()
+        }
+        for embedder, per_mode in data["models"].items()
+    }
+    return RelevanceModels(str(data["version"]), models)
+
+
+class TermStatistics:
+    """Document frequencies of query terms, from the store's FTS5 index through ``fts5vocab``
+    (a public interface), cached until the store changes."""
+
+    def __init__(self) -> None:
+        self._df: dict[str, int] = {}
+        self._stamp: tuple | None = None
+
+    def ceiling(self, conn: sqlite3.Connection, stamp: tuple, terms: Sequence[str], n_rows: int) -> tuple[float, float]:
+        """(``sum idf(t) * (k1 + 1)`` over the query's terms with FTS5's idf, the share of its
+        distinct terms that no chunk holds)."""
+        if not terms or n_rows <= 0:
+            return 0.0, 0.0
+        if stamp != self._stamp:
+            self._df, self._stamp = {}, stamp
+        missing = [t for t in dict.fromkeys(terms) if t not in self._df]
+        if missing:
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.rag_vocab_row USING fts5vocab(main, 'fts_chunks', 'row')")
+            marks = ",".join("?" * len(missing))
+            found = dict(conn.execute(f"SELECT term, doc FROM temp.rag_vocab_row WHERE term IN ({marks})", missing))
+            for term in missing:
+                self._df[term] = int(found.get(term, 0))
+            if len(self._df) > 100_000:
+                self._df.clear()
+        total = 0.0
+        for term in terms:
+            df = self._df.get(term, 0)
+            idf = math.log((n_rows - df + 0.5) / (df + 0.5))
+            total += max(idf, 1e-6) * (K1 + 1)
+        distinct = set(terms)
+        return total, sum(self._df.get(t, 0) == 0 for t in distinct) / len(distinct)
+
+
+def rank_feature(rank: int | None) -> float:
+    return 0.0 if rank is None else 1.0 / (1.0 + math.log2(rank))
+
+
+def candidate_features(
+    rows: Sequence[int],
+    vector: Mapping[int, tuple[int, float]],
+    lexical: Mapping[int, tuple[int, float]],
+    cosines: Mapping[int, float],
+    ceiling: float,
+    unknown: float = 0.0,
+) -> dict[str, np.ndarray]:
+    """The features of ``rows`` (see the module docstring), one array per feature."""
+    n = len(rows)
+    cos = np.zeros(n)
+    bm25 = np.zeros(n)
+    v_rank = np.zeros(n)
+    b_rank = np.zeros(n)
+    both = np.zeros(n)
+    for i, row in enumerate(rows):
+        v = vector.get(row)
+        b = lexical.get(row)
+        if v is not None:
+            cos[i] = v[1]
+            v_rank[i] = rank_feature(v[0])
+        elif row in cosines:
+            cos[i] = cosines[row]
+        if b is not None:
+            bm25[i] = b[1]
+            b_rank[i] = rank_feature(b[0])
+        both[i] = float(v is not None and b is not None and v[0] <= AGREEMENT_DEPTH and b[0] <= AGREEMENT_DEPTH)
+    frac = np.clip(bm25 / ceiling, 0.0, 1.0) if ceiling > 0 else np.zeros(n)
+    best_cos = max((s for _, s in vector.values()), default=0.0)
+    best_frac = min(max((s for _, s in lexical.values()), default=0.0) / ceiling, 1.0) if ceiling > 0 else 0.0
+    return {
+        "cos": cos,
+        "bm25_frac": frac,
+        "vector_rank": v_rank,
+        "bm25_rank": b_rank,
+        "both": both,
+        "cos_gap": cos - best_cos if vector else np.zeros(n),
+        "bm25_gap": frac - best_frac,
+        "unknown": np.full(n, unknown),
+    }
