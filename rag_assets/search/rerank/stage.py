@@ -22,12 +22,15 @@ import logging
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_assets.embed.base import Embedder
 from rag_assets.embed.errors import EmbeddingError
 from rag_assets.search.params import Hit, SearchParams, SearchResult
 from rag_assets.search.rerank.base import Reranker, RerankError
+
+if TYPE_CHECKING:  # pragma: no cover - retrieval is imported by the callers, not needed here
+    from rag_assets.search.retrieval import SearchIndex
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +71,7 @@ def rerank_json(result: SearchResult) -> dict[str, Any]:
     return report.to_json() if report is not None else {"reranked": False}
 
 
-def search_reranked(index: Any, query: str, embedder: Embedder | None, params: SearchParams, stage: RerankStage | None) -> SearchResult:
+def search_reranked(index: SearchIndex, query: str, embedder: Embedder | None, params: SearchParams, stage: RerankStage | None) -> SearchResult:
     """``index.search`` with the reranking stage applied (just ``index.search`` without one)."""
     if stage is None:
         return index.search(query, embedder, params)
