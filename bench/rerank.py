@@ -95,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     evaluator = Evaluator(built.path, dataset, embedder)
     query_ids = evaluator.query_ids[: args.limit]
     depth = max(args.top_n)
-    params = dataclasses.replace(SearchParams(), k=depth, candidates=max(SearchParams().candidates, depth), collection_weights=False)
+    # As rag eval scores rankings: one hit per chunk, no relevance floor, no collection weights.
+    params = dataclasses.replace(
+        SearchParams(), k=depth, candidates=max(SearchParams().candidates, depth), collection_weights=False,
+        min_score=0.0, view="chunks",
+    )
 
     baseline: dict[str, list[str]] = {}
     reranked: dict[int, dict[str, list[str]]] = {n: {} for n in args.top_n}

@@ -80,7 +80,8 @@ def search_reranked(index: SearchIndex, query: str, embedder: Embedder | None, p
     result = index.search(query, embedder, widened)
     hits, report = rerank_hits(query, result.hits, stage)
     result.hits = hits[: params.k]
-    result.params = params
+    # The search's own params (its store profile applied), with the depth that was asked for.
+    result.params = replace(result.params, k=params.k, candidates=params.candidates)
     result.rerank = report
     result.latency_ms += report.ms
     return result
