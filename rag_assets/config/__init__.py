@@ -39,16 +39,18 @@ from rag_assets.config.settings import (
     OllamaSettings,
     OpenAISettings,
     RagConfig,
+    RerankerSettings,
     VaultConfig,
     chunking_params,
     embedder_settings,
+    reranker_settings,
 )
 
 __all__ = [
     "CONFIG_FILE_NAME", "DEFAULT_COLLECTION_WEIGHTS", "ENV_OVERRIDES", "TIERS", "VAULTS_FOLDER", "AutomationConfig",
     "ChunkingParams", "ConfigError", "ConfigFile", "EmbedderSettings", "OllamaSettings", "OpenAISettings", "Override",
-    "RagConfig", "VaultConfig", "build_config", "chunking_params", "collect_overrides", "config_digest",
+    "RagConfig", "RerankerSettings", "VaultConfig", "build_config", "chunking_params", "collect_overrides", "config_digest",
     "config_from_dict", "config_to_dict", "describe_error", "effective_settings", "embedder_settings",
     "find_config_file", "invalid_collection_reason", "load_config", "mask_secrets", "read_config_source",
-    "validate_config_data",
+    "reranker_settings", "validate_config_data",
 ]

@@ -37,6 +37,7 @@ from rag_assets.config.settings import (
     VaultConfig,
     chunking_params,
     embedder_settings,
+    reranker_settings,
 )
 
 CONFIG_FILE_NAME = "rag.yaml"
@@ -398,6 +399,7 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         identity_map_path=identity_map,
         vector_decimals=model.vector_decimals,
         automation=AutomationConfig(**model.automation.model_dump()),
+        reranker=reranker_settings(model.reranker),
         config_path=config_path,
         follow_symlinks=model.follow_symlinks,
         max_file_bytes=model.max_file_bytes,

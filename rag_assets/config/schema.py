@@ -23,6 +23,7 @@ from pydantic import (
     Field,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 # A key path in the file: ("embedder", "ollama", "model"), list positions as ints.
@@ -120,6 +121,19 @@ class ChunkingSection(_Section):
         return value
 
 
+def http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must be an http:// or https:// URL")
+    return value
+
+
+def variable_name(value: str) -> str:
+    # The key itself must never sit in rag.yaml (it is often committed); only its variable.
+    if not value.replace("_", "a").isalnum() or value[0].isdigit():
+        raise ValueError("must be the NAME of an environment variable (letters, digits, _), not the key itself")
+    return value
+
+
 class OpenAISection(_Section):
     """``embedder.openai:``: an OpenAI-compatible /v1/embeddings API (OpenRouter by default)."""
 
@@ -133,17 +147,12 @@ class OpenAISection(_Section):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
+        return http_url(value)
 
     @field_validator("api_key_env")
     @classmethod
     def _variable_name(cls, value: str) -> str:
-        # The key itself must never sit in rag.yaml (it is often committed); only its variable.
-        if not value.replace("_", "a").isalnum() or value[0].isdigit():
-            raise ValueError("must be the NAME of an environment variable (letters, digits, _), not the key itself")
-        return value
+        return variable_name(value)
 
 
 class OllamaSection(_Section):
@@ -190,6 +199,48 @@ class EmbedderSection(_Section):
     ollama: OllamaSection = Field(default_factory=OllamaSection)
     local: LocalSection = Field(default_factory=LocalSection)
     hashing: HashingSection = Field(default_factory=HashingSection)
+
+
+RerankerName = Literal["none", "chat", "http", "cross_encoder"]
+
+
+def _reranker_shorthand(value: Any) -> Any:
+    """``reranker: none`` is short for ``reranker: {name: none}``."""
+    if isinstance(value, str):
+        return {"name": value}
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError("must be a reranker name (none, chat, http, cross_encoder) or a mapping with name and its settings")
+    return value
+
+
+class RerankerSection(_Section):
+    """``reranker:``: an optional stage that re-scores the top fused candidates (off by default)."""
+
+    name: RerankerName = Field("none", description="none, chat (OpenAI-compatible chat model), http (/rerank API), cross_encoder.")
+    top_n: int = Field(20, ge=1, le=200, description="Fused candidates re-scored per search.")
+    base_url: Optional[Annotated[str, AfterValidator(http_url)]] = Field(
+        None, description="API base URL (chat, http); $RAG_RERANKER_BASE_URL overrides it."
+    )
+    model: Optional[str] = Field(None, min_length=1, description="Model name sent to the API (required for chat).")
+    api_key_env: Optional[Annotated[str, AfterValidator(variable_name)]] = Field(
+        None, description="Name of the environment variable holding the API key, if any."
+    )
+    model_path: Optional[str] = Field(None, min_length=1, description="Folder of a sentence-transformers CrossEncoder.")
+    timeout: float = Field(30.0, gt=0, description="Seconds per request.")
+    max_retries: int = Field(2, ge=0, le=10, description="Retries per request on 429 / 5xx / timeouts / bad answers.")
+    batch_size: int = Field(10, ge=1, le=200, description="Passages per chat request or cross-encoder batch.")
+
+    @model_validator(mode="after")
+    def _what_the_provider_needs(self) -> "RerankerSection":
+        needed = {"chat": ("base_url", "model"), "http": ("base_url",), "cross_encoder": ("model_path",)}
+        missing = [key for key in needed.get(self.name, ()) if getattr(self, key) is None]
+        if missing:
+            keys = " and ".join(f"reranker.{key}" for key in missing)
+            # Reported as "reranker <this>": the section's key path comes first.
+            raise ValueError(f"{self.name!r} needs {keys}")
+        return self
 
 
 def _vault_name(value: str) -> str:
@@ -267,6 +318,7 @@ class ConfigFile(_Section):
     # 1 decimal is useless for unit vectors; past 10 the float32 components have no more digits.
     vector_decimals: int = Field(5, ge=1, le=10)
     automation: AutomationSection = Field(default_factory=AutomationSection)
+    reranker: Annotated[RerankerSection, BeforeValidator(_reranker_shorthand)] = Field(default_factory=RerankerSection)
     follow_symlinks: bool = False
     max_file_bytes: int = Field(20_000_000, gt=0)
 

@@ -19,6 +19,7 @@ from rag_assets.config.settings import (
     OllamaSettings,
     OpenAISettings,
     RagConfig,
+    RerankerSettings,
     VaultConfig,
 )
 
@@ -49,6 +50,7 @@ def config_from_dict(data: Mapping[str, Any]) -> RagConfig:
         "private_hosts": tuple,
         "identity_map_path": path,
         "automation": lambda v: AutomationConfig(**v),
+        "reranker": lambda v: RerankerSettings(**v),
         "config_path": path,
     }
     return RagConfig(**{k: converters.get(k, lambda v: v)(v) for k, v in data.items()})
@@ -98,7 +100,17 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
         "private_tier": {"embedder": cfg.private_embedding.name, "allowed_hosts": list(cfg.private_hosts)},
         "vector_decimals": cfg.vector_decimals,
         "automation": asdict(cfg.automation),
+        "reranker": _reranker_shown(cfg.reranker, env),
         "follow_symlinks": cfg.follow_symlinks,
         "max_file_bytes": cfg.max_file_bytes,
     }
     return mask_secrets(data)
+
+
+def _reranker_shown(settings: RerankerSettings, env: Mapping[str, str]) -> dict[str, Any]:
+    """The reranker section, its API key variable shown with whether it is set."""
+    data = asdict(settings)
+    key_env = settings.api_key_env
+    if key_env:
+        data["api_key_env"] = f"{key_env} ({'set' if env.get(key_env) else 'not set'})"
+    return data

@@ -19,6 +19,7 @@ from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
     ChunkingSection,
     EmbedderSection,
+    RerankerSection,
 )
 
 # A folder of this name in the content dir holds note vaults: never a public collection,
@@ -85,6 +86,29 @@ class EmbedderSettings:
     ollama: OllamaSettings = field(default_factory=OllamaSettings)
     local_model_path: str | None = None
     hashing_dimension: int = 384
+
+
+@dataclass(frozen=True)
+class RerankerSettings:
+    """The optional reranking stage (``reranker:`` in rag.yaml; defaults: :class:`RerankerSection`)."""
+
+    name: str = "none"  # none, chat, http, cross_encoder
+    top_n: int = 20
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    model_path: str | None = None
+    timeout: float = 30.0
+    max_retries: int = 2
+    batch_size: int = 10
+
+    @property
+    def enabled(self) -> bool:
+        return self.name != "none"
+
+
+def reranker_settings(section: RerankerSection) -> RerankerSettings:
+    return RerankerSettings(**section.model_dump())
 
 
 # --- The configuration the pipeline uses ------------------------------------------------
@@ -155,6 +179,8 @@ class RagConfig:
     identity_map_path: Path | None = None  # Safe-tier placeholders for hostnames, users, ...
     vector_decimals: int = _FILE_DEFAULTS.vector_decimals
     automation: AutomationConfig = AutomationConfig()
+    # Off unless rag.yaml names a reranker; the Private tier uses only a local one.
+    reranker: RerankerSettings = field(default_factory=RerankerSettings)
     config_path: Path | None = None
     # A symlink whose target lies outside its content folder (or vault) is skipped unless
     # this is set; even then it never leads into another tier's folders.

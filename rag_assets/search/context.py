@@ -9,7 +9,8 @@
 
 Selection
 ---------
-Hits are taken greedily in score order (ties keep their input order); a hit is added
+Hits are taken greedily in score order (reranked hits first, in the reranker's order; ties
+keep their input order); a hit is added
 when the context *as it would be emitted with it* (citation tags, separators, merged
 passages) still counts at most ``budget`` tokens, and skipped otherwise, after which
 the next, smaller hits are still tried. ``tokens`` is the count of the final ``text``
@@ -187,6 +188,11 @@ def _render(passages: Sequence[_Passage]) -> str:
     return PASSAGE_SEPARATOR.join(p.render() for p in passages)
 
 
+def _order(hit: Hit) -> tuple[int, float]:
+    """Reranked hits first, by the reranker's score (rag_assets.search.rerank); then by score."""
+    return (0, -hit.rerank_score) if hit.rerank_score is not None else (1, -hit.score)
+
+
 def pack_context(hits: Sequence[Hit], budget: int, *, tokenizer: TokenCounter | None = None) -> PackedContext:
     """The best-scoring hits that fit in ``budget`` tokens, merged into cited passages.
 
@@ -202,7 +208,7 @@ def pack_context(hits: Sequence[Hit], budget: int, *, tokenizer: TokenCounter | 
     counter = tokenizer if tokenizer is not None else default_token_counter()
     ordered: list[Hit] = []
     seen: set[str] = set()
-    for hit in sorted(hits, key=lambda h: -h.score):  # stable: ties keep input order
+    for hit in sorted(hits, key=_order):  # stable: ties keep input order
         if hit.id not in seen:
             seen.add(hit.id)
             ordered.append(hit)

@@ -100,6 +100,7 @@ class Hit:
     sections: list["Hit"] = field(default_factory=list)
     # What ``relevance`` was computed from (rag_assets.search.relevance.FEATURES); for fitting.
     features: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    rerank_score: float | None = None  # set by the reranking stage (rag_assets.search.rerank)
 
     def section_json(self) -> dict[str, Any]:
         return {
@@ -113,6 +114,7 @@ class Hit:
         }
 
     def to_json(self) -> dict[str, Any]:
+        reranked = {} if self.rerank_score is None else {"rerankScore": round(self.rerank_score, 6)}
         return {
             "id": self.id,
             "collection": self.collection,
@@ -125,6 +127,7 @@ class Hit:
             "vectorScore": None if self.vector_score is None else round(self.vector_score, 6),
             "bm25Score": None if self.bm25_score is None else round(self.bm25_score, 6),
             "sections": [s.section_json() for s in (self.sections or [self])],
+            **reranked,
         }
 
 
@@ -139,6 +142,7 @@ class SearchResult:
     # The best relevance among all candidates, passed or not: how close the nearest miss came.
     best_relevance: float = 0.0
     dropped: int = 0  # candidates under min_score
+    rerank: Any = None  # the reranking stage's RerankReport (rag_assets.search.rerank.stage), if one ran
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -149,6 +153,7 @@ class SearchResult:
             "bestRelevance": round(self.best_relevance, 4),
             "latencyMs": round(self.latency_ms, 2),
             "embedMs": round(self.embed_ms, 2),
+            **(self.rerank.to_json() if self.rerank is not None else {"reranked": False}),
         }
 
     def nothing_passed(self) -> str:

@@ -188,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
             help="one result per chunk instead of one per page (a page's matching sections listed beneath it)",
         )
         cmd.add_argument("--per-doc", type=int, metavar="N", help="chunk results, at most N per document (implies --chunks)")
+        cmd.add_argument(
+            "--rerank", action=argparse.BooleanOptionalAction, default=None,
+            help="re-score the top fused candidates with the reranker of rag.yaml (default: on when one is configured)",
+        )
         cmd.add_argument("--json", action="store_true", help="print JSON")
 
     search = commands.add_parser(

@@ -83,12 +83,19 @@ def _search_params(cfg: RagConfig, args: argparse.Namespace):
 
 
 def _run_search(cfg: RagConfig, args: argparse.Namespace):
+    from rag_assets.search.rerank.selection import rerank_stage
+    from rag_assets.search.rerank.stage import search_reranked
     from rag_assets.search.retrieval import SearchIndex, tier_embedder
 
     params = _search_params(cfg, args)
     index = SearchIndex(cfg.store_path(args.tier), cfg.collection_weights)
+    stage = rerank_stage(cfg, args.tier, args.rerank)  # a refused reranker stops the search before it starts
     embedder = None if params.mode == "bm25" else tier_embedder(cfg, args.tier, index)
-    return index.search(args.query, embedder, params)
+    try:
+        return search_reranked(index, args.query, embedder, params, stage)
+    finally:
+        if stage is not None:
+            stage.reranker.close()
 
 
 def _search_errors():
@@ -111,15 +118,24 @@ def cmd_search(cfg: RagConfig, args: argparse.Namespace) -> int:
     if not result.hits:
         print(result.nothing_passed())
     for hit in result.hits:
-        print(f"{hit.collection}/{hit.slug} ::{_heading(hit)} {hit.relevance:.2f}")
+        rerank = "" if hit.rerank_score is None else f" (rerank {hit.rerank_score:.2f})"
+        print(f"{hit.collection}/{hit.slug} ::{_heading(hit)} {hit.relevance:.2f}{rerank}")
         for section in hit.sections[1:]:
             print(f"    ::{_heading(section)} {section.relevance:.2f}")
     print(
         f"({len(result.hits)} results in {result.latency_ms:.1f} ms, of which {result.embed_ms:.1f} ms embedding the "
-        f"query; {args.tier} tier)",
+        f"query{_rerank_note(result.rerank)}; {args.tier} tier)",
         file=sys.stderr,
     )
+    if result.rerank is not None and result.rerank.error:
+        print(f"rag: warning: not reranked, results in fused order: {result.rerank.error}", file=sys.stderr)
     return EXIT_OK
+
+
+def _rerank_note(report) -> str:
+    if report is None or not report.reranked:
+        return ""
+    return f" and {report.ms:.1f} ms reranking {report.candidates} with {report.reranker}"
 
 
 def _heading(hit) -> str:
@@ -142,6 +158,8 @@ def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
     except _search_errors() as exc:
         print(f"rag: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if result.rerank is not None and result.rerank.error:
+        print(f"rag: warning: not reranked, passages in fused order: {result.rerank.error}", file=sys.stderr)
     if not result.hits:
         # Nothing relevant enough: an empty context, not the least bad passages.
         if args.json:

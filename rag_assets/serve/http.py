@@ -5,8 +5,10 @@ Routes (all ``GET``, all answer JSON)::
     /search?q=...&tier=public&k=10&collections=a,b&filter=key=value&tag=x&prefix=...
             &mode=hybrid|vector|bm25|chunks&fusion=zscore|rrf|convex&vector_weight=&bm25_weight=
             &min_score=&mmr=0.7&view=pages|chunks&sections=3&per_doc=2&candidates=&rrf_k=
+            &rerank=true|false
         -> {"query", "tier", "mode", "model", "view", "minScore", "bestRelevance",
-            "hits": [Hit.to_json()...], "latencyMs"}
+            "hits": [Hit.to_json()...], "latencyMs", "reranked",
+            and when a reranker ran "reranker", "rerankCandidates", "rerankMs", "rerankError"}
        Hits are pages (view=pages, the default), each with its matching ``sections``; view=chunks
        (or per_doc, or mode=chunks: a hybrid search in the chunk view) gives one hit per chunk.
        ``min_score`` filters on each hit's calibrated ``relevance`` (0-1); nothing passing gives
@@ -31,6 +33,11 @@ release the GIL); the index gives each thread its own SQLite connection.
 The Private tier's queries are embedded only locally (``tier_embedder`` enforces it). The
 server binds 127.0.0.1 by default; bound to any other address it refuses the Private tier
 unless started with ``allow_private_remote=True``.
+
+``rerank`` (default: on when rag.yaml names a reranker) re-scores the top fused candidates
+(:mod:`rag_assets.search.rerank`). A reranker that fails leaves the fused order and says
+so (``reranked: false``, ``rerankError``); one that would send Private-tier passages off
+the machine is a 403.
 """
 
 from __future__ import annotations
@@ -66,6 +73,8 @@ from rag_assets.search.params import (
     SearchResult,
     parse_filters,
 )
+from rag_assets.search.rerank.selection import rerank_stage
+from rag_assets.search.rerank.stage import RerankStage, rerank_json, search_reranked
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.status import status_report
 
@@ -80,7 +89,7 @@ DEFAULT_CONTEXT_K = 20  # more hits than fit, so the budget decides (as `rag con
 
 SEARCH_PARAMS = (
     "q", "tier", "k", "collections", "filter", "tag", "prefix", "mode", "fusion", "vector_weight",
-    "bm25_weight", "min_score", "mmr", "per_doc", "candidates", "rrf_k", "view", "sections",
+    "bm25_weight", "min_score", "mmr", "per_doc", "candidates", "rrf_k", "view", "sections", "rerank",
 )
 REPEATABLE = ("collections", "filter", "tag")
 CONTEXT_PARAMS = SEARCH_PARAMS + ("budget",)
@@ -155,6 +164,7 @@ class Tiers:
         self._log_searches = log_searches
         self._indexes: dict[str, SearchIndex] = {}
         self._embedders: dict[str, tuple[tuple, Embedder]] = {}
+        self._stages: dict[str, RerankStage] = {}
         self._lock = threading.Lock()
 
     def check_tier(self, tier: str) -> None:
@@ -199,6 +209,25 @@ class Tiers:
                 self._embedders[tier] = cached
             return cached[1]
 
+    def rerank_stage(self, tier: str, requested: bool | None) -> RerankStage | None:
+        """The tier's reranking stage, made once (a cross-encoder once for every tier);
+        Refused when it would send Private-tier passages off the machine."""
+        if requested is False or not self.cfg.reranker.enabled:
+            return rerank_stage(self.cfg, tier, requested)  # None, or the error for rerank=true
+        key = "local" if self.cfg.reranker.name == "cross_encoder" else tier
+        stage = self._stages.get(key)
+        if stage is None:
+            with self._lock:
+                stage = self._stages.get(key)
+                if stage is None:
+                    try:
+                        stage = rerank_stage(self.cfg, tier, requested)
+                    except PrivacyError as exc:
+                        raise Refused(str(exc)) from None
+                    if stage is not None:
+                        self._stages[key] = stage
+        return stage
+
     def preload(self) -> None:
         """Load the matrices of the stores that exist, so the first search is not the slow one."""
         for tier in TIERS:
@@ -222,6 +251,8 @@ class Tiers:
     def close(self) -> None:
         if self._log_writer is not None:
             self._log_writer.close()
+        for stage in self._stages.values():
+            stage.reranker.close()
 
 
 # ---------------------------------------------------------------------------------- parameters
@@ -261,6 +292,18 @@ def _float(request: Request, name: str) -> float | None:
     if not math.isfinite(value):
         raise BadRequest(f"{name} must be a finite number, got {raw[:40]!r}")
     return value
+
+
+def _bool(request: Request, name: str) -> bool | None:
+    raw = _single(request, name)
+    if raw is None or raw.strip() == "":
+        return None
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise BadRequest(f"{name} must be true or false, got {raw[:40]!r}")
 
 
 def _list(request: Request, name: str) -> tuple[str, ...]:
@@ -347,10 +390,11 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
     """The Starlette app; ``serve_private=False`` answers Private-tier requests with a 403."""
     tiers = Tiers(cfg, serve_private=serve_private, log_searches=log_searches)
 
-    def run_search(query: str, tier: str, params: SearchParams) -> SearchResult:
+    def run_search(query: str, tier: str, params: SearchParams, rerank: bool | None) -> SearchResult:
         index = tiers.index(tier)
+        stage = tiers.rerank_stage(tier, rerank)
         embedder = None if params.mode == "bm25" else tiers.embedder(tier, index)
-        return index.search(query, embedder, params)
+        return search_reranked(index, query, embedder, params, stage)
 
     async def guarded(work: Callable[[], Any]) -> JSONResponse:
         """Run blocking work in the thread pool and turn the expected failures into 4xx/503."""
@@ -373,7 +417,7 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
             _check_known(request, SEARCH_PARAMS)
             query = parse_query(request)
             tier, params = parse_search_params(request)
-            result = run_search(query, tier, params)
+            result = run_search(query, tier, params, _bool(request, "rerank"))
             out = {
                 "query": query,
                 "tier": tier,
@@ -384,6 +428,7 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
                 "bestRelevance": round(result.best_relevance, 4),
                 "hits": [h.to_json() for h in result.hits],
                 "latencyMs": round(result.latency_ms, 2),
+                **rerank_json(result),
             }
             if not result.hits:
                 out["message"] = result.nothing_passed()
@@ -399,7 +444,7 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
             tier, params = parse_search_params(request, default_k=DEFAULT_CONTEXT_K)
             params = replace(params, view="chunks")  # packing merges a page's chunks itself
             started = time.perf_counter()
-            result = run_search(query, tier, params)
+            result = run_search(query, tier, params, _bool(request, "rerank"))
             packed = pack_context(result.hits, budget)
             out = dict(packed.to_json())
             if not result.hits:
@@ -410,6 +455,7 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
             out.setdefault("budget", budget)
             out.setdefault("tokens", packed.tokens)
             out["latencyMs"] = round((time.perf_counter() - started) * 1000, 2)
+            out.update(rerank_json(result))
             return out
 
         return await guarded(work)
