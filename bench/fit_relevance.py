@@ -18,8 +18,8 @@ Labelled searches, per embedder (each a built index with that embedder):
 
 Every search is run once per mode (hybrid, vector, bm25) with no score floor, keeping the top
 ``--depth`` chunk candidates with the features ``SearchIndex`` computed for them. A logistic
-regression (L2, Newton's method, numpy) is fitted per embedder and mode, then one threshold is
-chosen for all: the one whose worst figure over every embedder and source is best. The report gives,
+regression (L2, Newton's method, numpy) is fitted per embedder and mode, and a default
+``min_score`` per embedder and mode: the one whose worst figure over the sources is best. The report gives,
 per embedder and source, the share of out-of-domain searches with no hit over the threshold
 and the share of answerable in-domain searches whose best hit passes.
 
@@ -224,19 +224,14 @@ def calibration(samples_by_embedder, models_by_embedder, threshold: float) -> di
     return report
 
 
-def choose_threshold(samples_by_embedder, models_by_embedder) -> float:
-    """The threshold whose worst figure, over every embedder and source, is best: the share of
-    answerable in-domain searches whose best hit passes, and of out-of-domain searches where
-    nothing passes (hybrid search, the default)."""
+def choose_threshold(samples: list[Sample], models: dict[str, LogisticModel], mode: str) -> float:
+    """The threshold whose worst figure over the sources is best: the share of answerable
+    in-domain searches whose best hit passes, and of out-of-domain searches where nothing does."""
     def worst(t: float) -> float:
-        report = calibration(samples_by_embedder, models_by_embedder, t)
-        return min(
-            v.get("best_hit_passes", v.get("no_hit_passes"))
-            for per_mode in report.values()
-            for v in per_mode["hybrid"].values()
-        )
+        report = calibration({"x": samples}, {"x": models}, t)["x"][mode]
+        return min(v.get("best_hit_passes", v.get("no_hit_passes")) for v in report.values())
 
-    grid = [round(0.05 + 0.01 * i, 2) for i in range(56)]
+    grid = [round(0.02 + 0.01 * i, 2) for i in range(59)]
     scores = {t: worst(t) for t in grid}
     best = max(scores.values())
     # Among equally good thresholds, the middle one (furthest from both failure sides).
@@ -320,18 +315,22 @@ def main(argv: list[str] | None = None) -> int:
     # scale is each model's own; fitted on every embedder's searches.
     pooled = [s for samples in samples_by_embedder.values() for s in samples]
     default = fit_models(pooled, drop=("cos",))
-    threshold = choose_threshold(samples_by_embedder, models)
-    report = calibration(samples_by_embedder, models, threshold)
-    print(json.dumps({"threshold": threshold, "calibration": report}, indent=1))
+    thresholds = {name: {mode: choose_threshold(samples_by_embedder[name], models[name], mode) for mode in MODES} for name in models}
+    thresholds["default"] = {mode: choose_threshold(pooled, default, mode) for mode in MODES}
+    report = {
+        name: {mode: calibration({name: samples_by_embedder[name]}, {name: models[name]}, thresholds[name][mode])[name][mode] for mode in MODES}
+        for name in models
+    }
+    print(json.dumps({"thresholds": thresholds, "calibration": report}, indent=1))
     for name, per_mode in models.items():
         for mode, m in per_mode.items():
             print(name, mode, dict(zip(m.features, np.round(m.coef, 3))), round(m.intercept, 3))
     if args.json:
-        Path(args.json).write_text(json.dumps({"threshold": threshold, "calibration": report}, indent=1), encoding="utf-8")
+        Path(args.json).write_text(json.dumps({"thresholds": thresholds, "calibration": report}, indent=1), encoding="utf-8")
     if args.write:
         data = {
             "version": time.strftime("%Y-%m-%d") + "-" + "+".join(args.embedder),
-            "threshold": threshold,
+            "thresholds": thresholds,
             "models": {
                 **{name: {mode: m.to_json() for mode, m in per_mode.items()} for name, per_mode in models.items()},
                 "default": {mode: m.to_json() for mode, m in default.items()},
@@ -339,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         target = ROOT / "rag_assets" / "search" / "relevance_models.json"
         target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {target}; set DEFAULT_MIN_RELEVANCE = {threshold} in rag_assets/search/params.py")
+        print(f"wrote {target}")
     return 0
 
 

@@ -125,11 +125,11 @@ def test_diversity_caps_chunks_per_document_and_mmr_reorders(tmp_path, make_conf
     cfg = build(tmp_path, make_config, {"posts/long.md": long_post, "posts/other.md": "# Other\n\nvlan trunk notes\n"})
     index = SearchIndex(cfg.public_store_path)
     embedder = tier_embedder(cfg, "public", index)
-    plain = index.search("vlan trunk", embedder, SearchParams(min_score=0))
+    plain = index.search("vlan trunk", embedder, SearchParams(min_score=0, view="chunks"))
     assert sum(h.slug == "long" for h in plain.hits) > 1
-    capped = index.search("vlan trunk", embedder, SearchParams(min_score=0, max_per_document=1))
+    capped = index.search("vlan trunk", embedder, SearchParams(min_score=0, max_per_document=1, view="chunks"))
     assert sorted(h.slug for h in capped.hits) == ["long", "other"]
-    diverse = index.search("vlan trunk", embedder, SearchParams(min_score=0, mmr_lambda=0.3))
+    diverse = index.search("vlan trunk", embedder, SearchParams(min_score=0, mmr_lambda=0.3, view="chunks"))
     assert diverse.hits[1].slug == "other"  # the near-duplicate chunks of `long` are pushed down
 
 
@@ -170,7 +170,9 @@ def test_cli_search_context_and_log(cfg, capsys):
     assert rag(["search", "vlan", "--json", "--collections", "posts", *args]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["query"] == "vlan"
-    assert set(payload["hits"][0]) == {"id", "collection", "slug", "title", "headingPath", "text", "score", "vectorScore", "bm25Score"}
+    assert set(payload["hits"][0]) == {
+        "id", "collection", "slug", "title", "headingPath", "text", "score", "relevance", "vectorScore", "bm25Score", "sections",
+    }
     assert rag(["search", "zzzqqq nothing", "--min-score", "0.99", *args]) == 0
     assert rag(["search", "vlan", "--filter", "oops", *args]) == 2
     assert "key=value" in capsys.readouterr().err

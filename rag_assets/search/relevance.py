@@ -71,10 +71,15 @@ class LogisticModel:
 class RelevanceModels:
     version: str
     models: dict[str, dict[str, LogisticModel]]  # embedder profile -> mode -> model
+    thresholds: dict[str, dict[str, float]]  # embedder profile -> mode -> default min_score
 
     def model(self, embedder: str, mode: str) -> LogisticModel:
         per_mode = self.models.get(embedder) or self.models["default"]
         return per_mode[mode]
+
+    def threshold(self, embedder: str, mode: str, fallback: float) -> float:
+        per_mode = self.thresholds.get(embedder if embedder in self.models else "default", {})
+        return float(per_mode.get(mode, fallback))
 
 
 @lru_cache(maxsize=1)
@@ -92,7 +97,8 @@ def parse_models(data: dict) -> RelevanceModels:
         }
         for embedder, per_mode in data["models"].items()
     }
-    return RelevanceModels(str(data["version"]), models)
+    thresholds = {e: {m: float(t) for m, t in per_mode.items()} for e, per_mode in data.get("thresholds", {}).items()}
+    return RelevanceModels(str(data["version"]), models, thresholds)
 
 
 class TermStatistics:

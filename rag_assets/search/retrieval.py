@@ -44,6 +44,7 @@ from rag_assets.search.bm25 import query_stems
 from rag_assets.search.fusion import fuse, mmr
 from rag_assets.search.pages import group_pages
 from rag_assets.search.params import (
+    DEFAULT_MIN_RELEVANCE,
     LEXICAL,
     Hit,
     SearchError,
@@ -293,6 +294,9 @@ class SearchIndex:
         ordered = [row for row, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))]
         pool = ordered[: max(params.k * params.sections * 2, 60)]
         relevance, features = self._relevance(data, query, mode, pool, vector, lexical, cosines)
+        if params.min_score is None:
+            floor = shipped_models().threshold(data.profile.embedder, mode, DEFAULT_MIN_RELEVANCE)
+            params = replace(params, min_score=floor)
         ranked = [row for row in pool if relevance[row] >= params.min_score]
         ranked = self._diversify(data, ranked, scored, params)
         if params.view == "pages":
@@ -315,7 +319,13 @@ class SearchIndex:
         ceiling, unknown = 0.0, 0.0
         if mode != "vector":
             stems = query_stems(query)
-            ceiling, unknown = data.term_statistics.ceiling(self._connection(), data.stamp, stems, len(data.rowids))
+            # CJK words are matched in fts_cjk as n-gram phrases, not as fts_chunks terms:
+            # they are neither unknown words nor part of fts_chunks's ceiling. Their share of
+            # the ceiling is the best BM25 score any candidate reached (a CJK match counts as full).
+            words = [t for t in stems if not cjk.has_cjk(t)]
+            ceiling, unknown = data.term_statistics.ceiling(self._connection(), data.stamp, words, len(data.rowids))
+            if len(words) < len(stems) and lexical:
+                ceiling += max(score for _, score in lexical.values())
         features = candidate_features(rows, vector, lexical, cosines, ceiling, unknown)
         model = shipped_models().model(data.profile.embedder, mode)
         per_row = {row: {name: float(values[i]) for name, values in features.items()} for i, row in enumerate(rows)}
