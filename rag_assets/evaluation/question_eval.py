@@ -4,8 +4,9 @@ Every question (:mod:`rag_assets.evaluation.questions`) is searched in the publi
 store (``cfg.public_store_path``) with :class:`~rag_assets.search.retrieval.SearchIndex`
 (``log_searches=False``) in bm25, vector and hybrid mode, the query embedded by the model
 that built the store (:func:`~rag_assets.search.retrieval.tier_embedder`). The search is
-``rag search``'s default, collection weights included, with ``k`` raised to its candidates so
-that ten pages fill (:func:`~rag_assets.evaluation.runner.configured_search`).
+``rag search``'s default (the store's search profile, collection weights included) scored
+whole, as the BEIR evaluation scores it: chunks, ``k`` raised to the candidates so that ten
+pages fill, no relevance floor (:func:`~rag_assets.evaluation.runner.configured_search`).
 
 Judged per page: chunk hits collapse to their page, each at its best chunk's place
 (:func:`~rag_assets.evaluation.runner.documents_of`), and a question scores a hit at k when
@@ -31,6 +32,7 @@ from rag_assets.evaluation.questions import Question, load_questions
 from rag_assets.evaluation.report import QuestionInfo, QuestionReport, UnknownPage
 from rag_assets.evaluation.runner import EVAL_MODES, QueryMemo, configured_search, documents_of
 from rag_assets.search.params import SearchError, SearchParams
+from rag_assets.search.profiles import SearchProfile, apply_profile
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 
 
@@ -87,6 +89,13 @@ def page_rankings(
     return rankings
 
 
+def searched_with(params: SearchParams, profile: SearchProfile) -> dict:
+    """The settings the questions were searched with: the store's search profile filling the
+    fusion fields, as :func:`configured_search` runs them (k and mode vary, so they are left out)."""
+    searched = apply_profile(configured_search(params, "hybrid", collection_weights=params.collection_weights), profile)
+    return {k: v for k, v in asdict(searched).items() if v not in (None, (), []) and k not in ("mode", "k")}
+
+
 def score_by_file(
     questions: Sequence[Question], rankings: dict[str, dict[str, list[str]]], qrels: dict[str, dict[str, int]]
 ) -> dict[str, dict[str, dict[str, float]]]:
@@ -138,7 +147,6 @@ def run_question_evaluation(
         provider=data.provider or "",
         seconds=round(time.perf_counter() - started, 3),
         per_file=score_by_file(questions, rankings, qrels) if len({q.source for q in questions}) > 1 else {},
-        # Each mode searches with k raised to the candidates: neither field is a setting here.
-        params={k: v for k, v in asdict(params).items() if v not in (None, (), []) and k not in ("mode", "k")},
+        params=searched_with(params, data.profile),
     )
     return QuestionReport(metrics, info)
