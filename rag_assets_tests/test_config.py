@@ -254,7 +254,7 @@ def every_field_config(tmp_path: Path) -> RagConfig:
         "vaults:\n  - {name: notes, path: content/vaults/notes, tier: safe}\n  - {name: me, path: content/vaults/me}\n"
         "identity_map: ids.json\nprivate_tier: {embedder: hashing, allowed_hosts: [gpu.lan]}\nvector_decimals: 4\n"
         "automation: {sensor_enabled: false, sensor_interval_seconds: 90, nightly_cron: '0 4 * * *', timezone: Europe/Paris}\n"
-        "follow_symlinks: true\nmax_file_bytes: 1234\n"
+        "follow_symlinks: true\nmax_file_bytes: 1234\nevaluation: {questions: [qs.jsonl], hit_at_5_floor: 0.7}\n"
         "reranker: {name: http, base_url: 'http://127.0.0.1:2', model: judge, top_n: 7, api_key_env: RR_KEY}\n"
     )
     return load_config(write_config(tmp_path, text), environ={})
@@ -284,6 +284,7 @@ def test_an_asset_sees_what_the_cli_sees(tmp_path):
     assert got.vaults == cfg.vaults and got.identity_map_path == tmp_path / "site" / "ids.json"
     assert got.collections == ("a",) and got.follow_symlinks is True and got.max_file_bytes == 1234
     assert got.reranker.name == "http" and got.reranker.top_n == 7
+    assert got.evaluation.questions == (tmp_path / "site" / "qs.jsonl",) and got.evaluation.hit_at_5_floor == 0.7
     assert got == cfg
 
 

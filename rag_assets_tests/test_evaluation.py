@@ -18,6 +18,7 @@ from rag_assets.defs.evaluation import (
     EvalSettings,
     default_dataset_dir,
     hybrid_ndcg_floor,
+    questions_hit_at_5_floor,
     metric_key,
     retrieval_eval,
 )
@@ -311,7 +312,7 @@ def _check_evaluation(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluat
 
 
 def test_asset_records_the_figures_and_the_floor_check_passes(tiny: Path, cfg):
-    assert EVAL_ASSETS == [retrieval_eval] and EVAL_CHECKS == [hybrid_ndcg_floor]
+    assert EVAL_ASSETS == [retrieval_eval] and EVAL_CHECKS == [hybrid_ndcg_floor, questions_hit_at_5_floor]
     with dg.instance_for_test() as instance:
         result = dg.materialize([retrieval_eval, hybrid_ndcg_floor], instance=instance, resources=resources(cfg, tiny, 0.5))
         assert result.success

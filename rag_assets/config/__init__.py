@@ -36,21 +36,23 @@ from rag_assets.config.settings import (
     AutomationConfig,
     ChunkingParams,
     EmbedderSettings,
+    EvaluationConfig,
     OllamaSettings,
     OpenAISettings,
     RagConfig,
     RerankerSettings,
     VaultConfig,
     chunking_params,
+    default_question_files,
     embedder_settings,
     reranker_settings,
 )
 
 __all__ = [
     "CONFIG_FILE_NAME", "DEFAULT_COLLECTION_WEIGHTS", "ENV_OVERRIDES", "TIERS", "VAULTS_FOLDER", "AutomationConfig",
-    "ChunkingParams", "ConfigError", "ConfigFile", "EmbedderSettings", "OllamaSettings", "OpenAISettings", "Override",
-    "RagConfig", "RerankerSettings", "VaultConfig", "build_config", "chunking_params", "collect_overrides", "config_digest",
-    "config_from_dict", "config_to_dict", "describe_error", "effective_settings", "embedder_settings",
-    "find_config_file", "invalid_collection_reason", "load_config", "mask_secrets", "read_config_source",
+    "ChunkingParams", "ConfigError", "ConfigFile", "EmbedderSettings", "EvaluationConfig", "OllamaSettings", "OpenAISettings",
+    "Override", "RagConfig", "RerankerSettings", "VaultConfig", "build_config", "chunking_params", "collect_overrides",
+    "config_digest", "config_from_dict", "config_to_dict", "default_question_files", "describe_error", "effective_settings",
+    "embedder_settings", "find_config_file", "invalid_collection_reason", "load_config", "mask_secrets", "read_config_source",
     "reranker_settings", "validate_config_data",
 ]

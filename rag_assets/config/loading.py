@@ -33,9 +33,11 @@ from rag_assets.config.schema import (
 )
 from rag_assets.config.settings import (
     AutomationConfig,
+    EvaluationConfig,
     RagConfig,
     VaultConfig,
     chunking_params,
+    default_question_files,
     embedder_settings,
     reranker_settings,
 )
@@ -384,8 +386,14 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
     identity_map = resolve(model.identity_map) if model.identity_map else None
     if identity_map and not identity_map.is_file() and not any(v.tier == "safe" for v in vaults):
         identity_map = None  # only the Safe tier needs it (and _environment_problems insists then)
+    content_dir = resolve(model.content_dir)
+    questions = model.evaluation.questions
+    evaluation = EvaluationConfig(
+        questions=tuple(resolve(q) for q in questions) if questions is not None else default_question_files(content_dir),
+        hit_at_5_floor=model.evaluation.hit_at_5_floor,
+    )
     return RagConfig(
-        content_dir=resolve(model.content_dir),
+        content_dir=content_dir,
         output_dir=resolve(model.output_dir),
         embedding=embedder_settings(model.embedder),
         collections=tuple(model.collections) if model.collections is not None else None,
@@ -403,6 +411,7 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         config_path=config_path,
         follow_symlinks=model.follow_symlinks,
         max_file_bytes=model.max_file_bytes,
+        evaluation=evaluation,
     )
 
 

@@ -293,6 +293,19 @@ class AutomationSection(_Section):
     timezone: Annotated[str, AfterValidator(_timezone)] = "UTC"
 
 
+class EvaluationSection(_Section):
+    """``evaluation:``: the question sets the ``retrieval_eval`` asset scores, and their floor."""
+
+    questions: Optional[list[Annotated[str, Field(min_length=1)]]] = Field(
+        None,
+        description="Question files (JSON lines, see `rag eval --questions`); default: the shipped set for the "
+        "sample content when content_dir is the repository's content/, else none; [] for none.",
+    )
+    hit_at_5_floor: float = Field(
+        0.5, ge=0, le=1, description="The questions_hit_at_5_floor check fails when hybrid hit@5 is below this."
+    )
+
+
 def _unique_vault_names(vaults: list[VaultSection]) -> list[VaultSection]:
     names = [v.name for v in vaults]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -321,6 +334,7 @@ class ConfigFile(_Section):
     reranker: Annotated[RerankerSection, BeforeValidator(_reranker_shorthand)] = Field(default_factory=RerankerSection)
     follow_symlinks: bool = False
     max_file_bytes: int = Field(20_000_000, gt=0)
+    evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
 
 
 _FILE_DEFAULTS = ConfigFile()

@@ -16,6 +16,7 @@ from rag_assets.config.settings import (
     AutomationConfig,
     ChunkingParams,
     EmbedderSettings,
+    EvaluationConfig,
     OllamaSettings,
     OpenAISettings,
     RagConfig,
@@ -51,6 +52,7 @@ def config_from_dict(data: Mapping[str, Any]) -> RagConfig:
         "identity_map_path": path,
         "automation": lambda v: AutomationConfig(**v),
         "reranker": lambda v: RerankerSettings(**v),
+        "evaluation": lambda v: EvaluationConfig(tuple(Path(q) for q in v["questions"]), v["hit_at_5_floor"]),
         "config_path": path,
     }
     return RagConfig(**{k: converters.get(k, lambda v: v)(v) for k, v in data.items()})
@@ -103,6 +105,10 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
         "reranker": _reranker_shown(cfg.reranker, env),
         "follow_symlinks": cfg.follow_symlinks,
         "max_file_bytes": cfg.max_file_bytes,
+        "evaluation": {
+            "questions": [str(q) for q in cfg.evaluation.questions],
+            "hit_at_5_floor": cfg.evaluation.hit_at_5_floor,
+        },
     }
     return mask_secrets(data)
 

@@ -133,6 +133,27 @@ class AutomationConfig:
     timezone: str = _FILE_DEFAULTS.automation.timezone
 
 
+# The sample content shipped in this repository and the question set written for it.
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SAMPLE_CONTENT_DIR = REPO_ROOT / "content"
+SAMPLE_QUESTIONS = REPO_ROOT / "eval" / "questions" / "sample.jsonl"
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """Question sets scored by ``retrieval_eval`` (defaults: :class:`EvaluationSection`)."""
+
+    questions: tuple[Path, ...] = ()
+    hit_at_5_floor: float = _FILE_DEFAULTS.evaluation.hit_at_5_floor
+
+
+def default_question_files(content_dir: Path) -> tuple[Path, ...]:
+    """The shipped sample question set when ``content_dir`` is the repository's sample content."""
+    if content_dir.resolve() == SAMPLE_CONTENT_DIR.resolve() and SAMPLE_QUESTIONS.is_file():
+        return (SAMPLE_QUESTIONS,)
+    return ()
+
+
 def chunking_params(section: ChunkingSection) -> ChunkingParams:
     return ChunkingParams(**section.model_dump())
 
@@ -187,6 +208,7 @@ class RagConfig:
     follow_symlinks: bool = _FILE_DEFAULTS.follow_symlinks
     # A larger file is skipped and reported: one huge file must not exhaust a build.
     max_file_bytes: int = _FILE_DEFAULTS.max_file_bytes
+    evaluation: EvaluationConfig = EvaluationConfig()
 
     @property
     def embedder(self) -> str:

@@ -4,6 +4,8 @@
   trec_eval's ``ndcg_cut``), divided by the DCG of the ideal ranking of the judged documents.
 - **recall@k**: relevant documents (``rel > 0``) in the top k / relevant documents.
 - **MRR@k**: 1 / rank of the first relevant document in the top k, else 0.
+- **hit@k**: 1 when any relevant document is in the top k, else 0 (the question sets of
+  ``rag eval --questions``, judged per page).
 
 As in BEIR (``ignore_identical_ids``), a hit whose ID is the query's own ID is dropped from
 the ranking before scoring: where the queries are corpus documents (ArguAna, Quora) a
@@ -16,6 +18,7 @@ import math
 from typing import Mapping, Sequence
 
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+QUESTION_METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10")
 
 
 def _relevant(qrels: Mapping[str, int]) -> dict[str, int]:
@@ -48,6 +51,11 @@ def mrr_at(ranked: Sequence[str], qrels: Mapping[str, int], k: int = 10) -> floa
     return 0.0
 
 
+def hit_at(ranked: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
+    relevant = _relevant(qrels)
+    return 1.0 if any(doc in relevant for doc in ranked[:k]) else 0.0
+
+
 def without_self_hit(ranked: Sequence[str], query_id: str) -> list[str]:
     """``ranked`` less the query's own ID (BEIR's rule: a query retrieving itself is no answer)."""
     return [doc for doc in ranked if doc != query_id]
@@ -73,3 +81,16 @@ def score_rankings(
         totals["recall@100"] += recall_at(deeper, rels, 100)
         totals["mrr@10"] += mrr_at(top, rels, 10)
     return {m: totals[m] / len(ids) for m in METRICS}
+
+
+def score_questions(rankings: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
+    """Mean hit@1, hit@5, hit@10 and MRR@10 over the questions of ``rankings`` (page ids, best first)."""
+    if not rankings:
+        return {m: 0.0 for m in QUESTION_METRICS}
+    totals = dict.fromkeys(QUESTION_METRICS, 0.0)
+    for q, ranked in rankings.items():
+        rels = qrels[q]
+        for k in (1, 5, 10):
+            totals[f"hit@{k}"] += hit_at(ranked, rels, k)
+        totals["mrr@10"] += mrr_at(ranked, rels, 10)
+    return {m: totals[m] / len(rankings) for m in QUESTION_METRICS}

@@ -58,7 +58,19 @@ def documents_of(hits: Iterable[tuple[str, float]]) -> list[str]:
     return list(seen)
 
 
-class _QueryMemo:
+def configured_search(params: SearchParams, mode: str, *, collection_weights: bool = False) -> SearchParams:
+    """One mode's search as configured, scored whole: ``k`` raised to its candidates (the top
+    ten chunks may hold fewer than ten documents), chunks not pages, no relevance floor (it
+    decides what a person is shown, not the order, and the metrics would only lose from a cut
+    list), no MMR, no per-document cap, collection weights only if asked."""
+    base = replace(
+        params, mode=mode, collection_weights=collection_weights, mmr_lambda=None, max_per_document=None,
+        min_score=0.0, view="chunks",
+    )
+    return replace(base, k=min(base.candidates, 1000))
+
+
+class QueryMemo:
     """The embedder, with each query's vector computed once (three modes, many settings)."""
 
     def __init__(self, inner: Embedder) -> None:
@@ -106,7 +118,7 @@ class Evaluator:
         if depth < 100:
             raise ValueError("depth must be at least 100 (recall@100)")
         self.dataset = dataset
-        self.embedder = _QueryMemo(embedder)
+        self.embedder = QueryMemo(embedder)
         self.index = SearchIndex(store_path, log_searches=False)
         self.depth = depth
         prefix = f"{safe_name(dataset.name)}/"
@@ -141,15 +153,10 @@ class Evaluator:
     def mode_params(self, params: SearchParams, mode: str) -> tuple[SearchParams, SearchParams]:
         """The search as configured (k raised to its candidates), and the deep one recall@100
         is read from (the same search when the configured one already reaches ``depth``)."""
-        # Rankings are scored whole: the relevance floor (min_score) decides what a person is
-        # shown, not the order, and nDCG would only lose from a cut list.
-        base = replace(
-            params, mode=mode, collection_weights=False, mmr_lambda=None, max_per_document=None, min_score=0.0, view="chunks"
-        )
-        shallow = replace(base, k=min(base.candidates, 1000))
+        shallow = configured_search(params, mode)
         if shallow.k >= self.depth:
             return shallow, shallow
-        return shallow, replace(base, k=self.depth, candidates=max(base.candidates, self.depth))
+        return shallow, replace(shallow, k=self.depth, candidates=max(shallow.candidates, self.depth))
 
     def rankings(self, params: SearchParams, mode: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         """Per query, the documents of the configured search and of the deep one."""

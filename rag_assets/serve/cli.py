@@ -253,16 +253,32 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser(
         "eval",
         parents=[common],
-        help="retrieval quality on a BEIR dataset: nDCG@10, recall@10/100, MRR@10 for BM25, vector, hybrid",
+        help="retrieval quality: a BEIR benchmark (--dataset) or your own questions over the built index (--questions)",
         description=(
-            "Index a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/<split>.tsv) as a collection with "
-            "the configured (or given) embedder, through the embedding cache, and score BM25 alone, vector alone "
-            "and hybrid with the default search settings."
+            "Two modes; choose one. --dataset DIR: index a BEIR-layout dataset (corpus.jsonl, queries.jsonl, "
+            "qrels/<split>.tsv) as a collection of its own with the configured (or given) embedder, through the "
+            "embedding cache, and report nDCG@10, recall@10, recall@100 and MRR@10. --questions FILE: search the "
+            "index already built in the output folder (the public tier's store; run `rag build` first) for each "
+            'question of a JSON-lines file, one {"q": "...", "expect": ["collection/slug", ...]} per line, and '
+            "report hit@1, hit@5, hit@10 and MRR@10, judged per page (a question scores when any expected page "
+            "is among the first k pages). Both score BM25 alone, vector alone and hybrid with the default search "
+            "settings."
+        ),
+        epilog=(
+            "examples: rag eval --dataset ../shared/corpora/beir-scifact;  "
+            "rag eval --questions eval/questions/sample.jsonl --json"
         ),
     )
-    evaluate.add_argument("--dataset", required=True, metavar="DIR", help="BEIR dataset folder, e.g. ../shared/corpora/beir-scifact")
-    evaluate.add_argument("--split", choices=("test", "train", "dev"), default="test", help="qrels split (default: test)")
-    evaluate.add_argument("--embedder", metavar="NAME", help="embedding provider for the corpus and queries")
+    evaluate.add_argument("--dataset", metavar="DIR", help="BEIR dataset folder, e.g. ../shared/corpora/beir-scifact")
+    evaluate.add_argument(
+        "--questions",
+        action="extend",
+        nargs="+",
+        metavar="FILE",
+        help="question file(s), JSON lines {\"q\": ..., \"expect\": [\"collection/slug\", ...]}, scored against the built index",
+    )
+    evaluate.add_argument("--split", choices=("test", "train", "dev"), help="qrels split, with --dataset (default: test)")
+    evaluate.add_argument("--embedder", metavar="NAME", help="embedding provider for the corpus and queries, with --dataset")
     evaluate.add_argument("--json", action="store_true", help="print the figures as JSON")
     evaluate.set_defaults(handler=cmd_eval)
 

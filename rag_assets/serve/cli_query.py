@@ -205,13 +205,36 @@ def cmd_serve(cfg: RagConfig, args: argparse.Namespace) -> int:
 
 
 def cmd_eval(cfg: RagConfig, args: argparse.Namespace) -> int:
+    problem = _eval_mode_problem(args)
+    if problem:
+        print(f"rag eval: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.questions:
+        return _eval_questions(cfg, args)
+    return _eval_dataset(cfg, args)
+
+
+def _eval_mode_problem(args: argparse.Namespace) -> str | None:
+    """Why the flags do not pick exactly one mode of `rag eval`, or None."""
+    if args.dataset and args.questions:
+        return "--dataset and --questions are two different evaluations; choose one"
+    if not args.dataset and not args.questions:
+        return "give --dataset DIR (a BEIR benchmark) or --questions FILE (your questions over the built index)"
+    if args.questions and (args.split or args.embedder):
+        flag = "--split" if args.split else "--embedder"
+        return f"{flag} applies to --dataset; --questions searches the built index with the model that built it"
+    return None
+
+
+def _eval_dataset(cfg: RagConfig, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rag_assets.evaluation.report import format_table
     from rag_assets.evaluation.runner import run_evaluation
 
+    split = args.split or "test"
     try:
-        report = run_evaluation(cfg, Path(args.dataset), args.split, embedder_name=args.embedder, log=lambda m: print(m, file=sys.stderr))
+        report = run_evaluation(cfg, Path(args.dataset), split, embedder_name=args.embedder, log=lambda m: print(m, file=sys.stderr))
     except (FileNotFoundError, ValueError) as exc:
         print(f"rag: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -222,4 +245,30 @@ def cmd_eval(cfg: RagConfig, args: argparse.Namespace) -> int:
     print(f"{info.dataset} ({info.split}): {info.queries} queries, {info.documents} documents, {info.provider} {info.model}")
     print(format_table(report.metrics))
     print(f"(indexing {info.index_seconds:.1f}s{' (rebuilt)' if info.rebuilt else ', cached'}, searching {info.search_seconds:.1f}s)")
+    return EXIT_OK
+
+
+def _eval_questions(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from rag_assets.evaluation.datasets import EvaluationError
+    from rag_assets.evaluation.metrics import QUESTION_METRICS
+    from rag_assets.evaluation.question_eval import run_question_evaluation
+    from rag_assets.evaluation.report import format_table
+
+    try:
+        report = run_question_evaluation(cfg, args.questions, log=lambda m: print(m, file=sys.stderr))
+    except EvaluationError as exc:
+        print(f"rag: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+        return EXIT_OK
+    info = report.info
+    print(
+        f"{', '.join(info.files)}: {info.questions} questions, {info.pages} expected pages; index {info.store_path} "
+        f"({info.documents} pages, {info.provider} {info.model})"
+    )
+    print(format_table(report.metrics, columns=QUESTION_METRICS))
+    if info.unknown_pages:
+        print(f"{len(info.unknown_pages)} expected page(s) not in the index, counted as misses (see the warnings above)")
+    print(f"({len(info.misses)} question(s) without an expected page in hybrid's top 10; {info.seconds:.1f}s)")
     return EXIT_OK
