@@ -174,7 +174,7 @@ def test_queries_that_are_corpus_documents_do_not_score_their_own_hit(tmp_path: 
     assert report.metrics["bm25"]["mrr@10"] == pytest.approx(1.0)
     evaluator = Evaluator(Path(report.info.store_path), load_beir(root, "test"), select_eval_embedder(cfg, "hashing")[0])
     try:
-        ranked = evaluator.ranking("D2", SearchParams(mode="bm25", k=20))
+        ranked = evaluator.ranking("D2", SearchParams(mode="bm25", k=20, min_score=0.0, view="chunks"))
     finally:
         evaluator.close()
     assert ranked[:2] == ["D2", "D9"]  # so without the rule MRR@10 would be 0.5
