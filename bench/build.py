@@ -117,7 +117,8 @@ def main() -> None:
         corpora["hugo-docs"] = HUGO_DOCS
     if args.corpus:
         corpora = {name: Path(folder) for name, folder in (c.split("=", 1) for c in args.corpus)}
-    print(f"{'corpus':<10} {'instance':<11} {'wall s':>7} {'runs':>5} {'events':>6} {'docs':>6} {'chunks':>7} "
+    width = max(11, *(len(mode) for mode in configs))
+    print(f"{'corpus':<10} {'instance':<{width}} {'wall s':>7} {'runs':>5} {'events':>6} {'docs':>6} {'chunks':>7} "
           f"{'docs/s':>7} {'chunks/s':>8} {'embed s':>7}  all wall times")
     for name, content in corpora.items():
         results = bench_corpus(content, args.repeat, configs)
@@ -126,7 +127,7 @@ def main() -> None:
             med = {k: statistics.median(b[k] for b in builds) for k in builds[0] if k != "kinds"}
             medians[mode] = med
             walls = ", ".join(f"{b['wall_s']:.2f}" for b in builds)
-            print(f"{name:<10} {mode:<11} {med['wall_s']:7.2f} {med['runs']:5.0f} {med['events']:6.0f} "
+            print(f"{name:<10} {mode:<{width}} {med['wall_s']:7.2f} {med['runs']:5.0f} {med['events']:6.0f} "
                   f"{med['documents']:6.0f} {med['chunks']:7.0f} {med['docs_per_s']:7.0f} {med['chunks_per_s']:8.0f} "
                   f"{med['embed_s']:7.2f}  {walls}")
         for mode in configs:
