@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """Forced builds with and without a persistent Dagster instance; prints medians.
 
-    .venv/bin/python bench/build.py [--corpus NAME=DIR ...] [--repeat N]
+    .venv/bin/python bench/build.py [--corpus NAME=DIR ...] [--repeat N] [--instance NAME=YAML ...]
 
 For each corpus (default: the sample content with the project's rag.yaml, vaults
 included, and the Hugo docs corpus), runs the same in-process Dagster jobs as
 `rag build --force` with the hashing embedder and a fresh output folder per build,
 once with an ephemeral instance (no DAGSTER_HOME) and once with a persistent one
 (a temporary DAGSTER_HOME holding the project's dagster.yaml, kept across the builds
-as a real one is). The two modes alternate, after one untimed warm-up build each.
-Reports per corpus and mode: median wall time, runs per build, documents/s, chunks/s,
-embedding time, and the persistent/ephemeral ratio; then peak RSS.
+as a real one is). The modes alternate, after one untimed warm-up build each. ``--instance NAME=YAML`` adds
+a persistent mode with another dagster.yaml (e.g. the one of another branch), timed in the
+same alternation. Reports per corpus and mode: median wall time, runs and stored events per
+build, documents/s, chunks/s, embedding time, and each persistent mode's ratio to the
+ephemeral one; the stored events of one persistent build by type; then peak RSS.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -37,7 +40,16 @@ from rag_assets.config import load_config  # noqa: E402
 from rag_assets.defs.runner import run_build  # noqa: E402
 
 HUGO_DOCS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
-MODES = ("ephemeral", "persistent")
+
+
+def stored_events(instance: dg.DagsterInstance, run_ids: list[str]) -> Counter:
+    """Event types of the runs' stored events (``LOG`` for context.log lines)."""
+    kinds: Counter = Counter()
+    for run_id in run_ids:
+        for record in instance.get_records_for_run(run_id, limit=1_000_000).records:
+            event = record.event_log_entry.dagster_event
+            kinds[event.event_type_value if event else "LOG"] += 1
+    return kinds
 
 
 def one_build(content: Path | None, instance: dg.DagsterInstance) -> dict[str, float]:
@@ -48,7 +60,7 @@ def one_build(content: Path | None, instance: dg.DagsterInstance) -> dict[str, f
         else:
             cfg = load_config(None, content_dir=content, output_dir=out, embedder="hashing", environ={})
             cfg = dataclasses.replace(cfg, vaults=())  # not the vaults of a rag.yaml in the working folder
-        runs_before = len(instance.get_run_ids())
+        runs_before = set(instance.get_run_ids())
         t0 = time.perf_counter()
         outcome = run_build(cfg, instance, full=True)
         wall = time.perf_counter() - t0
@@ -57,9 +69,13 @@ def one_build(content: Path | None, instance: dg.DagsterInstance) -> dict[str, f
         docs = sum(c.metadata["parsed_documents"]["documents"] for c in outcome.collections)
         chunks = sum(c.metadata["chunks"]["chunks"] for c in outcome.collections)
         embed_s = sum(c.metadata["embeddings"]["embedding_seconds"] for c in outcome.collections)
+        runs = [run_id for run_id in instance.get_run_ids() if run_id not in runs_before]
+        kinds = stored_events(instance, runs)
         return {
             "wall_s": wall,
-            "runs": len(instance.get_run_ids()) - runs_before,
+            "runs": len(runs),
+            "events": sum(kinds.values()),
+            "kinds": kinds,
             "documents": docs,
             "chunks": chunks,
             "docs_per_s": docs / wall,
@@ -69,19 +85,19 @@ def one_build(content: Path | None, instance: dg.DagsterInstance) -> dict[str, f
         }
 
 
-def bench_corpus(content: Path | None, repeat: int) -> dict[str, list[dict[str, float]]]:
-    results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
+def bench_corpus(content: Path | None, repeat: int, configs: dict[str, Path]) -> dict[str, list[dict]]:
+    """Builds per mode: ``ephemeral``, then one persistent instance per dagster.yaml in ``configs``."""
+    results: dict[str, list[dict]] = {mode: [] for mode in ("ephemeral", *configs)}
     with ExitStack() as stack:
-        home = stack.enter_context(tempfile.TemporaryDirectory(prefix="dagster_home_"))
-        (Path(home) / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
-        instances = {
-            "ephemeral": stack.enter_context(dg.DagsterInstance.ephemeral()),
-            "persistent": stack.enter_context(dg.DagsterInstance.from_config(home)),
-        }
-        for mode in MODES:  # warm-up: imports, the instance's database schemas
+        instances = {"ephemeral": stack.enter_context(dg.DagsterInstance.ephemeral())}
+        for mode, config in configs.items():
+            home = stack.enter_context(tempfile.TemporaryDirectory(prefix="dagster_home_"))
+            (Path(home) / "dagster.yaml").write_text(config.read_text())
+            instances[mode] = stack.enter_context(dg.DagsterInstance.from_config(home))
+        for mode in results:  # warm-up: imports, the instance's database schemas
             one_build(content, instances[mode])
         for _ in range(repeat):
-            for mode in MODES:
+            for mode in results:
                 results[mode].append(one_build(content, instances[mode]))
     return results
 
@@ -90,26 +106,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", action="append", metavar="NAME=DIR", help="a content folder (repeatable)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--instance", action="append", default=[], metavar="NAME=YAML", help="another persistent mode (repeatable)"
+    )
     args = parser.parse_args()
+    configs = {"persistent": ROOT / "dagster.yaml"}
+    configs.update({name: Path(path) for name, path in (i.split("=", 1) for i in args.instance)})
     corpora: dict[str, Path | None] = {"sample": None}
     if HUGO_DOCS.is_dir():
         corpora["hugo-docs"] = HUGO_DOCS
     if args.corpus:
         corpora = {name: Path(folder) for name, folder in (c.split("=", 1) for c in args.corpus)}
-    print(f"{'corpus':<10} {'instance':<11} {'wall s':>7} {'runs':>5} {'docs':>6} {'chunks':>7} {'docs/s':>7} "
-          f"{'chunks/s':>8} {'embed s':>7}  all wall times")
+    width = max(11, *(len(mode) for mode in configs))
+    print(f"{'corpus':<10} {'instance':<{width}} {'wall s':>7} {'runs':>5} {'events':>6} {'docs':>6} {'chunks':>7} "
+          f"{'docs/s':>7} {'chunks/s':>8} {'embed s':>7}  all wall times")
     for name, content in corpora.items():
-        results = bench_corpus(content, args.repeat)
+        results = bench_corpus(content, args.repeat, configs)
         medians = {}
-        for mode in MODES:
-            runs = results[mode]
-            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        for mode, builds in results.items():
+            med = {k: statistics.median(b[k] for b in builds) for k in builds[0] if k != "kinds"}
             medians[mode] = med
-            walls = ", ".join(f"{r['wall_s']:.2f}" for r in runs)
-            print(f"{name:<10} {mode:<11} {med['wall_s']:7.2f} {med['runs']:5.0f} {med['documents']:6.0f} "
-                  f"{med['chunks']:7.0f} {med['docs_per_s']:7.0f} {med['chunks_per_s']:8.0f} {med['embed_s']:7.2f}  {walls}")
-        ratio = medians["persistent"]["wall_s"] / medians["ephemeral"]["wall_s"]
-        print(f"{name:<10} persistent / ephemeral: {ratio:.2f}x")
+            walls = ", ".join(f"{b['wall_s']:.2f}" for b in builds)
+            print(f"{name:<10} {mode:<{width}} {med['wall_s']:7.2f} {med['runs']:5.0f} {med['events']:6.0f} "
+                  f"{med['documents']:6.0f} {med['chunks']:7.0f} {med['docs_per_s']:7.0f} {med['chunks_per_s']:8.0f} "
+                  f"{med['embed_s']:7.2f}  {walls}")
+        for mode in configs:
+            ratio = medians[mode]["wall_s"] / medians["ephemeral"]["wall_s"]
+            print(f"{name:<10} {mode} / ephemeral: {ratio:.2f}x")
+        kinds = results["persistent"][-1]["kinds"]
+        print(f"{name:<10} stored events of one persistent build: "
+              + ", ".join(f"{kind} {n}" for kind, n in kinds.most_common()))
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB (process, all builds)")
 
 

@@ -35,7 +35,6 @@ def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.A
         """One L2-normalised float32 vector per chunk, from the configured embedder, through the cache."""
         selection = embedder.select()
         model = selection.embedder
-        context.log.info(f"embedder {selection.provider}: {model.model} ({selection.reason})")
         _warn_on_model_change(context, rag, model.model)
         cfg = rag.to_config()
         cache = EmbeddingCache(rag.embedding_cache_path)
@@ -68,7 +67,11 @@ def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.A
 
         try:
             embedded = for_each_partition(
-                context, "collection", one, lambda e: f"{len(e.chunks)} chunks, {len(e.failed_chunk_ids)} without a vector"
+                context,
+                "collection",
+                one,
+                lambda e: f"{len(e.chunks)} chunks, {len(e.failed_chunk_ids)} without a vector",
+                header=f"embedder {selection.provider}: {model.model} ({selection.reason})",
             )
         finally:
             close = getattr(model, "close", None)

@@ -30,36 +30,45 @@ def for_each_partition(
     kind: str,
     work: Callable[[str], tuple[T, dict[str, Any]]],
     describe: Callable[[T], str] | None = None,
+    header: str = "",
 ) -> dict[str, T]:
     """``{partition: value}`` of ``work(partition)`` over the run's partitions.
 
     ``work`` returns (value, metadata); the metadata (plus the partition's ``seconds``) goes
     to that partition's materialisation. The first failure stops the step with a
     ``dg.Failure`` naming the partition, so nothing of the run is published. ``describe``
-    gives each partition's part of one summary line logged at the end: one log event per
-    step rather than per partition, as every event costs a disk sync in a persistent instance.
+    gives each partition's part of one summary line logged at the end, after ``header`` (e.g.
+    the embedder chosen): one log event per step rather than per partition, as every event
+    costs a disk sync in a persistent instance. A failure logs the line of the partitions done.
     """
     out: dict[str, T] = {}
-    for key in context.partition_keys:
-        started = time.perf_counter()
-        try:
-            value, metadata = work(key)
-        except Exception as error:
-            raise dg.Failure(
-                description=f"{kind} {key}: {type(error).__name__}: {error}",
-                metadata={FAILED_PARTITION: key},
-            ) from error
-        context.add_asset_metadata({**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key)
-        out[key] = value
-    if describe and out:
-        context.log.info("; ".join(f"[{key}] {describe(value)}" for key, value in out.items()))
+    try:
+        for key in context.partition_keys:
+            started = time.perf_counter()
+            try:
+                value, metadata = work(key)
+            except Exception as error:
+                raise dg.Failure(
+                    description=f"{kind} {key}: {type(error).__name__}: {error}",
+                    metadata={FAILED_PARTITION: key},
+                ) from error
+            context.add_asset_metadata({**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key)
+            out[key] = value
+    finally:
+        parts = [header] if header else []
+        if describe:
+            parts += [f"[{key}] {describe(value)}" for key, value in out.items()]
+        if parts:
+            context.log.info("; ".join(parts))
     return out
 
 
 def throttled(log: Callable[[str], None], interval: float = 2.0) -> Callable[[str], None]:
-    """``log``, passing at most one progress line per ``interval`` seconds (failures always):
-    a fast embedder finishes a batch every few milliseconds, and each line is a stored event."""
-    last = [float("-inf")]
+    """``log``, passing at most one progress line per ``interval`` seconds (failures always),
+    the first one ``interval`` after this call: a fast embedder finishes a batch every few
+    milliseconds, and each line is a stored event; a step done within ``interval`` needs no
+    progress line beside its summary."""
+    last = [time.monotonic()]
 
     def emit(message: str) -> None:
         now = time.monotonic()

@@ -17,7 +17,7 @@ from rag_assets.defs.embeddings import _bullets, usage_metadata
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.partitions import private_vault_partitions, safe_vault_partitions
 from rag_assets.defs.publish import INDEX_FRESHNESS
-from rag_assets.defs.ranges import FAILED_PARTITION, SINGLE_RUN
+from rag_assets.defs.ranges import FAILED_PARTITION, SINGLE_RUN, throttled
 from rag_assets.defs.resources import EmbedderResource, RagSettings, TiersResource
 from rag_assets.index import store
 from rag_assets.privacy.audit import audit_store
@@ -62,23 +62,29 @@ def _vault_metadata(build: VaultBuild) -> dict:
     }
 
 
-def _each_vault(context: dg.AssetExecutionContext, build_one: Callable[[str], dict]) -> None:
+def _each_vault(context: dg.AssetExecutionContext, build_one: Callable[[str], dict], lines: list[str]) -> None:
     """Build every vault of the run's range; per vault, its metadata on its own partition.
 
     A failed vault (a missing folder, a refused embedder) does not stop the others: its rows
     stay as they were. The step then fails naming it, so no vault of this run is recorded as
     materialised; the runner still refreshes the tier store (purges, card, leak audit).
+    ``lines``, which ``build_one`` extends, are logged at the end as one line: one stored
+    event per step rather than several per vault (failures are logged as they happen).
     """
     failed: dict[str, str] = {}
-    for key in context.partition_keys:
-        started = time.perf_counter()
-        try:
-            metadata = build_one(key)
-        except Exception as error:
-            context.log.error(f"[{key}] failed: {type(error).__name__}: {error}")
-            failed[key] = f"{type(error).__name__}: {error}"
-            continue
-        context.add_asset_metadata({**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key)
+    try:
+        for key in context.partition_keys:
+            started = time.perf_counter()
+            try:
+                metadata = build_one(key)
+            except Exception as error:
+                context.log.error(f"[{key}] failed: {type(error).__name__}: {error}")
+                failed[key] = f"{type(error).__name__}: {error}"
+                continue
+            context.add_asset_metadata({**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key)
+    finally:
+        if lines:
+            context.log.info("; ".join(lines))
     if failed:
         raise dg.Failure(
             description="; ".join(f"vault {key}: {why}" for key, why in failed.items()),
@@ -100,14 +106,15 @@ def safe_vault_chunks(
     cfg = tiers.apply(rag.to_config(), embedder.settings())
     full = context.run.tags.get(BUILD_TAG) == "full"
     selection = embedder.select()
-    context.log.info(f"Safe tier embedder {selection.provider}: {selection.embedder.model} ({selection.reason})")
+    lines = [f"Safe tier embedder {selection.provider}: {selection.embedder.model} ({selection.reason})"]
+    progress = throttled(context.log.info)
 
     def one(key: str) -> dict:
         vault = cfg.vault(key)
         if vault.tier != "safe":
             # A partition left over from before the vault became private (the sensor removes it).
             removed = store.delete_collections(cfg.safe_store_path, [vault.name])
-            context.log.info(f"[{vault.name}] is a private vault: not in the Safe tier" + (" (its rows were removed)" if removed else ""))
+            lines.append(f"[{vault.name}] is a private vault: not in the Safe tier" + (" (its rows were removed)" if removed else ""))
             return {"vault": vault.name, "tier": vault.tier, "in_safe_tier": False}
         build = build_vault_tier(
             cfg,
@@ -118,7 +125,8 @@ def safe_vault_chunks(
             sanitizer=tiers.sanitizer(),
             batch_size=embedder.batch_size,
             full=full,
-            log=context.log.info,
+            log=lines.append,
+            progress=progress,
         )
         return {
             **_vault_metadata(build),
@@ -130,7 +138,7 @@ def safe_vault_chunks(
         }
 
     try:
-        _each_vault(context, one)
+        _each_vault(context, one, lines)
     finally:
         _close(selection.embedder)
 
@@ -143,7 +151,8 @@ def private_vault_chunks(
     cfg = tiers.apply(rag.to_config(), embedder.settings())
     full = context.run.tags.get(BUILD_TAG) == "full"
     selection = tiers.select_private()  # PrivacyError unless provably local
-    context.log.info(f"Private tier embedder {selection.provider}: {selection.embedder.model} ({selection.reason})")
+    lines = [f"Private tier embedder {selection.provider}: {selection.embedder.model} ({selection.reason})"]
+    progress = throttled(context.log.info)
 
     def one(key: str) -> dict:
         build = build_vault_tier(
@@ -154,13 +163,14 @@ def private_vault_chunks(
             provider=selection.provider,
             batch_size=tiers.private_embedder.batch_size,
             full=full,
-            log=context.log.info,
+            log=lines.append,
+            progress=progress,
         )
         # No preview here: private text stays out of Dagster's event log.
         return _vault_metadata(build)
 
     try:
-        _each_vault(context, one)
+        _each_vault(context, one, lines)
     finally:
         _close(selection.embedder)
 

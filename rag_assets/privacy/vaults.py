@@ -105,8 +105,12 @@ def build_vault_tier(
     batch_size: int = 50,
     full: bool = False,
     log: Log = lambda _: None,
+    progress: Log | None = None,
 ) -> VaultBuild:
-    """Parse, (sanitise,) chunk and embed one vault and sync its rows of the tier's store."""
+    """Parse, (sanitise,) chunk and embed one vault and sync its rows of the tier's store.
+
+    ``log`` gets what was done (sanitised, stored); ``progress`` (default ``log``) the
+    embedding batches."""
     if tier not in VAULT_TIERS:
         raise ValueError(f"unknown vault tier {tier!r}")
     if tier == "safe" and sanitizer is None:
@@ -139,7 +143,7 @@ def build_vault_tier(
         cache=EmbeddingCache(embedding_cache_path(cfg, tier)),
         batch_size=batch_size,
         provider=provider,
-        log=log,
+        log=log if progress is None else progress,
     )
     damaged = discard_if_damaged(cfg.store_path(tier))
     if damaged:
