@@ -52,6 +52,9 @@ QUERIES = [
     "run running runs runner", "k3s_cert", "k3s_cert rotation", "k3s cert", "café", "CAFE cafe", "x² 10gbe",
     "the", "how to", "what is the", "backup restore", "docker compose network", "wireguard peers keys",
     "zzqqxv", "zzqqxv vlan", "東京 proxmox", "东京", "home assistant automation", "kubernetes k3s cluster",
+    # Long enough (LONG_QUERY_WORDS) for repeats to count: FTS5 scores each repeated phrase.
+    "vlan trunk vlan bridge vlan proxmox zfs snapshots backup restore docker compose network wireguard peers "
+    "keys kubernetes cluster node runner k3s_cert vlan k3s_cert rotation café cafe tokens corner cases",
 ]
 
 
@@ -467,7 +470,8 @@ def generated(tmp_path_factory):
     rng = np.random.default_rng(8)
     queries = [" ".join(rng.choice(_WORDS, size=int(rng.integers(1, 5)))) for _ in range(150)]
     queries += ["running runs", "café CAFE", "snapshotting snapshot", "vlan vlan", "東京 vlan", "10gbe x²", "the"]
-
+    # Long queries, whose repeated words FTS5 scores once per repeat (up to MAX_REPEATS).
+    queries += [" ".join(rng.choice(_WORDS[:12], size=int(rng.integers(20, 40)))) for _ in range(10)]
     yield conn, rowids, queries
     conn.close()
 
@@ -573,3 +577,33 @@ def test_field_weights_are_positive_numbers_per_column():
     with pytest.raises(ValueError, match="summary"):
         FieldWeights().for_columns(("text", "summary"))
     assert bm25_call("t", 2) == "bm25(t, ?, ?)"
+
+
+def test_a_long_query_counts_its_repeated_words(monkeypatch):
+    from rag_assets.search import query as query_module
+
+    monkeypatch.setattr(query_module, "MAX_REPEATS", 3)
+    monkeypatch.setattr(query_module, "LONG_QUERY_WORDS", 20)
+    assert fts_match_query("vlan vlan VLAN trunk vlan") == '"vlan" OR "trunk"'  # short: each word once
+    filler = " ".join(f"word{i}" for i in range(16))
+    long = f"vlan trunk the vlan {filler} vlan of vlan vlan"  # 20 words once stop words are dropped
+    match = fts_match_query(long)
+    assert match.split(" OR ").count('"vlan"') == 3 and match.split(" OR ").count('"trunk"') == 1
+    assert query_words(long).count("vlan") == 3
+    assert fts_match_query(f"vlan trunk vlan {filler[: filler.rindex(' ')]}").count('"vlan"') == 1  # 19 words
+
+
+def test_repeats_weigh_a_term_in_both_paths(generated, monkeypatch):
+    """A long query's repeated word is scored once per repeat by FTS5 and by the postings, so
+    the scores differ from the same query with the word once, and agree with each other."""
+    from rag_assets.search import query as query_module
+
+    monkeypatch.setattr(query_module, "MAX_REPEATS", 3)
+    monkeypatch.setattr(query_module, "LONG_QUERY_WORDS", 20)
+    conn, rowids, _ = generated
+    bm25 = MemoryBm25.build(conn, rowids, dtype=np.float64)
+    rest = "trunk bridge proxmox zfs snapshot backup restore wireguard peer key docker compose network k3s cluster node 10gbe"
+    repeated, once = f"vlan {rest} vlan vlan", f"vlan {rest} cafe connect"
+    assert _score_mismatches(bm25, conn, [repeated, once], rel=1e-9) == []
+    vlan = bm25.scores("vlan")
+    assert np.allclose(bm25.scores(repeated) - bm25.scores(f"vlan {rest}"), 2 * vlan)
