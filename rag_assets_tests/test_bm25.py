@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import stat
@@ -16,8 +17,9 @@ import pytest
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
-from rag_assets.search import bm25 as bm25_module
+from rag_assets.search import bm25_scan, bm25_terms
 from rag_assets.search.bm25 import MemoryBm25, query_words
+from rag_assets.search.fields import FieldWeights, bm25_call
 from rag_assets.search.params import SearchParams
 from rag_assets.search.query import fts_match_query
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
@@ -26,6 +28,13 @@ from .conftest import SAMPLE_CONTENT
 from .test_search import NASTY, TREE
 
 REL = 1e-6  # float32 weights: ~1e-7 relative
+WEIGHTS = FieldWeights().as_tuple()  # the defaults, which SearchIndex uses
+
+
+def fts5_scores(conn, query: str, fields: FieldWeights = FieldWeights()) -> dict[int, float]:
+    """FTS5's own bm25() of every row matching ``query`` (fts_match_query's), with these field weights."""
+    sql = f"SELECT rowid, -{bm25_call()} FROM fts_chunks WHERE fts_chunks MATCH ?"
+    return dict(conn.execute(sql, (*fields.as_tuple(), fts_match_query(query))))
 
 # Pages that exercise the tokenizer: stems shared by several query words, a word FTS5
 # reads as a phrase (k3s_cert), diacritics, numbers, CJK.
@@ -43,6 +52,9 @@ QUERIES = [
     "run running runs runner", "k3s_cert", "k3s_cert rotation", "k3s cert", "café", "CAFE cafe", "x² 10gbe",
     "the", "how to", "what is the", "backup restore", "docker compose network", "wireguard peers keys",
     "zzqqxv", "zzqqxv vlan", "東京 proxmox", "东京", "home assistant automation", "kubernetes k3s cluster",
+    # Long enough (LONG_QUERY_WORDS) for repeats to count: FTS5 scores each repeated phrase.
+    "vlan trunk vlan bridge vlan proxmox zfs snapshots backup restore docker compose network wireguard peers "
+    "keys kubernetes cluster node runner k3s_cert vlan k3s_cert rotation café cafe tokens corner cases",
 ]
 
 
@@ -134,9 +146,7 @@ def test_memory_scores_are_fts5_bm25_for_every_matching_row(cfg, indexes):
     conn = memory._connection()
     for query in ("vlan trunk bridge", "run running", "proxmox backup zfs", "k3s_cert runs"):
         scores = data.bm25.scores(query)
-        expected = dict(
-            conn.execute("SELECT rowid, -bm25(fts_chunks) FROM fts_chunks WHERE fts_chunks MATCH ?", (fts_match_query(query),))
-        )
+        expected = fts5_scores(conn, query)
         got = {int(data.rowids[r]): float(scores[r]) for r in np.flatnonzero(scores)}
         assert got.keys() == {r for r in expected if r in data.row_of}, query
         for rowid, score in got.items():
@@ -151,9 +161,7 @@ def test_rows_without_an_embedding_count_for_fts5_but_are_never_returned(indexes
     some = data.rowids[::3]  # as if the other chunks had no embedding
     bm25 = MemoryBm25.build(conn, some, connect=fts._connection)
     for query in ("vlan trunk bridge", "run running k3s_cert", "proxmox zfs backup"):
-        expected = dict(
-            conn.execute("SELECT rowid, -bm25(fts_chunks) FROM fts_chunks WHERE fts_chunks MATCH ?", (fts_match_query(query),))
-        )
+        expected = fts5_scores(conn, query)
         ranks = bm25.ranks(query, 1000)
         assert {int(some[r]) for r in ranks} == {r for r in expected if r in set(some.tolist())}
         for row, (_, score) in ranks.items():
@@ -352,8 +360,8 @@ def test_a_store_changed_since_the_load_is_not_indexed(tmp_path, make_config):
 
 
 def test_tokenizer_cache_survives_being_cleared(monkeypatch):
-    tokenizer = bm25_module._Tokenizer()
-    monkeypatch.setattr(bm25_module._Tokenizer, "MAX_CACHED", 3)
+    tokenizer = bm25_terms._Tokenizer()
+    monkeypatch.setattr(bm25_terms._Tokenizer, "MAX_CACHED", 3)
     assert tokenizer.terms(["running", "cafés"]) == [("run",), ("cafe",)]
     assert tokenizer.terms(["running", "k3s_cert", "x²", "_"]) == [("run",), ("k3", "cert"), ("x²",), ()]
 
@@ -369,9 +377,11 @@ _WORDS = (
 
 
 def _generated_store(path, seed: int = 3):
-    """A store written through the real schema and triggers, then changed the ways that move
-    FTS5's statistics: rows deleted, rows updated (longer and shorter), a row with no token,
-    rows without an embedding, and an orphan FTS row whose chunk is gone (a damaged store)."""
+    """A store written through the real schema and triggers, with words in every field (text,
+    document titles and tags, heading paths), then changed the ways that move FTS5's
+    statistics: rows deleted, rows updated (longer and shorter), documents retitled and
+    retagged, a row with no token, rows without an embedding, and an orphan FTS row whose
+    chunk is gone (a damaged store)."""
     from rag_assets.index import store
 
     rng = np.random.default_rng(seed)
@@ -381,31 +391,44 @@ def _generated_store(path, seed: int = 3):
     def text(n_words: int) -> str:
         return " ".join(rng.choice(_WORDS, size=n_words, p=probs))
 
+    def words(low: int, high: int) -> list[str]:
+        return [str(w) for w in rng.choice(_WORDS, size=int(rng.integers(low, high)))]
+
     conn = store.connect(path)
     store.ensure_schema(conn)
     with conn:
         conn.execute("BEGIN")
-        conn.execute("INSERT INTO documents(id, collection, slug) VALUES ('d', 'docs', 'd')")
+        for d in range(12):  # d0 has no title, tags or headings: the text alone
+            title, tags = (None, None) if d == 0 else (text(int(rng.integers(1, 6))), json.dumps(words(0, 4)))
+            conn.execute("INSERT INTO documents(id, collection, slug, title, tags) VALUES (?, 'docs', ?, ?, ?)",
+                         (f"d{d}", f"d{d}", title, tags))
         for i in range(300):
             embedding = None if i % 17 == 0 else np.ones(4, dtype=np.float32).tobytes()
+            headings = None if i % 25 == 0 else json.dumps([" ".join(words(1, 4)) for _ in range(int(rng.integers(0, 4)))])
             conn.execute(
-                "INSERT INTO chunks(id, document_id, chunk_index, text, embedding) VALUES (?, 'd', ?, ?, ?)",
-                (f"c{i}", i, text(int(rng.integers(3, 120))), embedding),
+                "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, embedding) VALUES (?, ?, ?, ?, ?, ?)",
+                (f"c{i}", f"d{i % 12}", i, text(int(rng.integers(3, 120))), headings, embedding),
             )
-        conn.execute("INSERT INTO chunks(id, document_id, chunk_index, text, embedding) VALUES ('empty', 'd', 300, '— … !!', ?)",
+        conn.execute("INSERT INTO chunks(id, document_id, chunk_index, text, embedding) VALUES ('empty', 'd0', 300, '— … !!', ?)",
                      (np.ones(4, dtype=np.float32).tobytes(),))
     with conn:  # a later build: deletions and updates, so N, the total and some D change
         conn.execute("BEGIN")
         conn.execute("DELETE FROM chunks WHERE chunk_index % 7 = 3")
         for i in range(0, 300, 11):
             conn.execute("UPDATE chunks SET text = ? WHERE id = ?", (text(int(rng.integers(1, 200))), f"c{i}"))
-        conn.execute("INSERT INTO fts_chunks(rowid, text) VALUES (100000, 'vlan trunk orphan row')")
+        conn.execute("UPDATE documents SET title = ? WHERE id = 'd3'", (text(8),))
+        conn.execute("UPDATE documents SET tags = ? WHERE id = 'd4'", (json.dumps(words(3, 6)),))
+        conn.execute("UPDATE documents SET title = 'Quokka ' || title WHERE id = 'd5'")  # a word of no other field
+        conn.execute("INSERT INTO fts_chunks(rowid, text, title) VALUES (100000, 'vlan trunk orphan row', 'orphan vlan')")
     return conn
 
 
-def _score_mismatches(bm25: MemoryBm25, conn, queries: list[str], rel: float, ranking: bool = True) -> list[str]:
-    """Every row where the postings' score and FTS5's own bm25() differ by more than ``rel``,
-    and (``ranking``) every query whose order of rows (ties broken by rowid) differs."""
+def _score_mismatches(
+    bm25: MemoryBm25, conn, queries: list[str], rel: float, ranking: bool = True, fields: FieldWeights = FieldWeights()
+) -> list[str]:
+    """Every row where the postings' score and FTS5's own bm25() (with ``fields``' weights)
+    differ by more than ``rel``, and (``ranking``) every query whose order of rows (ties
+    broken by rowid) differs."""
     loaded = set(bm25.rowids.tolist())
     problems = []
     for query in queries:
@@ -417,8 +440,8 @@ def _score_mismatches(bm25: MemoryBm25, conn, queries: list[str], rel: float, ra
         expected = [
             (rowid, score)
             for rowid, score in conn.execute(
-                "SELECT rowid, -bm25(fts_chunks) FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY bm25(fts_chunks), rowid",
-                (match,),
+                f"SELECT rowid, -{bm25_call()} AS score FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY score DESC, rowid",
+                (*fields.as_tuple(), match),
             )
             if rowid in loaded
         ]
@@ -432,7 +455,10 @@ def _score_mismatches(bm25: MemoryBm25, conn, queries: list[str], rel: float, ra
             continue
         ranks = bm25.ranks(query, len(got))
         ranked = [int(bm25.rowids[row]) for row, _ in sorted(ranks.items(), key=lambda kv: kv[1][0])]
-        if ranked != [r for r, _ in expected]:  # FTS5's order, ties by rowid as ranks() breaks them
+        # FTS5's order: its scores never rise down the list (rows that tie to within ``rel``,
+        # whose sums may round apart by an ulp, may come in either order).
+        along = [dict(expected)[r] for r in ranked]
+        if any(b > a + rel * abs(a) for a, b in zip(along, along[1:])):
             problems.append(f"{query!r}: another ranking")
     return problems
 
@@ -444,6 +470,8 @@ def generated(tmp_path_factory):
     rng = np.random.default_rng(8)
     queries = [" ".join(rng.choice(_WORDS, size=int(rng.integers(1, 5)))) for _ in range(150)]
     queries += ["running runs", "café CAFE", "snapshotting snapshot", "vlan vlan", "東京 vlan", "10gbe x²", "the"]
+    # Long queries, whose repeated words FTS5 scores once per repeat (up to MAX_REPEATS).
+    queries += [" ".join(rng.choice(_WORDS[:12], size=int(rng.integers(20, 40)))) for _ in range(10)]
     yield conn, rowids, queries
     conn.close()
 
@@ -460,16 +488,122 @@ def test_postings_score_exactly_as_fts5_after_deletions_and_updates(generated):
     assert _score_mismatches(MemoryBm25.build(conn, rowids), conn, queries, rel=1e-6, ranking=False) == []
 
 
+@pytest.mark.parametrize(
+    "fields", [FieldWeights.unweighted(), FieldWeights(1.0, 3.7, 0.4, 2.2), FieldWeights(0.5, 1.0, 7.0, 0.1)], ids=str
+)
+def test_field_weights_score_exactly_as_fts5s_column_weights(generated, fields):
+    """Any field weights: the postings' column-weighted tf gives bm25(fts_chunks, w...)'s
+    numbers (to 1e-9), and the weights change the scores (they are not ignored by both)."""
+    conn, rowids, queries = generated
+    weighted = MemoryBm25.build(conn, rowids, dtype=np.float64, fields=fields)
+    assert weighted.column_weights == fields.as_tuple()
+    assert _score_mismatches(weighted, conn, queries, rel=1e-9, fields=fields) == []
+    other = MemoryBm25.build(conn, rowids, dtype=np.float64, fields=FieldWeights(1.0, 2.0, 3.0, 4.0))
+    changed = [q for q in queries[:40] if other.scores(q) is not None and not np.allclose(other.scores(q), weighted.scores(q))]
+    assert len(changed) > 20
+    # A word in one document's title alone: its chunks match, by the title's weight.
+    assert _score_mismatches(weighted, conn, ["quokka", "quokka vlan"], rel=1e-9, fields=fields) == []
+    assert len(np.flatnonzero(weighted.scores("quokka"))) == len(conn.execute(
+        "SELECT 1 FROM chunks WHERE document_id = 'd5' AND embedding IS NOT NULL").fetchall())
+
+
+def test_postings_with_other_weights_than_fts5s_are_caught(generated):
+    """The comparison is sharp enough to notice the postings made with other field weights."""
+    conn, rowids, queries = generated
+    wrong = MemoryBm25.build(conn, rowids, dtype=np.float64, fields=FieldWeights(1.0, 2.0, 2.0, 2.5))
+    assert _score_mismatches(wrong, conn, queries, rel=1e-9, fields=FieldWeights(1.0, 2.0, 2.0, 2.0))
+
+
 @pytest.mark.parametrize("wrong", [(0, 1), (0, -1), (1, 0), (-1, 0)], ids=["tokens+1", "tokens-1", "rows+1", "rows-1"])
 def test_a_statistic_off_by_one_is_caught(generated, monkeypatch, wrong):
     """The comparison above is sharp enough to notice N or the total token count off by one."""
     conn, rowids, queries = generated
-    right = bm25_module._statistics
+    right = bm25_scan._statistics
 
     def off_by_one(doc_len):
         stats = right(doc_len)
-        return bm25_module.Bm25Statistics(stats.rows + wrong[0], stats.tokens + wrong[1])
+        return bm25_scan.Bm25Statistics(stats.rows + wrong[0], stats.tokens + wrong[1])
 
-    monkeypatch.setattr(bm25_module, "_statistics", off_by_one)
+    monkeypatch.setattr(bm25_scan, "_statistics", off_by_one)
     assert _score_mismatches(MemoryBm25.build(conn, rowids, dtype=np.float64), conn, queries, rel=1e-9)
     assert _score_mismatches(MemoryBm25.build(conn, rowids), conn, queries, rel=1e-6, ranking=False)
+
+
+# ------------------------------------------------------------------------------ fields and repeats
+
+
+def _fielded_store(path):
+    """Three one-chunk pages: 'quokka' in a title, in a heading path, in body text (each once)."""
+    from rag_assets.index import store
+    from rag_assets.records import Chunk, Document, EmbeddedCollection
+
+    pages = [  # (slug, title, heading path, text): texts of equal length
+        ("titled", "Quokka habitats", ["Islands"], "small animals live on the island near the coast"),
+        ("headed", "Island fauna", ["Quokka"], "small animals live on the island near the coast"),
+        ("plain", "Island fauna", ["Islands"], "a quokka lives on the island near the coast"),
+    ]
+    docs = [Document("posts", slug, f"posts/{slug}.md", title, "", [], {}, "", "2026-01-01", slug) for slug, title, _, _ in pages]
+    chunks = [
+        Chunk(f"posts/{slug}/chunk-0", text, "posts", slug, title, 0, 1, headings, len(text.split()), [])
+        for slug, title, headings, text in pages
+    ]
+    collection = EmbeddedCollection("posts", "h", docs, chunks, np.eye(3, 8, dtype=np.float32), "m", 8)
+    store.replace_contents(path, [collection], model="m", dimension=8, built_at="t")
+
+
+@pytest.mark.parametrize("lexical", ["fts5", "memory"])
+def test_field_weights_decide_where_a_match_counts_most(tmp_path, lexical):
+    path = tmp_path / "s.db"
+    _fielded_store(path)
+
+    def order(fields: FieldWeights) -> list[str]:
+        index = SearchIndex(path, log_searches=False, lexical=lexical, fields=fields)
+        try:
+            return [h.slug for h in index.search("quokka", None, SearchParams(mode="bm25", min_score=0)).hits]
+        finally:
+            index.close()
+
+    assert order(FieldWeights())[-1] == "plain"  # a title or heading match beats the body's
+    assert order(FieldWeights(1.0, 3.0, 2.0, 1.0)) == ["titled", "headed", "plain"]
+    assert order(FieldWeights(1.0, 0.5, 0.7, 1.0)) == ["plain", "headed", "titled"]
+
+
+def test_field_weights_are_positive_numbers_per_column():
+    assert FieldWeights(1.0, 2.0, 3.0, 4.0).as_tuple() == (1.0, 2.0, 3.0, 4.0)
+    assert FieldWeights().for_columns(("tags", "text")) == (FieldWeights().tags, 1.0)
+    for bad in (0.0, -1.0, float("nan"), float("inf"), "2"):
+        with pytest.raises(ValueError, match="title weight"):
+            FieldWeights(title=bad)
+    with pytest.raises(ValueError, match="summary"):
+        FieldWeights().for_columns(("text", "summary"))
+    assert bm25_call("t", 2) == "bm25(t, ?, ?)"
+
+
+def test_a_long_query_counts_its_repeated_words(monkeypatch):
+    from rag_assets.search import query as query_module
+
+    monkeypatch.setattr(query_module, "MAX_REPEATS", 3)
+    monkeypatch.setattr(query_module, "LONG_QUERY_WORDS", 20)
+    assert fts_match_query("vlan vlan VLAN trunk vlan") == '"vlan" OR "trunk"'  # short: each word once
+    filler = " ".join(f"word{i}" for i in range(16))
+    long = f"vlan trunk the vlan {filler} vlan of vlan vlan"  # 20 words once stop words are dropped
+    match = fts_match_query(long)
+    assert match.split(" OR ").count('"vlan"') == 3 and match.split(" OR ").count('"trunk"') == 1
+    assert query_words(long).count("vlan") == 3
+    assert fts_match_query(f"vlan trunk vlan {filler[: filler.rindex(' ')]}").count('"vlan"') == 1  # 19 words
+
+
+def test_repeats_weigh_a_term_in_both_paths(generated, monkeypatch):
+    """A long query's repeated word is scored once per repeat by FTS5 and by the postings, so
+    the scores differ from the same query with the word once, and agree with each other."""
+    from rag_assets.search import query as query_module
+
+    monkeypatch.setattr(query_module, "MAX_REPEATS", 3)
+    monkeypatch.setattr(query_module, "LONG_QUERY_WORDS", 20)
+    conn, rowids, _ = generated
+    bm25 = MemoryBm25.build(conn, rowids, dtype=np.float64)
+    rest = "trunk bridge proxmox zfs snapshot backup restore wireguard peer key docker compose network k3s cluster node 10gbe"
+    repeated, once = f"vlan {rest} vlan vlan", f"vlan {rest} cafe connect"
+    assert _score_mismatches(bm25, conn, [repeated, once], rel=1e-9) == []
+    vlan = bm25.scores("vlan")
+    assert np.allclose(bm25.scores(repeated) - bm25.scores(f"vlan {rest}"), 2 * vlan)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from rag_assets.index import store
+from rag_assets.index import fts, store
 from rag_assets.records import Chunk, Document, EmbeddedCollection
 
 
@@ -26,7 +27,8 @@ def fts_ids(path, query: str) -> list[str]:
         return [
             r[0]
             for r in conn.execute(
-                "SELECT c.id FROM fts_chunks JOIN chunks c ON c.rowid = fts_chunks.rowid WHERE fts_chunks MATCH ?",
+                "SELECT c.id FROM fts_chunks JOIN chunks c ON c.rowid = fts_chunks.rowid WHERE fts_chunks MATCH ?"
+                " ORDER BY c.id",
                 (query,),
             )
         ]
@@ -95,3 +97,140 @@ def test_sync_touches_only_what_changed_and_leaves_no_orphans(tmp_path):
     assert store.summarise(path).fts_rows == 1
     result = store.sync_contents(path, [make_collection("docs", ["delta"])], model="other", dimension=8, built_at="4")
     assert result.full_rewrite and store.summarise(path).model == "other"
+
+
+# ------------------------------------------------------------------------------ fields of fts_chunks
+
+
+def index_contents(conn, table: str = "fts_chunks") -> list[tuple]:
+    """Every (term, row, column, offset) the FTS5 index of ``table`` holds."""
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_v USING fts5vocab(main, {table}, 'instance')")
+    return conn.execute(f"SELECT term, doc, col, offset FROM temp.{table}_v ORDER BY 1, 2, 3, 4").fetchall()
+
+
+def assert_index_is_a_rebuild(conn) -> None:
+    """fts_chunks holds exactly what FTS5 makes of the view ``chunk_fields`` now: the triggers
+    left no stale entry (FTS5's integrity-check does not compare an external content)."""
+    columns = ", ".join(fts.FIELDS)
+    conn.execute("DROP TABLE IF EXISTS fresh")
+    conn.execute(
+        f"CREATE VIRTUAL TABLE fresh USING fts5({columns}, content='{fts.CONTENT}', content_rowid='chunk_rowid',"
+        f" tokenize='{fts.TOKENIZE}')"
+    )
+    conn.execute("INSERT INTO fresh(fresh) VALUES ('rebuild')")
+    assert index_contents(conn) == index_contents(conn, "fresh")
+    conn.execute("DROP TABLE fresh")
+
+
+def field_ids(path, column: str, word: str) -> list[str]:
+    return fts_ids(path, f"{column} : {word}")
+
+
+def test_title_headings_and_tags_are_fields_of_every_chunk(tmp_path):
+    path = tmp_path / "s.db"
+    collection = make_collection("posts", ["routers and switches", "zfs pools"])
+    collection.documents[0] = replace(collection.documents[0], title="Proxmox networking", tags=["homelab", "Café"])
+    collection.chunks[1] = replace(collection.chunks[1], heading_path=["Storage", "Pools & vdevs"])
+    store.replace_contents(path, [collection], model="m", dimension=8, built_at="t")
+    assert field_ids(path, "title", "proxmox") == ["posts/doc/chunk-0", "posts/doc/chunk-1"]
+    assert field_ids(path, "tags", "cafe") == ["posts/doc/chunk-0", "posts/doc/chunk-1"]  # unicode61 folds é
+    assert field_ids(path, "headings", "vdevs") == ["posts/doc/chunk-1"]
+    assert field_ids(path, "headings", "h") == ["posts/doc/chunk-0"]
+    assert field_ids(path, "text", "proxmox") == []
+    with sqlite3.connect(path) as conn:  # FTS5 reads the fields back through the view
+        assert conn.execute("SELECT title, headings, tags FROM fts_chunks WHERE rowid = 2").fetchone() == (
+            "Proxmox networking", "Storage Pools & vdevs", "homelab Café"
+        )
+        assert_index_is_a_rebuild(conn)
+
+
+def test_triggers_keep_the_fields_equal_to_a_rebuild(tmp_path):
+    """Chunks inserted, updated and deleted; a document retitled and retagged (as sync_contents
+    does); and, by a writer without foreign keys, a document deleted and inserted under its
+    chunks: after each, the index is what a rebuild from the view makes."""
+    path = tmp_path / "s.db"
+    store.replace_contents(path, [make_collection("posts", ["alpha words", "beta words"])], model="m", dimension=8, built_at="1")
+    edited = make_collection("posts", ["alpha words", "beta changed", "gamma"])
+    edited.documents[0] = replace(edited.documents[0], title="Renamed page", tags=["fresh", "tags"])
+    store.sync_contents(path, [edited], model="m", dimension=8, built_at="2")
+    assert field_ids(path, "title", "renamed") == ["posts/doc/chunk-0", "posts/doc/chunk-1", "posts/doc/chunk-2"]
+    assert field_ids(path, "title", "doc") == [] and field_ids(path, "tags", "t") == []
+    conn = store.connect(path)
+    try:
+        assert_index_is_a_rebuild(conn)
+        steps = [
+            "UPDATE chunks SET heading_path = '[\"New heading\"]', text = 'delta' WHERE id = 'posts/doc/chunk-0'",
+            "UPDATE documents SET title = NULL, tags = 'not json' WHERE id = 'posts/doc'",
+            "UPDATE documents SET chunk_count = 7 WHERE id = 'posts/doc'",  # neither title nor tags
+            "DELETE FROM chunks WHERE id = 'posts/doc/chunk-2'",
+            "PRAGMA foreign_keys = OFF",
+            "UPDATE documents SET title = 'Gone soon' WHERE id = 'posts/doc'",
+            "DELETE FROM documents WHERE id = 'posts/doc'",
+            "INSERT INTO documents(id, collection, slug, title, tags) VALUES ('posts/doc', 'posts', 'doc', 'Back', '[\"again\"]')",
+        ]
+        for step in steps:
+            conn.execute(step)
+            assert_index_is_a_rebuild(conn)
+        assert conn.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH 'title : back'").fetchone()[0] == 2
+    finally:
+        conn.close()
+
+
+# The store as schema version 2 wrote it: fts_chunks over chunks.text alone.
+_VERSION_2_FTS = """
+CREATE VIRTUAL TABLE fts_chunks USING fts5(text, content='chunks', content_rowid='rowid', tokenize='porter unicode61');
+CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO fts_chunks(rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO fts_chunks(fts_chunks, rowid, text) VALUES ('delete', old.rowid, old.text);
+END;
+CREATE TRIGGER chunks_au AFTER UPDATE ON chunks BEGIN
+    INSERT INTO fts_chunks(fts_chunks, rowid, text) VALUES ('delete', old.rowid, old.text);
+    INSERT INTO fts_chunks(rowid, text) VALUES (new.rowid, new.text);
+END;
+"""
+
+
+def _version_2_store(path) -> None:
+    conn = store.connect(path)
+    tables = store.SCHEMA[: store.SCHEMA.index("CREATE VIEW")]  # documents, chunks, ... without the fields
+    conn.executescript(tables + _VERSION_2_FTS + "PRAGMA user_version = 2;")
+    conn.execute("INSERT INTO documents(id, collection, slug, title, tags) VALUES ('p/d', 'p', 'd', 'Proxmox VLANs', '[\"net\"]')")
+    for i, text in enumerate(["trunk ports and bridges", "zfs snapshots"]):
+        conn.execute("INSERT INTO chunks(id, document_id, chunk_index, text, heading_path) VALUES (?, 'p/d', ?, ?, '[\"Setup\"]')",
+                     (f"p/d/chunk-{i}", i, text))
+    conn.close()
+
+
+def test_a_version_2_store_is_migrated_to_the_fields(tmp_path):
+    path = tmp_path / "old.db"
+    _version_2_store(path)
+    assert fts_ids(path, "proxmox") == [] and fts_ids(path, "trunk") == ["p/d/chunk-0"]
+    conn = store.connect(path)
+    try:
+        store.ensure_schema(conn)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 3
+        assert fts.has_fields(conn)
+        assert_index_is_a_rebuild(conn)
+        store.ensure_schema(conn)  # a second time: nothing to do
+        assert fts.migrate(conn) is False
+    finally:
+        conn.close()
+    assert fts_ids(path, "proxmox") == ["p/d/chunk-0", "p/d/chunk-1"] and fts_ids(path, "trunk") == ["p/d/chunk-0"]
+    store.sync_contents(path, [make_collection("p", ["after the migration"])], model="m", dimension=8, built_at="3")
+    assert fts_ids(path, "migration") == ["p/doc/chunk-0"] and store.orphan_counts(path)["fts_rows_without_chunk"] == 0
+
+
+def test_a_failed_migration_leaves_the_old_store(tmp_path, monkeypatch):
+    path = tmp_path / "old.db"
+    _version_2_store(path)
+    monkeypatch.setattr(fts, "SCHEMA", fts.SCHEMA + "\nCREATE TABLE broken (;")
+    conn = store.connect(path)
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            fts.migrate(conn)
+        assert not conn.in_transaction and not fts.has_fields(conn)
+    finally:
+        conn.close()
+    assert fts_ids(path, "trunk") == ["p/d/chunk-0"]  # the old table and triggers are intact

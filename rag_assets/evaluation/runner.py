@@ -42,6 +42,7 @@ from rag_assets.evaluation.eval_store import (
 )
 from rag_assets.evaluation.metrics import score_rankings
 from rag_assets.evaluation.report import EvalInfo, EvalReport
+from rag_assets.search.fields import FieldWeights
 from rag_assets.search.retrieval import SearchIndex, SearchParams
 
 EVAL_MODES = ("bm25", "vector", "hybrid")
@@ -114,12 +115,14 @@ class Evaluator:
         *,
         depth: int = DEFAULT_DEPTH,
         qrels: Mapping[str, Mapping[str, int]] | None = None,
+        fields: FieldWeights = FieldWeights(),
+        lexical: str = "fts5",
     ) -> None:
         if depth < 100:
             raise ValueError("depth must be at least 100 (recall@100)")
         self.dataset = dataset
         self.embedder = QueryMemo(embedder)
-        self.index = SearchIndex(store_path, log_searches=False)
+        self.index = SearchIndex(store_path, log_searches=False, fields=fields, lexical=lexical)
         self.depth = depth
         prefix = f"{safe_name(dataset.name)}/"
         slugs = slugs_for(dataset.corpus)

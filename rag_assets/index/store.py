@@ -4,7 +4,9 @@ Schema (a contract; other tools read it):
 
 - ``documents(id, collection, slug, title, tags JSON, updated_at, chunk_count, frontmatter JSON)``
 - ``chunks(id, document_id, chunk_index, text, heading_path JSON, word_count, embedding BLOB float32)``
-- ``fts_chunks``: an FTS5 external-content table over ``chunks.text`` kept in sync by triggers
+- ``fts_chunks(text, title, headings, tags)``: an FTS5 external-content table over the view
+  ``chunk_fields`` (each chunk's text, its document's title, its heading path, its document's
+  tags), kept in sync by triggers (see ``rag_assets.index.fts``)
 - ``fts_cjk(uni, bi)``: CJK unigrams and bigrams of the chunks that hold CJK text (see
   ``rag_assets.index.cjk``), keyed by the chunk's rowid
 - ``embeddings_meta(model, dimension, built_at, provider)``
@@ -35,7 +37,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from rag_assets.index import cjk
+from rag_assets.index import cjk, fts
 from rag_assets.records import EmbeddedCollection
 from rag_assets.search.profiles import profile_for, write_profile
 
@@ -61,19 +63,6 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS idx_chunks_document ON chunks(document_id);
 CREATE INDEX IF NOT EXISTS idx_documents_collection ON documents(collection);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks USING fts5(
-    text, content='chunks', content_rowid='rowid', tokenize='porter unicode61'
-);
-CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO fts_chunks(rowid, text) VALUES (new.rowid, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO fts_chunks(fts_chunks, rowid, text) VALUES ('delete', old.rowid, old.text);
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
-    INSERT INTO fts_chunks(fts_chunks, rowid, text) VALUES ('delete', old.rowid, old.text);
-    INSERT INTO fts_chunks(rowid, text) VALUES (new.rowid, new.text);
-END;
 CREATE TABLE IF NOT EXISTS embeddings_meta (
     model TEXT NOT NULL,
     dimension INTEGER NOT NULL,
@@ -106,7 +95,7 @@ CREATE TABLE IF NOT EXISTS publication (
 CREATE TABLE IF NOT EXISTS search_profile (
     profile JSON NOT NULL
 );
-"""
+""" + fts.SCHEMA
 
 
 @dataclass(frozen=True)
@@ -151,17 +140,19 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
-SCHEMA_VERSION = 2
+# 3: fts_chunks has the fields text, title, headings and tags (rag_assets.index.fts).
+SCHEMA_VERSION = 3
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
     """Create the tables, and bring a store written by an older version up to date."""
-    conn.executescript(SCHEMA)
-    if "top_relevance" not in {r[1] for r in conn.execute("PRAGMA table_info(search_log)")}:
-        # Logs written before calibrated relevance: their searches have none (NULL).
-        conn.execute("ALTER TABLE search_log ADD COLUMN top_relevance REAL")
     if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+        conn.executescript(SCHEMA)
+        _add_log_relevance(conn)
         return
+    fts.migrate(conn)  # an FTS table over chunks.text alone: rebuilt with the fields
+    conn.executescript(SCHEMA)
+    _add_log_relevance(conn)
     columns = {table: {r[1] for r in conn.execute(f"PRAGMA table_info({table})")} for table in ("documents", "embeddings_meta")}
     if "frontmatter" not in columns["documents"]:
         conn.execute("ALTER TABLE documents ADD COLUMN frontmatter JSON")
@@ -170,6 +161,12 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM fts_cjk")
     _index_cjk(conn, conn.execute("SELECT rowid, text FROM chunks"))
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _add_log_relevance(conn: sqlite3.Connection) -> None:
+    """Logs written before calibrated relevance gain its column (their searches have none: NULL)."""
+    if "top_relevance" not in {r[1] for r in conn.execute("PRAGMA table_info(search_log)")}:
+        conn.execute("ALTER TABLE search_log ADD COLUMN top_relevance REAL")
 
 
 def _index_cjk(conn: sqlite3.Connection, rows: Iterable[tuple[int, str]]) -> None:

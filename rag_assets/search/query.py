@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rag_assets.index import cjk
 
 # English function words (Lucene's list plus NLTK's): they match nearly every chunk, so they
@@ -17,13 +19,33 @@ STOP_WORDS = frozenset(
 )
 
 
+# Query term frequency. In a long query (at least LONG_QUERY_WORDS words once stop words
+# are dropped: a pasted paragraph, not a question) a word said n times is searched
+# min(n, MAX_REPEATS) times. FTS5's bm25() scores every OR'd phrase, so a repeated phrase
+# weighs its term that many times, as bm25s and Lucene count query term frequency: a
+# paragraph's recurring words are its topic. In a short query a repeat is mostly
+# structure ("British female students ... British male students"), and counting it lost
+# on SciFact's claims, so there every word counts once. Both chosen with
+# bench/tune_bm25.py on train splits (see the README).
+MAX_REPEATS = 3
+LONG_QUERY_WORDS = 20
+
+
 def fts_match_query(text: str) -> str | None:
     """User text as a safe FTS5 query: quoted words joined with OR; None if nothing is left.
 
     Quotes, ``-``, ``:``, ``*``, ``AND``/``OR``/``NEAR``, parentheses and unbalanced input
-    all end up as plain words inside double quotes, which FTS5 never parses as syntax.
+    all end up as plain words inside double quotes, which FTS5 never parses as syntax. A
+    repeated word is kept once, or in a long query up to :data:`MAX_REPEATS` times, in its
+    places.
     """
     words = [w for w in cjk.WORD.findall(text.lower()) if not cjk.has_cjk(w)]
     kept = [w for w in words if w not in STOP_WORDS] or words
-    unique = list(dict.fromkeys(kept))
-    return " OR ".join(f'"{w}"' for w in unique) or None
+    most = MAX_REPEATS if len(kept) >= LONG_QUERY_WORDS else 1
+    seen: Counter[str] = Counter()
+    searched = []
+    for word in kept:
+        seen[word] += 1
+        if seen[word] <= most:
+            searched.append(word)
+    return " OR ".join(f'"{w}"' for w in searched) or None

@@ -7,9 +7,11 @@ The Python API the CLI, the HTTP server and the evaluation share::
 
 - **Vector**: cosine similarity of the query vector against every chunk: one float32 matrix
   product over a matrix loaded once per process and reloaded when the store file changes.
-- **BM25**: FTS5 ``bm25()`` over the store's ``porter unicode61`` table. User text is never
-  passed as FTS syntax: it is split into words, English stop words are dropped, and every
-  word is quoted, joined with OR. CJK words are matched as n-gram phrases in ``fts_cjk``.
+- **BM25**: FTS5 ``bm25()`` over the store's ``porter unicode61`` table, whose columns are
+  the chunk's text, its document's title, its headings and its document's tags, each with
+  its weight (``fields``, :mod:`rag_assets.search.fields`). User text is never passed as
+  FTS syntax: it is split into words, English stop words are dropped, and every word is
+  quoted, joined with OR. CJK words are matched as n-gram phrases in ``fts_cjk``.
   With ``lexical="memory"`` or ``"auto"`` the same scores come from postings held in memory
   (:mod:`rag_assets.search.bm25`), which is what keeps BM25 fast on large stores.
 - **Fusion** (``fusion="zscore"``, the default): both lists' scores standardised over the
@@ -40,7 +42,8 @@ import numpy as np
 
 from rag_assets.embed.base import Embedder
 from rag_assets.index import cjk, store
-from rag_assets.search.bm25 import query_stems
+from rag_assets.search.bm25_terms import query_stems
+from rag_assets.search.fields import FieldWeights, bm25_call
 from rag_assets.search.fusion import fuse, mmr
 from rag_assets.search.pages import group_pages
 from rag_assets.search.params import (
@@ -96,10 +99,19 @@ class SearchIndex:
     uses FTS5 until they are ready (for ``rag serve``). Both memory modes cache the
     postings in ``<store>.bm25.npz`` beside the store, so a restart does not rebuild; that
     file holds the store's vocabulary and is as private as the store itself.
+
+    ``fields``: how much a BM25 match counts in each column of ``fts_chunks`` (text, title,
+    headings, tags); ``weights``: the collections' priority weights.
     """
 
     def __init__(
-        self, path: Path, weights: Mapping[str, float] | None = None, *, log_searches: bool = True, lexical: str = "fts5"
+        self,
+        path: Path,
+        weights: Mapping[str, float] | None = None,
+        *,
+        log_searches: bool = True,
+        lexical: str = "fts5",
+        fields: FieldWeights = FieldWeights(),
     ) -> None:
         if lexical not in LEXICAL:
             raise ValueError(f"lexical must be one of {', '.join(LEXICAL)}, not {lexical!r}")
@@ -107,6 +119,7 @@ class SearchIndex:
         self.weights = dict(weights or {})
         self.log_searches = log_searches
         self.lexical = lexical
+        self.fields = fields
         self._loaded: _Loaded | None = None
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -235,6 +248,7 @@ class SearchIndex:
                 bm25 = MemoryBm25.load_or_build(
                     conn, data.rowids, data.stamp, cache=self.path.with_name(self.path.name + ".bm25.npz"),
                     like=self.path, connect=self._connection, should_stop=lambda: self._generation != generation,
+                    fields=self.fields,
                 )
             finally:
                 conn.execute("COMMIT")
@@ -373,13 +387,15 @@ class SearchIndex:
         memory = data.bm25
         if memory is not None:  # the same scores as fts_chunks's bm25(), from memory
             found.extend((row, score) for row, (_, score) in memory.ranks(query, depth, mask).items())
+        weighted = (bm25_call("fts_chunks"), self.fields.as_tuple())  # fts_chunks's field weights
         for table, match in (("fts_chunks", fts_match_query(query)), ("fts_cjk", cjk.fts_query(query))):
             if not match or (memory is not None and table == "fts_chunks"):
                 continue
+            bm25, weights = weighted if table == "fts_chunks" else (f"bm25({table})", ())
             limit = depth if mask is None else -1  # filtered: read on until enough rows pass
             cursor = conn.execute(
-                f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY bm25({table}) LIMIT ?",
-                (match, limit),
+                f"SELECT rowid, -{bm25} AS score FROM {table} WHERE {table} MATCH ? ORDER BY score DESC LIMIT ?",
+                (*weights, match, limit),
             )
             taken = 0
             for rowid, score in cursor:
