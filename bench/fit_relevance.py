@@ -18,8 +18,9 @@ Labelled searches, per embedder (each a built index with that embedder):
 
 Every search is run once per mode (hybrid, vector, bm25) with no score floor, keeping the top
 ``--depth`` chunk candidates with the features ``SearchIndex`` computed for them. A logistic
-regression (L2, Newton's method, numpy) is fitted per embedder and mode, and a default
-``min_score`` per embedder and mode: the one whose worst figure over the sources is best. The report gives,
+regression (L2, Newton's method, numpy) is fitted per embedder and mode; for each, the threshold
+whose worst figure over the sources is best is found, and the model's intercept shifted so that
+this threshold is relevance 0.5, the default ``min_score`` (``DEFAULT_MIN_RELEVANCE``). The report gives,
 per embedder and source, the share of out-of-domain searches with no hit over the threshold
 and the share of answerable in-domain searches whose best hit passes.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import pickle
 import random
 import string
@@ -49,7 +51,7 @@ from rag_assets.config import load_config  # noqa: E402
 from rag_assets.evaluation.datasets import load_beir  # noqa: E402
 from rag_assets.evaluation.eval_store import ensure_eval_store  # noqa: E402
 from rag_assets.evaluation.runner import Evaluator, select_eval_embedder  # noqa: E402
-from rag_assets.search.params import SearchParams  # noqa: E402
+from rag_assets.search.params import DEFAULT_MIN_RELEVANCE, SearchParams  # noqa: E402
 from rag_assets.search.relevance import MODE_FEATURES, LogisticModel  # noqa: E402
 from rag_assets.search.retrieval import SearchIndex, tier_embedder  # noqa: E402
 
@@ -144,8 +146,11 @@ def labelled(source: str, query: str, found, relevant: set[str] | None) -> Sampl
     return sample
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, weights: np.ndarray, l2: float = 1e-2, iterations: int = 50) -> tuple[np.ndarray, float]:
-    """Weighted L2 logistic regression by Newton's method: (coefficients, intercept)."""
+def fit_logistic(x: np.ndarray, y: np.ndarray, weights: np.ndarray, l2: float = 1.0, iterations: int = 50) -> tuple[np.ndarray, float]:
+    """Weighted L2 logistic regression by Newton's method: (coefficients, intercept).
+
+    ``l2`` 1.0 (against 0.1, 0.01, 0.001) separated the held-in sources best with the local
+    model's hybrid (worst source 0.917 against 0.896-0.900); see ``fit_models``."""
     design = np.hstack([np.ones((len(x), 1)), x])
     beta = np.zeros(design.shape[1])
     penalty = np.full(design.shape[1], l2)
@@ -161,7 +166,26 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, weights: np.ndarray, l2: float = 
     return beta[1:], float(beta[0])
 
 
+L2_CHOICES = (1.0, 0.01)
+
+
 def fit_models(samples: list[Sample], drop: tuple[str, ...] = ()) -> dict[str, LogisticModel]:
+    """Per mode, the model (of those fitted with each ``L2_CHOICES`` penalty) whose threshold
+    separates the sources best: a strong penalty suits the informative features, a weak one a
+    feature as faint as the hashing embedder's cosine (a strong one flattens it to a constant)."""
+    out = {}
+    for l2 in L2_CHOICES:
+        models = _fit_models(samples, drop, l2)
+        for mode, model in models.items():
+            t = choose_threshold(samples, models, mode)
+            report = calibration({"x": samples}, {"x": models}, t)["x"][mode]
+            worst = min(v.get("best_hit_passes", v.get("no_hit_passes")) for v in report.values())
+            if mode not in out or worst > out[mode][0]:
+                out[mode] = (worst, model)
+    return {mode: model for mode, (_, model) in out.items()}
+
+
+def _fit_models(samples: list[Sample], drop: tuple[str, ...], l2: float) -> dict[str, LogisticModel]:
     models = {}
     for mode in MODES:
         names = [f for f in MODE_FEATURES[mode] if f not in drop]
@@ -179,7 +203,7 @@ def fit_models(samples: list[Sample], drop: tuple[str, ...] = ()) -> dict[str, L
             # Each source weighs the same (SciFact's 809 claims must not drown 30 questions
             # about a small site), and within it each search, however many candidates it has.
             ws.append(np.full(len(y), 1.0 / (len(y) * per_source[s.source] * len(per_source))))
-        coef, intercept = fit_logistic(np.vstack(xs), np.concatenate(ys), np.concatenate(ws) * len(xs))
+        coef, intercept = fit_logistic(np.vstack(xs), np.concatenate(ys), np.concatenate(ws) * len(xs), l2=l2)
         models[mode] = LogisticModel(tuple(names), tuple(coef.tolist()), intercept)
     return models
 
@@ -231,7 +255,7 @@ def choose_threshold(samples: list[Sample], models: dict[str, LogisticModel], mo
         report = calibration({"x": samples}, {"x": models}, t)["x"][mode]
         return min(v.get("best_hit_passes", v.get("no_hit_passes")) for v in report.values())
 
-    grid = [round(0.02 + 0.01 * i, 2) for i in range(59)]
+    grid = sorted({round(x, 4) for x in np.geomspace(0.001, 0.9, 120)})
     scores = {t: worst(t) for t in grid}
     best = max(scores.values())
     # Among equally good thresholds, the middle one (furthest from both failure sides).
@@ -317,8 +341,12 @@ def main(argv: list[str] | None = None) -> int:
     default = fit_models(pooled, drop=("cos",))
     thresholds = {name: {mode: choose_threshold(samples_by_embedder[name], models[name], mode) for mode in MODES} for name in models}
     thresholds["default"] = {mode: choose_threshold(pooled, default, mode) for mode in MODES}
+    # Shift each model so that its chosen threshold is relevance 0.5: one default min_score
+    # (DEFAULT_MIN_RELEVANCE) for every embedder and mode, and 0.5 reads as "the line".
+    models = {name: centred(per_mode, thresholds[name]) for name, per_mode in models.items()}
+    default = centred(default, thresholds["default"])
     report = {
-        name: {mode: calibration({name: samples_by_embedder[name]}, {name: models[name]}, thresholds[name][mode])[name][mode] for mode in MODES}
+        name: {mode: calibration({name: samples_by_embedder[name]}, {name: models[name]}, DEFAULT_MIN_RELEVANCE)[name][mode] for mode in MODES}
         for name in models
     }
     print(json.dumps({"thresholds": thresholds, "calibration": report}, indent=1))
@@ -330,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         data = {
             "version": time.strftime("%Y-%m-%d") + "-" + "+".join(args.embedder),
-            "thresholds": thresholds,
+            "thresholds_before_centring": thresholds,
             "models": {
                 **{name: {mode: m.to_json() for mode, m in per_mode.items()} for name, per_mode in models.items()},
                 "default": {mode: m.to_json() for mode, m in default.items()},
@@ -340,6 +368,15 @@ def main(argv: list[str] | None = None) -> int:
         target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {target}")
     return 0
+
+
+def centred(models: dict[str, LogisticModel], thresholds: dict[str, float]) -> dict[str, LogisticModel]:
+    """Each mode's model with its intercept moved so that its threshold maps to 0.5."""
+    out = {}
+    for mode, m in models.items():
+        t = thresholds[mode]
+        out[mode] = LogisticModel(m.features, m.coef, m.intercept - math.log(t / (1 - t)))
+    return out
 
 
 def replace_sites(args, embedder: str):

@@ -17,9 +17,9 @@ MODES = ("hybrid", "vector", "bm25")
 VIEWS = ("pages", "chunks")
 
 
-# The ``min_score`` of a model that ships no threshold of its own. Each relevance model ships
-# the threshold chosen for its embedder and mode on held-in data (bench/fit_relevance.py).
-DEFAULT_MIN_RELEVANCE = 0.2
+# The default ``min_score``. Every relevance model is centred so that the threshold chosen for
+# its embedder and mode on held-in data is 0.5 (bench/fit_relevance.py; figures in the README).
+DEFAULT_MIN_RELEVANCE = 0.5
 
 
 LEXICAL = ("fts5", "memory", "auto")
@@ -44,9 +44,7 @@ class SearchParams:
     rrf_k: int | None = None
     vector_weight: float | None = None
     bm25_weight: float | None = None
-    # On each hit's calibrated relevance, in [0, 1]. None: the relevance model's own threshold
-    # for the store's embedder and this mode; a result's params say which value applied.
-    min_score: float | None = None
+    min_score: float = DEFAULT_MIN_RELEVANCE  # on each hit's calibrated relevance, in [0, 1]
     candidates: int = 200  # depth of each list before fusion
     view: str = "pages"
     sections: int = 3  # view="pages": matching sections listed per page, best first

@@ -13,8 +13,6 @@ Features of a candidate chunk:
   over the query's terms, the score a chunk would approach by holding every query term
   often. A term no chunk holds has the largest idf, so gibberish has a high ceiling and no
   score: 0. Unlike raw BM25 it does not grow with the query's length or the corpus's size;
-- ``vector_rank`` / ``bm25_rank``: ``1 / (1 + log2(rank))`` in each list (0: absent);
-- ``both``: in the top 10 of both lists (the lists agree);
 - ``cos_gap`` / ``bm25_gap``: how far it trails the query's best candidate on each;
 - ``unknown``: the share of the query's distinct terms that no chunk holds. Questions about
   the content rarely use words the content never uses; questions about something else
@@ -38,15 +36,17 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-FEATURES = ("cos", "bm25_frac", "vector_rank", "bm25_rank", "both", "cos_gap", "bm25_gap", "unknown")
+# Ranks (1/log2 rank in each list, agreement of the two top 10s) were tried and left out: they
+# say how a chunk compares with this query's other candidates, not how relevant it is, and
+# the models fitted with them separated out-of-domain questions worse (bench/fit_relevance.py).
+FEATURES = ("cos", "bm25_frac", "cos_gap", "bm25_gap", "unknown")
 # The features each mode's model may use (a list a mode does not run has no features).
 MODE_FEATURES = {
     "hybrid": FEATURES,
-    "vector": ("cos", "vector_rank", "cos_gap"),
-    "bm25": ("bm25_frac", "bm25_rank", "bm25_gap", "unknown"),
+    "vector": ("cos", "cos_gap"),
+    "bm25": ("bm25_frac", "bm25_gap", "unknown"),
 }
 K1 = 1.2  # FTS5's bm25() k1: a term's contribution approaches idf * (k1 + 1)
-AGREEMENT_DEPTH = 10
 
 
 @dataclass(frozen=True)
@@ -71,15 +71,10 @@ class LogisticModel:
 class RelevanceModels:
     version: str
     models: dict[str, dict[str, LogisticModel]]  # embedder profile -> mode -> model
-    thresholds: dict[str, dict[str, float]]  # embedder profile -> mode -> default min_score
 
     def model(self, embedder: str, mode: str) -> LogisticModel:
         per_mode = self.models.get(embedder) or self.models["default"]
         return per_mode[mode]
-
-    def threshold(self, embedder: str, mode: str, fallback: float) -> float:
-        per_mode = self.thresholds.get(embedder if embedder in self.models else "default", {})
-        return float(per_mode.get(mode, fallback))
 
 
 @lru_cache(maxsize=1)
@@ -97,8 +92,7 @@ def parse_models(data: dict) -> RelevanceModels:
         }
         for embedder, per_mode in data["models"].items()
     }
-    thresholds = {e: {m: float(t) for m, t in per_mode.items()} for e, per_mode in data.get("thresholds", {}).items()}
-    return RelevanceModels(str(data["version"]), models, thresholds)
+    return RelevanceModels(str(data["version"]), models)
 
 
 class TermStatistics:
@@ -134,10 +128,6 @@ class TermStatistics:
         return total, sum(self._df.get(t, 0) == 0 for t in distinct) / len(distinct)
 
 
-def rank_feature(rank: int | None) -> float:
-    return 0.0 if rank is None else 1.0 / (1.0 + math.log2(rank))
-
-
 def candidate_features(
     rows: Sequence[int],
     vector: Mapping[int, tuple[int, float]],
@@ -150,30 +140,21 @@ def candidate_features(
     n = len(rows)
     cos = np.zeros(n)
     bm25 = np.zeros(n)
-    v_rank = np.zeros(n)
-    b_rank = np.zeros(n)
-    both = np.zeros(n)
     for i, row in enumerate(rows):
         v = vector.get(row)
         b = lexical.get(row)
         if v is not None:
             cos[i] = v[1]
-            v_rank[i] = rank_feature(v[0])
         elif row in cosines:
             cos[i] = cosines[row]
         if b is not None:
             bm25[i] = b[1]
-            b_rank[i] = rank_feature(b[0])
-        both[i] = float(v is not None and b is not None and v[0] <= AGREEMENT_DEPTH and b[0] <= AGREEMENT_DEPTH)
     frac = np.clip(bm25 / ceiling, 0.0, 1.0) if ceiling > 0 else np.zeros(n)
     best_cos = max((s for _, s in vector.values()), default=0.0)
     best_frac = min(max((s for _, s in lexical.values()), default=0.0) / ceiling, 1.0) if ceiling > 0 else 0.0
     return {
         "cos": cos,
         "bm25_frac": frac,
-        "vector_rank": v_rank,
-        "bm25_rank": b_rank,
-        "both": both,
         "cos_gap": cos - best_cos if vector else np.zeros(n),
         "bm25_gap": frac - best_frac,
         "unknown": np.full(n, unknown),

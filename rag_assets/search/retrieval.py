@@ -47,7 +47,6 @@ from rag_assets.search.fields import FieldWeights, bm25_call
 from rag_assets.search.fusion import fuse, mmr
 from rag_assets.search.pages import group_pages
 from rag_assets.search.params import (
-    DEFAULT_MIN_RELEVANCE,
     LEXICAL,
     Hit,
     SearchError,
@@ -308,9 +307,6 @@ class SearchIndex:
         ordered = [row for row, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))]
         pool = ordered[: max(params.k * params.sections * 2, 60)]
         relevance, features = self._relevance(data, query, mode, pool, vector, lexical, cosines)
-        if params.min_score is None:
-            floor = shipped_models().threshold(data.profile.embedder, mode, DEFAULT_MIN_RELEVANCE)
-            params = replace(params, min_score=floor)
         ranked = [row for row in pool if relevance[row] >= params.min_score]
         ranked = self._diversify(data, ranked, scored, params)
         if params.view == "pages":

@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument(
             "--min-score", type=float, metavar="R",
             help="drop results whose calibrated relevance (0-1, comparable across queries) is under R "
-            "(default: 0.2; 0 shows everything)",
+            "(default: 0.5, the line chosen on held-in data; 0 shows everything)",
         )
         cmd.add_argument("--mmr", type=float, metavar="LAMBDA", help="MMR re-ranking: 1.0 relevance only, lower = more diverse")
         cmd.add_argument(
