@@ -157,7 +157,9 @@ def test_search_returns_the_chunk_that_answers(server):
 
 @pytest.mark.parametrize("mode", ["hybrid", "vector", "bm25"])
 def test_every_mode_finds_it(server, mode):
-    body = server.get("/search", q="restic backblaze snapshots", mode=mode, k=1).json()
+    # A five-page corpus gives relevance little to go on (test_relevance.py covers it on the
+    # sample); this checks each mode's ranking, so no floor.
+    body = server.get("/search", q="restic backblaze snapshots", mode=mode, k=1, min_score=0).json()
     assert body["mode"] == mode
     assert body["hits"][0]["slug"] == "backups", body
     if mode == "bm25":
@@ -219,7 +221,7 @@ def test_odd_queries_never_fail(server, query, mode):
 
 
 def test_cjk_query_finds_the_cjk_note(server):
-    hits = server.get("/search", q="サーバー", mode="bm25").json()["hits"]
+    hits = server.get("/search", q="サーバー", mode="bm25", min_score=0).json()["hits"]
     assert hits and hits[0]["slug"] == "cjk"
 
 
