@@ -193,7 +193,12 @@ def built_sample(tmp_path_factory) -> Path:
 
 
 def sample_args(out: Path) -> list[str]:
-    return ["--config", str(REPO_ROOT / "rag.yaml"), "--output-dir", str(out), "--embedder", "hashing"]
+    # Both tiers' embedders named: the module-scoped build runs outside the per-test
+    # environment, where `auto` would pick a local model if one is installed.
+    return [
+        "--config", str(REPO_ROOT / "rag.yaml"), "--output-dir", str(out),
+        "--embedder", "hashing", "--private-embedder", "hashing",
+    ]
 
 
 @pytest.fixture
@@ -206,7 +211,7 @@ def out(built_sample: Path, tmp_path: Path) -> Path:
 def cli(out: Path, *command: str) -> int:
     args = sample_args(out)
     if command[0] != "build":
-        args = args[:4]  # --embedder belongs to build
+        args = args[:4]  # --embedder and --private-embedder belong to build
     return main([*command, *args])
 
 

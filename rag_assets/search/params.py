@@ -116,16 +116,10 @@ class Hit:
     def to_json(self) -> dict[str, Any]:
         reranked = {} if self.rerank_score is None else {"rerankScore": round(self.rerank_score, 6)}
         return {
-            "id": self.id,
+            **self.section_json(),
             "collection": self.collection,
             "slug": self.slug,
             "title": self.title,
-            "headingPath": self.heading_path,
-            "text": self.text,
-            "score": round(self.score, 6),
-            "relevance": round(self.relevance, 4),
-            "vectorScore": None if self.vector_score is None else round(self.vector_score, 6),
-            "bm25Score": None if self.bm25_score is None else round(self.bm25_score, 6),
             "sections": [s.section_json() for s in (self.sections or [self])],
             **reranked,
         }
