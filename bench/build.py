@@ -2,17 +2,23 @@
 """Forced builds with and without a persistent Dagster instance; prints medians.
 
     .venv/bin/python bench/build.py [--corpus NAME=DIR ...] [--repeat N] [--instance NAME=YAML ...]
+                                    [--pooled-instance NAME=YAML ...]
 
 For each corpus (default: the sample content with the project's rag.yaml, vaults
 included, and the Hugo docs corpus), runs the same in-process Dagster jobs as
 `rag build --force` with the hashing embedder and a fresh output folder per build,
 once with an ephemeral instance (no DAGSTER_HOME) and once with a persistent one
 (a temporary DAGSTER_HOME holding the project's dagster.yaml, kept across the builds
-as a real one is). The modes alternate, after one untimed warm-up build each. ``--instance NAME=YAML`` adds
-a persistent mode with another dagster.yaml (e.g. the one of another branch), timed in the
-same alternation. Reports per corpus and mode: median wall time, runs and stored events per
-build, documents/s, chunks/s, embedding time, and each persistent mode's ratio to the
-ephemeral one; the stored events of one persistent build by type; then peak RSS.
+as a real one is). The modes alternate, after one untimed warm-up build each.
+``--instance NAME=YAML`` adds a persistent mode with another dagster.yaml (e.g. the one of
+another branch, or dagster.postgres.yaml), timed in the same alternation.
+``--pooled-instance NAME=YAML`` does the same and then gives the instance's Postgres storage
+a connection pool, as dagster-webserver does for its own process
+(``DagsterInstance.optimize_for_webserver``, not a public API): without it dagster-postgres
+opens a new server connection for every query. Reports per corpus and mode: median wall
+time, runs and stored events per build, documents/s, chunks/s, embedding time, and each
+persistent mode's ratio to the ephemeral one; the stored events of one persistent build by
+type; then peak RSS.
 """
 
 from __future__ import annotations
@@ -85,8 +91,11 @@ def one_build(content: Path | None, instance: dg.DagsterInstance) -> dict[str, f
         }
 
 
-def bench_corpus(content: Path | None, repeat: int, configs: dict[str, Path]) -> dict[str, list[dict]]:
-    """Builds per mode: ``ephemeral``, then one persistent instance per dagster.yaml in ``configs``."""
+def bench_corpus(
+    content: Path | None, repeat: int, configs: dict[str, Path], pooled: frozenset[str] = frozenset()
+) -> dict[str, list[dict]]:
+    """Builds per mode: ``ephemeral``, then one persistent instance per dagster.yaml in ``configs``
+    (those named in ``pooled`` with a pool of storage connections)."""
     results: dict[str, list[dict]] = {mode: [] for mode in ("ephemeral", *configs)}
     with ExitStack() as stack:
         instances = {"ephemeral": stack.enter_context(dg.DagsterInstance.ephemeral())}
@@ -94,6 +103,8 @@ def bench_corpus(content: Path | None, repeat: int, configs: dict[str, Path]) ->
             home = stack.enter_context(tempfile.TemporaryDirectory(prefix="dagster_home_"))
             (Path(home) / "dagster.yaml").write_text(config.read_text())
             instances[mode] = stack.enter_context(dg.DagsterInstance.from_config(home))
+            if mode in pooled:  # dagster-webserver's defaults: 15 s statement timeout, 1 h recycle, 20 overflow
+                instances[mode].optimize_for_webserver(statement_timeout=15_000, pool_recycle=3600, max_overflow=20)
         for mode in results:  # warm-up: imports, the instance's database schemas
             one_build(content, instances[mode])
         for _ in range(repeat):
@@ -109,9 +120,15 @@ def main() -> None:
     parser.add_argument(
         "--instance", action="append", default=[], metavar="NAME=YAML", help="another persistent mode (repeatable)"
     )
+    parser.add_argument(
+        "--pooled-instance", action="append", default=[], metavar="NAME=YAML",
+        help="another persistent mode, its Postgres storage with a connection pool (repeatable)",
+    )
     args = parser.parse_args()
     configs = {"persistent": ROOT / "dagster.yaml"}
     configs.update({name: Path(path) for name, path in (i.split("=", 1) for i in args.instance)})
+    pooled = {name: Path(path) for name, path in (i.split("=", 1) for i in args.pooled_instance)}
+    configs.update(pooled)
     corpora: dict[str, Path | None] = {"sample": None}
     if HUGO_DOCS.is_dir():
         corpora["hugo-docs"] = HUGO_DOCS
@@ -121,7 +138,7 @@ def main() -> None:
     print(f"{'corpus':<10} {'instance':<{width}} {'wall s':>7} {'runs':>5} {'events':>6} {'docs':>6} {'chunks':>7} "
           f"{'docs/s':>7} {'chunks/s':>8} {'embed s':>7}  all wall times")
     for name, content in corpora.items():
-        results = bench_corpus(content, args.repeat, configs)
+        results = bench_corpus(content, args.repeat, configs, frozenset(pooled))
         medians = {}
         for mode, builds in results.items():
             med = {k: statistics.median(b[k] for b in builds) for k in builds[0] if k != "kinds"}

@@ -1,0 +1,125 @@
+"""dagster.postgres.yaml: the instance variant that keeps run and event storage in PostgreSQL.
+
+The build test runs a real sample build against the PostgreSQL server on 127.0.0.1:5432,
+in a database it creates and drops, with the instance loaded from dagster.postgres.yaml
+through DAGSTER_HOME and the DAGSTER_PG_* variables. It skips only when dagster-postgres is
+not installed (`pip install '.[postgres]'`) or no server answers on that port. It connects
+as DAGSTER_PG_USER (default ``postgres``) with DAGSTER_PG_PASSWORD (default empty: trust
+auth); that user must be allowed to create databases.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import uuid
+
+import dagster as dg
+import pytest
+import yaml
+
+from rag_assets.config import load_config
+from rag_assets.defs.jobs import MAX_RUNS_PER_BUILD
+from rag_assets.defs.runner import run_build
+from rag_assets.ingest.collections import discover_collections
+
+from .conftest import REPO_ROOT, SAMPLE_CONTENT
+
+PG_YAML = REPO_ROOT / "dagster.postgres.yaml"
+PG_HOST, PG_PORT = "127.0.0.1", 5432
+PG_ENV = ("DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_DB", "DAGSTER_PG_USER", "DAGSTER_PG_PASSWORD")
+
+
+def test_the_postgres_variant_keeps_every_other_setting_of_dagster_yaml():
+    """dagster.yaml cannot include another file, so the variant copies its sections: keep them equal."""
+    default = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())
+    variant = yaml.safe_load(PG_YAML.read_text())
+    assert "storage" not in default
+    assert {k: v for k, v in variant.items() if k != "storage"} == default
+    db = variant["storage"]["postgres"]["postgres_db"]
+    # Every connection field comes from the environment; nothing deployment-specific is in the file.
+    assert {k: v for k, v in db.items() if k in ("hostname", "port", "db_name", "username", "password")} == {
+        "hostname": {"env": "DAGSTER_PG_HOST"},
+        "port": {"env": "DAGSTER_PG_PORT"},
+        "db_name": {"env": "DAGSTER_PG_DB"},
+        "username": {"env": "DAGSTER_PG_USER"},
+        "password": {"env": "DAGSTER_PG_PASSWORD"},
+    }
+    assert (REPO_ROOT / ".dagster_home_postgres" / "dagster.yaml").resolve() == PG_YAML.resolve()
+
+
+@pytest.fixture
+def pg_database(monkeypatch):
+    """A fresh database on the local server, named in the DAGSTER_PG_* variables; dropped after."""
+    pytest.importorskip("dagster_postgres", reason="dagster-postgres is not installed: pip install '.[postgres]'")
+    psycopg2 = pytest.importorskip("psycopg2", reason="psycopg2 is not installed: pip install '.[postgres]'")
+    try:
+        socket.create_connection((PG_HOST, PG_PORT), timeout=2).close()
+    except OSError as exc:
+        pytest.skip(f"no PostgreSQL server answers on {PG_HOST}:{PG_PORT} ({exc})")
+    user = os.environ.get("DAGSTER_PG_USER", "postgres")
+    password = os.environ.get("DAGSTER_PG_PASSWORD", "")
+    name = f"rag_assets_test_{uuid.uuid4().hex[:12]}"
+
+    def connect(dbname: str):
+        return psycopg2.connect(host=PG_HOST, port=PG_PORT, user=user, password=password, dbname=dbname)
+
+    def admin(statement: str) -> None:
+        conn = connect("postgres")
+        try:
+            conn.autocommit = True  # CREATE/DROP DATABASE cannot run in a transaction
+            conn.cursor().execute(statement)
+        finally:
+            conn.close()
+
+    admin(f'CREATE DATABASE "{name}"')
+    for key, value in zip(PG_ENV, (PG_HOST, str(PG_PORT), name, user, password)):
+        monkeypatch.setenv(key, value)
+    try:
+        yield lambda: connect(name)
+    finally:
+        admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # FORCE: PostgreSQL 13+
+
+
+def test_a_sample_build_is_recorded_in_postgres(pg_database, tmp_path):
+    """What `tasks.py build` does, with DAGSTER_HOME holding dagster.postgres.yaml."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(PG_YAML, home / "dagster.yaml")
+    cfg = load_config(REPO_ROOT / "rag.yaml", output_dir=tmp_path / "out", embedder="hashing", environ={})
+    collections = discover_collections(cfg).collections
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+        outcome = run_build(cfg, instance, full=True)
+        assert outcome.success, outcome.error or outcome.failed_checks
+        runs = instance.get_runs()
+        assert len(runs) <= MAX_RUNS_PER_BUILD == 3
+        assert {r.job_name for r in runs} == {"update_collection", "update_safe_vaults", "update_private_vaults"}
+        assert all(r.is_success for r in runs)
+
+        def latest(asset: str) -> dict[str, dict]:
+            records = instance.fetch_materializations(dg.AssetKey(asset), limit=100).records
+            return {r.partition_key: {k: v.value for k, v in r.asset_materialization.metadata.items()} for r in records}
+
+        for asset in ("content_hash", "parsed_documents", "chunks", "embeddings"):
+            assert set(latest(asset)) == set(collections), asset
+        documents = {key: meta["documents"] for key, meta in latest("parsed_documents").items()}
+        assert documents == {name: len(list((SAMPLE_CONTENT / name).rglob("*.md*"))) for name in collections}
+        assert set(latest("safe_vault_chunks")) == {"homelab-notes"}
+        assert set(latest("private_vault_chunks")) == {"homelab-notes", "personal"}
+        run_ids = {r.run_id for r in runs}
+
+    # The records are in the test's own database, not in a file under DAGSTER_HOME.
+    conn = pg_database()
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT run_id FROM runs")
+        assert {row[0] for row in cur.fetchall()} == run_ids
+        cur.execute("SELECT asset_key, partition FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'")
+        stored = cur.fetchall()
+    finally:
+        conn.close()
+    assert {p for key, p in stored if key == '["parsed_documents"]'} == set(collections)
+    assert not list(home.rglob("*.db"))
