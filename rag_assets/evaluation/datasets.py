@@ -9,7 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 
 class EvaluationError(ValueError):
@@ -49,18 +49,23 @@ def _need(path: Path, what: str) -> Path:
     return path
 
 
-def _read_jsonl(path: Path, required: Sequence[str]) -> Iterable[dict[str, Any]]:
+def json_lines(path: Path, hint: str = "") -> Iterator[tuple[int, Any]]:
+    """(line number, decoded value) of every non-blank line; EvaluationError ``path:line`` on bad JSON."""
     with path.open("r", encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                yield number, json.loads(line)
             except json.JSONDecodeError as exc:
-                raise EvaluationError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict) or any(key not in row for key in required):
-                raise EvaluationError(f"{path}:{number}: every line needs the fields {', '.join(required)}")
-            yield row
+                raise EvaluationError(f"{path}:{number}: not valid JSON ({exc.msg}){hint}") from None
+
+
+def _read_jsonl(path: Path, required: Sequence[str]) -> Iterable[dict[str, Any]]:
+    for number, row in json_lines(path):
+        if not isinstance(row, dict) or any(key not in row for key in required):
+            raise EvaluationError(f"{path}:{number}: every line needs the fields {', '.join(required)}")
+        yield row
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:

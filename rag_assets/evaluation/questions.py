@@ -8,12 +8,11 @@ EvaluationError naming the file and line of the first malformed question.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from rag_assets.evaluation.datasets import EvaluationError
+from rag_assets.evaluation.datasets import EvaluationError, json_lines
 
 FIELDS = ("q", "expect")
 FORMAT = '{"q": "the question", "expect": ["collection/slug", ...]}'
@@ -68,16 +67,7 @@ def read_question_file(path: Path) -> list[Question]:
     """Every question of one file, in order; blank lines are skipped."""
     if not path.is_file():
         raise EvaluationError(f"no question file at {path}: give a JSON-lines file, one {FORMAT} per line")
-    questions: list[Question] = []
-    with path.open("r", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise EvaluationError(f"{path}:{number}: not valid JSON ({exc.msg}); each line is {FORMAT}") from None
-            questions.append(parse_question(row, str(path), number))
+    questions = [parse_question(row, str(path), number) for number, row in json_lines(path, f"; each line is {FORMAT}")]
     if not questions:
         raise EvaluationError(f"{path} holds no questions; each line is {FORMAT}")
     return questions
