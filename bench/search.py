@@ -242,22 +242,29 @@ def component_times(index: SearchIndex, embedder, queries: list[str], params: Se
     """Median ms of each step of a hybrid search, by calling SearchIndex's steps one by one."""
     from rag_assets.search.fusion import fuse
 
-    steps: dict[str, list[float]] = {k: [] for k in ("loaded()", "vector ranks", "bm25 ranks", "fuse+sort", "hits (SQL)")}
+    names = ("loaded()", "vector ranks", "bm25 ranks", "fuse+sort", "relevance", "hits (SQL)")
+    steps: dict[str, list[float]] = {k: [] for k in names}
     for q in queries:
         t = time.perf_counter()
         data = index.loaded()
         t1 = time.perf_counter()
-        vector = index._vector_ranks(data, np.asarray(embedder.embed_query(q), dtype=np.float32), None, params.candidates)
+        qvec = np.asarray(embedder.embed_query(q), dtype=np.float32)
+        vector = index._vector_ranks(data, qvec, None, params.candidates)
         t2 = time.perf_counter()
         lexical = index._bm25_ranks(data, q, None, params.candidates)
         t3 = time.perf_counter()
-        scored = fuse(vector, lexical, params, "hybrid")
+        missing = [row for row in lexical if row not in vector]
+        cosines = dict(zip(missing, (data.matrix[missing] @ qvec).tolist())) if missing else {}
+        scored = fuse(vector, lexical, params, "hybrid", cosines)
         scored = {row: s * index.weights.get(str(data.collections[row]), 1.0) for row, s in scored.items()}
-        ranked = [row for row, s in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0])) if s >= params.min_score]
+        pool = [row for row, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))][: max(params.k * params.sections * 2, 60)]
         t4 = time.perf_counter()
-        index._hits(data, ranked[: params.k], scored, vector, lexical)
+        relevance, features = index._relevance(data, q, "hybrid", pool, vector, lexical, cosines)
+        ranked = [row for row in pool if relevance[row] >= params.min_score]
         t5 = time.perf_counter()
-        for name, a, b in (("loaded()", t, t1), ("vector ranks", t1, t2), ("bm25 ranks", t2, t3), ("fuse+sort", t3, t4), ("hits (SQL)", t4, t5)):
+        index._hits(data, [[row] for row in ranked[: params.k]], scored, relevance, vector, lexical, features)
+        t6 = time.perf_counter()
+        for name, a, b in zip(names, (t, t1, t2, t3, t4, t5), (t1, t2, t3, t4, t5, t6)):
             steps[name].append((b - a) * 1000)
     return {k: statistics.median(v) for k, v in steps.items()}
 
