@@ -323,9 +323,9 @@ class SearchIndex:
         return result
 
     def _relevance(self, data: _Loaded, query: str, mode: str, rows: list[int], vector, lexical, cosines):
-        """(row -> calibrated relevance, row -> its features) for ``rows`` (rag_assets.search.relevance)."""
+        """(row -> calibrated relevance, the rows' features) for ``rows`` (rag_assets.search.relevance)."""
         if not rows:
-            return {}, {}
+            return {}, _FeatureTable([], {})
         ceiling, unknown = 0.0, 0.0
         if mode != "vector":
             stems = query_stems(query)
@@ -338,8 +338,7 @@ class SearchIndex:
                 ceiling += max(score for _, score in lexical.values())
         features = candidate_features(rows, vector, lexical, cosines, ceiling, unknown)
         model = shipped_models().model(data.profile.embedder, mode)
-        per_row = {row: {name: float(values[i]) for name, values in features.items()} for i, row in enumerate(rows)}
-        return dict(zip(rows, model.predict(features).tolist())), per_row
+        return dict(zip(rows, model.predict(features).tolist())), _FeatureTable(rows, features)
 
     def _filter_mask(self, data: _Loaded, params: SearchParams) -> np.ndarray | None:
         """Rows allowed by the filters, or None when nothing is filtered."""
@@ -452,7 +451,7 @@ class SearchIndex:
                 chunk_index=chunk_index,
                 document_id=doc_id,
                 relevance=relevance.get(row, 0.0),
-                features=features.get(row, {}),
+                features=features.of(row),
             )
 
         hits = []
@@ -487,6 +486,18 @@ class SearchIndex:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+class _FeatureTable:
+    """The relevance features of a search's candidates; a hit reads its own row only."""
+
+    def __init__(self, rows: list[int], features: Mapping[str, np.ndarray]) -> None:
+        self._position = {row: i for i, row in enumerate(rows)}
+        self._features = features
+
+    def of(self, row: int) -> dict[str, float]:
+        i = self._position.get(row)
+        return {} if i is None else {name: float(values[i]) for name, values in self._features.items()}
 
 
 def _frontmatter_matches(value: Any, wanted: str) -> bool:
