@@ -21,8 +21,13 @@ The Python API the CLI, the HTTP server and the evaluation share::
   Rank Fusion, ``(wv/(k+rank_v) + wb/(k+rank_b)) / ((wv+wb)/(k+1))`` (1.0 = first in both
   lists; a list a chunk is missing from adds 0); or ``fusion="convex"``: each list's scores
   min-max normalised over its candidates, ``(wv*v + wb*b)/(wv+wb)``. Then the collection's
-  priority weight multiplies the score, then ``min_score`` filters. The default was chosen on
-  SciFact's train split with bench/tune_fusion.py (figures in the README).
+  priority weight multiplies the score. Fusion and weights not given come from the store's
+  search profile (:mod:`rag_assets.search.profiles`, chosen per embedder on SciFact's train
+  split).
+- **Relevance**: each candidate gets a calibrated relevance (:mod:`rag_assets.search.relevance`),
+  comparable across queries; ``min_score`` filters on it, so a query nothing answers gets no hits.
+- **Pages**: by default hits are pages, each with its matching chunks as ``sections``
+  (:mod:`rag_assets.search.pages`); ``view="chunks"`` gives one hit per chunk.
 - **Filters** (collections, tags, frontmatter fields, slug prefix) apply before ranking.
 - **Diversity**: optional MMR re-ranking and a cap on chunks per document.
 """
