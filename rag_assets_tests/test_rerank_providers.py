@@ -209,9 +209,12 @@ def test_a_private_reranker_whose_host_changes_later_still_sends_nothing():
 def test_a_missing_extra_or_model_folder_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(RerankerUnavailable, match="not a folder holding a model"):
         CrossEncoderReranker(str(tmp_path / "nowhere")).rerank(QUERY, PASSAGES)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")  # a model folder, as far as the check looks
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # as if the extra were not installed
     with pytest.raises(RerankerUnavailable, match=r"pip install '\.\[local\]'"):
-        CrossEncoderReranker(str(tmp_path)).rerank(QUERY, PASSAGES)
+        CrossEncoderReranker(str(model)).rerank(QUERY, PASSAGES)
     private = select_reranker(RerankerSettings(name="cross_encoder", model_path=str(tmp_path)), "private")
     assert private.local  # runs in this process: allowed for the Private tier
 

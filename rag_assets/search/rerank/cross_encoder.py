@@ -28,11 +28,12 @@ from rag_assets.search.rerank.base import RerankError, RerankerUnavailable
 
 
 def cross_encoder_status(model_path: str | None) -> tuple[bool, str]:
-    """Whether the cross-encoder can run here, without importing PyTorch or loading weights."""
-    if not _has_module("sentence_transformers") or not _has_module("torch"):
-        return False, f"sentence-transformers and PyTorch are not installed: {INSTALL_HINT}"
+    """Whether the cross-encoder can run here, without importing PyTorch or loading weights.
+    The folder is checked first: a wrong path is the same mistake with or without the extra."""
     if not model_path or not (Path(model_path).expanduser() / "config.json").is_file():
         return False, f"reranker.model_path {model_path!r} is not a folder holding a model (no config.json in it)"
+    if not _has_module("sentence_transformers") or not _has_module("torch"):
+        return False, f"sentence-transformers and PyTorch are not installed: {INSTALL_HINT}"
     return True, f"cross-encoder from {Path(model_path).expanduser()}"
 
 
