@@ -55,7 +55,7 @@ class LocalModelUnavailable(RuntimeError):
     """The local provider cannot run here: a library or the model folder is missing, or it failed to load."""
 
 
-def _has_module(name: str) -> bool:
+def has_module(name: str) -> bool:
     """Whether ``name`` is importable, answered from the import system's finders without importing it."""
     try:
         return importlib.util.find_spec(name) is not None
@@ -122,9 +122,9 @@ def local_model_status(model_path: str | os.PathLike[str] | None = None) -> tupl
     them (that would take seconds) and checks the model folder on disk. A True answer
     does not load the weights, so a corrupt folder is only found at the first embedding.
     """
-    if not _has_module("sentence_transformers"):
+    if not has_module("sentence_transformers"):
         return False, f"sentence-transformers is not installed: {INSTALL_HINT}"
-    if not _has_module("torch"):
+    if not has_module("torch"):
         return False, f"PyTorch is not installed (sentence-transformers needs it): {INSTALL_HINT}"
     folder = find_local_model(model_path)
     if folder is None:
@@ -134,7 +134,7 @@ def local_model_status(model_path: str | os.PathLike[str] | None = None) -> tupl
     return True, f"local model {folder.name} from {folder}"
 
 
-def _set_offline_mode() -> None:
+def set_offline_mode() -> None:
     """Forbid Hub downloads for this process unless the user chose otherwise.
 
     huggingface_hub and transformers read these variables when they are first imported,
@@ -260,7 +260,7 @@ class LocalEmbedder:
     def _open(self) -> SentenceTransformer:
         if self._folder is None:
             raise LocalModelUnavailable(_missing_model_reason(self._model_path))
-        _set_offline_mode()
+        set_offline_mode()
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:

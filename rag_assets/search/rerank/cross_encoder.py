@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rag_assets.embed.local import INSTALL_HINT, _has_module, _set_offline_mode
+from rag_assets.embed.local import INSTALL_HINT, has_module, set_offline_mode
 from rag_assets.search.rerank.base import RerankError, RerankerUnavailable
 
 
@@ -32,7 +32,7 @@ def cross_encoder_status(model_path: str | None) -> tuple[bool, str]:
     The folder is checked first: a wrong path is the same mistake with or without the extra."""
     if not model_path or not (Path(model_path).expanduser() / "config.json").is_file():
         return False, f"reranker.model_path {model_path!r} is not a folder holding a model (no config.json in it)"
-    if not _has_module("sentence_transformers") or not _has_module("torch"):
+    if not has_module("sentence_transformers") or not has_module("torch"):
         return False, f"sentence-transformers and PyTorch are not installed: {INSTALL_HINT}"
     return True, f"cross-encoder from {Path(model_path).expanduser()}"
 
@@ -83,7 +83,7 @@ class CrossEncoderReranker:
         available, why = cross_encoder_status(self.model_path)
         if not available:
             raise RerankerUnavailable(f"the cross-encoder reranker cannot run: {why}")
-        _set_offline_mode()
+        set_offline_mode()
         from sentence_transformers import CrossEncoder
 
         try:
