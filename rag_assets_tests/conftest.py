@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+import dagster as dg
 import pytest
 
 from rag_assets.config import RagConfig, load_config
+from rag_assets.defs.jobs import MAX_RUNS_PER_BUILD
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_CONTENT = REPO_ROOT / "content"
@@ -101,3 +103,30 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("RAG_EMBEDDER", "hashing")
     monkeypatch.setenv("RAG_PRIVATE_EMBEDDER", "hashing")
     monkeypatch.chdir(tmp_path)
+
+
+def check_sample_build(instance, outcome, collections) -> list:
+    """A full build of the sample in ``instance``: at most MAX_RUNS_PER_BUILD successful runs,
+    and every asset's materialisations per partition with that partition's own metadata.
+    Returns the runs."""
+    assert outcome.success, outcome.error or outcome.failed_checks
+    runs = instance.get_runs()
+    assert len(runs) <= MAX_RUNS_PER_BUILD == 3
+    assert {r.job_name for r in runs} == {"update_collection", "update_safe_vaults", "update_private_vaults"}
+    assert all(r.is_success for r in runs)
+
+    def latest(asset: str) -> dict[str, dict]:
+        records = instance.fetch_materializations(dg.AssetKey(asset), limit=100).records
+        return {r.partition_key: {k: v.value for k, v in r.asset_materialization.metadata.items()} for r in records}
+
+    for asset in ("content_hash", "parsed_documents", "chunks", "embeddings"):
+        assert set(latest(asset)) == set(collections), asset
+    documents = {key: meta["documents"] for key, meta in latest("parsed_documents").items()}
+    assert documents == {name: len(list((SAMPLE_CONTENT / name).rglob("*.md*"))) for name in collections}
+    assert len(set(documents.values())) > 1  # each partition carries its own figures, not the run's
+    chunks = latest("chunks")
+    assert sum(meta["chunks"] for meta in chunks.values()) == outcome.publish_metadata["public_index"]["chunks"]
+    # Each tier's asset lists its own vaults only.
+    assert set(latest("safe_vault_chunks")) == {"homelab-notes"}
+    assert set(latest("private_vault_chunks")) == {"homelab-notes", "personal"}
+    return runs

@@ -14,7 +14,6 @@ from rag_assets.config import load_config
 from rag_assets.definitions import build_definitions
 from rag_assets.defs.jobs import (
     INDEX_COLLECTION_JOB,
-    MAX_RUNS_PER_BUILD,
     PUBLISH_JOB,
     UPDATE_COLLECTION_JOB,
 )
@@ -28,7 +27,7 @@ from rag_assets.index.index_json import read_index, read_meta
 from rag_assets.index.manifest import read_manifest
 from rag_assets.ingest.collections import discover_collections
 
-from .conftest import CORPORA, PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT
+from .conftest import CORPORA, PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT, check_sample_build
 
 
 def build_everything(cfg, instance) -> dg.ExecuteInProcessResult:
@@ -156,25 +155,7 @@ def test_a_sample_build_with_a_persistent_instance_is_three_runs_with_metadata_p
     collections = discover_collections(cfg).collections
     with dg.DagsterInstance.from_config(str(home)) as instance:
         outcome = run_build(cfg, instance, full=True)
-        assert outcome.success, outcome.error or outcome.failed_checks
-        runs = instance.get_runs()
-        assert len(runs) <= MAX_RUNS_PER_BUILD == 3
-        assert {r.job_name for r in runs} == {"update_collection", "update_safe_vaults", "update_private_vaults"}
-
-        def latest(asset: str) -> dict[str, dict]:
-            records = instance.fetch_materializations(dg.AssetKey(asset), limit=100).records
-            return {r.partition_key: {k: v.value for k, v in r.asset_materialization.metadata.items()} for r in records}
-
-        for asset in ("content_hash", "parsed_documents", "chunks", "embeddings"):
-            assert set(latest(asset)) == set(collections), asset
-        documents = {key: meta["documents"] for key, meta in latest("parsed_documents").items()}
-        assert documents == {name: len(list((SAMPLE_CONTENT / name).rglob("*.md*"))) for name in collections}
-        assert len(set(documents.values())) > 1  # each partition carries its own figures, not the run's
-        chunks = latest("chunks")
-        assert sum(meta["chunks"] for meta in chunks.values()) == outcome.publish_metadata["public_index"]["chunks"]
-        # Each tier's asset lists its own vaults only.
-        assert set(latest("safe_vault_chunks")) == {"homelab-notes"}
-        assert set(latest("private_vault_chunks")) == {"homelab-notes", "personal"}
+        check_sample_build(instance, outcome, collections)
     assert [c.collection for c in outcome.collections] == list(collections)
 
 
