@@ -43,10 +43,7 @@ the machine is a 403.
 from __future__ import annotations
 
 import logging
-import math
 import os
-import queue
-import threading
 import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -59,327 +56,36 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from rag_assets.config import TIERS, RagConfig
+from rag_assets.config import RagConfig
 from rag_assets.config.providers import is_loopback_host
-from rag_assets.embed.base import Embedder
 from rag_assets.embed.errors import EmbeddingError
 from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.context import pack_context
-from rag_assets.search.params import (
-    MODES,
-    VIEWS,
-    SearchError,
-    SearchParams,
-    SearchResult,
-    parse_filters,
+from rag_assets.search.params import SearchError, SearchParams, SearchResult
+from rag_assets.search.rerank.stage import rerank_json, search_reranked
+from rag_assets.serve.http_params import (
+    MAX_QUERY_CHARS,
+    SEARCH_PARAMS,
+    bool_param,
+    check_known,
+    int_param,
+    parse_query,
+    parse_search_params,
 )
-from rag_assets.search.rerank.selection import rerank_stage
-from rag_assets.search.rerank.stage import RerankStage, rerank_json, search_reranked
-from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.status import status_report
+from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 
 log = logging.getLogger("rag_assets.serve.http")
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-MAX_QUERY_CHARS = 4000  # far beyond any question; keeps one request from tying up a worker
 DEFAULT_BUDGET = 1500
 MAX_BUDGET = 200_000
 DEFAULT_CONTEXT_K = 20  # more hits than fit, so the budget decides (as `rag context`)
-
-SEARCH_PARAMS = (
-    "q", "tier", "k", "collections", "filter", "tag", "prefix", "mode", "fusion", "vector_weight",
-    "bm25_weight", "min_score", "mmr", "per_doc", "candidates", "rrf_k", "view", "sections", "rerank",
-)
-REPEATABLE = ("collections", "filter", "tag")
+__all__ = ["MAX_QUERY_CHARS", "BadRequest", "Refused", "Tiers", "create_app", "limit_blas_threads", "serve"]
 CONTEXT_PARAMS = SEARCH_PARAMS + ("budget",)
 
 
-class BadRequest(ValueError):
-    """A request the API cannot serve as asked; the message says what to do (HTTP 400)."""
-
-
-class Refused(Exception):
-    """A request the server will not serve (HTTP 403), e.g. the Private tier off loopback."""
-
-
-# ---------------------------------------------------------------------------------- indexes
-
-
-class _ServedIndex(SearchIndex):
-    """A SearchIndex made for a long-running process.
-
-    - Its search log is written by one background thread, so a search never waits for the
-      store's write lock (held for seconds by a build) and concurrent searches do not queue
-      on it.
-    """
-
-    def __init__(self, *args: Any, log_queue: "queue.Queue[Callable[[], None]] | None" = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._log_queue = log_queue
-
-    def _log(self, result: SearchResult) -> None:
-        if self._log_queue is None:
-            super()._log(result)
-        else:
-            self._log_queue.put(lambda: SearchIndex._log(self, result))
-
-
-class _SearchLogWriter:
-    """One daemon thread that writes search-log rows, in the order searches finished."""
-
-    def __init__(self) -> None:
-        self.queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=10_000)
-        self._thread = threading.Thread(target=self._run, name="rag-search-log", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            job = self.queue.get()
-            if job is None:
-                return
-            try:
-                job()
-            except Exception:  # a log row must never take the server down
-                log.warning("could not write a search-log row", exc_info=True)
-
-    def put(self, job: Callable[[], None]) -> None:
-        try:
-            self.queue.put_nowait(job)
-        except queue.Full:  # the store is locked for long: drop rows rather than memory
-            log.warning("search log backlog full; a search was not logged")
-
-    def close(self, timeout: float = 5.0) -> None:
-        self.queue.put(None)
-        self._thread.join(timeout)
-
-
-class Tiers:
-    """The searchable tiers: one index and one query embedder each, made on first use."""
-
-    def __init__(self, cfg: RagConfig, *, serve_private: bool = True, log_searches: bool = True) -> None:
-        self.cfg = cfg
-        self.serve_private = serve_private
-        self._log_writer = _SearchLogWriter() if log_searches else None
-        self._log_searches = log_searches
-        self._indexes: dict[str, SearchIndex] = {}
-        self._embedders: dict[str, tuple[tuple, Embedder]] = {}
-        self._stages: dict[str, RerankStage] = {}
-        self._lock = threading.Lock()
-
-    def check_tier(self, tier: str) -> None:
-        if tier not in TIERS:
-            raise BadRequest(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
-        if tier == "private" and not self.serve_private:
-            raise Refused(
-                "the private tier is not served on a non-loopback address; query it on a server bound to "
-                "127.0.0.1 (the default), or start the server with allow_private_remote"
-            )
-
-    def index(self, tier: str) -> SearchIndex:
-        self.check_tier(tier)
-        index = self._indexes.get(tier)
-        if index is None:
-            with self._lock:
-                index = self._indexes.get(tier)
-                if index is None:
-                    index = _ServedIndex(
-                        self.cfg.store_path(tier),
-                        self.cfg.collection_weights,
-                        log_searches=self._log_searches,
-                        log_queue=self._log_writer,
-                        lexical="auto",
-                    )
-                    self._indexes[tier] = index
-        if not index.path.is_file():
-            raise BadRequest(f"the {tier} tier has no store yet (expected at {index.path}); build it with `rag build`")
-        return index
-
-    def embedder(self, tier: str, index: SearchIndex) -> Embedder:
-        """The tier's query embedder, rebuilt when a rebuild changed the store's model."""
-        data = index.loaded()
-        key = (data.provider, data.model, data.dimension)
-        cached = self._embedders.get(tier)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        with self._lock:
-            cached = self._embedders.get(tier)
-            if cached is None or cached[0] != key:
-                cached = (key, tier_embedder(self.cfg, tier, index))
-                self._embedders[tier] = cached
-            return cached[1]
-
-    def rerank_stage(self, tier: str, requested: bool | None) -> RerankStage | None:
-        """The tier's reranking stage, made once (a cross-encoder once for every tier);
-        Refused when it would send Private-tier passages off the machine."""
-        if requested is False or not self.cfg.reranker.enabled:
-            return rerank_stage(self.cfg, tier, requested)  # None, or the error for rerank=true
-        key = "local" if self.cfg.reranker.name == "cross_encoder" else tier
-        stage = self._stages.get(key)
-        if stage is None:
-            with self._lock:
-                stage = self._stages.get(key)
-                if stage is None:
-                    try:
-                        stage = rerank_stage(self.cfg, tier, requested)
-                    except PrivacyError as exc:
-                        raise Refused(str(exc)) from None
-                    if stage is not None:
-                        self._stages[key] = stage
-        return stage
-
-    def preload(self) -> None:
-        """Load the matrices of the stores that exist, so the first search is not the slow one."""
-        for tier in TIERS:
-            if tier == "private" and not self.serve_private:
-                continue
-            if not self.cfg.store_path(tier).is_file():
-                continue
-            try:
-                self.index(tier).loaded()
-            except Exception:
-                log.warning("could not preload the %s tier", tier, exc_info=True)
-
-    def loaded_summary(self) -> dict[str, Any]:
-        out = {}
-        for tier, index in list(self._indexes.items()):
-            current = index._loaded
-            if current is not None:
-                out[tier] = {"chunksInMemory": int(len(current.rowids)), "model": current.model}
-        return out
-
-    def close(self) -> None:
-        if self._log_writer is not None:
-            self._log_writer.close()
-        for stage in self._stages.values():
-            stage.reranker.close()
-
-
-# ---------------------------------------------------------------------------------- parameters
-
-
-def _single(request: Request, name: str) -> str | None:
-    values = request.query_params.getlist(name)
-    if not values:
-        return None
-    if len(values) > 1 and name not in REPEATABLE:
-        raise BadRequest(f"give {name} only once (got {len(values)} values)")
-    return values[-1]
-
-
-def _int(request: Request, name: str, low: int | None = None, high: int | None = None) -> int | None:
-    raw = _single(request, name)
-    if raw is None or raw.strip() == "":
-        return None
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise BadRequest(f"{name} must be a whole number, got {raw[:40]!r}") from None
-    if (low is not None and value < low) or (high is not None and value > high):
-        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise BadRequest(f"{name} must be {bounds}, got {value}")
-    return value
-
-
-def _float(request: Request, name: str) -> float | None:
-    raw = _single(request, name)
-    if raw is None or raw.strip() == "":
-        return None
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        raise BadRequest(f"{name} must be a number, got {raw[:40]!r}") from None
-    if not math.isfinite(value):
-        raise BadRequest(f"{name} must be a finite number, got {raw[:40]!r}")
-    return value
-
-
-def _bool(request: Request, name: str) -> bool | None:
-    raw = _single(request, name)
-    if raw is None or raw.strip() == "":
-        return None
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise BadRequest(f"{name} must be true or false, got {raw[:40]!r}")
-
-
-def _list(request: Request, name: str) -> tuple[str, ...]:
-    """A repeatable, comma-separable parameter: ``?collections=a,b&collections=c``."""
-    items = []
-    for value in request.query_params.getlist(name):
-        items.extend(part.strip() for part in value.split(","))
-    return tuple(dict.fromkeys(i for i in items if i))
-
-
-def _check_known(request: Request, known: tuple[str, ...]) -> None:
-    unknown = sorted(set(request.query_params.keys()) - set(known))
-    if unknown:
-        raise BadRequest(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(known)}")
-
-
-def parse_query(request: Request) -> str:
-    q = _single(request, "q")
-    if q is None or not q.strip():
-        raise BadRequest("q is required: the text to search for, e.g. ?q=proxmox+vlan")
-    if len(q) > MAX_QUERY_CHARS:
-        raise BadRequest(f"q is too long ({len(q)} characters); keep it under {MAX_QUERY_CHARS}")
-    return q
-
-
-def parse_search_params(request: Request, *, default_k: int = 10) -> tuple[str, SearchParams]:
-    """(tier, SearchParams) from the query string; BadRequest on anything unusable."""
-    tier = (_single(request, "tier") or "public").strip().lower()
-    mode = (_single(request, "mode") or "hybrid").strip().lower()
-    view = (_single(request, "view") or "").strip().lower() or None
-    if mode == "chunks":  # shorthand: a hybrid search, one hit per chunk
-        mode, view = "hybrid", "chunks"
-    if mode not in MODES:
-        raise BadRequest(f"unknown mode {mode!r}; use one of {', '.join(MODES)} (or chunks)")
-    if view is not None and view not in VIEWS:
-        raise BadRequest(f"unknown view {view!r}; use one of {', '.join(VIEWS)}")
-    k = _int(request, "k", 1, 1000)
-    overrides: dict[str, Any] = {
-        "fusion": (_single(request, "fusion") or "").strip().lower() or None,
-        "vector_weight": _float(request, "vector_weight"),
-        "bm25_weight": _float(request, "bm25_weight"),
-        "min_score": _float(request, "min_score"),
-        "mmr_lambda": _float(request, "mmr"),
-        "max_per_document": _int(request, "per_doc", 1),
-        "candidates": _int(request, "candidates", 1, 10_000),
-        "rrf_k": _int(request, "rrf_k", 0),
-        "sections": _int(request, "sections", 1, 20),
-    }
-    if overrides["max_per_document"] is not None and view is None:
-        view = "chunks"  # a cap on chunks per page only means something in the chunk view
-    if view is not None:
-        overrides["view"] = view
-    try:
-        filters = parse_filters(request.query_params.getlist("filter"))
-    except SearchError as exc:
-        raise BadRequest(str(exc)) from None
-    prefix = _single(request, "prefix")
-    params = SearchParams(
-        k=default_k if k is None else k,
-        mode=mode,
-        collections=_list(request, "collections"),
-        tags=_list(request, "tag"),
-        filters=filters,
-        slug_prefix=prefix.strip() if prefix and prefix.strip() else None,
-        **{name: value for name, value in overrides.items() if value is not None},
-    )
-    if overrides["candidates"] is None and params.candidates < params.k:
-        params = replace(params, candidates=params.k)
-    try:
-        params.validate()
-    except SearchError as exc:
-        raise BadRequest(str(exc)) from None
-    return tier, params
-
-
-# ---------------------------------------------------------------------------------- app
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -414,10 +120,10 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
 
     async def search(request: Request) -> JSONResponse:
         def work() -> dict[str, Any]:
-            _check_known(request, SEARCH_PARAMS)
+            check_known(request, SEARCH_PARAMS)
             query = parse_query(request)
             tier, params = parse_search_params(request)
-            result = run_search(query, tier, params, _bool(request, "rerank"))
+            result = run_search(query, tier, params, bool_param(request, "rerank"))
             out = {
                 "query": query,
                 "tier": tier,
@@ -438,13 +144,13 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
 
     async def context(request: Request) -> JSONResponse:
         def work() -> dict[str, Any]:
-            _check_known(request, CONTEXT_PARAMS)
+            check_known(request, CONTEXT_PARAMS)
             query = parse_query(request)
-            budget = _int(request, "budget", 1, MAX_BUDGET) or DEFAULT_BUDGET
+            budget = int_param(request, "budget", 1, MAX_BUDGET) or DEFAULT_BUDGET
             tier, params = parse_search_params(request, default_k=DEFAULT_CONTEXT_K)
             params = replace(params, view="chunks")  # packing merges a page's chunks itself
             started = time.perf_counter()
-            result = run_search(query, tier, params, _bool(request, "rerank"))
+            result = run_search(query, tier, params, bool_param(request, "rerank"))
             packed = pack_context(result.hits, budget)
             out = dict(packed.to_json())
             if not result.hits:

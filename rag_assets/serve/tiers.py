@@ -1,0 +1,181 @@
+"""The tiers a server answers for: one search index, query embedder and reranker each, made on first use.
+
+Shared by every route that searches (``/search``, ``/context``, ``/ask``, MCP): a tier's
+matrix is loaded once and reloads itself when a build changes the store; its query embedder
+is replaced when the store's model changes. ``check_tier`` is where the Private tier is
+refused on a server not bound to loopback.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Any, Callable
+
+from rag_assets.config import TIERS, RagConfig
+from rag_assets.embed.base import Embedder
+from rag_assets.privacy.egress import PrivacyError
+from rag_assets.search.params import SearchResult
+from rag_assets.search.rerank.selection import rerank_stage
+from rag_assets.search.rerank.stage import RerankStage
+from rag_assets.search.retrieval import SearchIndex, tier_embedder
+
+log = logging.getLogger("rag_assets.serve.tiers")
+
+
+class BadRequest(ValueError):
+    """A request the API cannot serve as asked; the message says what to do (HTTP 400)."""
+
+
+class Refused(Exception):
+    """A request the server will not serve (HTTP 403), e.g. the Private tier off loopback."""
+
+
+class _ServedIndex(SearchIndex):
+    """A SearchIndex made for a long-running process.
+
+    - Its search log is written by one background thread, so a search never waits for the
+      store's write lock (held for seconds by a build) and concurrent searches do not queue
+      on it.
+    """
+
+    def __init__(self, *args: Any, log_queue: "queue.Queue[Callable[[], None]] | None" = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._log_queue = log_queue
+
+    def _log(self, result: SearchResult) -> None:
+        if self._log_queue is None:
+            super()._log(result)
+        else:
+            self._log_queue.put(lambda: SearchIndex._log(self, result))
+
+
+class _SearchLogWriter:
+    """One daemon thread that writes search-log rows, in the order searches finished."""
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=10_000)
+        self._thread = threading.Thread(target=self._run, name="rag-search-log", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job = self.queue.get()
+            if job is None:
+                return
+            try:
+                job()
+            except Exception:  # a log row must never take the server down
+                log.warning("could not write a search-log row", exc_info=True)
+
+    def put(self, job: Callable[[], None]) -> None:
+        try:
+            self.queue.put_nowait(job)
+        except queue.Full:  # the store is locked for long: drop rows rather than memory
+            log.warning("search log backlog full; a search was not logged")
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.queue.put(None)
+        self._thread.join(timeout)
+
+
+class Tiers:
+    """The searchable tiers: one index and one query embedder each, made on first use."""
+
+    def __init__(self, cfg: RagConfig, *, serve_private: bool = True, log_searches: bool = True) -> None:
+        self.cfg = cfg
+        self.serve_private = serve_private
+        self._log_writer = _SearchLogWriter() if log_searches else None
+        self._log_searches = log_searches
+        self._indexes: dict[str, SearchIndex] = {}
+        self._embedders: dict[str, tuple[tuple, Embedder]] = {}
+        self._stages: dict[str, RerankStage] = {}
+        self._lock = threading.Lock()
+
+    def check_tier(self, tier: str) -> None:
+        if tier not in TIERS:
+            raise BadRequest(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
+        if tier == "private" and not self.serve_private:
+            raise Refused(
+                "the private tier is not served on a non-loopback address; query it on a server bound to "
+                "127.0.0.1 (the default), or start the server with allow_private_remote"
+            )
+
+    def index(self, tier: str) -> SearchIndex:
+        self.check_tier(tier)
+        index = self._indexes.get(tier)
+        if index is None:
+            with self._lock:
+                index = self._indexes.get(tier)
+                if index is None:
+                    index = _ServedIndex(
+                        self.cfg.store_path(tier),
+                        self.cfg.collection_weights,
+                        log_searches=self._log_searches,
+                        log_queue=self._log_writer,
+                        lexical="auto",
+                    )
+                    self._indexes[tier] = index
+        if not index.path.is_file():
+            raise BadRequest(f"the {tier} tier has no store yet (expected at {index.path}); build it with `rag build`")
+        return index
+
+    def embedder(self, tier: str, index: SearchIndex) -> Embedder:
+        """The tier's query embedder, rebuilt when a rebuild changed the store's model."""
+        data = index.loaded()
+        key = (data.provider, data.model, data.dimension)
+        cached = self._embedders.get(tier)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        with self._lock:
+            cached = self._embedders.get(tier)
+            if cached is None or cached[0] != key:
+                cached = (key, tier_embedder(self.cfg, tier, index))
+                self._embedders[tier] = cached
+            return cached[1]
+
+    def rerank_stage(self, tier: str, requested: bool | None) -> RerankStage | None:
+        """The tier's reranking stage, made once (a cross-encoder once for every tier);
+        Refused when it would send Private-tier passages off the machine."""
+        if requested is False or not self.cfg.reranker.enabled:
+            return rerank_stage(self.cfg, tier, requested)  # None, or the error for rerank=true
+        key = "local" if self.cfg.reranker.name == "cross_encoder" else tier
+        stage = self._stages.get(key)
+        if stage is None:
+            with self._lock:
+                stage = self._stages.get(key)
+                if stage is None:
+                    try:
+                        stage = rerank_stage(self.cfg, tier, requested)
+                    except PrivacyError as exc:
+                        raise Refused(str(exc)) from None
+                    if stage is not None:
+                        self._stages[key] = stage
+        return stage
+
+    def preload(self) -> None:
+        """Load the matrices of the stores that exist, so the first search is not the slow one."""
+        for tier in TIERS:
+            if tier == "private" and not self.serve_private:
+                continue
+            if not self.cfg.store_path(tier).is_file():
+                continue
+            try:
+                self.index(tier).loaded()
+            except Exception:
+                log.warning("could not preload the %s tier", tier, exc_info=True)
+
+    def loaded_summary(self) -> dict[str, Any]:
+        out = {}
+        for tier, index in list(self._indexes.items()):
+            current = index._loaded
+            if current is not None:
+                out[tier] = {"chunksInMemory": int(len(current.rowids)), "model": current.model}
+        return out
+
+    def close(self) -> None:
+        if self._log_writer is not None:
+            self._log_writer.close()
+        for stage in self._stages.values():
+            stage.reranker.close()
