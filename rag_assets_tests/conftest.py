@@ -130,3 +130,7 @@ def check_sample_build(instance, outcome, collections) -> list:
     assert set(latest("safe_vault_chunks")) == {"homelab-notes"}
     assert set(latest("private_vault_chunks")) == {"homelab-notes", "personal"}
     return runs
+
+
+# Browser fixtures (Debian's Chromium through Playwright) for the web-page tests.
+from .browser import chromium, page  # noqa: E402,F401

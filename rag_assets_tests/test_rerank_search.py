@@ -22,11 +22,11 @@ from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
 
+from .live_server import ServerThread
 from .rerank_server import RerankServer
 from .test_egress import RecordingServer
 from .test_privacy import non_loopback_address
 from .test_search import TREE
-from .test_server import ServerThread
 
 QUERY = "proxmox vlan bridge snapshots handshake"
 PRIVATE_NOTE = "# Bank recovery codes\n\nThe recovery phrase for the savings account is kept in the fire safe.\n"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import sqlite3
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
@@ -24,6 +23,7 @@ from rag_assets.serve import http as server_module
 from rag_assets.serve.http import MAX_QUERY_CHARS, create_app
 
 from .conftest import PROXMOX_POST
+from .live_server import ServerThread
 
 FILLER = (
     "This paragraph is ordinary prose about the homelab so that every document is long enough to be "
@@ -77,35 +77,6 @@ CONTENT = {
     "docs/cjk.md": CJK_NOTE,
     "posts/proxmox.md": PROXMOX_POST + "\n" + FILLER * 3,
 }
-
-
-class ServerThread:
-    """uvicorn in a background thread on a free loopback port."""
-
-    def __init__(self, app) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="test-uvicorn", daemon=True)
-
-    def __enter__(self) -> "ServerThread":
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        self.client = httpx.Client(base_url=self.url, timeout=30)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.client.close()
-        self.server.should_exit = True
-        self.thread.join(10)
-
-    def get(self, path: str, **params) -> httpx.Response:
-        return self.client.get(path, params=params)
 
 
 def build_content(root: Path) -> "object":
