@@ -27,19 +27,19 @@ STAMP = VENV / ".installed-from"
 DAGSTER_HOME = ROOT / ".dagster_home"
 
 
-def ensure_venv() -> None:
+def ensure_venv(extras: str = "dev") -> None:
     if sys.version_info < (3, 11):
         sys.exit(f"rag-assets needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     if not (BIN / "python").exists():
         print(f"Creating {VENV} ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest() + f" [{extras}]"
     if STAMP.exists() and STAMP.read_text().strip() == wanted:
         return
     print("Installing rag-assets and its dependencies (first run takes a minute or two) ...", flush=True)
     pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "-e", f"{ROOT}[dev]"], check=True)
+    subprocess.run([*pip, "-e", f"{ROOT}[{extras}]"], check=True)
     STAMP.write_text(wanted)
 
 
@@ -59,7 +59,9 @@ def main(argv: list[str]) -> int:
     if task not in ("build", "test", "ui"):
         print(__doc__)
         return 0 if task in ("help", "-h", "--help") else 2
-    ensure_venv()
+    # The tests also need the postgres extra (small: dagster-postgres, psycopg2-binary): the
+    # Dagster instance tests run on PostgreSQL as well as on SQLite.
+    ensure_venv("dev,postgres" if task == "test" else "dev")
     if task == "build":
         return run(str(BIN / "rag"), "build", *rest, env=dagster_home())
     if task == "test":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from contextlib import contextmanager
 from typing import Callable
 
 import dagster as dg
@@ -134,3 +135,23 @@ def check_sample_build(instance, outcome, collections) -> list:
 
 # Browser fixtures (Debian's Chromium through Playwright) for the web-page tests.
 from .browser import chromium, page  # noqa: E402,F401
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def make_instance(request, monkeypatch) -> Callable:
+    """``with make_instance() as instance``: a test Dagster instance on each storage the project
+    supports, the default SQLite one and dagster.postgres.yaml in a throw-away database."""
+    if request.param == "sqlite":
+        return dg.instance_for_test
+    from .postgres import postgres_instance_overrides, scratch_database
+
+    @contextmanager
+    def postgres_instance():
+        with scratch_database() as (settings, _connect):
+            for key, value in settings.items():
+                monkeypatch.setenv(key, value)
+            with dg.instance_for_test(overrides=postgres_instance_overrides()) as instance:
+                assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+                yield instance
+
+    return postgres_instance

@@ -9,6 +9,9 @@ its GraphQL API and the files it writes:
 2. editing one file makes the sensor launch a new run for that collection only, and the
    new words become searchable in the store's FTS table;
 3. the server stops cleanly when its process group gets SIGTERM.
+
+It runs twice: on the default SQLite instance (dagster.yaml) and on dagster.postgres.yaml,
+whose run, event-log and schedule storage is a throw-away database on the local PostgreSQL.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
@@ -29,6 +33,7 @@ import httpx
 import pytest
 
 from .conftest import REPO_ROOT
+from .postgres import postgres_home, scratch_database
 
 DAGSTER = Path(sys.executable).with_name("dagster")
 UPDATE_JOB = "update_collection"
@@ -304,7 +309,17 @@ def fts_hits(db_path: Path, word: str) -> int:
 
 @pytest.mark.skipif(not DAGSTER.exists(), reason="the dagster CLI is not installed next to this Python")
 @pytest.mark.skipif(sys.platform == "win32", reason="uses POSIX process groups")
-def test_dagster_dev_sensor_builds_then_reindexes_only_the_edited_collection(tmp_path: Path) -> None:
+@pytest.mark.parametrize("storage", ["sqlite", "postgres"])
+def test_dagster_dev_sensor_builds_then_reindexes_only_the_edited_collection(tmp_path: Path, storage: str) -> None:
+    """The same run history in the default SQLite instance and in dagster.postgres.yaml's."""
+    with ExitStack() as stack:
+        pg_settings: dict[str, str] = {}
+        if storage == "postgres":
+            pg_settings, _connect = stack.enter_context(scratch_database())
+        _sensor_builds_then_reindexes(tmp_path, storage, pg_settings)
+
+
+def _sensor_builds_then_reindexes(tmp_path: Path, storage: str, pg_settings: dict[str, str]) -> None:
     content = tmp_path / "content"
     for rel, text in CONTENT.items():
         path = content / rel
@@ -317,9 +332,12 @@ def test_dagster_dev_sensor_builds_then_reindexes_only_the_edited_collection(tmp
         f"automation:\n  sensor_interval_seconds: {SENSOR_INTERVAL}\n",
         encoding="utf-8",
     )
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    if storage == "postgres":
+        home = postgres_home(tmp_path / "dagster_home")
+    else:
+        home = tmp_path / "dagster_home"
+        home.mkdir()
+        shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
 
     env = {
         k: v
@@ -327,6 +345,7 @@ def test_dagster_dev_sensor_builds_then_reindexes_only_the_edited_collection(tmp
         if not k.startswith(("RAG_", "DAGSTER_")) and k not in ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "OLLAMA_HOST")
     }
     env.update(RAG_CONFIG=str(rag_yaml), DAGSTER_HOME=str(home), RAG_EMBEDDER="hashing", PYTHONUNBUFFERED="1")
+    env.update(pg_settings)  # DAGSTER_PG_*: the scratch database dagster.postgres.yaml reads
 
     index_path = out / "public" / "embeddings-index.json"
     store_path = out / "data" / "rag-store-public.db"
@@ -387,3 +406,5 @@ def test_dagster_dev_sensor_builds_then_reindexes_only_the_edited_collection(tmp
 
     assert code is not None, "`dagster dev` is still running after SIGTERM/SIGKILL"
     assert not _group_alive(server.pgid), "processes of `dagster dev` survived the shutdown"
+    if storage == "postgres":  # the run history went to PostgreSQL, not to SQLite files
+        assert not list(home.rglob("*.db")), f"SQLite storage under {home}: {list(home.rglob('*.db'))}"

@@ -55,11 +55,11 @@ def touch(path, text):
     os.utime(path, (stamp, stamp))
 
 
-def test_sensor_requests_only_what_changed(write_tree, make_config):
+def test_sensor_requests_only_what_changed(write_tree, make_config, make_instance):
     content = write_tree(TREE)
     cfg = make_config(content)
     sensor = build_change_sensor(cfg)
-    with dg.instance_for_test() as instance:
+    with make_instance() as instance:
         assert run_build(cfg, instance).success
 
         # Fresh index, no cursor: the sensor starts from the manifest and requests nothing.
@@ -106,11 +106,11 @@ def test_sensor_requests_only_what_changed(write_tree, make_config):
         assert "learn" not in instance.get_dynamic_partitions(COLLECTIONS_PARTITION)
 
 
-def test_undoing_an_edit_runs_again(write_tree, make_config):
+def test_undoing_an_edit_runs_again(write_tree, make_config, make_instance):
     content = write_tree(TREE)
     cfg = make_config(content)
     sensor = build_change_sensor(cfg)
-    with dg.instance_for_test() as instance:
+    with make_instance() as instance:
         sync_partitions(instance, cfg)
         cursor = evaluate(sensor, instance, None, cfg).cursor  # no index: every collection requested
         original = (content / "docs" / "c.md").read_text()
@@ -122,9 +122,9 @@ def test_undoing_an_edit_runs_again(write_tree, make_config):
         assert second.run_requests[0].run_key != first.run_requests[0].run_key
 
 
-def test_sensor_with_no_index_requests_every_collection_in_one_run(write_tree, make_config):
+def test_sensor_with_no_index_requests_every_collection_in_one_run(write_tree, make_config, make_instance):
     cfg = make_config(write_tree(TREE))
-    with dg.instance_for_test() as instance:
+    with make_instance() as instance:
         result = evaluate(build_change_sensor(cfg), instance, None, cfg)
         [request] = result.run_requests
         assert request.job_name == "update_collection"
@@ -132,12 +132,12 @@ def test_sensor_with_no_index_requests_every_collection_in_one_run(write_tree, m
         assert sorted(instance.get_dynamic_partitions(COLLECTIONS_PARTITION)) == ["docs", "posts"]
 
 
-def test_several_changed_collections_are_one_run_that_indexes_each(write_tree, make_config):
+def test_several_changed_collections_are_one_run_that_indexes_each(write_tree, make_config, make_instance):
     tree = {**TREE, "learn/l.md": "# L\n\nlearning notes", "projects/p.md": "# P\n\na project"}
     content = write_tree(tree)
     cfg = make_config(content)
     sensor = build_change_sensor(cfg)
-    with dg.instance_for_test() as instance:
+    with make_instance() as instance:
         assert run_build(cfg, instance).success
         cursor = evaluate(sensor, instance, None, cfg).cursor
         touch(content / "docs" / "c.md", "# C\n\nzfs datasets and snapshots")
@@ -161,11 +161,11 @@ def test_several_changed_collections_are_one_run_that_indexes_each(write_tree, m
         assert materialised == set(covered)
 
 
-def test_nightly_schedule_requests_one_full_run_over_every_partition(write_tree, make_config):
+def test_nightly_schedule_requests_one_full_run_over_every_partition(write_tree, make_config, make_instance):
     cfg = make_config(write_tree(TREE))
     schedule = build_nightly_schedule(cfg)
     assert schedule.cron_schedule == "0 3 * * *" and schedule.execution_timezone == "UTC"
-    with dg.instance_for_test() as instance:
+    with make_instance() as instance:
         sync_partitions(instance, cfg)
         when = datetime.datetime(2026, 12, 1, 3, 0, tzinfo=datetime.timezone.utc)
         context = dg.build_schedule_context(instance=instance, scheduled_execution_time=when)
@@ -175,11 +175,11 @@ def test_nightly_schedule_requests_one_full_run_over_every_partition(write_tree,
     assert request.run_key == "nightly:2026-12-01T03:00:00+00:00"
 
 
-def test_sensor_run_requests_resolve_against_their_jobs(write_tree, make_config):
+def test_sensor_run_requests_resolve_against_their_jobs(write_tree, make_config, make_instance):
     """Dagster itself validates the requests (job names the sensor targets), as the daemon does."""
     content = write_tree(TREE)
     cfg = make_config(content)
-    with dg.instance_for_test() as instance:
+    with make_instance() as instance:
         assert run_build(cfg, instance).success
         shutil.rmtree(content / "docs")
         context = dg.build_sensor_context(instance=instance, cursor=None, definitions=build_definitions(cfg))
@@ -201,7 +201,7 @@ def vault_config(content, make_config, vaults=("notes:safe", "me:private")):
     return dataclasses.replace(make_config(content), vaults=entries)
 
 
-def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaults(write_tree, make_config):
+def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaults(write_tree, make_config, make_instance):
     from rag_assets.defs.partitions import (
         PRIVATE_VAULTS_PARTITION,
         SAFE_VAULTS_PARTITION,
@@ -235,7 +235,7 @@ def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaul
         partitions = {"update_safe_vaults": SAFE_VAULTS_PARTITION, "update_private_vaults": PRIVATE_VAULTS_PARTITION}
         return sorted((r.job_name, partitions_of(r, instance, partitions[r.job_name])) for r in data.run_requests)
 
-    with dg.instance_for_test() as instance:
+    with make_instance() as instance:
         # Before any build: each tier's partitions appear (the private vault `me` is not a
         # partition of the Safe tier) and both tiers are requested, one run each.
         data = tick(cfg, None)
