@@ -258,6 +258,25 @@ def test_moving_a_vault_to_private_removes_it_from_the_safe_store(tmp_path):
     assert set(store.summarise(cfg.private_store_path).per_collection) == {"homelab-notes", "personal"}
 
 
+def test_a_new_private_model_rebuilds_every_vault_even_when_one_is_asked_for(tmp_path):
+    """One store holds one model: building one vault with a new model must not drop the others."""
+    content = copy_content(tmp_path)
+    cfg = sample_config(tmp_path, content)
+    with dg.instance_for_test() as instance:
+        assert run_build(cfg, instance).success
+        before = store.summarise(cfg.private_store_path)
+        assert set(before.per_collection) == {"homelab-notes", "personal"} and before.dimension == 384
+        wider = dataclasses.replace(
+            cfg, private_embedding=dataclasses.replace(cfg.private_embedding, hashing_dimension=256)
+        )
+        outcome = run_build(wider, instance, collections=[], vaults=["personal"], publish=False)
+        assert outcome.success, outcome.error
+    after = store.summarise(cfg.private_store_path)
+    assert after.dimension == 256
+    assert after.per_collection == before.per_collection  # both vaults, re-embedded, none lost
+    assert store.orphan_counts(cfg.private_store_path) == {"chunks_without_document": 0, "fts_rows_without_chunk": 0}
+
+
 def test_incremental_vault_builds(tmp_path, capsys):
     content = copy_content(tmp_path)
     config = tmp_path / "rag.yaml"

@@ -9,7 +9,7 @@ a pickled record would put vault text in Dagster's storage. ``safe_store`` and
 """
 
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 import dagster as dg
 
@@ -28,6 +28,7 @@ from rag_assets.privacy.vaults import (
     refresh_tier_store,
     tally_counts,
     tier_card,
+    vaults_riding_along,
 )
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
@@ -62,8 +63,14 @@ def _vault_metadata(build: VaultBuild) -> dict:
     }
 
 
-def _each_vault(context: dg.AssetExecutionContext, build_one: Callable[[str], dict], lines: list[str]) -> None:
+def _each_vault(
+    context: dg.AssetExecutionContext, build_one: Callable[[str], dict], lines: list[str], riding: Sequence[str] = ()
+) -> None:
     """Build every vault of the run's range; per vault, its metadata on its own partition.
+
+    ``riding``: vaults outside the range rebuilt too because the tier's model changed
+    (:func:`vaults_riding_along`); their metadata stays in the log, as they are not
+    partitions of this run.
 
     A failed vault (a missing folder, a refused embedder) does not stop the others: its rows
     stay as they were. The step then fails naming it, so no vault of this run is recorded as
@@ -73,13 +80,17 @@ def _each_vault(context: dg.AssetExecutionContext, build_one: Callable[[str], di
     """
     failed: dict[str, str] = {}
     try:
-        for key in context.partition_keys:
+        if riding:
+            lines.append(f"the store's model changes: re-embedding its other vault(s) too ({', '.join(riding)})")
+        for key in [*context.partition_keys, *riding]:
             started = time.perf_counter()
             try:
                 metadata = build_one(key)
             except Exception as error:
                 context.log.error(f"[{key}] failed: {type(error).__name__}: {error}")
                 failed[key] = f"{type(error).__name__}: {error}"
+                continue
+            if key in riding:
                 continue
             context.add_asset_metadata({**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key)
     finally:
@@ -138,7 +149,8 @@ def safe_vault_chunks(
         }
 
     try:
-        _each_vault(context, one, lines)
+        safe_keys = [k for k in context.partition_keys if k in {v.name for v in cfg.tier_vaults("safe")}]
+        _each_vault(context, one, lines, vaults_riding_along(cfg, "safe", safe_keys, selection.embedder))
     finally:
         _close(selection.embedder)
 
@@ -170,7 +182,7 @@ def private_vault_chunks(
         return _vault_metadata(build)
 
     try:
-        _each_vault(context, one, lines)
+        _each_vault(context, one, lines, vaults_riding_along(cfg, "private", list(context.partition_keys), selection.embedder))
     finally:
         _close(selection.embedder)
 

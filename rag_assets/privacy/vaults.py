@@ -180,6 +180,23 @@ def build_vault_tier(
     )
 
 
+def vaults_riding_along(cfg: RagConfig, tier: str, requested: list[str], embedder: Embedder) -> list[str]:
+    """The tier's other built vaults that must be re-embedded with ``requested``.
+
+    One store holds one model. When this build's model is not the store's, syncing only the
+    requested vaults rewrites the store without the others, and their notes would be
+    unsearchable until their own rebuild. So every vault the store holds is rebuilt in the
+    same step, with the new model; with the model unchanged, none is.
+    """
+    summary = store.summarise(cfg.store_path(tier))
+    if summary is None or summary.model is None:
+        return []
+    if (summary.model, summary.dimension) == (embedder.model, embedder.dimension):
+        return []
+    held = store.read_sources(cfg.store_path(tier))
+    return [v.name for v in cfg.tier_vaults(tier) if v.name not in requested and v.name in held]
+
+
 @dataclass
 class TierCard:
     """One tier's store at a glance: the UI's metadata, ``rag status`` and the checks."""
