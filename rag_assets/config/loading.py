@@ -39,6 +39,7 @@ from rag_assets.config.settings import (
     chunking_params,
     default_question_files,
     embedder_settings,
+    llm_settings,
     reranker_settings,
 )
 
@@ -412,6 +413,7 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         follow_symlinks=model.follow_symlinks,
         max_file_bytes=model.max_file_bytes,
         evaluation=evaluation,
+        llm=llm_settings(model.llm),
     )
 
 

@@ -243,6 +243,54 @@ class RerankerSection(_Section):
         return self
 
 
+LlmName = Literal["auto", "openai", "openrouter", "ollama", "none"]
+
+
+class LlmOpenAISection(_Section):
+    """``llm.openai:``: an OpenAI-compatible /v1/chat/completions API (OpenRouter by default)."""
+
+    base_url: Optional[Annotated[str, AfterValidator(http_url)]] = Field(
+        None, description="API base URL; default $RAG_OPENAI_BASE_URL, else https://openrouter.ai/api/v1."
+    )
+    model: str = Field("openai/gpt-4o-mini", min_length=1)
+    api_key_env: Annotated[str, AfterValidator(variable_name)] = Field(
+        "OPENROUTER_API_KEY", description="Name of the environment variable holding the key."
+    )
+
+
+class LlmOllamaSection(_Section):
+    """``llm.ollama:``: a chat model served by Ollama."""
+
+    host: Optional[str] = Field(None, description="Base URL; default $OLLAMA_HOST, else http://localhost:11434.")
+    model: str = Field("llama3.2", min_length=1)
+
+
+def _llm_shorthand(value: Any) -> Any:
+    """``llm: ollama`` is short for ``llm: {name: ollama}``."""
+    if isinstance(value, str):
+        return {"name": value}
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError("must be a chat provider name (auto, openai, ollama, none) or a mapping with name and its settings")
+    return value
+
+
+class LlmSection(_Section):
+    """``llm:``: the chat model that answers questions (`rag ask`, POST /ask)."""
+
+    name: LlmName = Field("auto", description="auto: openai when its key is set, else Ollama when it answers, else none.")
+    context_budget: int = Field(3000, ge=100, le=200_000, description="Tokens of sources given to the model.")
+    max_answer_tokens: int = Field(800, ge=16, le=32_000, description="Longest answer asked for, in tokens.")
+    temperature: float = Field(0.1, ge=0, le=2)
+    timeout: float = Field(60.0, gt=0, description="Seconds to connect, and between two streamed pieces.")
+    max_retries: int = Field(2, ge=0, le=10, description="Retries on 429 / 5xx / timeouts before the first token.")
+    retry_after_cap: float = Field(30.0, ge=0, description="Longest Retry-After honoured, in seconds.")
+    backoff: float = Field(0.5, ge=0, description="Longest wait before the first retry (doubles each retry).")
+    openai: LlmOpenAISection = Field(default_factory=LlmOpenAISection)
+    ollama: LlmOllamaSection = Field(default_factory=LlmOllamaSection)
+
+
 def _vault_name(value: str) -> str:
     reason = invalid_collection_reason(value)
     if reason:
@@ -335,6 +383,7 @@ class ConfigFile(_Section):
     follow_symlinks: bool = False
     max_file_bytes: int = Field(20_000_000, gt=0)
     evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
+    llm: Annotated[LlmSection, BeforeValidator(_llm_shorthand)] = Field(default_factory=LlmSection)
 
 
 _FILE_DEFAULTS = ConfigFile()

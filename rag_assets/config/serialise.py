@@ -17,6 +17,9 @@ from rag_assets.config.settings import (
     ChunkingParams,
     EmbedderSettings,
     EvaluationConfig,
+    LlmOllamaSettings,
+    LlmOpenAISettings,
+    LlmSettings,
     OllamaSettings,
     OpenAISettings,
     RagConfig,
@@ -54,6 +57,7 @@ def config_from_dict(data: Mapping[str, Any]) -> RagConfig:
         "reranker": lambda v: RerankerSettings(**v),
         "evaluation": lambda v: EvaluationConfig(tuple(Path(q) for q in v["questions"]), v["hit_at_5_floor"]),
         "config_path": path,
+        "llm": _llm_from_dict,
     }
     return RagConfig(**{k: converters.get(k, lambda v: v)(v) for k, v in data.items()})
 
@@ -63,6 +67,14 @@ def _embedding_from_dict(data: Mapping[str, Any]) -> EmbedderSettings:
         **{k: v for k, v in data.items() if k not in ("openai", "ollama")},
         openai=OpenAISettings(**data["openai"]),
         ollama=OllamaSettings(**data["ollama"]),
+    )
+
+
+def _llm_from_dict(data: Mapping[str, Any]) -> LlmSettings:
+    return LlmSettings(
+        **{k: v for k, v in data.items() if k not in ("openai", "ollama")},
+        openai=LlmOpenAISettings(**data["openai"]),
+        ollama=LlmOllamaSettings(**data["ollama"]),
     )
 
 
@@ -103,6 +115,7 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
         "vector_decimals": cfg.vector_decimals,
         "automation": asdict(cfg.automation),
         "reranker": _reranker_shown(cfg.reranker, env),
+        "llm": _llm_shown(cfg.llm, env),
         "follow_symlinks": cfg.follow_symlinks,
         "max_file_bytes": cfg.max_file_bytes,
         "evaluation": {
@@ -111,6 +124,14 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
         },
     }
     return mask_secrets(data)
+
+
+def _llm_shown(settings: LlmSettings, env: Mapping[str, str]) -> dict[str, Any]:
+    """The llm section, its API key variable shown with whether it is set."""
+    data = asdict(settings)
+    key_env = settings.openai.api_key_env
+    data["openai"]["api_key_env"] = f"{key_env} ({'set' if env.get(key_env) else 'not set'})"
+    return data
 
 
 def _reranker_shown(settings: RerankerSettings, env: Mapping[str, str]) -> dict[str, Any]:

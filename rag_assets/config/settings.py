@@ -19,6 +19,7 @@ from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
     ChunkingSection,
     EmbedderSection,
+    LlmSection,
     RerankerSection,
 )
 
@@ -109,6 +110,44 @@ class RerankerSettings:
 
 def reranker_settings(section: RerankerSection) -> RerankerSettings:
     return RerankerSettings(**section.model_dump())
+
+
+@dataclass(frozen=True)
+class LlmOpenAISettings:
+    base_url: str | None = None  # None: $RAG_OPENAI_BASE_URL, else OpenRouter
+    model: str = "openai/gpt-4o-mini"
+    api_key_env: str = "OPENROUTER_API_KEY"
+
+
+@dataclass(frozen=True)
+class LlmOllamaSettings:
+    host: str | None = None  # None: $OLLAMA_HOST, else http://localhost:11434
+    model: str = "llama3.2"
+
+
+@dataclass(frozen=True)
+class LlmSettings:
+    """The chat model that answers (``llm:`` in rag.yaml; defaults: :class:`LlmSection`)."""
+
+    name: str = "auto"  # auto, openai (alias openrouter), ollama, none
+    context_budget: int = 3000
+    max_answer_tokens: int = 800
+    temperature: float = 0.1
+    timeout: float = 60.0
+    max_retries: int = 2
+    retry_after_cap: float = 30.0
+    backoff: float = 0.5
+    openai: LlmOpenAISettings = field(default_factory=LlmOpenAISettings)
+    ollama: LlmOllamaSettings = field(default_factory=LlmOllamaSettings)
+
+
+def llm_settings(section: LlmSection) -> LlmSettings:
+    data = section.model_dump()
+    return LlmSettings(
+        **{k: v for k, v in data.items() if k not in ("openai", "ollama")},
+        openai=LlmOpenAISettings(**data["openai"]),
+        ollama=LlmOllamaSettings(**data["ollama"]),
+    )
 
 
 # --- The configuration the pipeline uses ------------------------------------------------
@@ -209,6 +248,8 @@ class RagConfig:
     # A larger file is skipped and reported: one huge file must not exhaust a build.
     max_file_bytes: int = _FILE_DEFAULTS.max_file_bytes
     evaluation: EvaluationConfig = EvaluationConfig()
+    # The chat model of `rag ask` and POST /ask; the Private tier answers only with a local one.
+    llm: LlmSettings = field(default_factory=LlmSettings)
 
     @property
     def embedder(self) -> str:

@@ -169,17 +169,17 @@ class HttpBatchSender:
                 status = response.status_code
                 if status in (401, 403):
                     raise EmbeddingAuthError(
-                        f"{self.provider} refused the request with HTTP {status} ({_error_text(response)}); "
+                        f"{self.provider} refused the request with HTTP {status} ({error_text(response)}); "
                         "check the API key (for OpenRouter: the OPENROUTER_API_KEY variable)"
                     )
                 if status == 429:
                     last_problem = "rate limited (HTTP 429)"
                     wait = retry_after_seconds(response.headers.get("retry-after"), self.policy.retry_after_cap)
                 elif status >= 500:
-                    last_problem = f"HTTP {status} ({_error_text(response)})"
+                    last_problem = f"HTTP {status} ({error_text(response)})"
                 elif status >= 400:
                     raise EmbeddingBatchError(
-                        f"{self.provider} batch {batch}: HTTP {status} ({_error_text(response)})"
+                        f"{self.provider} batch {batch}: HTTP {status} ({error_text(response)})"
                     )
                 else:
                     try:
@@ -197,7 +197,12 @@ class HttpBatchSender:
         )
 
     def _backoff(self, attempt: int) -> float:
-        return min(self.policy.max_backoff, self.rng.uniform(0, self.policy.base_backoff * 2**attempt))
+        return backoff_seconds(self.policy, attempt, self.rng)
+
+
+def backoff_seconds(policy: RetryPolicy, attempt: int, rng: random.Random) -> float:
+    """Exponential backoff with full jitter before retry ``attempt + 1`` (see the module docstring)."""
+    return min(policy.max_backoff, rng.uniform(0, policy.base_backoff * 2**attempt))
 
 
 def decode_json(body: bytes) -> Any:
@@ -209,7 +214,8 @@ def decode_json(body: bytes) -> Any:
         return json.loads(body)
 
 
-def _error_text(response: httpx.Response) -> str:
+def error_text(response: httpx.Response) -> str:
+    """The provider's error message from a failed answer (JSON ``error.message`` or the body), cut short."""
     try:
         body = response.json()
     except ValueError:
