@@ -137,3 +137,13 @@ def _check_local(what: str, url: str, egress: PrivateEgress) -> None:
             "host listed in private_tier.allowed_hosts; the Private tier answers only with a model on this machine "
             "(Ollama, or an OpenAI-compatible server on 127.0.0.1)"
         )
+
+
+def chat_for_tier(settings: LlmSettings, tier: str, *, private_hosts: Iterable[str] = (),
+                  environ: Mapping[str, str] | None = None) -> ChatSelection:
+    """:func:`select_chat`, with a provider that cannot be set up (ChatUnavailable) as no model and
+    its reason; PrivacyError (a non-local model for the Private tier) still raises."""
+    try:
+        return select_chat(settings, tier, private_hosts=private_hosts, environ=environ)
+    except ChatUnavailable as exc:
+        return ChatSelection(None, str(exc))

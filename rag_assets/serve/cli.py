@@ -18,6 +18,7 @@ from rag_assets.config import (
     load_config,
 )
 from rag_assets.embed import UnknownEmbedderError
+from rag_assets.serve.cli_ask import add_ask_parser
 from rag_assets.serve.cli_build import cmd_build, cmd_check, cmd_config
 from rag_assets.serve.cli_query import (
     cmd_audit,
@@ -223,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_search_options(context)
     context.add_argument("--budget", type=int, default=1500, help="token budget (default: 1500)")
     context.set_defaults(handler=cmd_context)
+
+    add_ask_parser(commands, common)
 
     log = commands.add_parser(
         "log",

@@ -184,9 +184,13 @@ def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
     if not path.is_file():
         print(f"rag: no {args.tier} store at {path}; run `rag build` first", file=sys.stderr)
         return EXIT_USAGE
+    from rag_assets.answer.answer_log import read_answers
+
     recent, weakest, total = read_log(path, args.n)
+    answers, answered = read_answers(path, args.n)
     if args.json:
-        print(json.dumps({"total": total, "recent": recent, "weakest": weakest}, indent=2, ensure_ascii=False))
+        print(json.dumps({"total": total, "recent": recent, "weakest": weakest,
+                          "answers": {"total": answered, "recent": [a.to_json() for a in answers]}}, indent=2, ensure_ascii=False))
         return EXIT_OK
     print(f"{total} searches logged in {path}")
     for title, rows in (("Recent", recent), ("Weakest (lowest best relevance: what the content answers worst)", weakest)):
@@ -194,6 +198,11 @@ def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
         for row in rows:
             relevance = "  -- " if row["topRelevance"] is None else f"{row['topRelevance']:.2f}"
             print(f"  {row['at']}  {relevance}  {row['latencyMs']:7.1f} ms  {row['hits']:>3} hits  {row['query']}")
+    print(f"{answered} answers logged (rag ask, POST /ask)")
+    for a in answers:
+        outcome = "abstained" if a.abstained else ("failed: " + a.error[:60] if a.error else "; ".join(a.citation_problems) or "cited")
+        session = f" [{a.session}]" if a.session else ""
+        print(f"  {a.at}  {a.latency_ms:8.1f} ms  {a.model or '-'}  {outcome}{session}  {a.question}")
     return EXIT_OK
 
 

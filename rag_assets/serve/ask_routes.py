@@ -1,0 +1,188 @@
+"""``POST /ask``: a question answered from a tier's sources, as JSON or as server-sent events.
+
+Request body (JSON; any other key is a 400)::
+
+    {"question": "...", "tier": "public" | "safe" | "private", "session"?: "name",
+     "collections"?: ["a", "b"] or "a,b", "stream"?: true}
+
+``question`` is required, at most ``MAX_QUESTION_CHARS`` characters; ``tier`` defaults to
+public; ``session`` continues a conversation (1-64 letters, digits, ``.``, ``_``, ``-``).
+
+JSON (the default) answers what ``rag ask --json`` prints::
+
+    {"answer", "citations": [{"n", "id", "collection", "slug", "title", "headingPath"}], "model",
+     "usage", "abstained", "citationCheck": {"unknown": [n, ...], "uncited": bool}, "retrieval": {...}}
+
+Server-sent events when the ``Accept`` header contains ``text/event-stream`` or the body says
+``"stream": true``, in this order:
+
+- ``sources``: ``{"question", "query", "tier", "abstained", "message"?, "sources": [{"n", "id",
+  "collection", "slug", "title", "headingPath", "anchor", "url", "relevance", "text"}]}``
+- ``token`` (one per streamed piece): ``{"text"}``
+- ``done``: ``{"answer", "citations", "model", "usage", "abstained", "citationCheck", "latencyMs"}``
+- or, instead of ``done``, ``error``: ``{"error", "status"}`` (502: the chat model failed;
+  503: no chat model is available; the sources were sent already).
+
+Statuses: 400 bad input (empty or over-long question, unknown tier or key, malformed JSON),
+403 the Private tier off loopback (as for /search) or a non-local chat model for it, 413 a
+body over ``MAX_BODY_BYTES``; in JSON mode 502/503 as above with ``retrieval`` (the sources)
+in the body. An abstained answer (nothing relevant enough) is a 200 with ``abstained: true``
+and no model call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any, Iterator
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from rag_assets.answer.ask import AskRequest, Event, Prepared, collect, generate, prepare
+from rag_assets.answer.selection import ChatSelection, chat_for_tier
+from rag_assets.answer.sessions import check_session_name
+from rag_assets.config import RagConfig
+from rag_assets.embed.errors import EmbeddingError
+from rag_assets.privacy.egress import PrivacyError
+from rag_assets.search.params import SearchError
+from rag_assets.search.rerank.stage import search_reranked
+from rag_assets.serve.http_params import MAX_QUERY_CHARS
+from rag_assets.serve.tiers import BadRequest, Refused, Tiers
+
+log = logging.getLogger("rag_assets.serve.ask_routes")
+
+MAX_QUESTION_CHARS = MAX_QUERY_CHARS
+MAX_BODY_BYTES = 64 * 1024
+ASK_KEYS = ("question", "tier", "session", "collections", "stream")
+
+
+def ask_routes(cfg: RagConfig, tiers: Tiers) -> list[Route]:
+    """The routes this module serves, for ``create_app``'s route list."""
+    models = ChatModels(cfg)
+
+    def prepare_answer(request: AskRequest) -> Prepared:
+        tiers.check_tier(request.tier)
+        selection = models.get(request.tier)
+        index = tiers.index(request.tier)
+        stage = tiers.rerank_stage(request.tier, None)
+
+        def search(query, params):
+            return search_reranked(index, query, tiers.embedder(request.tier, index), params, stage)
+
+        return prepare(request, search, selection, cfg.store_path(request.tier), cfg.llm)
+
+    async def ask(request: Request) -> Response:
+        try:
+            body = await read_body(request)
+            ask_request, streamed = parse_ask(body, request.headers.get("accept", ""))
+            prepared = await run_in_threadpool(prepare_answer, ask_request)
+        except (BadRequest, SearchError) as exc:
+            return _error(400, str(exc))
+        except (Refused, PrivacyError) as exc:
+            return _error(403, str(exc))
+        except TooLarge as exc:
+            return _error(413, str(exc))
+        except EmbeddingError as exc:
+            return _error(503, f"cannot embed the question: {exc}")
+        if streamed:
+            return StreamingResponse(
+                sse(generate(prepared)), media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        collected = await run_in_threadpool(lambda: collect(prepared, generate(prepared, streamed=False)))
+        return JSONResponse(collected.body, status_code=collected.status)
+
+    return [Route("/ask", ask, methods=["POST"])]
+
+
+class TooLarge(ValueError):
+    """A request body over MAX_BODY_BYTES (HTTP 413)."""
+
+
+class ChatModels:
+    """One chat model per tier, chosen on first use and kept (its connections reused); a tier
+    without one is chosen again on the next request, so starting Ollama later is noticed."""
+
+    def __init__(self, cfg: RagConfig) -> None:
+        self.cfg = cfg
+        self._chosen: dict[str, ChatSelection] = {}
+        self._lock = threading.Lock()
+
+    def get(self, tier: str) -> ChatSelection:
+        chosen = self._chosen.get(tier)
+        if chosen is not None:
+            return chosen
+        with self._lock:
+            chosen = self._chosen.get(tier)
+            if chosen is None:
+                chosen = chat_for_tier(self.cfg.llm, tier, private_hosts=self.cfg.private_hosts)
+                if chosen.provider is not None:
+                    self._chosen[tier] = chosen
+            return chosen
+
+
+async def read_body(request: Request) -> Any:
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes")
+    try:
+        return json.loads(raw or b"null")
+    except ValueError:
+        raise BadRequest('the body must be JSON, e.g. {"question": "how do I ...?", "tier": "public"}') from None
+
+
+def parse_ask(body: Any, accept: str) -> tuple[AskRequest, bool]:
+    """The request and whether to stream; BadRequest saying what is wrong."""
+    if not isinstance(body, dict):
+        raise BadRequest('the body must be a JSON object, e.g. {"question": "how do I ...?", "tier": "public"}')
+    unknown = sorted(set(body) - set(ASK_KEYS))
+    if unknown:
+        raise BadRequest(f"unknown key(s) {', '.join(map(repr, unknown))}; the keys are {', '.join(ASK_KEYS)}")
+    question = body.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise BadRequest("question must be a non-empty string")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise BadRequest(f"question is {len(question)} characters; the most is {MAX_QUESTION_CHARS}")
+    tier = body.get("tier", "public")
+    if not isinstance(tier, str):
+        raise BadRequest("tier must be one of public, safe, private")
+    session = body.get("session")
+    if session is not None:
+        if not isinstance(session, str):
+            raise BadRequest("session must be a string")
+        try:
+            check_session_name(session)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise BadRequest("stream must be true or false")
+    request = AskRequest(question=question.strip(), tier=tier, session=session, collections=_collections(body.get("collections")))
+    return request, stream or "text/event-stream" in accept
+
+
+def _collections(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadRequest('collections must be a list of names or a comma-separated string, e.g. ["docs", "posts"]')
+    return tuple(v.strip() for v in value if v.strip())
+
+
+def sse(events: Iterator[Event]) -> Iterator[bytes]:
+    """Events as ``text/event-stream`` frames (one JSON line of data each)."""
+    for event in events:
+        data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
+        yield f"event: {event.kind}\ndata: {data}\n\n".encode()
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
