@@ -32,7 +32,8 @@ from collections import deque
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from .embedding_server import EmbeddingServer, _Action, _Handler, _parse_action
+from .embedding_server import EmbeddingServer, _Handler, _parse_action
+from .rerank_server import _chat_problem
 
 OPENAI_CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
 OLLAMA_CHAT_PATH = "/api/chat"
@@ -181,17 +182,3 @@ def _whole(body: dict, answer: str, prompt: str, ollama: bool) -> dict:
         "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion},
     }
-
-
-def _chat_problem(body: Any) -> str | None:
-    if not isinstance(body, dict):
-        return "request body must be a JSON object"
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        return "'model' is required"
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "'messages' must be a non-empty list"
-    for m in messages:
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") or not isinstance(m.get("content"), str):
-            return "each message needs a role (system, user, assistant) and text content"
-    return None

@@ -237,3 +237,26 @@ def test_follow_ups_are_rewritten_by_the_model_or_deterministically(chat):
     assert rewrite.query == "and how often? restic offsite backups work" and rewrite.how.startswith("fallback")
     assert standalone_query("first?", [], None).how == "first question"
     assert clean_rewrite("<think>hmm</think>\nsearch query: zfs snapshots\nmore") == "zfs snapshots"
+
+
+# --- llm: in rag.yaml ----------------------------------------------------------------------------
+
+
+def test_the_llm_section_is_validated_and_its_defaults_agree(tmp_path):
+    from rag_assets.config import ConfigError, load_config
+    from rag_assets.config.schema import LlmSection
+    from rag_assets.config.settings import llm_settings
+
+    assert llm_settings(LlmSection()) == LlmSettings()
+    config = tmp_path / "rag.yaml"
+    config.write_text("identity_map: null\nllm: ollama\n")
+    assert load_config(config, environ={}).llm == LlmSettings(name="ollama")
+    config.write_text("identity_map: null\nllm: {name: openai, context_budget: 900, openai: {base_url: 'http://127.0.0.1:8080/v1', model: qwen}}\n")
+    llm = load_config(config, environ={}).llm
+    assert (llm.context_budget, llm.openai.base_url, llm.openai.model) == (900, "http://127.0.0.1:8080/v1", "qwen")
+    for bad, message in [("llm: {name: gpt}", "llm.name"), ("llm: {context_budget: 5}", "context_budget"),
+                         ("llm: {openai: {api_key_env: sk-abc123}}", "NAME of an environment variable"),
+                         ("llm: {openai: {base_url: ftp://x}}", "http"), ("llm: {modle: x}", "modle")]:
+        config.write_text(f"identity_map: null\n{bad}\n")
+        with pytest.raises(ConfigError, match=message):
+            load_config(config, environ={})

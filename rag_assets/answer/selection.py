@@ -26,8 +26,9 @@ from rag_assets.answer.providers.openai_chat import OpenAIChat
 from rag_assets.config.masking import mask_url
 from rag_assets.config.providers import OPENROUTER_BASE_URL, canonical_name, is_loopback_host, ollama_host, url_host
 from rag_assets.config.settings import LlmSettings
-from rag_assets.embed.http import RetryPolicy
 from rag_assets.embed.ollama import ollama_health
+# The embedders' rules, read from the llm settings' fields of the same names.
+from rag_assets.embed.selection import retry_policy
 from rag_assets.privacy.egress import PrivacyError, PrivateEgress
 
 CHAT_PROVIDERS = ("auto", "openai", "ollama", "none")
@@ -43,15 +44,6 @@ class ChatSelection:
     @property
     def name(self) -> str:
         return "none" if self.provider is None else f"{self.provider.provider}:{self.provider.model}"
-
-
-def retry_policy(settings: LlmSettings) -> RetryPolicy:
-    return RetryPolicy(
-        max_retries=settings.max_retries,
-        base_backoff=settings.backoff,
-        timeout=settings.timeout,
-        retry_after_cap=settings.retry_after_cap,
-    )
 
 
 def openai_base_url(settings: LlmSettings, env: Mapping[str, str]) -> str:

@@ -18,6 +18,7 @@ from rag_assets.answer.providers.base import ChatError, ChatUsage, Message
 from rag_assets.answer.providers.http import ChatHttp, provider_label
 from rag_assets.embed.http import MalformedResponse, RetryPolicy, decode_json
 from rag_assets.privacy.egress import PrivateEgress
+from rag_assets.search.rerank.chat import answer_text
 
 
 class OpenAIChat:
@@ -74,7 +75,7 @@ def read_answer(response: httpx.Response, usage: ChatUsage) -> Iterator[str]:
     if "text/event-stream" not in response.headers.get("content-type", ""):
         body = decode_json(response.read())
         _read_usage(body, usage)
-        yield whole_answer(body)
+        yield answer_text(body)
         return
     for line in response.iter_lines():
         if not line.startswith("data:"):
@@ -94,16 +95,6 @@ def read_answer(response: httpx.Response, usage: ChatUsage) -> Iterator[str]:
         if piece:
             yield piece
     raise MalformedResponse("the event stream ended without data: [DONE]")
-
-
-def whole_answer(body: Any) -> str:
-    try:
-        content = body["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError):
-        raise MalformedResponse("no choices[0].message.content in the response") from None
-    if not isinstance(content, str):
-        raise MalformedResponse("the message content is not text")
-    return content
 
 
 def _delta(chunk: Any) -> str:
