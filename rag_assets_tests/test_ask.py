@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_assets.config.settings import LlmOllamaSettings, LlmSettings
+from rag_assets.config.settings import LlmOllamaSettings, LlmOpenAISettings, LlmSettings
 from rag_assets.defs.runner import run_build
 from rag_assets.serve.ask_routes import MAX_QUESTION_CHARS
 from rag_assets.serve.cli import main as rag
@@ -313,3 +313,16 @@ def test_post_ask_refuses_the_private_tier_off_loopback(built, chat):
         r = api.post("/ask", json={"question": "wifi password", "tier": "private"})
         assert r.status_code == 403 and "allow_private_remote" in r.json()["error"]
     assert chat.requests == []
+
+
+def test_post_ask_refuses_a_remote_model_for_the_private_tier_before_sending_anything(built, chat, monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-test")
+    cfg = dataclasses.replace(built, llm=LlmSettings(name="openai", openai=LlmOpenAISettings(base_url="https://203.0.113.7/v1")))
+    with RecordingServer(forward=True) as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        with ServerThread(create_app(cfg, preload=False)) as api:
+            r = api.post("/ask", json={"question": "wifi password of the home router", "tier": "private"})
+            assert r.status_code == 403 and "refusing to answer from private notes" in r.json()["error"]
+            with api.client.stream("POST", "/ask", json={"question": "wifi password", "tier": "private", "stream": True}) as streamed:
+                assert streamed.status_code == 403
+        assert len(proxy.received) == 0

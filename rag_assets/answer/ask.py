@@ -116,7 +116,7 @@ def prepare(request: AskRequest, search: Search, selection: ChatSelection, store
         nearest = search(rewrite.query, replace(params, k=NEAREST_PAGES, view="pages", min_score=0.0)).hits
         return Prepared(
             result=result, sources=sources_from_hits(nearest, page_urls(store_path, [h.document_id for h in nearest])),
-            abstained=True, message=f"{ABSTAIN_ANSWER} {result.nothing_passed()}",
+            abstained=True, message=abstain_message(result),
             retrieval_ms=(time.perf_counter() - retrieval_started) * 1000, **common,
         )
     packed = pack_context(result.hits, settings.context_budget)
@@ -126,6 +126,13 @@ def prepare(request: AskRequest, search: Search, selection: ChatSelection, store
         result=result, sources=sources_from_context(packed, result.hits, urls), abstained=False,
         context_tokens=packed.tokens, message=message, retrieval_ms=(time.perf_counter() - retrieval_started) * 1000,
         **common,
+    )
+
+
+def abstain_message(result: SearchResult) -> str:
+    return (
+        f"{ABSTAIN_ANSWER} No section reaches the relevance threshold ({result.params.min_score:g}); the closest "
+        f"scored {result.best_relevance:.2f}. The nearest pages are listed; no model was asked."
     )
 
 
