@@ -1,6 +1,6 @@
 """The HTTP API behind ``rag serve``: search, packed context and status as JSON.
 
-Routes (all ``GET``, all answer JSON)::
+Routes (all ``GET``; all but ``/`` answer JSON)::
 
     /search?q=...&tier=public&k=10&collections=a,b&filter=key=value&tag=x&prefix=...
             &mode=hybrid|vector|bm25|chunks&fusion=zscore|rrf|convex&vector_weight=&bm25_weight=
@@ -16,8 +16,10 @@ Routes (all ``GET``, all answer JSON)::
     /context?q=...&budget=1500 (+ every /search parameter; k defaults to 20)
         -> the packed context: text with citation tags, citations, token count (empty, with a
            ``message``, when no hit reaches ``min_score``)
-    /status  -> the ``rag status --json`` report (every tier: exists, chunks, model, built, freshness)
+    /status  -> the ``rag status --json`` report (every tier: exists, chunks, model, built, freshness),
+                with ``server.privateTierServed`` and ``embeddingService`` (provider, model, reachable)
     /health  -> {"status": "ok"}
+    /        -> the page for people: search, chat and status in a browser (:mod:`.web_routes`)
 
 A parameter the API cannot use (a non-integer ``k``, an unknown tier or mode, an empty
 query, a malformed filter, a tier whose store is not built yet, ...) gets a 400 with
@@ -73,8 +75,9 @@ from rag_assets.serve.http_params import (
     parse_query,
     parse_search_params,
 )
-from rag_assets.serve.status import status_report
+from rag_assets.serve.status import embedding_service_summary, status_report
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
+from rag_assets.serve.web_routes import web_routes
 
 log = logging.getLogger("rag_assets.serve.http")
 
@@ -176,6 +179,7 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
             for tier, entry in report.get("tiers", {}).items():
                 entry.setdefault("served", True)
             report["server"] = {"privateTierServed": serve_private, "loaded": tiers.loaded_summary()}
+            report["embeddingService"] = embedding_service_summary(cfg)
             return report
 
         return await guarded(work)
@@ -184,7 +188,7 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
         return JSONResponse({"status": "ok"})
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        hint = " (routes: /search, /context, /status, /health)" if exc.status_code == 404 else ""
+        hint = " (routes: /, /search, /context, /status, /health)" if exc.status_code == 404 else ""
         return error(exc.status_code, f"{exc.detail}{hint}")
 
     async def server_error(request: Request, exc: Exception) -> JSONResponse:
@@ -207,6 +211,7 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
             Route("/status", status, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             *ask_routes(cfg, tiers),  # POST /ask (rag_assets.serve.ask_routes)
+            *web_routes(),  # the page for people at / (rag_assets/serve/web/)
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,

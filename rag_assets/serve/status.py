@@ -11,6 +11,7 @@ from typing import Any
 from rag_assets.config import (
     RagConfig,
 )
+from rag_assets.config.masking import mask_url
 from rag_assets.embed.selection import service_status
 from rag_assets.index import generations, index_json, store
 from rag_assets.index.freshness import age_label
@@ -63,6 +64,22 @@ def status_report(cfg: RagConfig) -> dict[str, Any]:
         }
     report["tiers"] = tiers_report(cfg, damaged)
     return report
+
+
+def embedding_service_summary(cfg: RagConfig) -> dict[str, Any]:
+    """Which embedding provider runs and whether it answers, for ``/status`` (the page's header).
+
+    A summary, with URLs masked: the full probe (``rag status --json``) names hosts and paths
+    a server bound to a network address has no reason to hand out.
+    """
+    service = service_status(cfg.embedding)
+    return {
+        "configured": service.configured,
+        "selected": service.selected,
+        "model": service.model,
+        "reachable": service.selected_reachable,
+        "reason": mask_url(service.reason),
+    }
 
 
 def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:

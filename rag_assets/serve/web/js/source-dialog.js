@@ -1,0 +1,46 @@
+// The cited (or searched) section in a modal dialog: its title, heading path, text and, when
+// the source has one, a link to the page. <dialog> gives focus trapping and Escape to close.
+import { append, formatRelevance, headingPathText, safeUrl } from "./dom.js";
+import { highlighted } from "./highlight.js";
+
+const dialog = () => document.getElementById("source-dialog");
+
+/**
+ * Show a section. `source`: {n?, title, headingPath, text, collection, slug, relevance?, url?};
+ * `pattern` (optional) marks the query's words in the text.
+ */
+export function openSource(source, pattern = null) {
+  const el = dialog();
+  const opener = document.activeElement;
+  const meta = [source.n ? `Source [${source.n}]` : null, source.collection && `${source.collection}/${source.slug || ""}`,
+    typeof source.relevance === "number" ? `relevance ${formatRelevance(source.relevance)}` : null];
+  el.querySelector("#source-meta").textContent = meta.filter(Boolean).join(" · ");
+  el.querySelector("#source-title").textContent = source.title || source.slug || "Untitled";
+  const path = headingPathText(source.headingPath);
+  const pathEl = el.querySelector("#source-path");
+  pathEl.textContent = path;
+  pathEl.hidden = !path;
+  const textEl = el.querySelector("#source-text");
+  textEl.replaceChildren();
+  append(textEl, ...highlighted(source.text || "(this source carries no text)", pattern));
+  const link = el.querySelector("#source-link");
+  const href = safeUrl(source.url);
+  link.hidden = !href;
+  if (href) link.href = href;
+  else link.removeAttribute("href");
+  el.addEventListener("close", () => opener?.focus?.(), { once: true });
+  el.showModal();
+  textEl.scrollTop = 0;
+  el.querySelector(".close").focus();
+}
+
+/** Close on a click on the backdrop (outside the dialog's box), as people expect. */
+export function closeOnBackdropClick() {
+  const el = dialog();
+  el.addEventListener("click", (event) => {
+    if (event.target !== el) return;
+    const box = el.getBoundingClientRect();
+    const inside = event.clientX >= box.left && event.clientX <= box.right && event.clientY >= box.top && event.clientY <= box.bottom;
+    if (!inside) el.close();
+  });
+}

@@ -1,0 +1,146 @@
+// The header: the tier switch and, for the chosen tier, the index model, build time and
+// freshness, with the embedding and chat services' state. All from GET /status, refreshed
+// every minute; searches and answers correct the services' state as they learn it.
+import { getJSON } from "./api.js";
+import { h } from "./dom.js";
+
+const REFRESH_MS = 60_000;
+const TIER_NAMES = { public: "Public", safe: "Safe", private: "Private" };
+
+function relativeAge(seconds) {
+  if (typeof seconds !== "number") return "";
+  const steps = [[86400, "day"], [3600, "hour"], [60, "minute"]];
+  for (const [size, unit] of steps) {
+    const n = Math.floor(seconds / size);
+    if (n >= 1) return `${n} ${unit}${n === 1 ? "" : "s"} ago`;
+  }
+  return "just now";
+}
+
+function serviceState(el, ok, label, detail = "") {
+  el.replaceChildren(
+    h("span", { class: `dot ${ok === true ? "ok" : ok === false ? "down" : "unknown"}`, "aria-hidden": "true" }),
+    label,
+  );
+  el.title = detail || "";
+}
+
+export class StatusHeader {
+  /** `onTierChange(tier)` runs when a person picks another tier. */
+  constructor({ onTierChange }) {
+    this.onTierChange = onTierChange;
+    this.report = null;
+    this.switch = document.getElementById("tier-switch");
+    this.chatKnown = false;
+  }
+
+  get tier() {
+    return this.switch.querySelector("input[name=tier]:checked")?.value || "public";
+  }
+
+  attach() {
+    const wanted = new URLSearchParams(location.search).get("tier");
+    if (wanted) this.select(wanted);
+    this.switch.addEventListener("change", () => {
+      this.remember();
+      this.renderTier();
+      this.onTierChange(this.tier);
+    });
+    setInterval(() => this.refresh(), REFRESH_MS);
+    return this.refresh();
+  }
+
+  select(tier) {
+    const radio = this.switch.querySelector(`input[value="${CSS.escape(tier)}"]`);
+    if (radio && !radio.disabled) radio.checked = true;
+  }
+
+  /** The tier in the address, so a reload or a bookmark keeps it. */
+  remember() {
+    const url = new URL(location.href);
+    if (this.tier === "public") url.searchParams.delete("tier");
+    else url.searchParams.set("tier", this.tier);
+    history.replaceState(null, "", url);
+  }
+
+  async refresh() {
+    try {
+      this.report = await getJSON("status");
+    } catch (error) {
+      document.getElementById("status-model").textContent = `status unavailable: ${error.message}`;
+      return;
+    }
+    this.renderSwitch();
+    this.renderTier();
+    this.renderServices();
+  }
+
+  /** Private is offered only when this server serves it (bound to loopback); unbuilt tiers are disabled. */
+  renderSwitch() {
+    const tiers = this.report.tiers || {};
+    const before = this.tier;
+    for (const radio of this.switch.querySelectorAll("input[name=tier]")) {
+      const entry = tiers[radio.value] || {};
+      const label = radio.closest("label");
+      const served = radio.value !== "private" || this.report.server?.privateTierServed === true;
+      if (!served) {
+        label.remove();
+        continue;
+      }
+      label.hidden = false;
+      radio.disabled = entry.exists === false;
+      label.title = radio.disabled ? `the ${TIER_NAMES[radio.value]} tier has no store yet: run rag build` : "";
+      label.classList.toggle("unbuilt", radio.disabled);
+    }
+    if (!this.switch.querySelector("input[name=tier]:checked:not(:disabled)")) this.select("public");
+    if (this.tier !== before) this.onTierChange(this.tier);
+  }
+
+  renderTier() {
+    if (!this.report) return;
+    const entry = this.report.tiers?.[this.tier] || {};
+    const model = document.getElementById("status-model");
+    const built = document.getElementById("status-built");
+    const badge = document.getElementById("status-freshness");
+    if (entry.exists === false) {
+      model.textContent = `${TIER_NAMES[this.tier]} tier not built yet`;
+      built.textContent = "never";
+      built.removeAttribute("datetime");
+      badge.textContent = "";
+      badge.className = "badge";
+      return;
+    }
+    model.textContent = entry.model || this.report.model || "unknown";
+    const builtAt = entry.builtAt || this.report.builtAt;
+    built.textContent = builtAt ? relativeAge(entry.ageSeconds ?? this.report.ageSeconds) || builtAt : "unknown";
+    if (builtAt) built.setAttribute("datetime", builtAt);
+    built.title = builtAt ? `built ${builtAt}` : "";
+    const freshness = entry.damaged ? "Damaged" : entry.freshness || this.report.freshness || "";
+    badge.textContent = freshness;
+    badge.className = `badge ${freshness.toLowerCase()}`;
+  }
+
+  renderServices() {
+    const embedding = this.report.embeddingService;
+    if (embedding) this.setEmbedding(embedding.reachable, embedding.reason, `${embedding.selected}: ${embedding.model}`);
+    // The chat service's state comes from /status when the server reports it, else from answers.
+    const chat = this.report.chatService || this.report.chat;
+    if (chat) this.setChat(chat.reachable ?? chat.available, chat.reason || chat.error, [chat.selected || chat.provider, chat.model].filter(Boolean).join(": "));
+    else if (!this.chatKnown) serviceState(document.getElementById("status-chat"), null, "checked on the first question");
+  }
+
+  setEmbedding(ok, detail = "", label = null) {
+    const el = document.getElementById("status-embedding");
+    const name = label || el.dataset.name || "";
+    if (label) el.dataset.name = label;
+    serviceState(el, ok, `${name}${name ? " " : ""}${ok ? "(online)" : "(unreachable)"}`, detail);
+  }
+
+  setChat(ok, detail = "", label = "") {
+    this.chatKnown = true;
+    const el = document.getElementById("status-chat");
+    const name = label || el.dataset.name || "";
+    if (label) el.dataset.name = label;
+    serviceState(el, ok, `${name}${name ? " " : ""}${ok ? "(online)" : "(unavailable)"}`, detail);
+  }
+}
