@@ -41,7 +41,7 @@ export class AnswerView {
     this.sourceList.replaceChildren(...sources.map((s) => h("li", {},
       h("button", { type: "button", class: "source-button", onclick: () => openSource(s) },
         h("span", { class: "n" }, `[${s.n}]`), " ", s.title || s.slug,
-        headingPathText(s.headingPath) && h("span", { class: "heading-path" }, ` — ${headingPathText(s.headingPath)}`)),
+        headingPathText(s.headingPath, s.title) && h("span", { class: "heading-path" }, ` — ${headingPathText(s.headingPath, s.title)}`)),
       h("span", { class: "meta" }, ` ${s.collection} · relevance ${formatRelevance(s.relevance)}`))));
     this.sourceBlock.hidden = sources.length === 0;
   }

@@ -1,0 +1,412 @@
+"""The page at `rag serve`'s /, in a real browser: Debian's Chromium driven by Playwright, over
+a real server (uvicorn on loopback) and stores from a real build with all three tiers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import dagster as dg
+import httpx
+import pytest
+from filelock import FileLock  # a dagster dependency
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from rag_assets.config import load_config
+from rag_assets.defs.runner import run_build
+from rag_assets.serve.http import create_app
+
+from .browser import screenshot
+from .live_server import ServerThread
+
+FILLER = (
+    "This paragraph is ordinary prose about the homelab so that every document is long enough to be "
+    "chunked like a real page, with enough words to keep the chunker happy and the ranking honest. "
+)
+
+CONTENT = {
+    "content/docs/zigbee.md": f"""---
+title: Zigbee coordinator
+tags: [zigbee]
+---
+# Zigbee coordinator
+
+{FILLER * 6}
+
+## Flashing the coordinator firmware
+
+The Sonoff dongle needs the zigbee2mqtt coordinator firmware flashed with cc2538-bsl before pairing.
+Hold the boot button while plugging it in. A note may hold markup: <img src=x onerror="window.pwned=1">
+{FILLER * 6}
+""",
+    "content/docs/backups.md": f"""---
+title: Restic backups
+---
+# Restic backups
+
+{FILLER * 2}
+
+## Offsite repository
+
+Restic pushes encrypted snapshots to a Backblaze B2 bucket every night; prune keeps thirty daily copies.
+{FILLER * 2}
+""",
+    "content/posts/proxmox.md": f"""---
+title: Proxmox on a small box
+---
+# Proxmox on a small box
+
+## Network configuration
+
+Make the bridge vlan-aware so that guests can be tagged per VLAN.
+{FILLER * 3}
+""",
+    "vaults/lab/restore-vm.md": f"""# Restore a VM
+
+## From the nightly backup
+
+Restore the virtual machine from the nightly Proxmox backup with qmrestore, then start it.
+{FILLER * 3}
+""",
+    "vaults/me/garden.md": f"""# Garden diary
+
+## Tomatoes
+
+Planted the cherry tomatoes along the south fence; water them every second evening.
+{FILLER * 3}
+""",
+}
+
+RAG_YAML = """\
+content_dir: content
+output_dir: out
+vaults:
+  - {name: lab, path: vaults/lab, tier: safe}
+  - {name: me, path: vaults/me, tier: private}
+identity_map: identity_map.json
+"""
+
+
+def build_site(root: Path):
+    """Content, two vaults (Safe and Private) and a rag.yaml under ``root``, built for real."""
+    for rel, text in CONTENT.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    (root / "identity_map.json").write_text(json.dumps({"version": 1, "salt": "test", "rules": []}), encoding="utf-8")
+    (root / "rag.yaml").write_text(RAG_YAML, encoding="utf-8")
+    cfg = load_config(root / "rag.yaml", embedder="hashing", private_embedder="hashing", environ={})
+    with dg.instance_for_test() as instance:
+        outcome = run_build(cfg, instance)
+    assert outcome.success, outcome.error or outcome.failed_checks
+    return cfg
+
+
+# ------------------------------------------------------------------ the /ask stub (tests only)
+
+ANSWER_TOKENS = [
+    "Flash", " the", " coordinator", " firmware", " with", " cc2538-bsl", " [", "1", "]", ",", " and", " keep",
+    " thirty", " daily", " Restic", " copies", " [2]", ".",
+]
+STUB_SOURCES = [
+    {
+        "n": 1, "id": "docs/zigbee#1", "collection": "docs", "slug": "zigbee", "title": "Zigbee coordinator",
+        "headingPath": ["Zigbee coordinator", "Flashing the coordinator firmware"],
+        "anchor": "flashing-the-coordinator-firmware", "url": "https://example.org/docs/zigbee/#flashing-the-coordinator-firmware",
+        "relevance": 0.91, "text": "The Sonoff dongle needs the zigbee2mqtt coordinator firmware flashed with cc2538-bsl.",
+    },
+    {
+        "n": 2, "id": "docs/backups#1", "collection": "docs", "slug": "backups", "title": "Restic backups",
+        "headingPath": ["Restic backups", "Offsite repository"], "anchor": "offsite-repository", "url": None,
+        "relevance": 0.74, "text": "Restic pushes encrypted snapshots to a Backblaze B2 bucket; prune keeps thirty daily copies.",
+    },
+]
+TOKEN_DELAY = 0.05
+
+
+def sse(event: str, data: dict) -> str:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n"
+
+
+def ask_stub(received: list[dict]) -> Route:
+    """``POST /ask`` speaking exactly the contract of branch ``ask``; never shipped.
+
+    A question with "nothing" abstains; one with "fail" is a 502 carrying its sources;
+    any other streams ANSWER_TOKENS one by one, TOKEN_DELAY apart.
+    """
+
+    async def ask(request: Request):
+        body = await request.json()
+        received.append({"body": body, "accept": request.headers.get("accept", "")})
+        question, tier = body["question"], body["tier"]
+        if "fail" in question:
+            return JSONResponse({"error": "the chat provider answered 500", "sources": STUB_SOURCES}, status_code=502)
+        abstained = "nothing" in question
+
+        async def events():
+            head = {"question": question, "query": question, "tier": tier, "abstained": abstained}
+            if abstained:
+                yield sse("sources", head | {"message": "Nothing in these notes answers that.", "sources": STUB_SOURCES[1:]})
+                yield sse("done", {"answer": "", "citations": [], "model": None, "usage": {}, "abstained": True,
+                                   "citationCheck": {"unknown": [], "uncited": False}, "latencyMs": 3})
+                return
+            yield sse("sources", head | {"sources": STUB_SOURCES})
+            for token in ANSWER_TOKENS:
+                await asyncio.sleep(TOKEN_DELAY)
+                yield sse("token", {"text": token})
+            citations = [{k: s[k] for k in ("n", "id", "collection", "slug", "title", "headingPath")} for s in STUB_SOURCES]
+            yield sse("done", {"answer": "".join(ANSWER_TOKENS), "citations": citations, "model": "stub-model",
+                               "usage": {"prompt_tokens": 90, "completion_tokens": 18}, "abstained": False,
+                               "citationCheck": {"unknown": [], "uncited": False}, "latencyMs": 950})
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return Route("/ask", ask, methods=["POST"])
+
+
+# ------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory, worker_id):
+    """One build shared by the xdist workers (the temp root's parent is common to them):
+    the first builds, the other waits on the lock, so two cores do not build it twice."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base if worker_id == "master" else base.parent) / "web-page-site"
+    with FileLock(f"{root}.lock"):
+        if not (root / "built").is_file():
+            root.mkdir(parents=True, exist_ok=True)
+            build_site(root)
+            (root / "built").touch()
+    return load_config(root / "rag.yaml", embedder="hashing", private_embedder="hashing", environ={})
+
+
+@pytest.fixture(scope="module")
+def asked() -> list[dict]:
+    """What the /ask stub received."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def server(cfg, asked):
+    app = create_app(cfg)
+    app.router.routes.insert(0, ask_stub(asked))  # ahead of the real /ask
+    with ServerThread(app) as running:
+        yield running
+
+
+def open_page(page, server, path: str = "/"):
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.set_default_timeout(10_000)
+    page.goto(server.url + path)
+    page.wait_for_selector("body[data-ready]")
+    page.wait_for_function("() => document.getElementById('status-model').textContent !== '…'")
+    return errors
+
+
+def search(page, text: str) -> None:
+    page.get_by_label("Search the notes").fill(text)
+    page.wait_for_selector(".result")
+
+
+def ask(page, question: str) -> None:
+    page.get_by_label("Ask a question about the notes").fill(question)
+    page.get_by_role("button", name="Ask", exact=True).click()
+
+
+# ------------------------------------------------------------------------------ tests
+
+
+def test_the_page_and_its_assets_are_served_with_a_strict_policy(server):
+    page = server.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert '<input id="search-input"' in page.text and 'type="module"' in page.text
+    script = server.get("/web/js/main.js")
+    assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    assert server.get("/web/app.css").headers["content-type"].startswith("text/css")
+    assert server.get("/web/../http.py").status_code == 404
+    status = server.get("/status").json()
+    assert status["embeddingService"] == {
+        "configured": "hashing", "selected": "hashing", "model": "rag-assets/feature-hash-v1", "reachable": True,
+        "reason": status["embeddingService"]["reason"],
+    }
+
+
+def test_typing_a_question_shows_results_with_the_words_marked(server, page):
+    errors = open_page(page, server)
+    header = page.locator("header")
+    assert "rag-assets/feature-hash-v1" in header.inner_text()
+    assert page.locator("#status-freshness").inner_text() == "Fresh"
+    assert page.locator("#status-built").get_attribute("datetime").endswith("Z")
+    assert "(online)" in page.locator("#status-embedding").inner_text()
+
+    search(page, "flashing the zigbee firmware")
+    first = page.locator(".result").first
+    assert first.locator(".result-title").inner_text() == "Zigbee coordinator"
+    assert first.locator(".heading-path").inner_text() == "Flashing the coordinator firmware"
+    assert "docs" in first.locator(".meta").inner_text()
+    relevance = float(first.locator(".relevance strong").inner_text())
+    assert 0.5 <= relevance <= 1
+    marked = {m.lower() for m in first.locator(".snippet mark").all_inner_texts()}
+    assert {"flashing", "firmware", "flashed", "zigbee2mqtt"} <= marked  # a word's forms are marked too
+    assert "the" not in marked  # a stop word is not marked
+    assert "in the public tier" in page.locator("#search-status").inner_text()
+
+    # The section opens in a dialog; markup in a note is shown as text, never run.
+    first.locator(".result-title button").click()
+    dialog = page.get_by_role("dialog")
+    assert "cc2538-bsl" in dialog.inner_text() and '<img src=x onerror="window.pwned=1">' in dialog.inner_text()
+    assert page.evaluate("window.pwned") is None
+    page.keyboard.press("Escape")
+    assert not dialog.is_visible()
+
+    page.get_by_label("Search the notes").fill("qwxzv blorft")
+    page.wait_for_function("() => document.getElementById('search-status').textContent.includes('threshold')")
+    assert page.locator(".result").count() == 0
+    assert errors == []
+
+
+def test_an_answer_streams_in_and_its_citations_open_the_cited_section(server, page, asked):
+    errors = open_page(page, server)
+    search(page, "zigbee coordinator firmware")
+    # Record the answer's length at each change: a streamed answer grows in several steps.
+    page.evaluate("""() => {
+        window.lengths = [];
+        new MutationObserver(() => {
+            const answer = document.querySelector('.answer-text');
+            if (answer) window.lengths.push([performance.now(), answer.textContent.length]);
+        }).observe(document.getElementById('chat-log'), {subtree: true, childList: true, characterData: true});
+    }""")
+    ask(page, "how do I flash the coordinator?")
+    page.wait_for_selector(".turn .cite")
+    answer = page.locator(".answer-text")
+    page.wait_for_function("() => document.querySelector('.answer-note')?.textContent.includes('stub-model')")
+    assert answer.inner_text() == "".join(ANSWER_TOKENS)
+
+    lengths = page.evaluate("window.lengths")
+    steps = sorted({length for _, length in lengths})
+    assert len(steps) >= 8, lengths  # many partial answers were on screen, not one final text
+    assert lengths[-1][0] - lengths[0][0] >= TOKEN_DELAY * 1000 * 8
+
+    # The request: streamed, in the chosen tier, with a session for follow-ups.
+    request = asked[-1]
+    assert request["accept"] == "text/event-stream"
+    assert request["body"]["tier"] == "public" and request["body"]["session"].startswith("web-")
+    assert "stub-model (online)" in page.locator("#status-chat").inner_text()
+
+    # "[" "1" "]" arrived as three tokens and still became one citation.
+    cites = page.locator(".answer-text .cite")
+    assert cites.all_inner_texts() == ["1", "2"]
+    cites.first.click()
+    dialog = page.get_by_role("dialog")
+    assert dialog.get_by_role("heading", name="Zigbee coordinator").is_visible()
+    assert "Flashing the coordinator firmware" in dialog.locator("#source-path").inner_text()
+    assert "cc2538-bsl" in dialog.locator("#source-text").inner_text()
+    assert dialog.get_by_role("link", name="Open the page").get_attribute("href") == STUB_SOURCES[0]["url"]
+    page.keyboard.press("Escape")
+    cites.nth(1).click()
+    assert "Backblaze" in dialog.inner_text()
+    assert not dialog.get_by_role("link", name="Open the page").is_visible()  # source 2 has no url
+    page.keyboard.press("Escape")
+    assert page.locator(".sources li").count() == 2
+    screenshot(page, "web-page-desktop")
+    assert errors == []
+
+
+def test_an_abstention_and_a_failed_answer_say_why(server, page):
+    errors = open_page(page, server)
+    ask(page, "what is nothing?")
+    page.wait_for_selector(".turn.abstained")
+    turn = page.locator(".turn").last
+    assert "Nothing in these notes answers that." in turn.inner_text()
+    assert turn.locator(".answer-text .cite").count() == 0
+    assert "Nearest pages" in turn.inner_text() and "Restic backups" in turn.inner_text()
+
+    ask(page, "this will fail")
+    page.wait_for_selector(".turn.failed")
+    turn = page.locator(".turn").last
+    assert "No answer: the chat provider answered 500" in turn.inner_text()
+    assert turn.locator(".sources li").count() == 2  # the 502 still carries its sources
+    assert "(unavailable)" in page.locator("#status-chat").inner_text()
+    assert errors == []
+
+
+def test_tiers_switch_and_private_is_offered_on_loopback_only(server, cfg, page, chromium):
+    open_page(page, server)
+    tiers = page.get_by_role("group", name="Tier")
+    assert [r.get_attribute("value") for r in tiers.get_by_role("radio").all()] == ["public", "safe", "private"]
+
+    page.get_by_label("Search the notes").fill("restore the virtual machine from the nightly backup")
+    page.wait_for_function("() => document.getElementById('search-status').textContent.includes('threshold')")
+    assert page.locator(".result").count() == 0  # the public site has no such page
+    page.get_by_role("radio", name="Safe").check()
+    page.wait_for_function("() => document.getElementById('search-status').textContent.includes('safe tier')")
+    assert page.locator(".result-title").first.inner_text() == "Restore a VM"
+    assert "tier=safe" in page.url
+
+    page.get_by_label("Search the notes").fill("cherry tomatoes")
+    page.get_by_role("radio", name="Private").check()
+    page.wait_for_function("() => document.querySelector('.result-title')?.textContent === 'Garden diary'")
+    assert "private tier" in page.locator("#search-status").inner_text()
+
+    # A server that does not serve Private (not bound to loopback) does not offer it.
+    with ServerThread(create_app(cfg, serve_private=False, preload=False)) as remote:
+        other = chromium.new_page()
+        try:
+            open_page(other, remote, "/?tier=private")
+            assert [r.get_attribute("value") for r in other.get_by_role("radio").all()] == ["public", "safe"]
+            assert other.get_by_role("radio", name="Public").is_checked()
+        finally:
+            other.close()
+
+
+def test_everything_works_from_the_keyboard(server, page):
+    open_page(page, server)
+    page.locator("body").press("/")
+    assert page.evaluate("document.activeElement.id") == "search-input"
+    page.keyboard.type("restic snapshots")
+    page.wait_for_selector(".result")
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.textContent") == "Restic backups"
+    page.keyboard.press("Enter")
+    assert page.get_by_role("dialog").is_visible()
+    page.keyboard.press("Escape")
+    assert page.evaluate("document.activeElement.textContent") == "Restic backups"  # focus came back
+    page.keyboard.press("ArrowUp")
+    assert page.evaluate("document.activeElement.id") == "search-input"
+
+    page.get_by_label("Ask a question about the notes").focus()
+    page.keyboard.type("how do I flash the coordinator?")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelector('.answer-note')?.textContent.includes('stub-model')")
+    page.locator(".answer-text .cite").first.focus()
+    page.keyboard.press("Enter")
+    assert "Zigbee coordinator" in page.get_by_role("dialog").inner_text()
+    page.keyboard.press("Escape")
+
+    # The tier switch is one radio group: arrow keys move within it.
+    page.get_by_role("radio", name="Public").focus()
+    page.keyboard.press("ArrowRight")
+    assert page.get_by_role("radio", name="Safe").is_checked()
+
+
+def test_a_phone_width_screen_has_no_horizontal_scroll(server, chromium):
+    context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2)
+    try:
+        page = context.new_page()
+        open_page(page, server)
+        search(page, "zigbee coordinator firmware")
+        ask(page, "how do I flash the coordinator?")
+        page.wait_for_function("() => document.querySelector('.answer-note')?.textContent.includes('stub-model')")
+        width = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        assert width[0] <= width[1] == 390, width
+        box = page.locator(".chat-panel").bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390
+        screenshot(page, "web-page-phone")
+    finally:
+        context.close()
