@@ -11,6 +11,7 @@ const OPEN_CITATION = /\[[\d,;\s]{0,16}$/;
 
 export class AnswerView {
   constructor(question) {
+    this.finished = false;  // a done or error event came (else the stream was cut)
     this.sources = new Map();
     this.pending = "";
     this.text = "";
@@ -92,12 +93,13 @@ export class AnswerView {
 
   /** The `done` event: citation problems, model and timing under the answer. */
   finish(done) {
-    this.flush(done.answer || "");
-    if (done.abstained) {
+    this.finished = true;
+    if (done.abstained) {  // its "answer" is the abstention, already said by the note
       this.element.classList.add("abstained");
-      if (!this.note.textContent) this.setNote(done.message || "Nothing in these notes answers that.", "abstained");
+      if (!this.note.classList.contains("abstained")) this.setNote(done.message || done.answer || "Nothing in these notes answers that.", "abstained");
       return;
     }
+    this.flush(done.answer || "");
     const problems = [];
     const unknown = done.citationCheck?.unknown || [];
     if (unknown.length) problems.push(`cites ${unknown.map((n) => `[${n}]`).join(", ")}, which no source has`);
@@ -109,6 +111,7 @@ export class AnswerView {
   }
 
   fail(message, sources = null) {
+    this.finished = true;
     this.flush();
     if (sources?.length && !this.sources.size) this.showSources({ sources });
     this.element.classList.add("failed");

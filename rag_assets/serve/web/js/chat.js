@@ -20,6 +20,7 @@ export class ChatPanel {
     this.log = document.getElementById("chat-log");
     this.askButton = document.getElementById("ask-button");
     this.stopButton = document.getElementById("stop-button");
+    this.status = document.getElementById("chat-status");
     this.session = newSession();
     this.controller = null;
   }
@@ -54,10 +55,19 @@ export class ChatPanel {
     if (this.log.childElementCount) this.log.append(h("p", { class: "divider" }, `New conversation in the ${tier} tier`));
   }
 
+  /** What a screen reader hears besides the answer itself: that one is coming, and that it ended. */
+  announce(event, data, view) {
+    if (event === "sources" && !data.abstained) this.status.textContent = "Answering…";
+    else if (event === "done") {
+      const count = view.sources.size;
+      this.status.textContent = data.abstained ? "No answer: nothing in these notes answers that."
+        : `Answer complete, ${count} source${count === 1 ? "" : "s"}.`;
+    } else if (event === "error") this.status.textContent = "The answer failed.";
+  }
+
   setBusy(busy) {
     this.askButton.disabled = busy;
     this.stopButton.hidden = !busy;
-    this.log.setAttribute("aria-busy", String(busy));
   }
 
   async ask() {
@@ -72,13 +82,16 @@ export class ChatPanel {
     this.setBusy(true);
     try {
       await ask({ question, tier: this.getTier(), session: this.session }, (event, data) => this.onEvent(view, event, data), controller.signal);
+      if (!view.finished) view.fail("the answer stopped before it was complete (the connection closed)");
     } catch (error) {
       if (error.name === "AbortError") {
         view.flush();
         view.setNote("Stopped.");
       } else {
-        view.fail(error.message, error instanceof ApiError ? error.body?.sources : null);
-        if (!(error instanceof ApiError) || error.status === 502 || error.status === 404) this.onChat(false, error.message);
+        // A JSON 502/503 carries the sources found: under "retrieval" (POST /ask), or at the top.
+        const body = error instanceof ApiError ? error.body : {};
+        view.fail(error.message, body?.retrieval?.sources || body?.sources);
+        if (!(error instanceof ApiError) || [404, 502, 503].includes(error.status)) this.onChat(false, error.message);
       }
     } finally {
       this.controller = null;
@@ -93,13 +106,16 @@ export class ChatPanel {
       if (!data.abstained) view.setNote("Answering…");
     } else if (event === "token") {
       if (view.note.textContent === "Answering…") view.setNote("");
+      const atBottom = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 40;
       view.addToken(data.text || "");
+      if (atBottom) this.log.scrollTop = this.log.scrollHeight;  // follow the answer unless the reader scrolled up
     } else if (event === "done") {
       view.finish(data);
       if (!data.abstained) this.onChat(true, data.model);
     } else if (event === "error") {
       view.fail(data.error || "the chat service failed");
-      this.onChat(false, data.error);
+      if (data.status === 502 || data.status === 503) this.onChat(false, data.error);
     }
+    this.announce(event, data, view);
   }
 }

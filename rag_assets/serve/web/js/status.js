@@ -39,8 +39,8 @@ export class StatusHeader {
   }
 
   attach() {
-    const wanted = new URLSearchParams(location.search).get("tier");
-    if (wanted) this.select(wanted);
+    // The tier in the address is chosen once /status says it is served (Private may not be).
+    this.wanted = new URLSearchParams(location.search).get("tier");
     this.switch.addEventListener("change", () => {
       this.remember();
       this.renderTier();
@@ -91,6 +91,10 @@ export class StatusHeader {
       radio.disabled = entry.exists === false;
       label.title = radio.disabled ? `the ${TIER_NAMES[radio.value]} tier has no store yet: run rag build` : "";
       label.classList.toggle("unbuilt", radio.disabled);
+    }
+    if (this.wanted) {
+      this.select(this.wanted);
+      this.wanted = null;
     }
     if (!this.switch.querySelector("input[name=tier]:checked:not(:disabled)")) this.select("public");
     if (this.tier !== before) this.onTierChange(this.tier);
