@@ -1,9 +1,10 @@
 """The page at `rag serve`'s /, in a real browser: Debian's Chromium driven by Playwright, over
-a real server (uvicorn on loopback) and stores from a real build with all three tiers."""
+a real server (uvicorn on loopback), stores from a real build with all three tiers, and the
+real POST /ask answering with the loopback chat server (chat_server.py) as its model."""
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,15 +12,13 @@ import dagster as dg
 import httpx
 import pytest
 from filelock import FileLock  # a dagster dependency
-from starlette.requests import Request
-from starlette.responses import JSONResponse, StreamingResponse
-from starlette.routing import Route
-
 from rag_assets.config import load_config
+from rag_assets.config.settings import LlmOllamaSettings, LlmSettings
 from rag_assets.defs.runner import run_build
 from rag_assets.serve.http import create_app
 
 from .browser import screenshot
+from .chat_server import ChatServer
 from .live_server import ServerThread
 
 FILLER = (
@@ -31,6 +30,7 @@ CONTENT = {
     "content/docs/zigbee.md": f"""---
 title: Zigbee coordinator
 tags: [zigbee]
+url: https://example.org/docs/zigbee/
 ---
 # Zigbee coordinator
 
@@ -105,68 +105,6 @@ def build_site(root: Path):
     return cfg
 
 
-# ------------------------------------------------------------------ the /ask stub (tests only)
-
-ANSWER_TOKENS = [
-    "Flash", " the", " coordinator", " firmware", " with", " cc2538-bsl", " [", "1", "]", ",", " and", " keep",
-    " thirty", " daily", " Restic", " copies", " [2]", ".",
-]
-STUB_SOURCES = [
-    {
-        "n": 1, "id": "docs/zigbee#1", "collection": "docs", "slug": "zigbee", "title": "Zigbee coordinator",
-        "headingPath": ["Zigbee coordinator", "Flashing the coordinator firmware"],
-        "anchor": "flashing-the-coordinator-firmware", "url": "https://example.org/docs/zigbee/#flashing-the-coordinator-firmware",
-        "relevance": 0.91, "text": "The Sonoff dongle needs the zigbee2mqtt coordinator firmware flashed with cc2538-bsl.",
-    },
-    {
-        "n": 2, "id": "docs/backups#1", "collection": "docs", "slug": "backups", "title": "Restic backups",
-        "headingPath": ["Restic backups", "Offsite repository"], "anchor": "offsite-repository", "url": None,
-        "relevance": 0.74, "text": "Restic pushes encrypted snapshots to a Backblaze B2 bucket; prune keeps thirty daily copies.",
-    },
-]
-TOKEN_DELAY = 0.05
-
-
-def sse(event: str, data: dict) -> str:
-    return f"event: {event}\ndata: {json.dumps(data)}\n\n"
-
-
-def ask_stub(received: list[dict]) -> Route:
-    """``POST /ask`` speaking exactly the contract of branch ``ask``; never shipped.
-
-    A question with "nothing" abstains; one with "fail" is a 502 carrying its sources;
-    any other streams ANSWER_TOKENS one by one, TOKEN_DELAY apart.
-    """
-
-    async def ask(request: Request):
-        body = await request.json()
-        received.append({"body": body, "accept": request.headers.get("accept", "")})
-        question, tier = body["question"], body["tier"]
-        if "fail" in question:
-            return JSONResponse({"error": "the chat provider answered 500", "sources": STUB_SOURCES}, status_code=502)
-        abstained = "nothing" in question
-
-        async def events():
-            head = {"question": question, "query": question, "tier": tier, "abstained": abstained}
-            if abstained:
-                yield sse("sources", head | {"message": "Nothing in these notes answers that.", "sources": STUB_SOURCES[1:]})
-                yield sse("done", {"answer": "", "citations": [], "model": None, "usage": {}, "abstained": True,
-                                   "citationCheck": {"unknown": [], "uncited": False}, "latencyMs": 3})
-                return
-            yield sse("sources", head | {"sources": STUB_SOURCES})
-            for token in ANSWER_TOKENS:
-                await asyncio.sleep(TOKEN_DELAY)
-                yield sse("token", {"text": token})
-            citations = [{k: s[k] for k in ("n", "id", "collection", "slug", "title", "headingPath")} for s in STUB_SOURCES]
-            yield sse("done", {"answer": "".join(ANSWER_TOKENS), "citations": citations, "model": "stub-model",
-                               "usage": {"prompt_tokens": 90, "completion_tokens": 18}, "abstained": False,
-                               "citationCheck": {"unknown": [], "uncited": False}, "latencyMs": 950})
-
-        return StreamingResponse(events(), media_type="text/event-stream")
-
-    return Route("/ask", ask, methods=["POST"])
-
-
 # ------------------------------------------------------------------------------ fixtures
 
 
@@ -184,17 +122,23 @@ def cfg(tmp_path_factory, worker_id):
     return load_config(root / "rag.yaml", embedder="hashing", private_embedder="hashing", environ={})
 
 
-@pytest.fixture(scope="module")
-def asked() -> list[dict]:
-    """What the /ask stub received."""
-    return []
+TOKEN_DELAY = 0.04  # the chat server's pause before each streamed word
+ZIGBEE_QUESTION = "how do I flash the zigbee coordinator firmware?"
+# Scripted so the streamed answer cites its source twice and a source that does not exist.
+SCRIPTED = "Flash the coordinator firmware with cc2538-bsl [1], holding the boot button while plugging it in [1]; see also [7]."
 
 
 @pytest.fixture(scope="module")
-def server(cfg, asked):
-    app = create_app(cfg)
-    app.router.routes.insert(0, ask_stub(asked))  # ahead of the real /ask
-    with ServerThread(app) as running:
+def chat():
+    """The loopback chat server: Ollama's /api/chat, one word per streamed piece."""
+    with ChatServer(token_delay=TOKEN_DELAY) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def server(cfg, chat):
+    llm = LlmSettings(name="ollama", ollama=LlmOllamaSettings(host=chat.url), max_retries=0)
+    with ServerThread(create_app(dataclasses.replace(cfg, llm=llm))) as running:
         yield running
 
 
@@ -216,6 +160,10 @@ def search(page, text: str) -> None:
 def ask(page, question: str) -> None:
     page.get_by_label("Ask a question about the notes").fill(question)
     page.get_by_role("button", name="Ask", exact=True).click()
+
+
+def wait_answered(page) -> None:
+    page.wait_for_function("() => document.querySelector('.turn:last-child .answer-note')?.textContent.includes('Answered by')")
 
 
 # ------------------------------------------------------------------------------ tests
@@ -271,10 +219,11 @@ def test_typing_a_question_shows_results_with_the_words_marked(server, page):
     assert errors == []
 
 
-def test_an_answer_streams_in_and_its_citations_open_the_cited_section(server, page, asked):
+def test_an_answer_streams_in_and_its_citations_open_the_cited_section(server, chat, page):
     errors = open_page(page, server)
+    assert "ollama:llama3.2 (ready)" in page.locator("#status-chat").inner_text()
     search(page, "zigbee coordinator firmware")
-    # Record the answer's length at each change: a streamed answer grows in several steps.
+    # Record the answer's length at each change: a streamed answer grows in many steps.
     page.evaluate("""() => {
         window.lengths = [];
         new MutationObserver(() => {
@@ -282,57 +231,69 @@ def test_an_answer_streams_in_and_its_citations_open_the_cited_section(server, p
             if (answer) window.lengths.push([performance.now(), answer.textContent.length]);
         }).observe(document.getElementById('chat-log'), {subtree: true, childList: true, characterData: true});
     }""")
-    ask(page, "how do I flash the coordinator?")
-    page.wait_for_selector(".turn .cite")
+    chat.reply(f"text:{SCRIPTED}")
+    ask(page, ZIGBEE_QUESTION)
+    wait_answered(page)
     answer = page.locator(".answer-text")
-    page.wait_for_function("() => document.querySelector('.answer-note')?.textContent.includes('stub-model')")
-    assert answer.inner_text() == "".join(ANSWER_TOKENS)
+    assert answer.inner_text() == SCRIPTED
 
     lengths = page.evaluate("window.lengths")
-    steps = sorted({length for _, length in lengths})
-    assert len(steps) >= 8, lengths  # many partial answers were on screen, not one final text
-    assert lengths[-1][0] - lengths[0][0] >= TOKEN_DELAY * 1000 * 8
+    words = len(SCRIPTED.split())
+    assert len({length for _, length in lengths}) >= words // 2, lengths  # partial answers were on screen
+    assert lengths[-1][0] - lengths[0][0] >= TOKEN_DELAY * 1000 * (words // 2)
+    request = chat.chat_requests[-1].json
+    assert request["stream"] is not False and ZIGBEE_QUESTION in request["messages"][-1]["content"]
+    assert "llama3.2 (answered)" in page.locator("#status-chat").inner_text()
 
-    # The request: streamed, in the chosen tier, with a session for follow-ups.
-    request = asked[-1]
-    assert request["accept"] == "text/event-stream"
-    assert request["body"]["tier"] == "public" and request["body"]["session"].startswith("web-")
-    assert "stub-model (online)" in page.locator("#status-chat").inner_text()
-
-    # "[" "1" "]" arrived as three tokens and still became one citation.
-    cites = page.locator(".answer-text .cite")
-    assert cites.all_inner_texts() == ["1", "2"]
+    # [1] opens its section; [7] names no source: shown struck out, and said under the answer.
+    cites = page.locator(".answer-text button.cite")
+    assert cites.all_inner_texts() == ["1", "1"]
+    assert page.locator(".answer-text .cite.unknown").inner_text() == "7"
+    assert "cites [7], which no source has" in page.locator(".answer-note").inner_text()
     cites.first.click()
     dialog = page.get_by_role("dialog")
     assert dialog.get_by_role("heading", name="Zigbee coordinator").is_visible()
-    assert "Flashing the coordinator firmware" in dialog.locator("#source-path").inner_text()
+    assert dialog.locator("#source-path").inner_text() == "Zigbee coordinator › Flashing the coordinator firmware"
     assert "cc2538-bsl" in dialog.locator("#source-text").inner_text()
-    assert dialog.get_by_role("link", name="Open the page").get_attribute("href") == STUB_SOURCES[0]["url"]
+    link = dialog.get_by_role("link", name="Open the page")
+    assert link.get_attribute("href") == "https://example.org/docs/zigbee/#flashing-the-coordinator-firmware"
     page.keyboard.press("Escape")
-    cites.nth(1).click()
-    assert "Backblaze" in dialog.inner_text()
-    assert not dialog.get_by_role("link", name="Open the page").is_visible()  # source 2 has no url
-    page.keyboard.press("Escape")
-    assert page.locator(".sources li").count() == 2
+    assert not dialog.is_visible()
+    assert page.locator(".sources li").count() == 1
     screenshot(page, "web-page-desktop")
+
+    # A citation split over several streamed pieces ("[", "1", "]") is still one button.
+    split = page.evaluate("""async () => {
+        const { AnswerView } = await import('./web/js/answer-view.js');
+        const view = new AnswerView('q');
+        view.showSources({sources: [{n: 1, title: 'T', headingPath: [], text: 'x'}]});
+        for (const piece of ['See ', '[', '1', ']', ' and [', '1, ', '2]']) view.addToken(piece);
+        view.flush();
+        return [view.answer.textContent, view.answer.querySelectorAll('button.cite').length,
+                view.answer.querySelectorAll('.cite.unknown').length];
+    }""")
+    assert split == ["See [1] and [1, 2]", 2, 1]
     assert errors == []
 
 
-def test_an_abstention_and_a_failed_answer_say_why(server, page):
+def test_an_abstention_and_a_failed_answer_say_why(server, chat, page):
     errors = open_page(page, server)
-    ask(page, "what is nothing?")
+    ask(page, "zxqv blorptangle wibbleflux quandorium")
     page.wait_for_selector(".turn.abstained")
     turn = page.locator(".turn").last
-    assert "Nothing in these notes answers that." in turn.inner_text()
-    assert turn.locator(".answer-text .cite").count() == 0
-    assert "Nearest pages" in turn.inner_text() and "Restic backups" in turn.inner_text()
+    assert "Nothing in these notes answers that." in turn.locator(".answer-note").inner_text()
+    assert turn.locator(".answer-text").inner_text() == ""  # no answer, no model call
+    assert "Nearest pages" in turn.inner_text() and turn.locator(".sources li").count() >= 1
 
-    ask(page, "this will fail")
+    page.get_by_role("button", name="New conversation").click()  # a follow-up would ask the model to rewrite it
+    assert page.locator(".turn").count() == 0
+    chat.reply("500")
+    ask(page, ZIGBEE_QUESTION)
     page.wait_for_selector(".turn.failed")
     turn = page.locator(".turn").last
-    assert "No answer: the chat provider answered 500" in turn.inner_text()
-    assert turn.locator(".sources li").count() == 2  # the 502 still carries its sources
-    assert "(unavailable)" in page.locator("#status-chat").inner_text()
+    assert "No answer:" in turn.inner_text() and "HTTP 500" in turn.inner_text()
+    assert turn.locator(".sources li").count() == 1  # the sources found are still shown
+    assert "(failed)" in page.locator("#status-chat").inner_text()
     assert errors == []
 
 
@@ -381,9 +342,9 @@ def test_everything_works_from_the_keyboard(server, page):
     assert page.evaluate("document.activeElement.id") == "search-input"
 
     page.get_by_label("Ask a question about the notes").focus()
-    page.keyboard.type("how do I flash the coordinator?")
+    page.keyboard.type(ZIGBEE_QUESTION)
     page.keyboard.press("Enter")
-    page.wait_for_function("() => document.querySelector('.answer-note')?.textContent.includes('stub-model')")
+    wait_answered(page)
     page.locator(".answer-text .cite").first.focus()
     page.keyboard.press("Enter")
     assert "Zigbee coordinator" in page.get_by_role("dialog").inner_text()
@@ -401,8 +362,8 @@ def test_a_phone_width_screen_has_no_horizontal_scroll(server, chromium):
         page = context.new_page()
         open_page(page, server)
         search(page, "zigbee coordinator firmware")
-        ask(page, "how do I flash the coordinator?")
-        page.wait_for_function("() => document.querySelector('.answer-note')?.textContent.includes('stub-model')")
+        ask(page, ZIGBEE_QUESTION)
+        wait_answered(page)
         width = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
         assert width[0] <= width[1] == 390, width
         box = page.locator(".chat-panel").bounding_box()

@@ -17,7 +17,8 @@ Routes (all ``GET``; all but ``/`` answer JSON)::
         -> the packed context: text with citation tags, citations, token count (empty, with a
            ``message``, when no hit reaches ``min_score``)
     /status  -> the ``rag status --json`` report (every tier: exists, chunks, model, built, freshness),
-                with ``server.privateTierServed`` and ``embeddingService`` (provider, model, reachable)
+                with ``server.privateTierServed``, ``embeddingService`` (provider, model, reachable) and
+                ``chatService`` (per served tier: available, model, reason)
     /health  -> {"status": "ok"}
     /        -> the page for people: search, chat and status in a browser (:mod:`.web_routes`)
 
@@ -75,7 +76,7 @@ from rag_assets.serve.http_params import (
     parse_query,
     parse_search_params,
 )
-from rag_assets.serve.status import embedding_service_summary, status_report
+from rag_assets.serve.status import chat_service_summary, embedding_service_summary, status_report
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 from rag_assets.serve.web_routes import web_routes
 
@@ -180,6 +181,8 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
                 entry.setdefault("served", True)
             report["server"] = {"privateTierServed": serve_private, "loaded": tiers.loaded_summary()}
             report["embeddingService"] = embedding_service_summary(cfg)
+            served = tuple(tier for tier, entry in report.get("tiers", {}).items() if entry.get("served"))
+            report["chatService"] = chat_service_summary(cfg, served)
             return report
 
         return await guarded(work)
@@ -188,7 +191,7 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
         return JSONResponse({"status": "ok"})
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        hint = " (routes: /, /search, /context, /status, /health)" if exc.status_code == 404 else ""
+        hint = " (routes: /, /search, /context, POST /ask, /status, /health)" if exc.status_code == 404 else ""
         return error(exc.status_code, f"{exc.detail}{hint}")
 
     async def server_error(request: Request, exc: Exception) -> JSONResponse:

@@ -11,11 +11,13 @@ from typing import Any
 from rag_assets.config import (
     RagConfig,
 )
+from rag_assets.answer.selection import chat_for_tier
 from rag_assets.config.masking import mask_url
 from rag_assets.embed.selection import service_status
 from rag_assets.index import generations, index_json, store
 from rag_assets.index.freshness import age_label
 from rag_assets.index.integrity import output_damage
+from rag_assets.privacy.egress import PrivacyError
 from rag_assets.privacy.vaults import (
     tiers_report,
 )
@@ -80,6 +82,36 @@ def embedding_service_summary(cfg: RagConfig) -> dict[str, Any]:
         "reachable": service.selected_reachable,
         "reason": mask_url(service.reason),
     }
+
+
+def chat_service_summary(cfg: RagConfig, tiers: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Which chat model would answer each tier, for ``/status`` (the page's header).
+
+    ``available``: a model is chosen (``auto`` probed Ollama; an API key is not tried, so
+    the first answer is what proves it works). Public and Safe choose alike (any provider);
+    Private only a local one, so it is chosen on its own.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    shared: dict[str, Any] | None = None
+    for tier in tiers:
+        if tier != "private" and shared is not None:
+            out[tier] = shared
+            continue
+        try:
+            selection = chat_for_tier(cfg.llm, tier, private_hosts=cfg.private_hosts)
+        except PrivacyError as exc:
+            out[tier] = {"available": False, "model": None, "reason": mask_url(str(exc))}
+            continue
+        if selection.provider is not None:
+            selection.provider.close()  # only asked which; /ask keeps its own
+        out[tier] = {
+            "available": selection.provider is not None,
+            "model": selection.name if selection.provider is not None else None,
+            "reason": mask_url(selection.reason),
+        }
+        if tier != "private":
+            shared = out[tier]
+    return out
 
 
 def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:

@@ -12,8 +12,10 @@ const dialog = () => document.getElementById("source-dialog");
 export function openSource(source, pattern = null) {
   const el = dialog();
   const opener = document.activeElement;
+  const href = pageLink(source);
+  const sitePath = !href && typeof source.url === "string" && source.url.startsWith("/") ? source.url : null;
   const meta = [source.n ? `Source [${source.n}]` : null, source.collection && `${source.collection}/${source.slug || ""}`,
-    typeof source.relevance === "number" ? `relevance ${formatRelevance(source.relevance)}` : null];
+    sitePath, typeof source.relevance === "number" ? `relevance ${formatRelevance(source.relevance)}` : null];
   el.querySelector("#source-meta").textContent = meta.filter(Boolean).join(" · ");
   el.querySelector("#source-title").textContent = source.title || source.slug || "Untitled";
   const path = headingPathText(source.headingPath);
@@ -24,7 +26,6 @@ export function openSource(source, pattern = null) {
   textEl.replaceChildren();
   append(textEl, ...highlighted(source.text || "(this source carries no text)", pattern));
   const link = el.querySelector("#source-link");
-  const href = safeUrl(source.url);
   link.hidden = !href;
   if (href) link.href = href;
   else link.removeAttribute("href");
@@ -32,6 +33,18 @@ export function openSource(source, pattern = null) {
   el.showModal();
   textEl.scrollTop = 0;
   el.querySelector(".close").focus();
+}
+
+/**
+ * The page's address at the cited section (its anchor), when the source has an absolute
+ * http(s) url. A site path ("/docs/x/") names a page of the published site, not of this
+ * server, so it is shown as text instead.
+ */
+function pageLink(source) {
+  if (typeof source.url !== "string" || !/^https?:\/\//i.test(source.url)) return null;
+  const href = safeUrl(source.url);
+  if (!href || !source.anchor || href.includes("#")) return href;
+  return `${href}#${encodeURIComponent(source.anchor)}`;
 }
 
 /** Close on a click on the backdrop (outside the dialog's box), as people expect. */

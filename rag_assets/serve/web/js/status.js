@@ -31,7 +31,7 @@ export class StatusHeader {
     this.onTierChange = onTierChange;
     this.report = null;
     this.switch = document.getElementById("tier-switch");
-    this.chatKnown = false;
+    this.chatLearned = {};  // per tier: what answers showed of its chat model
   }
 
   get tier() {
@@ -44,6 +44,7 @@ export class StatusHeader {
     this.switch.addEventListener("change", () => {
       this.remember();
       this.renderTier();
+      this.renderChat();
       this.onTierChange(this.tier);
     });
     setInterval(() => this.refresh(), REFRESH_MS);
@@ -127,10 +128,22 @@ export class StatusHeader {
   renderServices() {
     const embedding = this.report.embeddingService;
     if (embedding) this.setEmbedding(embedding.reachable, embedding.reason, `${embedding.selected}: ${embedding.model}`);
-    // The chat service's state comes from /status when the server reports it, else from answers.
-    const chat = this.report.chatService || this.report.chat;
-    if (chat) this.setChat(chat.reachable ?? chat.available, chat.reason || chat.error, [chat.selected || chat.provider, chat.model].filter(Boolean).join(": "));
-    else if (!this.chatKnown) serviceState(document.getElementById("status-chat"), null, "checked on the first question");
+    this.renderChat();
+  }
+
+  /**
+   * The chat model of the chosen tier: what /status says would answer (chatService, per tier),
+   * until an answer in this tier says better. A server without chatService (an older one)
+   * leaves it to the first answer.
+   */
+  renderChat() {
+    const el = document.getElementById("status-chat");
+    const learned = this.chatLearned?.[this.tier];
+    if (learned) return serviceState(el, learned.ok, learned.label, learned.detail);
+    const chat = this.report?.chatService?.[this.tier];
+    if (!chat) return serviceState(el, null, "checked on the first question");
+    if (chat.available) serviceState(el, true, `${chat.model} (ready)`, chat.reason);
+    else serviceState(el, false, "none (search only)", chat.reason);
   }
 
   setEmbedding(ok, detail = "", label = null) {
@@ -140,11 +153,12 @@ export class StatusHeader {
     serviceState(el, ok, `${name}${name ? " " : ""}${ok ? "(online)" : "(unreachable)"}`, detail);
   }
 
-  setChat(ok, detail = "", label = "") {
-    this.chatKnown = true;
-    const el = document.getElementById("status-chat");
-    const name = label || el.dataset.name || "";
-    if (label) el.dataset.name = label;
-    serviceState(el, ok, `${name}${name ? " " : ""}${ok ? "(online)" : "(unavailable)"}`, detail);
+  /** What an answer in the current tier showed: the model answered (ok) or failed. */
+  setChat(ok, detail = "", model = "") {
+    const previous = this.chatLearned?.[this.tier]?.model || this.report?.chatService?.[this.tier]?.model || "";
+    const name = model || previous;
+    this.chatLearned = { ...this.chatLearned, [this.tier]: {
+      ok, model: name, detail, label: `${name}${name ? " " : ""}${ok ? "(answered)" : "(failed)"}` } };
+    this.renderChat();
   }
 }
