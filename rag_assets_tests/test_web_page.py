@@ -260,6 +260,9 @@ def test_an_answer_streams_in_and_its_citations_open_the_cited_section(server, c
     page.keyboard.press("Escape")
     assert not dialog.is_visible()
     assert page.locator(".sources li").count() == 1
+    # The README's picture (docs/web-page.png is a copy): no focus ring, no empty space below.
+    page.evaluate("() => document.activeElement.blur()")
+    page.set_viewport_size({"width": 1100, "height": 560})
     screenshot(page, "web-page-desktop")
 
     # A citation split over several streamed pieces ("[", "1", "]") is still one button.
