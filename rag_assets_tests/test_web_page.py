@@ -14,6 +14,7 @@ import pytest
 from filelock import FileLock  # a dagster dependency
 from rag_assets.config import load_config
 from rag_assets.config.settings import LlmOllamaSettings, LlmSettings
+from rag_assets.embed.errors import ProviderUnavailable
 from rag_assets.defs.runner import run_build
 from rag_assets.serve.http import create_app
 
@@ -300,6 +301,20 @@ def test_an_abstention_and_a_failed_answer_say_why(server, chat, page):
     assert errors == []
 
 
+def test_an_unreachable_embedder_gives_keyword_results_and_says_so(server, page, monkeypatch):
+    def unavailable(tier, index):
+        raise ProviderUnavailable("Ollama at http://127.0.0.1:11434 is not reachable")
+
+    monkeypatch.setattr(server.server.config.app.state.tiers, "embedder", unavailable)
+    errors = open_page(page, server)
+    search(page, "restic snapshots")
+    assert page.locator(".result-title").first.inner_text() == "Restic backups"
+    assert "keyword (BM25) results" in page.locator("#search-status").inner_text()
+    embedding = page.locator("#status-embedding")
+    assert "(unreachable)" in embedding.inner_text() and "not reachable" in embedding.get_attribute("title")
+    assert errors == []
+
+
 def test_tiers_switch_and_private_is_offered_on_loopback_only(server, cfg, page, chromium):
     open_page(page, server)
     tiers = page.get_by_role("group", name="Tier")
@@ -317,6 +332,12 @@ def test_tiers_switch_and_private_is_offered_on_loopback_only(server, cfg, page,
     page.get_by_role("radio", name="Private").check()
     page.wait_for_function("() => document.querySelector('.result-title')?.textContent === 'Garden diary'")
     assert "private tier" in page.locator("#search-status").inner_text()
+
+    # The address keeps the tier and the query: a reload (or a shared link) shows the same.
+    assert "tier=private" in page.url and "q=cherry+tomatoes" in page.url
+    page.reload()
+    page.wait_for_function("() => document.querySelector('.result-title')?.textContent === 'Garden diary'")
+    assert page.get_by_role("radio", name="Private").is_checked()
 
     # A server that does not serve Private (not bound to loopback) does not offer it.
     with ServerThread(create_app(cfg, serve_private=False, preload=False)) as remote:

@@ -1,6 +1,6 @@
 """The HTTP API behind ``rag serve``: search, packed context and status as JSON.
 
-Routes (all ``GET``; all but ``/`` answer JSON)::
+Routes (``GET`` unless marked; all but ``/`` answer JSON)::
 
     /search?q=...&tier=public&k=10&collections=a,b&filter=key=value&tag=x&prefix=...
             &mode=hybrid|vector|bm25|chunks&fusion=zscore|rrf|convex&vector_weight=&bm25_weight=
@@ -20,6 +20,7 @@ Routes (all ``GET``; all but ``/`` answer JSON)::
                 with ``server.privateTierServed``, ``embeddingService`` (provider, model, reachable) and
                 ``chatService`` (per served tier: available, model, reason)
     /health  -> {"status": "ok"}
+    POST /ask -> an answer with numbered citations, JSON or server-sent events (:mod:`.ask_routes`)
     /        -> the page for people: search, chat and status in a browser (:mod:`.web_routes`)
 
 A parameter the API cannot use (a non-integer ``k``, an unknown tier or mode, an empty

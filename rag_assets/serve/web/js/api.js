@@ -58,7 +58,8 @@ export async function ask(request, onEvent, signal = undefined) {
   if (!type.includes("text/event-stream")) {
     // A server that answered JSON anyway: replay it as the events a stream would have sent.
     const body = await jsonBody(response);
-    onEvent("sources", body);
+    const retrieval = body.retrieval || {};
+    onEvent("sources", { ...retrieval, abstained: body.abstained, sources: retrieval.sources || body.sources || [] });
     onEvent("done", body);
     return;
   }

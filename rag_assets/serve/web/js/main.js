@@ -32,14 +32,12 @@ document.addEventListener("keydown", (event) => {
   }
 });
 
+// A shared link's query (?q=) is searched once /status has said which tiers are served.
+search.input.value = new URLSearchParams(location.search).get("q") || "";
 search.attach();
 chat.attach();
 closeOnBackdropClick();
 header.attach().then(() => {
-  const query = new URLSearchParams(location.search).get("q");
-  if (query) {
-    search.input.value = query;
-    search.run();
-  }
+  if (search.input.value.trim()) search.run();
 });
 document.body.dataset.ready = "true";  // for tests and scripts: the page is wired

@@ -9,6 +9,14 @@ import { openSource } from "./source-dialog.js";
 const DEBOUNCE_MS = 250;
 const RESULTS = 10;
 
+/** The query in the address (?q=), so a reload or a shared link shows the same results. */
+function rememberQuery(query) {
+  const url = new URL(location.href);
+  if (query) url.searchParams.set("q", query);
+  else url.searchParams.delete("q");
+  history.replaceState(null, "", url);
+}
+
 export class SearchPanel {
   /** `getTier()`: the tier to search; `onEmbedding(ok, message)`: what searches learn of the embedder. */
   constructor({ getTier, onEmbedding }) {
@@ -47,6 +55,7 @@ export class SearchPanel {
     clearTimeout(this.timer);
     const query = this.input.value.trim();
     this.inFlight?.abort();
+    rememberQuery(query);
     if (!query) {
       this.list.replaceChildren();
       this.status.textContent = "";
