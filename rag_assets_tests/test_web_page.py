@@ -178,12 +178,15 @@ def test_the_page_and_its_assets_are_served_with_a_strict_policy(server):
     script = server.get("/web/js/main.js")
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
     assert server.get("/web/app.css").headers["content-type"].startswith("text/css")
-    assert server.get("/web/../http.py").status_code == 404
+    assert server.get("/web/%2e%2e/web_routes.py").status_code == 404  # only the web folder is served
+    # The header's figures: the embedding service and, per served tier, the chat model.
     status = server.get("/status").json()
     assert status["embeddingService"] == {
         "configured": "hashing", "selected": "hashing", "model": "rag-assets/feature-hash-v1", "reachable": True,
-        "reason": status["embeddingService"]["reason"],
+        "reason": "configured: hashing",
     }
+    assert set(status["chatService"]) == {"public", "safe", "private"}
+    assert status["chatService"]["private"] == {"available": True, "model": "ollama:llama3.2", "reason": "configured: ollama"}
 
 
 def test_typing_a_question_shows_results_with_the_words_marked(server, page):
@@ -341,6 +344,7 @@ def test_tiers_switch_and_private_is_offered_on_loopback_only(server, cfg, page,
 
     # A server that does not serve Private (not bound to loopback) does not offer it.
     with ServerThread(create_app(cfg, serve_private=False, preload=False)) as remote:
+        assert set(remote.get("/status").json()["chatService"]) == {"public", "safe"}
         other = chromium.new_page()
         try:
             open_page(other, remote, "/?tier=private")
