@@ -50,7 +50,8 @@ export async function ask(request, onEvent, signal = undefined) {
   const type = response.headers.get("Content-Type") || "";
   if (!response.ok) {
     const body = await jsonBody(response);
-    const message = response.status === 404 && !body.error?.includes("ask")
+    // An older `rag serve` has no /ask: its 404 is about a route, not about the question.
+    const message = response.status === 404
       ? "this server has no /ask route (chat is not available here)"
       : body.error || `/ask answered ${response.status}`;
     throw new ApiError(message, response.status, body);
