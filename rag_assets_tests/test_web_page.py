@@ -397,5 +397,8 @@ def test_a_phone_width_screen_has_no_horizontal_scroll(server, chromium):
         box = page.locator(".chat-panel").bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= 390
         screenshot(page, "web-page-phone")
+        page.locator(".answer-text .cite").first.tap()  # the cited section fits the screen too
+        dialog = page.get_by_role("dialog").bounding_box()
+        assert dialog["x"] >= 0 and dialog["x"] + dialog["width"] <= 390
     finally:
         context.close()
