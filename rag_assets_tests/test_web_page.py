@@ -144,8 +144,9 @@ def server(cfg, chat):
 
 
 def open_page(page, server, path: str = "/"):
-    errors: list[str] = []
+    errors: list[str] = []  # uncaught exceptions, and anything the page's own policy blocked
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if "Content Security Policy" in msg.text else None)
     page.set_default_timeout(10_000)
     page.goto(server.url + path)
     page.wait_for_selector("body[data-ready]")
