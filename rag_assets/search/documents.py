@@ -120,6 +120,12 @@ def list_collections(path: Path) -> list[CollectionInfo]:
     return out
 
 
+def collection_names(path: Path) -> list[str]:
+    """The names of the collections (or vaults) that have pages in the store."""
+    with closing(store.connect(path, readonly=True)) as conn:
+        return [c for (c,) in conn.execute("SELECT DISTINCT collection FROM documents ORDER BY collection")]
+
+
 # --------------------------------------------------------------------------- pages
 
 
