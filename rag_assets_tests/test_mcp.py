@@ -198,6 +198,8 @@ async def exercise_every_tool(session: ClientSession, *, private: bool) -> dict[
         assert tiers["private"] == {"tier": "private", "available": False, "reason": "served only to a client on this machine"}
     safe = await call(session, "search", query="wireguard tunnel router port", tier="safe")
     assert safe["hits"][0]["collection"] == "homelab"
+    note = await call(session, "get_document", collection="homelab", slug="router", tier="safe")
+    assert note["markdown"].strip() == split_frontmatter(SAFE_NOTE)[1].strip() and note["tier"] == "safe"
     return seen
 
 
@@ -229,6 +231,15 @@ def test_http_serves_every_tool_on_the_served_indexes(server):
     check_tool_schemas(seen["tools"])
     # The same Tiers as /search: MCP searches loaded the indexes the HTTP routes use.
     assert set(server.get("/status").json()["server"]["loaded"]) >= {"public", "safe", "private"}
+
+
+def test_the_http_endpoint_refuses_a_foreign_host_header(server):
+    """DNS rebinding: a web page whose name resolves to 127.0.0.1 must not reach the tools."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Host": "attacker.example:8765", "Accept": "application/json, text/event-stream"}
+    assert server.post("/mcp", json=body, headers=headers).status_code == 421
+    origin = {"Accept": "application/json, text/event-stream", "Origin": "http://attacker.example"}
+    assert server.post("/mcp", json=body, headers=origin).status_code == 403
 
 
 # ------------------------------------------------------------------------------------ bad arguments
