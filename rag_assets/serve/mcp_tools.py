@@ -1,5 +1,5 @@
-"""The MCP server's tools, independent of the transport: their JSON schemas, descriptions
-(written for a model to read) and the blocking work behind each.
+"""The MCP server's tools, independent of the transport: their descriptions (written for a model
+to read) and the blocking work behind each; their argument schemas are in ``mcp_schemas``.
 
 A tool is a :class:`ToolSpec`: a name, a description, an input schema and a ``run(env, caller,
 arguments)`` that returns a JSON-ready dict or raises :class:`ToolError` (or one of the search
@@ -27,6 +27,7 @@ from rag_assets.config import TIERS, RagConfig
 from rag_assets.config.providers import is_loopback_host
 from rag_assets.embed.errors import EmbeddingError
 from rag_assets.index import cjk
+from rag_assets.index.freshness import FRESH_HOURS, STALE_HOURS
 from rag_assets.privacy.egress import PrivacyError
 from rag_assets.privacy.vaults import tier_card
 from rag_assets.search import documents
@@ -35,14 +36,18 @@ from rag_assets.search.params import Hit, SearchError, SearchParams, SearchResul
 from rag_assets.search.passages import citation_tag, heading_anchor
 from rag_assets.search.query import STOP_WORDS
 from rag_assets.search.rerank.stage import search_reranked
-from rag_assets.serve.http_params import MAX_QUERY_CHARS
+from rag_assets.search.retrieval import SearchIndex
+from rag_assets.serve.mcp_schemas import (
+    COLLECTIONS_SCHEMA,
+    CONTEXT_SCHEMA,
+    DEFAULT_BUDGET,
+    DOCUMENT_SCHEMA,
+    SEARCH_SCHEMA,
+)
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 
 log = logging.getLogger("rag_assets.serve.mcp")
 
-MAX_K = 50  # pages a model can use in one answer; more only fills its context
-MAX_CONTEXT_K = 100
-MIN_BUDGET, MAX_BUDGET, DEFAULT_BUDGET = 50, 20_000, 1500
 SNIPPET_CHARS = 320
 MAX_DOCUMENT_CHARS = 60_000  # a whole page beyond this is cut; one section can be asked for instead
 
@@ -86,8 +91,10 @@ class ToolSpec:
 
 def private_allowed(caller: Caller, serve_private: bool) -> bool:
     """May this caller read the Private tier? Over stdio yes (the user launched the process);
-    over HTTP only when the server is bound to loopback (``serve_private``) *and* the request
-    comes from a loopback address. Anything else, an unknown transport included, is refused."""
+    over HTTP only when the server serves the tier at all (``serve_private``: bound to loopback,
+    or started with allow_private_remote) *and* the request comes from a loopback address, so
+    not even allow_private_remote opens it to a remote MCP client. Anything else, an unknown
+    transport included, is refused."""
     if caller.transport == "stdio":
         return True
     if caller.transport == "http":
@@ -95,7 +102,7 @@ def private_allowed(caller: Caller, serve_private: bool) -> bool:
     return False
 
 
-def tier_index(env: ToolEnv, caller: Caller, tier: str):
+def tier_index(env: ToolEnv, caller: Caller, tier: str) -> SearchIndex:
     """The tier's search index, once the caller is allowed to read it (ToolError otherwise)."""
     if tier not in TIERS:
         raise ToolError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)} (public is the default)")
@@ -107,111 +114,10 @@ def tier_index(env: ToolEnv, caller: Caller, tier: str):
     return env.tiers.index(tier)
 
 
-# --------------------------------------------------------------------------- schemas
-
-_QUERY = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": MAX_QUERY_CHARS,
-    "description": "What to look for: a question or keywords in plain words (no query syntax).",
-}
-_TIER = {
-    "type": "string",
-    "enum": list(TIERS),
-    "default": "public",
-    "description": (
-        "Which index: public (published site content, the default), safe (note vaults with secrets and "
-        "identifying values replaced) or private (every note, raw; only for a client on this machine)."
-    ),
-}
-_COLLECTIONS = {
-    "type": "array",
-    "items": {"type": "string", "minLength": 1},
-    "uniqueItems": True,
-    "description": "Only these collections (or vaults); names as list_collections gives them. Omit for all.",
-}
-_FILTERS = {
-    "type": "object",
-    "additionalProperties": {"type": ["string", "number", "boolean"]},
-    "description": (
-        'Frontmatter fields that must equal these values, e.g. {"status": "active"}; case-insensitive, '
-        "and a list field matches when any element does."
-    ),
-}
-_TAGS = {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "Tags every page must carry."}
-_MIN_RELEVANCE = {
-    "type": "number",
-    "minimum": 0,
-    "maximum": 1,
-    "default": 0.5,
-    "description": (
-        "Drop hits whose calibrated relevance (0-1, comparable across queries) is below this. 0.5 separates "
-        "'answers it' from 'nothing here does'; lower it only to see near misses."
-    ),
-}
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
-SEARCH_SCHEMA = _schema(
-    {
-        "query": _QUERY,
-        "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": 10, "description": "How many pages to return, best first."},
-        "collections": _COLLECTIONS,
-        "tier": _TIER,
-        "filters": _FILTERS,
-        "tags": _TAGS,
-        "min_relevance": _MIN_RELEVANCE,
-    },
-    ["query"],
-)
-CONTEXT_SCHEMA = _schema(
-    {
-        "query": _QUERY,
-        "budget": {
-            "type": "integer",
-            "minimum": MIN_BUDGET,
-            "maximum": MAX_BUDGET,
-            "default": DEFAULT_BUDGET,
-            "description": "Most tokens the returned context may take.",
-        },
-        "k": {
-            "type": "integer", "minimum": 1, "maximum": MAX_CONTEXT_K, "default": 20,
-            "description": "Search hits (chunks) to pack from, best first; the budget decides how many fit.",
-        },
-        "collections": _COLLECTIONS,
-        "tier": _TIER,
-        "filters": _FILTERS,
-        "tags": _TAGS,
-        "min_relevance": _MIN_RELEVANCE,
-    },
-    ["query"],
-)
-DOCUMENT_SCHEMA = _schema(
-    {
-        "collection": {"type": "string", "minLength": 1, "description": "The page's collection, as search returns it."},
-        "slug": {"type": "string", "minLength": 1, "description": "The page's slug, as search returns it (e.g. guides/setup)."},
-        "anchor": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Optional: return only this section (a heading anchor from search hits, citations or the page's sections).",
-        },
-        "tier": _TIER,
-    },
-    ["collection", "slug"],
-)
-COLLECTIONS_SCHEMA = _schema(
-    {"tier": {**_TIER, "description": "Only this tier. Omit to list every tier this client may read."}},
-    [],
-)
-
-
 # --------------------------------------------------------------------------- tools
 
 
-def _search_params(args: dict[str, Any], env: ToolEnv, index, k: int, view: str) -> SearchParams:
+def _search_params(args: dict[str, Any], index: SearchIndex, k: int, view: str) -> SearchParams:
     collections = tuple(args.get("collections") or ())
     if collections:
         known = documents.collection_names(index.path)
@@ -245,7 +151,7 @@ def _run_search(env: ToolEnv, caller: Caller, args: dict[str, Any], k: int, view
         raise ToolError("query is empty; give a question or a few keywords")
     tier = args.get("tier", "public")
     index = tier_index(env, caller, tier)
-    params = _search_params(args, env, index, k, view)
+    params = _search_params(args, index, k, view)
     stage = env.tiers.rerank_stage(tier, None)
     return query, tier, search_reranked(index, query, env.tiers.embedder(tier, index), params, stage)
 
@@ -307,10 +213,11 @@ def hit_json(hit: Hit, terms: list[str]) -> dict[str, Any]:
 
 def run_search(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     query, tier, result = _run_search(env, caller, args, args.get("k", 10), "pages")
+    terms = _query_terms(query)
     out: dict[str, Any] = {
         "query": query,
         "tier": tier,
-        "hits": [hit_json(h, _query_terms(query)) for h in result.hits],
+        "hits": [hit_json(h, terms) for h in result.hits],
         "minRelevance": result.params.min_score,
         "bestRelevance": round(result.best_relevance, 4),
         "model": result.model,
@@ -383,7 +290,7 @@ def run_list_collections(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> 
         else:
             entry["reason"] = "not built yet (`rag build` builds it)"
         out.append(entry)
-    return {"tiers": out, "freshness": "Fresh: built under 12 h ago; Stale: 12-48 h; Old: over 48 h"}
+    return {"tiers": out, "freshness": f"Fresh: built under {FRESH_HOURS} h ago; Stale: {FRESH_HOURS}-{STALE_HOURS} h; Old: older"}
 
 
 SEARCH = ToolSpec(
