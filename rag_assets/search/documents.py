@@ -5,7 +5,8 @@ The store keeps chunks, not files, so a page is put back together from its chunk
 context prefix (title, description, tags: :func:`rag_assets.ingest.chunking.context_prefix`) is
 dropped and consecutive chunks are joined without their overlap
 (:func:`rag_assets.search.passages.join_consecutive_chunks`), which gives the body the chunker
-cut, verbatim. Sections are found by parsing that body again (the chunker's own
+cut, verbatim (unless a page repeats a long run of words across a chunk boundary: the overlap is
+then found longer than it was, and the repeat is lost once). Sections are found by parsing that body again (the chunker's own
 :class:`~rag_assets.ingest.blocks.Layout`, so a ``#`` line in a code fence is no heading); a
 section runs from its heading to the next heading of the same or a higher level. Anchors are
 the citation tags' (:func:`~rag_assets.search.passages.heading_anchor`), a repeated one
