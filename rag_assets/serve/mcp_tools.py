@@ -333,14 +333,23 @@ LIST_COLLECTIONS = ToolSpec(
 def build_tools(cfg: RagConfig) -> list[ToolSpec]:
     """The tools this configuration serves, in the order tools/list shows them.
 
-    To add ``ask`` (issue 13, rag_assets/answer/) once a chat model is configured: write
-    ``run_ask(env, caller, args)`` that takes its index with ``tier_index(env, caller, tier)``
-    (the Private-tier guard), answers with the answer module and returns a dict (answer,
-    citations); then append ``ToolSpec("ask", <description>, <schema>, run_ask)`` here under
-    ``if <cfg has a chat model>:``. Transports, error handling and tests of tools/list need
-    nothing else.
+    To add ``ask`` (issue 13; branch ``ask``: rag_assets/answer/, ``cfg.llm``), about ten lines:
+
+    1. ``ASK_SCHEMA`` in mcp_schemas.py: ``question`` (as _QUERY), ``tier``, ``collections``,
+       optionally ``session``.
+    2. ``run_ask(env, caller, args)``: ``tier_index(env, caller, args.get("tier", "public"))``
+       first (the Private-tier guard), then what ``ask_routes.prepare_answer`` does with
+       ``AskRequest(question=..., tier=..., collections=...)`` and
+       ``collect(prepared, generate(prepared, streamed=False)).body`` as the result (raise
+       ToolError with its message when its status is not 200).
+    3. Here, before the return: ``if cfg.llm.name != "none": tools.append(ToolSpec("ask",
+       ASK_DESCRIPTION, ASK_SCHEMA, run_ask))``.
+
+    Transports, argument checking, error results and tools/list need nothing else; the
+    tool-list test (test_mcp.TOOLS) then gains "ask" when the test config names a model.
     """
-    return [SEARCH, GET_CONTEXT, GET_DOCUMENT, LIST_COLLECTIONS]
+    tools = [SEARCH, GET_CONTEXT, GET_DOCUMENT, LIST_COLLECTIONS]
+    return tools
 
 
 # --------------------------------------------------------------------------- calling
