@@ -18,6 +18,8 @@ Routes (all ``GET``, all answer JSON)::
            ``message``, when no hit reaches ``min_score``)
     /status  -> the ``rag status --json`` report (every tier: exists, chunks, model, built, freshness)
     /health  -> {"status": "ok"}
+    /mcp     -> the MCP server over streamable HTTP (rag_assets.serve.mcp_server): the same tools
+                as `rag mcp`, on the same per-tier indexes; the Private tier only to loopback clients
 
 A parameter the API cannot use (a non-integer ``k``, an unknown tier or mode, an empty
 query, a malformed filter, a tier whose store is not built yet, ...) gets a 400 with
@@ -73,6 +75,7 @@ from rag_assets.serve.http_params import (
     parse_query,
     parse_search_params,
 )
+from rag_assets.serve.mcp_server import mcp_http
 from rag_assets.serve.status import status_report
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 
@@ -93,9 +96,13 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool = True, preload: bool = True) -> Starlette:
-    """The Starlette app; ``serve_private=False`` answers Private-tier requests with a 403."""
+def create_app(
+    cfg: RagConfig, *, serve_private: bool = True, log_searches: bool = True, preload: bool = True, host: str = DEFAULT_HOST
+) -> Starlette:
+    """The Starlette app; ``serve_private=False`` answers Private-tier requests with a 403.
+    ``host``: the address it will be bound to (the MCP endpoint checks Host headers on loopback)."""
     tiers = Tiers(cfg, serve_private=serve_private, log_searches=log_searches)
+    mcp = mcp_http(cfg, tiers, host=host)
 
     def run_search(query: str, tier: str, params: SearchParams, rerank: bool | None) -> SearchResult:
         index = tiers.index(tier)
@@ -184,7 +191,7 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
         return JSONResponse({"status": "ok"})
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        hint = " (routes: /search, /context, /status, /health)" if exc.status_code == 404 else ""
+        hint = " (routes: /search, /context, POST /ask, /status, /health, /mcp)" if exc.status_code == 404 else ""
         return error(exc.status_code, f"{exc.detail}{hint}")
 
     async def server_error(request: Request, exc: Exception) -> JSONResponse:
@@ -196,7 +203,8 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
         if preload:
             await run_in_threadpool(tiers.preload)
         try:
-            yield
+            async with mcp.running():  # the MCP session manager's task group
+                yield
         finally:
             tiers.close()
 
@@ -207,6 +215,7 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
             Route("/status", status, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             *ask_routes(cfg, tiers),  # POST /ask (rag_assets.serve.ask_routes)
+            mcp.route,
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
@@ -254,4 +263,4 @@ def serve(
     if "OPENBLAS_NUM_THREADS" not in os.environ:
         log.info(limit_blas_threads(1))
     print(f"rag serve: http://{host if ':' not in host else f'[{host}]'}:{port}/search?q=... (Ctrl+C to stop)", flush=True)
-    uvicorn.run(create_app(cfg, serve_private=serve_private), host=host, port=port, log_level=log_level)
+    uvicorn.run(create_app(cfg, serve_private=serve_private, host=host), host=host, port=port, log_level=log_level)
