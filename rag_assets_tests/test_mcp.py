@@ -27,6 +27,7 @@ from rag_assets.serve.mcp_server import caller_of
 from rag_assets.serve.mcp_tools import SEARCH, Caller, ToolEnv, ToolError, call_tool, private_allowed
 from rag_assets.serve.tiers import Tiers
 
+from .chat_server import ChatServer
 from .conftest import REPO_ROOT
 from .live_server import ServerThread
 from .test_server import CONTENT, ZIGBEE
@@ -64,7 +65,7 @@ def build_site(root: Path) -> Path:
     config = root / "rag.yaml"
     config.write_text(
         "content_dir: content\noutput_dir: out\nembedder: {name: hashing}\nidentity_map: null\n"
-        "private_tier: {embedder: hashing}\n"
+        "private_tier: {embedder: hashing}\nllm: {name: none}\n"
         "vaults:\n  - {name: homelab, path: vaults/homelab, tier: safe}\n  - {name: diary, path: vaults/diary, tier: private}\n",
         encoding="utf-8",
     )
@@ -376,3 +377,63 @@ def test_rag_mcp_is_a_cli_command():
 
     args = build_parser().parse_args(["mcp", "--config", "x.yaml", "--output-dir", "out"])
     assert args.handler.__name__ == "cmd_mcp" and (args.config, args.output_dir) == ("x.yaml", "out")
+
+
+# ------------------------------------------------------------------------------------ ask
+
+
+def config_with_chat(site: Path, url: str) -> Path:
+    """The site's rag.yaml with a loopback Ollama chat model (beside it: paths stay relative)."""
+    text = site.read_text(encoding="utf-8").replace("llm: {name: none}\n", f"llm: {{name: ollama, ollama: {{host: '{url}'}}}}\n")
+    path = site.with_name("rag-with-chat.yaml")
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_ask_is_offered_only_with_a_chat_model(cfg):
+    from rag_assets.serve.mcp_tools import build_tools
+
+    assert [t.name for t in build_tools(cfg)] == ["search", "get_context", "get_document", "list_collections"]
+    with ChatServer() as chat:
+        with_model = load_config(config_with_chat(Path(cfg.config_path), chat.url), environ={})
+        assert [t.name for t in build_tools(with_model)][-1] == "ask"
+
+
+def test_ask_answers_with_cited_sources_and_abstains_without_a_model_call_over_stdio(site):
+    async def body(session: ClientSession) -> None:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert set(tools) == TOOLS | {"ask"} and tools["ask"].input_schema["required"] == ["question"]
+        answered = await call(session, "ask", question="how do I flash the zigbee coordinator firmware")
+        assert answered["abstained"] is False and answered["citationCheck"] == {"unknown": [], "uncited": False}
+        assert answered["citations"][0]["n"] == 1 and answered["citations"][0]["slug"] == "zigbee"
+        assert "[1]" in answered["answer"] and answered["retrieval"]["sources"]
+        before = len(chat.chat_requests)
+        nothing = await call(session, "ask", question="zzzzqqq xylophone quasar")
+        assert nothing["abstained"] is True and nothing["model"] is None
+        assert len(chat.chat_requests) == before  # abstained: the model was not asked
+        garden = await call(session, "ask", question="where do the heirloom tomatoes go", tier="private")
+        assert garden["citations"][0]["slug"] == "garden"  # a loopback model may answer the Private tier
+        error = await call_error(session, "ask", {"question": "   "})
+        assert "empty" in error
+        error = await call_error(session, "ask", {"question": "hi", "tier": "secret"})
+        assert "tier" in error
+
+    with ChatServer() as chat:
+        run(lambda: stdio_session(config_with_chat(site, chat.url)), body)
+        prompts = chat.prompts()
+    assert any("cc2538-bsl" in p for p in prompts) and any("south bed" in p for p in prompts)
+
+
+def test_ask_refuses_the_private_tier_to_a_remote_caller(cfg):
+    with ChatServer() as chat:
+        with_model = load_config(config_with_chat(Path(cfg.config_path), chat.url), environ={})
+        from rag_assets.serve.mcp_tools import build_tools
+
+        ask = build_tools(with_model)[-1]
+        env = ToolEnv(with_model, Tiers(with_model, serve_private=True, log_searches=False))
+        try:
+            with pytest.raises(ToolError, match="private tier is only served to this machine"):
+                call_tool(env, Caller("http", "192.0.2.7"), ask, {"question": "where do the tomatoes go", "tier": "private"})
+        finally:
+            env.tiers.close()
+        assert not chat.chat_requests  # refused before retrieval, nothing sent

@@ -109,3 +109,11 @@ COLLECTIONS_SCHEMA = _schema(
     {"tier": {**_TIER, "description": "Only this tier. Omit to list every tier this client may read."}},
     [],
 )
+ASK_SCHEMA = _schema(
+    {
+        "question": {**_QUERY, "description": "The question, in plain words, as a person would ask it."},
+        "tier": _TIER,
+        "collections": _COLLECTIONS,
+    },
+    ["question"],
+)

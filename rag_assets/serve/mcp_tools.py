@@ -9,8 +9,8 @@ before ``run`` sees them, so the schema is the one statement of what is accepted
 Tiers: Public by default, Safe when asked for, Private only to a caller on this machine (stdio,
 or HTTP from a loopback address to a server bound to loopback): :func:`private_allowed`.
 
-``ask`` (issue 13) is one more ToolSpec appended in :func:`build_tools` when a chat model is
-configured; see the note there.
+``ask`` (:mod:`rag_assets.serve.mcp_ask`) is one more ToolSpec, appended in :func:`build_tools`
+when a chat model is configured.
 """
 
 from __future__ import annotations
@@ -331,24 +331,13 @@ LIST_COLLECTIONS = ToolSpec(
 
 
 def build_tools(cfg: RagConfig) -> list[ToolSpec]:
-    """The tools this configuration serves, in the order tools/list shows them.
+    """The tools this configuration serves, in the order tools/list shows them: ``ask``
+    (:mod:`rag_assets.serve.mcp_ask`) last, and only when a chat model is configured."""
+    from rag_assets.serve.mcp_ask import ask_tool, chat_model_available  # it builds on this module
 
-    To add ``ask`` (issue 13; branch ``ask``: rag_assets/answer/, ``cfg.llm``), about ten lines:
-
-    1. ``ASK_SCHEMA`` in mcp_schemas.py: ``question`` (as _QUERY), ``tier``, ``collections``,
-       optionally ``session``.
-    2. ``run_ask(env, caller, args)``: ``tier_index(env, caller, args.get("tier", "public"))``
-       first (the Private-tier guard), then what ``ask_routes.prepare_answer`` does with
-       ``AskRequest(question=..., tier=..., collections=...)`` and
-       ``collect(prepared, generate(prepared, streamed=False)).body`` as the result (raise
-       ToolError with its message when its status is not 200).
-    3. Here, before the return: ``if cfg.llm.name != "none": tools.append(ToolSpec("ask",
-       ASK_DESCRIPTION, ASK_SCHEMA, run_ask))``.
-
-    Transports, argument checking, error results and tools/list need nothing else; the
-    tool-list test (test_mcp.TOOLS) then gains "ask" when the test config names a model.
-    """
     tools = [SEARCH, GET_CONTEXT, GET_DOCUMENT, LIST_COLLECTIONS]
+    if chat_model_available(cfg):
+        tools.append(ask_tool(cfg))
     return tools
 
 
