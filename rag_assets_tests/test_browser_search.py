@@ -10,21 +10,16 @@ FTS5's terms, and each vector encoding must decode to what Python decodes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import dagster as dg
-import httpx
 import numpy as np
 import orjson
 import pytest
 
+import rag_assets.index
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
@@ -32,39 +27,12 @@ from rag_assets.index.vector_codec import decode_chunk
 from rag_assets.search.bm25_terms import TOKENIZER, query_words
 from rag_assets.serve.cli import main
 
-from .browser import screenshot
+from .browser import open_search, screenshot, static_server
 from .conftest import CORPORA, REPO_ROOT
 
 HUGO = CORPORA / "hugo-docs" / "content"
 QUESTIONS = REPO_ROOT / "eval" / "questions" / "hugo-docs.jsonl"
-
-
-@contextlib.contextmanager
-def static_server(folder: Path):
-    """``python -m http.server`` on a free loopback port, serving ``folder``; yields its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(folder)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(url + "/embeddings-meta.json", timeout=1)
-                break
-            except httpx.TransportError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the static server did not start")
-                time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
+SHIPPED_JS = Path(rag_assets.index.__file__).parent / "js"  # the package data, as shipped
 
 
 def build(content: Path, out: Path, encoding: str = "float"):
@@ -78,12 +46,6 @@ def build(content: Path, out: Path, encoding: str = "float"):
     # An ephemeral instance: these tests look at the published files, not at the run history.
     assert run_build(cfg, dg.DagsterInstance.ephemeral(), vaults=[]).success
     return cfg
-
-
-def open_search(page, url: str) -> None:
-    page.goto(url + "/search.html")
-    page.wait_for_selector("body[data-ready]", timeout=60_000)
-    assert page.evaluate("document.body.dataset.ready") == "true", page.inner_text("#status")
 
 
 @pytest.fixture(scope="module")
@@ -127,9 +89,11 @@ def test_browser_top10_equals_rag_search_for_100_questions(hugo, page, capsys):
             }""",
             questions,
         )
-        page.fill("#q", questions[0])
+        # The page itself, as a visitor uses it.
+        page.fill("#q", "how do I add a menu")
         page.click("#go")
         page.wait_for_selector("#results li")
+        status, first = page.inner_text("#status"), page.inner_text("#results li")
         screenshot(page, "browser-search")
     mismatched = [
         (q, e, g)
@@ -138,30 +102,25 @@ def test_browser_top10_equals_rag_search_for_100_questions(hugo, page, capsys):
     ]
     assert all(len(e) == 10 for e in expected)
     assert not mismatched, f"{len(mismatched)} of 100 differ; first: {mismatched[0]}"
-
-
-def test_the_page_shows_results_from_a_static_server(hugo, page):
-    with static_server(hugo.public_dir) as url:
-        page.goto(url + "/search.html?q=" + "how do I add a menu")
-        page.wait_for_selector("#results li", timeout=60_000)
-        status = page.inner_text("#status")
-        first = page.inner_text("#results li")
     assert re.match(r"\d+ results \(hybrid\) in [\d.]+ ms", status), status
     assert "menu" in first.lower()
 
 
-def test_hashing_embedder_and_stemmer_in_javascript_match_python(hugo, page):
-    index = orjson.loads(hugo.index_path.read_bytes())
-    texts = [c["text"] for c in index["chunks"][::20]] + [
+def test_hashing_embedder_and_stemmer_in_javascript_match_python(page):
+    """The shipped rag-search.js itself (served from the package folder), on the Hugo docs' words."""
+    if not HUGO.is_dir():
+        pytest.skip(f"{HUGO} is not present")
+    pages = [p.read_text(errors="replace") for p in sorted(HUGO.rglob("*.md"))]
+    texts = pages[::25] + [
         "How do I set up VLANs? café naïve 東京タワー",
         "",
         "x_y__z 123 ½ Ⅻ µs İstanbul",
         "run running runs ran generalizations hopefully agreed feed " * 3,
     ]
-    words = sorted({w for c in index["chunks"] for w in re.findall(r"\w+", c["text"].lower())})
+    words = sorted({w for text in pages for w in re.findall(r"\w+", text.lower())})
     words += ["électricité", "µs", "i̇stanbul", "controlling", "bowdlerize", "probate"]
-    with static_server(hugo.public_dir) as url:
-        page.goto(url + "/search.html")
+    with static_server(SHIPPED_JS) as url:
+        page.goto(url + "/")
         got = page.evaluate(
             """async ([texts, words]) => {
                 const js = await import("./rag-search.js");

@@ -63,6 +63,7 @@ from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.context import pack_context
 from rag_assets.search.params import SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
+from rag_assets.serve.embed_routes import embed_routes
 from rag_assets.serve.http_params import (
     MAX_QUERY_CHARS,
     SEARCH_PARAMS,
@@ -205,6 +206,7 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
             Route("/context", context, methods=["GET"]),
             Route("/status", status, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
+            *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,

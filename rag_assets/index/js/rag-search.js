@@ -6,6 +6,7 @@
 //
 //   import { RagSearch } from "./rag-search.js";
 //   const rag = await RagSearch.open("./");          // folder (URL) holding the published files
+//   // an index built with a remote model: await RagSearch.open("./", { embedUrl: "https://api.example/embed" })
 //   const { hits } = await rag.search("how do I set up vlans", { k: 10 });
 //
 // Ranking is the server's (rag_assets/search/retrieval.py) for the store's search profile:
@@ -448,6 +449,8 @@ export class RagSearch {
   constructor(base, options = {}) {
     this.base = base.endsWith("/") ? base : `${base}/`;
     this.embedUrl = options.embedUrl || null;
+    // auto: the hashing port for a hashing index, else embedUrl; endpoint: always embedUrl; none: BM25 only
+    this.queryEmbedding = options.queryEmbedding || "auto";
     this.fetch = options.fetch || ((url, init) => fetch(url, init));
     this.meta = null;
   }
@@ -521,7 +524,8 @@ export class RagSearch {
 
   /** Query vector: the hashing port, or the embed endpoint; null when there is none. */
   async queryVector(query) {
-    if (this.embedder) return this.embedder.embed(query);
+    if (this.queryEmbedding === "none") return null;
+    if (this.embedder && this.queryEmbedding !== "endpoint") return this.embedder.embed(query);
     if (!this.embedUrl) return null;
     try {
       const response = await this.fetch(this.embedUrl, {
