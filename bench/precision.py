@@ -6,8 +6,8 @@
 
 Builds the corpus with the hashing embedder at ``--dimension`` (1536 by default: the size of
 OpenAI's text-embedding-3-small, where the index's size matters most), then for each
-``public_index.vector_encoding`` (float: rounded to 5 decimals; float16; int8 with a
-per-vector scale; rag_assets/index/vector_codec.py) decodes the vectors as a reader would
+``public_index.vector_encoding`` (float: rounded to 5 decimals; float16; int16 and int8
+with a per-vector scale; rag_assets/index/vector_codec.py) decodes the vectors as a reader would
 and compares the vector-search top-10 of N queries (document titles: short natural-language
 queries) against the store's float32 vectors. Prints, per encoding:
 
@@ -119,7 +119,7 @@ def main() -> None:
     print("unchanged = same chunks in the same order against float32, chunks whose float32 scores tie counted as equal")
     header = f"{'encoding':>14} {'top-10 unchanged':>17} {'same IDs':>9} {'largest swap gap':>17} {'bytes/chunk':>12} {'vector bytes':>13} {'gzip bytes/chunk':>17}"
     print(header)
-    rows = [("float (5 dp)", "float", 5), ("float16", "float16", 5), ("int8", "int8", 5)]
+    rows = [("float (5 dp)", "float", 5), ("float16", "float16", 5), ("int16", "int16", 5), ("int8", "int8", 5)]
     if args.decimals:
         rows = [(f"float ({d} dp)", "float", d) for d in (2, 3, 4, 5, 6)] + [("float32", "float", None)] + rows[1:]
     for label, encoding, decimals in rows:

@@ -141,7 +141,7 @@ def test_hashing_embedder_and_stemmer_in_javascript_match_python(page):
     assert not wrong, f"{len(wrong)} of {len(words)} words stem differently; first: {wrong[:5]}"
 
 
-@pytest.mark.parametrize("encoding", ["float16", "int8"])
+@pytest.mark.parametrize("encoding", ["float16", "int16", "int8"])
 def test_compact_encodings_decode_in_the_browser_as_in_python(encoding, write_tree, tmp_path, page):
     content = write_tree({
         "docs/vlan.md": "---\ntitle: VLANs\n---\n# VLANs\n\nTag guests per VLAN on a vlan-aware bridge.\n",

@@ -318,9 +318,9 @@ def _unique_vault_names(vaults: list[VaultSection]) -> list[VaultSection]:
 class PublicIndexSection(_Section):
     """``public_index:``: how the static JSON index is written (rag_assets.index.vector_codec)."""
 
-    # float: the seed's plain arrays, which existing readers expect; float16 / int8: base64,
-    # for a site's client-side search (int8 keeps a 1536-d chunk under 6 KB; see the README).
-    vector_encoding: Literal["float", "float16", "int8"] = "float"
+    # float: the seed's plain arrays, which existing readers expect; float16 / int16 / int8:
+    # base64, for a site's client-side search (sizes and top-10 stability: see the README).
+    vector_encoding: Literal["float", "float16", "int16", "int8"] = "float"
 
 
 class ConfigFile(_Section):

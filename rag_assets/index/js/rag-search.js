@@ -54,8 +54,8 @@ function decodeVector(chunk, encoding, out) {
   if (encoding === "float16") {
     const halves = typed(value, Uint16Array);
     for (let i = 0; i < out.length; i++) out[i] = halfToFloat(halves[i]);
-  } else if (encoding === "int8") {
-    const steps = typed(value, Int8Array);
+  } else if (encoding === "int8" || encoding === "int16") {
+    const steps = typed(value, encoding === "int8" ? Int8Array : Int16Array);
     const scale = Math.fround(chunk.embeddingScale);
     for (let i = 0; i < out.length; i++) out[i] = steps[i] * scale;
   } else {
