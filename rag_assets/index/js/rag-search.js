@@ -551,21 +551,44 @@ export class RagSearch {
         if (id !== undefined) times.set(id, (times.get(id) || 0) + 1);
       }
     }
-    const scores = new Map();
+    // A dense array and the rows touched: a common word has thousands of postings.
+    const sums = new Float64Array(this.chunks.length);
+    const touched = [];
     const avgdl = lx.rows ? lx.tokens / lx.rows : 1;
+    const { k1, b, docLength, postingChunks, postingTf } = lx;
     for (const [id, n] of times) {
       const df = lx.df[id];
       let idf = Math.log((lx.rows - df + 0.5) / (df + 0.5));
       if (idf <= 0) idf = lx.minIdf;
       for (let p = lx.start[id]; p < lx.start[id + 1]; p++) {
-        const row = lx.postingChunks[p];
-        const tf = lx.postingTf[p];
-        const norm = lx.k1 * (1 - lx.b + (lx.b * lx.docLength[row]) / avgdl);
-        const w = (idf * tf * (lx.k1 + 1)) / (tf + norm);
-        scores.set(row, (scores.get(row) || 0) + w * n);
+        const row = postingChunks[p];
+        const tf = postingTf[p];
+        const norm = k1 * (1 - b + (b * docLength[row]) / avgdl);
+        if (sums[row] === 0) touched.push(row);
+        sums[row] += ((idf * tf * (k1 + 1)) / (tf + norm)) * n;
       }
     }
-    return scores;
+    return new Map(touched.map((row) => [row, sums[row]]));
+  }
+
+  /** The cosine of every row with `q` (unit vectors: the dot product). */
+  cosines(q) {
+    const dim = this.dimension;
+    const m = this.matrix;
+    const out = new Float64Array(this.chunks.length);
+    for (let row = 0, o = 0; row < out.length; row++, o += dim) {
+      let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      let i = 0;
+      for (; i + 3 < dim; i += 4) {
+        s0 += m[o + i] * q[i];
+        s1 += m[o + i + 1] * q[i + 1];
+        s2 += m[o + i + 2] * q[i + 2];
+        s3 += m[o + i + 3] * q[i + 3];
+      }
+      for (; i < dim; i++) s0 += m[o + i] * q[i];
+      out[row] = s0 + s1 + s2 + s3;
+    }
+    return out;
   }
 
   cosine(row, q) {
@@ -583,6 +606,19 @@ export class RagSearch {
     return new Map(list.map(([row, s], i) => [row, [i + 1, s]]));
   }
 
+  // The same for a dense array of scores over the rows `usable` allows: the depth-th best
+  // score is found with a numeric sort, and only the rows at or above it are ranked.
+  rankedDense(scores, depth, usable) {
+    const values = [];
+    for (let row = 0; row < scores.length; row++) if (usable(row)) values.push(scores[row]);
+    if (!values.length) return new Map();
+    const sorted = Float64Array.from(values).sort();
+    const floor = sorted[Math.max(sorted.length - depth, 0)];
+    const entries = [];
+    for (let row = 0; row < scores.length; row++) if (scores[row] >= floor && usable(row)) entries.push([row, scores[row]]);
+    return this.ranked(entries, depth);
+  }
+
   /** Search; options: k (10), mode (hybrid | bm25 | vector), view (chunks | pages),
    * sections (3), collections (names), candidates (the store's). */
   async search(query, options = {}) {
@@ -597,11 +633,7 @@ export class RagSearch {
     const q = mode === "bm25" ? null : await this.queryVector(query);
     if (!q) mode = "bm25"; // no query vector (endpoint unreachable): BM25 alone
     let vector = new Map();
-    if (mode !== "bm25") {
-      const all = new Map();
-      for (let row = 0; row < this.chunks.length; row++) if (usable(row)) all.set(row, this.cosine(row, q));
-      vector = this.ranked(all, depth);
-    }
+    if (mode !== "bm25") vector = this.rankedDense(this.cosines(q), depth, usable);
     let lexical = new Map();
     if (mode !== "vector") {
       const scores = this.bm25Scores(query);
