@@ -15,7 +15,10 @@ Debian's Chromium (Playwright) then opens ``search.html`` in a fresh context (no
 - bytes: what the browser received for the sidecar, index, BM25 file and script, with and
   without ``Content-Encoding: gzip`` (level 6, what static hosts commonly serve);
 - query: ``RagSearch.search`` latency over ``--queries`` questions (the Hugo question set,
-  then document titles) after load, in one page: p50 and p95 (hybrid mode, chunk view).
+  then document titles) after load, in one page: p50 and p95 (hybrid mode, chunk view);
+- dense scan: the vector scan alone for a dense query vector (what an index built with a
+  sentence model costs; the hashing embedder's sparse query vectors visit only their
+  non-zero components), median of 20.
 """
 
 from __future__ import annotations
@@ -127,12 +130,20 @@ QUERIES = """async (questions) => {
         await window.rag.search(q, { k: 10 });
         times.push(performance.now() - t0);
     }
-    return times;
+    // A dense query vector (a sentence model's) makes the vector scan visit every component.
+    const dense = new Float32Array(window.rag.dimension).map((_, i) => Math.sin(i + 1));
+    const scans = [];
+    for (let i = 0; i < 20; i++) {
+        const t0 = performance.now();
+        window.rag.cosines(dense);
+        scans.push(performance.now() - t0);
+    }
+    return { times, scans };
 }"""
 
 
 def measure(browser, url: str, questions: list[str], repeat: int) -> dict:
-    loads, received, times = [], {}, []
+    loads, received, times, scans = [], {}, [], []
     for attempt in range(repeat):
         context = browser.new_context()
         page = context.new_page()
@@ -146,7 +157,8 @@ def measure(browser, url: str, questions: list[str], repeat: int) -> dict:
                 name = request.url.rsplit("/", 1)[-1].split("?")[0]
                 if name in FILES:
                     received[name] = request.sizes()["responseBodySize"]
-            times = page.evaluate(QUERIES, questions)
+            timed = page.evaluate(QUERIES, questions)
+            times, scans = timed["times"], sorted(timed["scans"])
         context.close()
     times.sort()
     return {
@@ -156,6 +168,7 @@ def measure(browser, url: str, questions: list[str], repeat: int) -> dict:
         "per_file": received,
         "p50_ms": statistics.median(times),
         "p95_ms": times[int(0.95 * (len(times) - 1))],
+        "dense_scan_ms": statistics.median(scans),
     }
 
 
@@ -188,16 +201,18 @@ def main() -> None:
                     print(
                         f"{encoding:>8} {'gzip' if gzip_on else 'plain':>5}: {row['chunks']} chunks, "
                         f"{row['bytes'] / 1e6:7.2f} MB received {json.dumps(row['per_file'])}, "
-                        f"load {row['load_ms']:6.0f} ms, query p50 {row['p50_ms']:5.1f} ms p95 {row['p95_ms']:5.1f} ms",
+                        f"load {row['load_ms']:6.0f} ms, query p50 {row['p50_ms']:5.1f} ms p95 {row['p95_ms']:5.1f} ms, "
+                        f"dense vector scan {row['dense_scan_ms']:5.1f} ms",
                         flush=True,
                     )
             browser.close()
     print(f"\n{args.dimension} dimensions, {len(questions)} queries, loads: median of {args.repeat}")
-    print(f"{'encoding':>8} {'served':>6} {'chunks':>7} {'MB':>7} {'bytes/chunk':>12} {'load ms':>8} {'p50 ms':>7} {'p95 ms':>7}")
+    print(f"{'encoding':>8} {'served':>6} {'chunks':>7} {'MB':>7} {'bytes/chunk':>12} {'load ms':>8} {'p50 ms':>7} {'p95 ms':>7} {'dense scan ms':>14}")
     for encoding, gzip_on, row in results:
         print(
             f"{encoding:>8} {'gzip' if gzip_on else 'plain':>6} {row['chunks']:>7} {row['bytes'] / 1e6:>7.2f} "
-            f"{row['bytes'] / row['chunks']:>12.0f} {row['load_ms']:>8.0f} {row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f}"
+            f"{row['bytes'] / row['chunks']:>12.0f} {row['load_ms']:>8.0f} {row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} "
+            f"{row['dense_scan_ms']:>14.1f}"
         )
 
 

@@ -65,11 +65,12 @@ function decodeVector(chunk, encoding, out) {
 
 // ------------------------------------------------------------------ BLAKE2b (8-byte digest)
 
-const MASK64 = (1n << 64n) - 1n;
-const IV = [
-  0x6a09e667f3bcc908n, 0xbb67ae8584caa73bn, 0x3c6ef372fe94f82bn, 0xa54ff53a5f1d36f1n,
-  0x510e527fade682d1n, 0x9b05688c2b3e6c1fn, 0x1f83d9abfb41bd6bn, 0x5be0cd19137e2179n,
-];
+// 64-bit words as (low, high) pairs of 32-bit halves in Uint32Arrays: BigInt arithmetic
+// cost 4-5 ms a query, this well under 1 ms.
+const IV32 = new Uint32Array([
+  0xf3bcc908, 0x6a09e667, 0x84caa73b, 0xbb67ae85, 0xfe94f82b, 0x3c6ef372, 0x5f1d36f1, 0xa54ff53a,
+  0xade682d1, 0x510e527f, 0x2b3e6c1f, 0x9b05688c, 0xfb41bd6b, 0x1f83d9ab, 0x137e2179, 0x5be0cd19,
+]);
 const SIGMA = [
   [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15], [14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3],
   [11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4], [7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8],
@@ -77,51 +78,76 @@ const SIGMA = [
   [12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11], [13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10],
   [6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5], [10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0],
 ];
-const rotr = (x, n) => ((x >> n) | (x << (64n - n))) & MASK64;
+const V = new Uint32Array(32);
+const M = new Uint32Array(32);
+
+// v[a] += v[b] (word indexes times two: the low half's position)
+function add64(a, b) {
+  const lo = V[a] + V[b];
+  V[a + 1] = V[a + 1] + V[b + 1] + (lo >= 0x100000000 ? 1 : 0);
+  V[a] = lo;
+}
+
+// v[a] += m[x]
+function add64m(a, x) {
+  const lo = V[a] + M[x];
+  V[a + 1] = V[a + 1] + M[x + 1] + (lo >= 0x100000000 ? 1 : 0);
+  V[a] = lo;
+}
+
+function g(a, b, c, d, x, y) {
+  add64(a, b); add64m(a, x);
+  let lo = V[d] ^ V[a], hi = V[d + 1] ^ V[a + 1];
+  V[d] = hi; V[d + 1] = lo; // rotate right 32
+  add64(c, d);
+  lo = V[b] ^ V[c]; hi = V[b + 1] ^ V[c + 1];
+  V[b] = (lo >>> 24) ^ (hi << 8); V[b + 1] = (hi >>> 24) ^ (lo << 8); // 24
+  add64(a, b); add64m(a, y);
+  lo = V[d] ^ V[a]; hi = V[d + 1] ^ V[a + 1];
+  V[d] = (lo >>> 16) ^ (hi << 16); V[d + 1] = (hi >>> 16) ^ (lo << 16); // 16
+  add64(c, d);
+  lo = V[b] ^ V[c]; hi = V[b + 1] ^ V[c + 1];
+  V[b] = (hi >>> 31) ^ (lo << 1); V[b + 1] = (lo >>> 31) ^ (hi << 1); // 63
+}
 
 function compress(h, block, counter, last) {
-  const m = new Array(16);
-  for (let i = 0; i < 16; i++) {
-    let word = 0n;
-    for (let j = 7; j >= 0; j--) word = (word << 8n) | BigInt(block[i * 8 + j]);
-    m[i] = word;
+  for (let i = 0; i < 32; i++) {
+    M[i] = block[i * 4] ^ (block[i * 4 + 1] << 8) ^ (block[i * 4 + 2] << 16) ^ (block[i * 4 + 3] << 24);
   }
-  const v = [...h, ...IV];
-  v[12] ^= counter & MASK64;
-  if (last) v[14] ^= MASK64;
-  const g = (a, b, c, d, x, y) => {
-    v[a] = (v[a] + v[b] + x) & MASK64; v[d] = rotr(v[d] ^ v[a], 32n);
-    v[c] = (v[c] + v[d]) & MASK64; v[b] = rotr(v[b] ^ v[c], 24n);
-    v[a] = (v[a] + v[b] + y) & MASK64; v[d] = rotr(v[d] ^ v[a], 16n);
-    v[c] = (v[c] + v[d]) & MASK64; v[b] = rotr(v[b] ^ v[c], 63n);
-  };
+  V.set(h, 0);
+  V.set(IV32, 16);
+  V[24] ^= counter; // the byte counter's low word (inputs here are far below 4 GB)
+  if (last) { V[28] = ~V[28]; V[29] = ~V[29]; }
   for (let r = 0; r < 12; r++) {
     const s = SIGMA[r % 10];
-    g(0, 4, 8, 12, m[s[0]], m[s[1]]); g(1, 5, 9, 13, m[s[2]], m[s[3]]);
-    g(2, 6, 10, 14, m[s[4]], m[s[5]]); g(3, 7, 11, 15, m[s[6]], m[s[7]]);
-    g(0, 5, 10, 15, m[s[8]], m[s[9]]); g(1, 6, 11, 12, m[s[10]], m[s[11]]);
-    g(2, 7, 8, 13, m[s[12]], m[s[13]]); g(3, 4, 9, 14, m[s[14]], m[s[15]]);
+    g(0, 8, 16, 24, s[0] * 2, s[1] * 2); g(2, 10, 18, 26, s[2] * 2, s[3] * 2);
+    g(4, 12, 20, 28, s[4] * 2, s[5] * 2); g(6, 14, 22, 30, s[6] * 2, s[7] * 2);
+    g(0, 10, 20, 30, s[8] * 2, s[9] * 2); g(2, 12, 22, 24, s[10] * 2, s[11] * 2);
+    g(4, 14, 16, 26, s[12] * 2, s[13] * 2); g(6, 8, 18, 28, s[14] * 2, s[15] * 2);
   }
-  for (let i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
+  for (let i = 0; i < 16; i++) h[i] ^= V[i] ^ V[i + 16];
 }
 
 /** BLAKE2b with an 8-byte digest, as hashlib.blake2b(data, digest_size=8), read big-endian
- * (Python's int.from_bytes(digest, "big")): a 64-bit BigInt. */
-export function blake2b64(bytes) {
-  const h = IV.slice();
-  h[0] ^= 0x01010000n ^ 8n; // digest length 8, no key, fanout 1, depth 1
+ * (Python's int.from_bytes(digest, "big")): [bucket of `dimension`, sign +1/-1]. */
+export function blake2bBucket(bytes, dimension) {
+  const h = IV32.slice();
+  h[0] ^= 0x01010000 ^ 8; // digest length 8, no key, fanout 1, depth 1
   let offset = 0;
   const block = new Uint8Array(128);
   while (bytes.length - offset > 128) {
-    compress(h, bytes.subarray(offset, offset + 128), BigInt(offset + 128), false);
+    compress(h, bytes.subarray(offset, offset + 128), offset + 128, false);
     offset += 128;
   }
-  block.fill(0);
   block.set(bytes.subarray(offset));
-  compress(h, block, BigInt(bytes.length), true);
-  let out = 0n; // h[0]'s little-endian bytes, read as a big-endian number
-  for (let i = 0; i < 8; i++) out = (out << 8n) | ((h[0] >> BigInt(8 * i)) & 0xffn);
-  return out;
+  compress(h, block, bytes.length, true);
+  // The digest is h[0]'s 8 bytes little-endian; read big-endian, its first byte is the top.
+  const swap = (x) => (((x & 0xff) << 24) | ((x & 0xff00) << 8) | ((x >>> 8) & 0xff00) | (x >>> 24)) >>> 0;
+  const high = swap(h[0]); // digest bytes 0-3: the number's top 32 bits
+  const low = swap(h[1]);
+  // (high * 2^32 + low) mod dimension, without losing bits (dimension < 2^21)
+  const bucket = ((high % dimension) * (0x100000000 % dimension) + (low % dimension)) % dimension;
+  return [bucket, high >>> 31 ? 1 : -1];
 }
 
 // ------------------------------------------------------------------ the hashing embedder
@@ -179,8 +205,7 @@ export class HashingEmbedder {
   bucket(feature) {
     let found = this.buckets.get(feature);
     if (!found) {
-      const digest = blake2b64(encoder.encode(feature));
-      found = [Number(digest % BigInt(this.dimension)), digest >> 63n ? 1 : -1];
+      found = blake2bBucket(encoder.encode(feature), this.dimension);
       if (this.buckets.size < 100000) this.buckets.set(feature, found);
     }
     return found;
@@ -571,11 +596,25 @@ export class RagSearch {
     return new Map(touched.map((row) => [row, sums[row]]));
   }
 
-  /** The cosine of every row with `q` (unit vectors: the dot product). */
+  /** The cosine of every row with `q` (unit vectors: the dot product). A sparse query (the
+   * hashing embedder's: a few buckets a word) visits only its non-zero components, which at
+   * 1536 dimensions is a fraction of the dense scan's 16 M multiply-adds per 10,000 chunks. */
   cosines(q) {
     const dim = this.dimension;
     const m = this.matrix;
     const out = new Float64Array(this.chunks.length);
+    const nonZero = [];
+    for (let i = 0; i < dim; i++) if (q[i] !== 0) nonZero.push(i);
+    if (nonZero.length * 4 < dim) {
+      const at = Int32Array.from(nonZero);
+      const value = Float64Array.from(nonZero, (i) => q[i]);
+      for (let row = 0, o = 0; row < out.length; row++, o += dim) {
+        let sum = 0;
+        for (let j = 0; j < at.length; j++) sum += m[o + at[j]] * value[j];
+        out[row] = sum;
+      }
+      return out;
+    }
     for (let row = 0, o = 0; row < out.length; row++, o += dim) {
       let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
       let i = 0;
