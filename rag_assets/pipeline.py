@@ -277,7 +277,9 @@ def _write_generation(
         gen.store_path, collections, model=m.model, dimension=m.dimension, built_at=built_at, generation=gen.id
     )
     # The browser search's BM25 data is read from the store just written (FTS5's own postings).
-    lexical = write_browser_files(gen.folder, gen.store_path, collections, cfg.collection_weights, m.provider)
+    lexical = write_browser_files(
+        gen.folder, gen.store_path, collections, cfg.collection_weights, m.provider, generation=gen.id
+    )
     meta_payload = index_json.render_meta(header, collections, index_payload, lexical)
     gen.meta_path.write_bytes(meta_payload)
     summary = store.summarise(gen.store_path)

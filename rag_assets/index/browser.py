@@ -31,10 +31,11 @@ def write_browser_files(
     collections: Iterable[EmbeddedCollection],
     collection_weights: Mapping[str, float],
     provider: str | None,
+    generation: str | None = None,
 ) -> dict[str, Any]:
     """Write the BM25 data and the static files into ``folder``; the sidecar's ``lexical`` entry."""
     ids = [chunk.id for col in sorted(collections, key=lambda c: c.collection) for chunk in col.chunks]
-    payload = render_lexical(store_path, ids, collection_weights, provider)
+    payload = render_lexical(store_path, ids, collection_weights, provider, generation=generation)
     (folder / LEXICAL_NAME).write_bytes(payload)
     for name in STATIC_FILES:
         (folder / name).write_bytes(static_file(name))

@@ -45,9 +45,11 @@ def render_lexical(
     collection_weights: Mapping[str, float],
     provider: str | None,
     fields: FieldWeights = FieldWeights(),
+    generation: str | None = None,
 ) -> bytes:
     """The BM25 postings and search settings of the store at ``store_path``, with chunks
-    numbered by their position in ``chunk_ids`` (the index's order)."""
+    numbered by their position in ``chunk_ids`` (the index's order). ``generation``: the
+    published generation, as the index names it, so a reader can tell the two files of one build."""
     conn = store.connect(store_path)
     try:
         conn.execute("BEGIN")
@@ -83,6 +85,7 @@ def render_lexical(
     defaults = SearchParams()
     payload = {
         "version": LEXICAL_FORMAT_VERSION,
+        "generation": generation,
         "tokenize": "porter unicode61",
         "k1": K1,
         "b": B,

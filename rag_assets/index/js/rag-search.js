@@ -493,23 +493,30 @@ export class RagSearch {
   }
 
   /** Read the sidecar; fetch the index and the BM25 file again only when it says they changed.
-   * Returns true when something was reloaded. */
-  async refresh() {
+   * Returns true when something was reloaded. A build published between the two fetches
+   * would pair files of two builds (both name their generation): then it starts over. */
+  async refresh(attempts = 3) {
     const meta = await this.getJson("embeddings-meta.json", { cache: "no-cache" });
     const old = this.meta;
-    let changed = false;
-    // The digest in the URL: a cache may keep a file as long as the sidecar names it.
-    if (!old || old.indexSha256 !== meta.indexSha256) {
-      this.loadIndex(await this.getJson(`embeddings-index.json?v=${meta.indexSha256}`));
-      changed = true;
-    }
     const lexical = meta.lexical || { file: "embeddings-bm25.json", sha256: "" };
-    if (!old || !old.lexical || old.lexical.sha256 !== lexical.sha256) {
-      this.loadLexical(await this.getJson(`${lexical.file}?v=${lexical.sha256}`));
-      changed = true;
+    const indexChanged = !old || old.indexSha256 !== meta.indexSha256;
+    const lexicalChanged = !old || !old.lexical || old.lexical.sha256 !== lexical.sha256;
+    if (!indexChanged && !lexicalChanged) return false;
+    // The digest in the URL: a cache may keep a file as long as the sidecar names it.
+    const [index, bm25] = await Promise.all([
+      indexChanged ? this.getJson(`embeddings-index.json?v=${meta.indexSha256}`) : null,
+      lexicalChanged ? this.getJson(`${lexical.file}?v=${lexical.sha256}`) : null,
+    ]);
+    const generation = index ? index.generation : this.generation;
+    const lexicalGeneration = bm25 ? bm25.generation : this.lexical.generation;
+    if (generation !== meta.generation || lexicalGeneration !== meta.generation) {
+      if (attempts > 1) return this.refresh(attempts - 1);
+      throw new Error("the published files kept changing while they were read; try again");
     }
+    if (index) this.loadIndex(index);
+    if (bm25) this.loadLexical(bm25);
     this.meta = meta;
-    return changed;
+    return true;
   }
 
   loadIndex(index) {
@@ -518,6 +525,7 @@ export class RagSearch {
     const encoding = index.vectorEncoding || "float";
     this.model = index.model;
     this.provider = index.provider;
+    this.generation = index.generation;
     this.dimension = dim;
     this.encoding = encoding;
     this.chunks = chunks.map((c) => ({ id: c.id, text: c.text, ...c.metadata }));
