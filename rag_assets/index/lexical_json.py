@@ -25,7 +25,16 @@ import numpy as np
 import orjson
 
 from rag_assets.index import store
-from rag_assets.search.bm25_scan import B, K1, MIN_IDF, InstanceScan, RowPositions, content_rowids, fts_table
+from rag_assets.search.bm25_scan import (
+    B,
+    K1,
+    MIN_IDF,
+    InstanceScan,
+    RowPositions,
+    content_rowids,
+    fts_table,
+    positions,
+)
 from rag_assets.search.fields import FieldWeights
 from rag_assets.search.params import SearchParams
 from rag_assets.search.profiles import read_profile
@@ -65,21 +74,15 @@ def render_lexical(
         raise
     conn.close()
     chunk_rowids = np.array([rowid_of[c] for c in chunk_ids], dtype=np.int64)
-    # FTS rowid -> position in the index (-1: a row the index does not hold, e.g. an orphan).
     order = np.argsort(chunk_rowids, kind="stable")
-    at = np.searchsorted(chunk_rowids[order], raw["rowid"])
-    at = np.minimum(at, max(len(order) - 1, 0))
-    found = len(order) > 0
-    position = np.where(found & (chunk_rowids[order][at] == raw["rowid"]), order[at] if found else -1, -1)
-    keep = position >= 0
-    term, position, tf = raw["term"][keep], position[keep], raw["tf"][keep]
+    # Each posting's FTS rowid -> the chunk's position in the index (-1: not in it, an orphan).
+    at = positions(chunk_rowids[order], raw["rowid"])
+    keep = at >= 0
+    term, position, tf = raw["term"][keep], order[at[keep]], raw["tf"][keep]
     by_term = np.lexsort((position, term))  # term-major, chunks ascending within a term
     counts = np.bincount(term, minlength=len(raw["terms"]))
-    doc_len = np.zeros(len(chunk_ids), dtype=np.float64)
-    rows_at = np.searchsorted(raw["rowids"], chunk_rowids)
-    has = rows_at < len(raw["rowids"])
-    has[has] = raw["rowids"][rows_at[has]] == chunk_rowids[has]
-    doc_len[has] = raw["doc_len"][rows_at[has]]
+    fts_row = {int(r): i for i, r in enumerate(raw["rowids"])}  # content rows, then any orphan
+    doc_len = np.array([raw["doc_len"][fts_row[r]] if r in fts_row else 0 for r in chunk_rowids.tolist()])
     rank = np.empty(len(chunk_ids), dtype=np.int64)
     rank[order] = np.arange(len(chunk_ids))  # the store's row order (rowid ascending)
     defaults = SearchParams()
