@@ -66,6 +66,7 @@ from rag_assets.search.context import pack_context
 from rag_assets.search.params import SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
 from rag_assets.serve.ask_routes import ask_routes
+from rag_assets.serve.embed_routes import embed_routes
 from rag_assets.serve.http_params import (
     MAX_QUERY_CHARS,
     SEARCH_PARAMS,
@@ -216,6 +217,7 @@ def create_app(
             Route("/health", health, methods=["GET"]),
             *ask_routes(cfg, tiers),  # POST /ask (rag_assets.serve.ask_routes)
             mcp.route,
+            *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
