@@ -19,6 +19,7 @@ from rag_assets.embed import Embedder, EmbeddingBatchError
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.embed.http import RemoteEmbedder, Usage
 from rag_assets.index import generations, index_json, manifest, store
+from rag_assets.index.browser import write_browser_files
 from rag_assets.ingest.chunking import chunk_document
 from rag_assets.ingest.doc_cache import DocumentCache
 from rag_assets.ingest.sources import overall_content_hash
@@ -252,11 +253,10 @@ def _write_generation(
 ) -> Published:
     header = index_json.index_header(
         collections, model=m.model, dimension=m.dimension, provider=m.provider, built_at=built_at,
-        content_hash=content_hash_of(collections), generation=gen.id,
+        content_hash=content_hash_of(collections), generation=gen.id, vector_encoding=cfg.vector_encoding,
     )
     fragments = index_json.FragmentCache(cfg.data_dir / "index-fragments")
     index_payload = index_json.render_index(header, collections, cfg.vector_decimals, fragments)
-    meta_payload = index_json.render_meta(header, collections, index_payload)
     manifest_data = manifest.build_manifest(
         collections,
         model=m.model,
@@ -269,7 +269,6 @@ def _write_generation(
         generation=gen.id,
     )
     gen.index_path.write_bytes(index_payload)
-    gen.meta_path.write_bytes(meta_payload)
     gen.manifest_path.write_bytes(manifest.render_manifest(manifest_data))
     # The store starts as a copy of the current one (so only the diff is written, and the
     # search log carries over); a damaged or missing one is rebuilt whole.
@@ -277,6 +276,12 @@ def _write_generation(
     sync = store.sync_contents(
         gen.store_path, collections, model=m.model, dimension=m.dimension, built_at=built_at, generation=gen.id
     )
+    # The browser search's BM25 data is read from the store just written (FTS5's own postings).
+    lexical = write_browser_files(
+        gen.folder, gen.store_path, collections, cfg.collection_weights, m.provider, generation=gen.id
+    )
+    meta_payload = index_json.render_meta(header, collections, index_payload, lexical)
+    gen.meta_path.write_bytes(meta_payload)
     summary = store.summarise(gen.store_path)
     assert summary is not None
     return Published(header, len(index_payload), len(meta_payload), summary, sync, manifest_data)

@@ -8,8 +8,15 @@ test that cannot run there must not pass quietly.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+import httpx
 
 import pytest
 
@@ -63,3 +70,39 @@ def screenshot(page, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+@contextlib.contextmanager
+def static_server(folder: Path):
+    """``python -m http.server`` on a free loopback port serving ``folder`` (a static host, as a
+    site would publish public/); yields its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(folder)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(url + "/embeddings-meta.json", timeout=1)
+                break
+            except httpx.TransportError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the static server did not start")
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def open_search(page, url: str) -> None:
+    """Open the published search.html and wait until rag-search.js has loaded the index."""
+    page.goto(url + "/search.html")
+    page.wait_for_selector("body[data-ready]", timeout=60_000)
+    assert page.evaluate("document.body.dataset.ready") == "true", page.inner_text("#status")

@@ -10,10 +10,11 @@ import uvicorn
 
 
 class ServerThread:
-    """uvicorn in a background thread on a free loopback port."""
+    """uvicorn in a background thread on a free port of ``host`` (loopback unless a test needs another address)."""
 
-    def __init__(self, app) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    def __init__(self, app, host: str = "127.0.0.1") -> None:
+        self.host = host
+        config = uvicorn.Config(app, host=host, port=0, log_level="warning", lifespan="on")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="test-uvicorn", daemon=True)
 
@@ -25,7 +26,7 @@ class ServerThread:
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.02)
         port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://{self.host}:{port}"
         self.client = httpx.Client(base_url=self.url, timeout=30)
         return self
 

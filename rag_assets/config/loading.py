@@ -407,6 +407,7 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         private_hosts=tuple(model.private_tier.allowed_hosts),
         identity_map_path=identity_map,
         vector_decimals=model.vector_decimals,
+        vector_encoding=model.public_index.vector_encoding,
         automation=AutomationConfig(**model.automation.model_dump()),
         reranker=reranker_settings(model.reranker),
         config_path=config_path,

@@ -363,6 +363,14 @@ def _unique_vault_names(vaults: list[VaultSection]) -> list[VaultSection]:
     return vaults
 
 
+class PublicIndexSection(_Section):
+    """``public_index:``: how the static JSON index is written (rag_assets.index.vector_codec)."""
+
+    # float: the seed's plain arrays, which existing readers expect; float16 / int16 / int8:
+    # base64, for a site's client-side search (sizes and top-10 stability: see the README).
+    vector_encoding: Literal["float", "float16", "int16", "int8"] = "float"
+
+
 class ConfigFile(_Section):
     """The whole of ``rag.yaml``. Relative paths are relative to the file's folder."""
 
@@ -378,6 +386,7 @@ class ConfigFile(_Section):
     private_tier: PrivateTierSection = Field(default_factory=PrivateTierSection)
     # 1 decimal is useless for unit vectors; past 10 the float32 components have no more digits.
     vector_decimals: int = Field(5, ge=1, le=10)
+    public_index: PublicIndexSection = Field(default_factory=PublicIndexSection)
     automation: AutomationSection = Field(default_factory=AutomationSection)
     reranker: Annotated[RerankerSection, BeforeValidator(_reranker_shorthand)] = Field(default_factory=RerankerSection)
     follow_symlinks: bool = False

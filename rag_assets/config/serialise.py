@@ -113,6 +113,7 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
         "identity_map": str(cfg.identity_map_path) if cfg.identity_map_path else None,
         "private_tier": {"embedder": cfg.private_embedding.name, "allowed_hosts": list(cfg.private_hosts)},
         "vector_decimals": cfg.vector_decimals,
+        "public_index": {"vector_encoding": cfg.vector_encoding},
         "automation": asdict(cfg.automation),
         "reranker": _reranker_shown(cfg.reranker, env),
         "llm": _llm_shown(cfg.llm, env),

@@ -10,6 +10,7 @@ Layout under the output folder::
     data/current -> generations/<id>               swapped by one rename at the end of a publish
     public/embeddings-index.json -> ../data/current/embeddings-index.json     fixed links: the
     public/embeddings-meta.json  -> ../data/current/embeddings-meta.json      published paths stay
+    public/embeddings-bm25.json, rag-search.js, search.html -> ../data/current/...  (the browser search)
     data/rag-manifest.json       -> current/rag-manifest.json                 stable for static
     data/rag-store-public.db     -> current/rag-store-public.db               hosting and readers
 
@@ -46,6 +47,9 @@ STORE_NAME = "rag-store-public.db"
 GENERATIONS_FOLDER = "generations"
 CURRENT_LINK = "current"
 LOCK_NAME = "publish.lock"
+# The browser search (rag_assets.index.browser): published beside the index in every generation,
+# so the script, its BM25 data and the index always come from one build.
+BROWSER_NAMES = ("embeddings-bm25.json", "rag-search.js", "search.html")
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,7 @@ def fixed_links(cfg: RagConfig) -> dict[Path, str]:
             (cfg.meta_path, META_NAME),
             (cfg.manifest_path, MANIFEST_NAME),
             (cfg.public_store_path, STORE_NAME),
+            *((cfg.public_dir / name, name) for name in BROWSER_NAMES),
         )
     }
 

@@ -6,6 +6,8 @@ field names are a contract. Vector components are rounded to
 5 decimals leave every query's top-10 unchanged on the Hugo docs (the only
 reorderings swap results whose float32 scores differ by < 1e-6, i.e. ties) while
 the index shrinks by about a third against printing full float32 values.
+``public_index.vector_encoding`` (:mod:`rag_assets.index.vector_codec`) can instead write
+each vector as base64 float16 or int8; the index then says so in ``vectorEncoding``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 import orjson
 
 from rag_assets.index.atomic import atomic_write_bytes
+from rag_assets.index.vector_codec import encode_rows
 from rag_assets.records import EmbeddedCollection
 
 INDEX_FORMAT_VERSION = "1.0"
@@ -36,6 +39,7 @@ class IndexHeader:
     total_chunks: int
     collections: dict[str, dict[str, int]]
     generation: str | None = None  # the published generation (rag_assets.index.generations)
+    vector_encoding: str = "float"  # rag_assets.index.vector_codec; "float" is not written (the seed's format)
 
     def as_json(self) -> dict[str, Any]:
         fields = {
@@ -50,6 +54,8 @@ class IndexHeader:
         }
         if self.generation is not None:
             fields["generation"] = self.generation
+        if self.vector_encoding != "float":
+            fields["vectorEncoding"] = self.vector_encoding
         return fields
 
 
@@ -62,6 +68,7 @@ def index_header(
     content_hash: str,
     provider: str = "hashing",
     generation: str | None = None,
+    vector_encoding: str = "float",
 ) -> IndexHeader:
     counts = {
         c.collection: {"chunks": len(c.chunks), "documents": len(c.documents)}
@@ -76,25 +83,24 @@ def index_header(
         total_chunks=sum(v["chunks"] for v in counts.values()),
         collections=counts,
         generation=generation,
+        vector_encoding=vector_encoding,
     )
 
 
-def render_collection(col: EmbeddedCollection, vector_decimals: int) -> bytes:
+def render_collection(col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> bytes:
     """One collection's chunk objects as comma-separated JSON (no brackets), to splice in."""
-    rounded = np.round(col.vectors.astype(np.float64), vector_decimals)
-    # Negative zeros print as "-0.0"; normalising them saves bytes and keeps output stable.
-    rounded[rounded == 0] = 0.0
-    rows = rounded.tolist()
+    rows = encode_rows(np.asarray(col.vectors), encoding, vector_decimals)
     chunks = [
-        {"id": chunk.id, "text": chunk.text, "embedding": vector, "metadata": chunk.metadata()}
+        {"id": chunk.id, "text": chunk.text, **vector, "metadata": chunk.metadata()}
         for chunk, vector in zip(col.chunks, rows)
     ]
     return orjson.dumps(chunks)[1:-1]
 
 
-def fragment_key(col: EmbeddedCollection, vector_decimals: int) -> str:
-    """Changes whenever the collection's rendered chunks would: model, rounding, IDs, texts, metadata."""
-    digest = hashlib.sha256(f"{INDEX_FORMAT_VERSION}|{col.model}|{col.dimension}|{vector_decimals}".encode())
+def fragment_key(col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> str:
+    """Changes whenever the collection's rendered chunks would: model, rounding, encoding, IDs, texts, metadata."""
+    rounding = str(vector_decimals) if encoding == "float" else encoding
+    digest = hashlib.sha256(f"{INDEX_FORMAT_VERSION}|{col.model}|{col.dimension}|{rounding}".encode())
     for chunk in col.chunks:
         digest.update(orjson.dumps([chunk.id, chunk.text, chunk.metadata()]))
     return digest.hexdigest()
@@ -110,15 +116,15 @@ class FragmentCache:
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
 
-    def get(self, col: EmbeddedCollection, vector_decimals: int) -> bytes:
-        key = fragment_key(col, vector_decimals)
+    def get(self, col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> bytes:
+        key = fragment_key(col, vector_decimals, encoding)
         path = self.folder / f"{col.collection}.json" if self.folder else None
         if path is not None and path.is_file():
             head, _, rest = path.read_bytes().partition(b"\n")
             digest, _, body = rest.partition(b"\n")
             if head.decode("ascii", "replace") == key and hashlib.sha256(body).hexdigest().encode() == digest:
                 return body
-        body = render_collection(col, vector_decimals)
+        body = render_collection(col, vector_decimals, encoding)
         if path is not None:
             atomic_write_bytes(path, b"\n".join((key.encode("ascii"), hashlib.sha256(body).hexdigest().encode(), body)))
         return body
@@ -132,7 +138,7 @@ def render_index(
 ) -> bytes:
     """The whole index as compact JSON bytes, chunks in collection then chunk order."""
     cache = fragments or FragmentCache(None)
-    parts = [cache.get(col, vector_decimals) for col in sorted(collections, key=lambda c: c.collection)]
+    parts = [cache.get(col, vector_decimals, header.vector_encoding) for col in sorted(collections, key=lambda c: c.collection)]
     head = orjson.dumps(header.as_json())
     return head[:-1] + b',"chunks":[' + b",".join(p for p in parts if p) + b"]}"
 
@@ -145,13 +151,21 @@ def chunk_ids_digest(ids: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def render_meta(header: IndexHeader, collections: Iterable[EmbeddedCollection], index_payload: bytes) -> bytes:
+def render_meta(
+    header: IndexHeader,
+    collections: Iterable[EmbeddedCollection],
+    index_payload: bytes,
+    lexical: dict[str, Any] | None = None,
+) -> bytes:
     """The sidecar: the header, the index's size and SHA-256 (so a reader can tell a damaged
-    or foreign index) and a digest of its chunk IDs."""
+    or foreign index), a digest of its chunk IDs, and the browser search's BM25 file
+    (``lexical``: file, sizeBytes, sha256; rag_assets.index.browser) when one was written."""
     meta = header.as_json()
     meta["sizeBytes"] = len(index_payload)
     meta["indexSha256"] = hashlib.sha256(index_payload).hexdigest()
     meta["chunkIdsSha256"] = chunk_ids_digest(c.id for col in collections for c in col.chunks)
+    if lexical is not None:
+        meta["lexical"] = lexical
     return orjson.dumps(meta)
 
 

@@ -90,17 +90,18 @@ from rag_assets.ingest.packing import Planner
 from rag_assets.ingest.spans import ChunkSpan, render_span
 from rag_assets.records import Chunk, Document
 
-__all__ = ["ChunkingParams", "ChunkSpan", "chunk_document", "plan_chunks", "render_span"]
+__all__ = ["ChunkingParams", "ChunkSpan", "chunk_document", "context_prefix", "plan_chunks", "render_span"]
 
 
-def _context_prefix(doc: Document) -> str:
-    """Title, description and tags, so the first chunk says what the page is about."""
+def context_prefix(title: str, description: str, tags: list[str]) -> str:
+    """Title, description and tags, so the first chunk says what the page is about
+    (public: :mod:`rag_assets.search.documents` strips it to give a page's body back)."""
     lines = []
-    for part in (doc.title, doc.description):
+    for part in (title, description):
         text = " ".join(str(part or "").split())
         if text:
             lines.append(_escape_fence_start(text))
-    tags = [" ".join(str(tag).split()) for tag in (doc.tags or [])]
+    tags = [" ".join(str(tag).split()) for tag in (tags or [])]
     tags = [tag for tag in tags if tag]
     if tags:
         lines.append(_escape_fence_start("Tags: " + ", ".join(tags)))
@@ -116,7 +117,7 @@ def plan_chunks(doc: Document, params: ChunkingParams = ChunkingParams()) -> tup
     """The body as chunked (line endings normalised) and where each chunk's text comes from."""
     body = doc.body.replace("\r\n", "\n").replace("\r", "\n")
     layout = Layout(body)
-    return body, Planner(layout, params, _context_prefix(doc)).plan()
+    return body, Planner(layout, params, context_prefix(doc.title, doc.description, doc.tags)).plan()
 
 
 def chunk_document(doc: Document, params: ChunkingParams = ChunkingParams()) -> list[Chunk]:

@@ -269,6 +269,28 @@ class InstanceScan:
         log.warning("%s holds %d rows that its content does not (orphans)", self.table.name, len(extra))
         return np.concatenate([ids, extra])
 
+    def tf_postings(self) -> dict:
+        """The raw material of the weights, for a reader that computes them itself (the
+        browser search, rag_assets.index.lexical_json): ``terms``, ``df`` (per term),
+        ``term``, ``rowid`` and ``tf`` (per posting: its term's index, its FTS rowid, its
+        column-weighted tf), ``doc_len`` (per FTS row, by ``rowids``) and ``statistics``."""
+        ids = self._row_indexes()
+        doc_len = np.zeros(len(ids), dtype=np.float64)
+        offsets = np.cumsum([0] + [len(df) for df in self.df])
+        for at, count in zip(self.at, self.count):
+            doc_len += np.bincount(at, weights=count, minlength=len(ids))
+        empty = np.zeros(0, dtype=np.int64)
+        return {
+            "terms": self.terms,
+            "df": np.concatenate(self.df) if self.df else empty,
+            "term": np.concatenate([t.astype(np.int64) + o for t, o in zip(self.term, offsets)]) if self.term else empty,
+            "rowid": ids[np.concatenate(self.at)] if self.at else empty,
+            "tf": np.concatenate(self.tf) if self.tf else np.zeros(0),
+            "rowids": ids,
+            "doc_len": doc_len,
+            "statistics": _statistics(doc_len),
+        }
+
     def postings(self, rowids: np.ndarray, dtype: type) -> dict:
         """The term-major arrays of :class:`rag_assets.search.bm25.MemoryBm25` for the rows
         ``rowids`` (ascending), with the statistics of every FTS row. Weights are computed

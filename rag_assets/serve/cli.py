@@ -28,6 +28,7 @@ from rag_assets.serve.cli_query import (
     cmd_search,
     cmd_serve,
 )
+from rag_assets.serve.cli_mcp import add_mcp_command
 from rag_assets.serve.exit_codes import EXIT_OK, EXIT_USAGE
 from rag_assets.serve.status import cmd_status
 
@@ -241,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         parents=[common],
-        help="HTTP API: GET /search, /context, /status (JSON)",
+        help="HTTP API: GET /search, /context, /status (JSON), and MCP at /mcp",
         description="Serve the search API with uvicorn. Bad parameters get a 400 with a message, never a 500.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
@@ -252,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="also serve the Private tier when bound to a non-loopback address (refused by default)",
     )
     serve.set_defaults(handler=cmd_serve)
+
+    add_mcp_command(commands, common)
 
     evaluate = commands.add_parser(
         "eval",

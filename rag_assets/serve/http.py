@@ -20,7 +20,10 @@ Routes (``GET`` unless marked; all but ``/`` answer JSON)::
                 with ``server.privateTierServed``, ``embeddingService`` (provider, model, reachable) and
                 ``chatService`` (per served tier: available, model, reason)
     /health  -> {"status": "ok"}
+    /mcp     -> the MCP server over streamable HTTP (rag_assets.serve.mcp_server): the same tools
+                as `rag mcp`, on the same per-tier indexes; the Private tier only to loopback clients
     POST /ask -> an answer with numbered citations, JSON or server-sent events (:mod:`.ask_routes`)
+    POST /embed -> the Public tier's query vectors for rag-search.js (:mod:`.embed_routes`)
     /        -> the page for people: search, chat and status in a browser (:mod:`.web_routes`)
 
 A parameter the API cannot use (a non-integer ``k``, an unknown tier or mode, an empty
@@ -68,6 +71,7 @@ from rag_assets.search.context import pack_context
 from rag_assets.search.params import SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
 from rag_assets.serve.ask_routes import ask_routes
+from rag_assets.serve.embed_routes import embed_routes
 from rag_assets.serve.http_params import (
     MAX_QUERY_CHARS,
     SEARCH_PARAMS,
@@ -77,6 +81,7 @@ from rag_assets.serve.http_params import (
     parse_query,
     parse_search_params,
 )
+from rag_assets.serve.mcp_server import mcp_http
 from rag_assets.serve.status import chat_service_summary, embedding_service_summary, status_report
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 from rag_assets.serve.web_routes import web_routes
@@ -98,9 +103,13 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool = True, preload: bool = True) -> Starlette:
-    """The Starlette app; ``serve_private=False`` answers Private-tier requests with a 403."""
+def create_app(
+    cfg: RagConfig, *, serve_private: bool = True, log_searches: bool = True, preload: bool = True, host: str = DEFAULT_HOST
+) -> Starlette:
+    """The Starlette app; ``serve_private=False`` answers Private-tier requests with a 403.
+    ``host``: the address it will be bound to (the MCP endpoint checks Host headers on loopback)."""
     tiers = Tiers(cfg, serve_private=serve_private, log_searches=log_searches)
+    mcp = mcp_http(cfg, tiers, host=host)
 
     def run_search(query: str, tier: str, params: SearchParams, rerank: bool | None) -> SearchResult:
         index = tiers.index(tier)
@@ -192,7 +201,7 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
         return JSONResponse({"status": "ok"})
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        hint = " (routes: /, /search, /context, POST /ask, /status, /health)" if exc.status_code == 404 else ""
+        hint = " (routes: /, /search, /context, POST /ask, /status, /health, /mcp)" if exc.status_code == 404 else ""
         return error(exc.status_code, f"{exc.detail}{hint}")
 
     async def server_error(request: Request, exc: Exception) -> JSONResponse:
@@ -204,7 +213,8 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
         if preload:
             await run_in_threadpool(tiers.preload)
         try:
-            yield
+            async with mcp.running():  # the MCP session manager's task group
+                yield
         finally:
             tiers.close()
 
@@ -215,6 +225,8 @@ def create_app(cfg: RagConfig, *, serve_private: bool = True, log_searches: bool
             Route("/status", status, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             *ask_routes(cfg, tiers),  # POST /ask (rag_assets.serve.ask_routes)
+            mcp.route,
+            *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
             *web_routes(),  # the page for people at / (rag_assets/serve/web/)
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
@@ -263,4 +275,4 @@ def serve(
     if "OPENBLAS_NUM_THREADS" not in os.environ:
         log.info(limit_blas_threads(1))
     print(f"rag serve: http://{host if ':' not in host else f'[{host}]'}:{port}/search?q=... (Ctrl+C to stop)", flush=True)
-    uvicorn.run(create_app(cfg, serve_private=serve_private), host=host, port=port, log_level=log_level)
+    uvicorn.run(create_app(cfg, serve_private=serve_private, host=host), host=host, port=port, log_level=log_level)

@@ -1,0 +1,42 @@
+"""The browser search published beside the index: its BM25 data, ``rag-search.js`` and a demo page.
+
+Every build writes them into its generation folder (linked from ``public/``, see
+:mod:`rag_assets.index.generations`), so a static host serves the script, its data and the
+index of one build. The two static files ship as package data in ``rag_assets/index/js/``;
+no build step. The sidecar names the BM25 file and its digest (``lexical``), so the script
+re-fetches either file only when the sidecar says it changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from rag_assets.index.lexical_json import LEXICAL_NAME, render_lexical
+from rag_assets.records import EmbeddedCollection
+
+STATIC_FILES = ("rag-search.js", "search.html")
+
+
+def static_file(name: str) -> bytes:
+    """One of the shipped static files (package data)."""
+    return resources.files("rag_assets.index").joinpath("js", name).read_bytes()
+
+
+def write_browser_files(
+    folder: Path,
+    store_path: Path,
+    collections: Iterable[EmbeddedCollection],
+    collection_weights: Mapping[str, float],
+    provider: str | None,
+    generation: str | None = None,
+) -> dict[str, Any]:
+    """Write the BM25 data and the static files into ``folder``; the sidecar's ``lexical`` entry."""
+    ids = [chunk.id for col in sorted(collections, key=lambda c: c.collection) for chunk in col.chunks]
+    payload = render_lexical(store_path, ids, collection_weights, provider, generation=generation)
+    (folder / LEXICAL_NAME).write_bytes(payload)
+    for name in STATIC_FILES:
+        (folder / name).write_bytes(static_file(name))
+    return {"file": LEXICAL_NAME, "sizeBytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}

@@ -1,0 +1,724 @@
+// rag-search.js: the public index's hybrid search (BM25 + cosine, fused), in the browser.
+//
+// Published by every `rag build` in public/ beside embeddings-index.json, its sidecar
+// embeddings-meta.json and embeddings-bm25.json (FTS5's own postings and the store's search
+// settings). An ES module, no dependencies, no build step:
+//
+//   import { RagSearch } from "./rag-search.js";
+//   const rag = await RagSearch.open("./");          // folder (URL) holding the published files
+//   // an index built with a remote model: await RagSearch.open("./", { embedUrl: "https://api.example/embed" })
+//   const { hits } = await rag.search("how do I set up vlans", { k: 10 });
+//
+// Ranking is the server's (rag_assets/search/retrieval.py) for the store's search profile:
+// the same BM25 numbers (FTS5's formula over FTS5's postings; only the query is stemmed
+// here, by a port of FTS5's porter stemmer), the same cosine, the same fusion (zscore,
+// convex or rrf with the profile's weights over the union of both 200-deep candidate lists),
+// the collection weights, ties broken by the store's row order. What the server adds and
+// this does not: the calibrated relevance floor (min_score; here every candidate is kept,
+// as `rag search --min-score 0`), CJK n-gram matching, and FTS5 phrases for a word it splits
+// in several tokens ("k3s_cert": here its tokens count as separate words).
+//
+// Query vectors: for an index built with the hashing embedder, a port of
+// rag_assets/embed/hashing.py (BLAKE2b feature hashing) gives Python's vector; for another
+// model, `embedUrl` names an endpoint (`rag serve`'s POST /embed) and, when it cannot be
+// reached, the search falls back to BM25 alone.
+
+const HASHING_MODEL = "rag-assets/feature-hash-v1";
+
+// ------------------------------------------------------------------ base64 and vectors
+
+function base64Bytes(text) {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+function typed(text, Type) {
+  const bytes = base64Bytes(text);
+  return new Type(bytes.buffer, 0, bytes.byteLength / Type.BYTES_PER_ELEMENT);
+}
+
+function halfToFloat(h) {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >> 10) & 0x1f;
+  const frac = h & 0x3ff;
+  if (exp === 0) return sign * frac * 2 ** -24;
+  if (exp === 31) return frac ? NaN : sign * Infinity;
+  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
+}
+
+/** One chunk's vector into `out` (a Float32Array view), whatever the index's encoding. */
+function decodeVector(chunk, encoding, out) {
+  const value = chunk.embedding;
+  if (encoding === "float16") {
+    const halves = typed(value, Uint16Array);
+    for (let i = 0; i < out.length; i++) out[i] = halfToFloat(halves[i]);
+  } else if (encoding === "int8" || encoding === "int16") {
+    const steps = typed(value, encoding === "int8" ? Int8Array : Int16Array);
+    const scale = Math.fround(chunk.embeddingScale);
+    for (let i = 0; i < out.length; i++) out[i] = steps[i] * scale;
+  } else {
+    for (let i = 0; i < out.length; i++) out[i] = value[i];
+  }
+}
+
+// ------------------------------------------------------------------ BLAKE2b (8-byte digest)
+
+// 64-bit words as (low, high) pairs of 32-bit halves in Uint32Arrays: BigInt arithmetic
+// cost 4-5 ms a query, this well under 1 ms.
+const IV32 = new Uint32Array([
+  0xf3bcc908, 0x6a09e667, 0x84caa73b, 0xbb67ae85, 0xfe94f82b, 0x3c6ef372, 0x5f1d36f1, 0xa54ff53a,
+  0xade682d1, 0x510e527f, 0x2b3e6c1f, 0x9b05688c, 0xfb41bd6b, 0x1f83d9ab, 0x137e2179, 0x5be0cd19,
+]);
+const SIGMA = [
+  [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15], [14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3],
+  [11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4], [7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8],
+  [9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13], [2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9],
+  [12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11], [13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10],
+  [6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5], [10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0],
+];
+const V = new Uint32Array(32);
+const M = new Uint32Array(32);
+
+// v[a] += v[b] (word indexes times two: the low half's position)
+function add64(a, b) {
+  const lo = V[a] + V[b];
+  V[a + 1] = V[a + 1] + V[b + 1] + (lo >= 0x100000000 ? 1 : 0);
+  V[a] = lo;
+}
+
+// v[a] += m[x]
+function add64m(a, x) {
+  const lo = V[a] + M[x];
+  V[a + 1] = V[a + 1] + M[x + 1] + (lo >= 0x100000000 ? 1 : 0);
+  V[a] = lo;
+}
+
+function g(a, b, c, d, x, y) {
+  add64(a, b); add64m(a, x);
+  let lo = V[d] ^ V[a], hi = V[d + 1] ^ V[a + 1];
+  V[d] = hi; V[d + 1] = lo; // rotate right 32
+  add64(c, d);
+  lo = V[b] ^ V[c]; hi = V[b + 1] ^ V[c + 1];
+  V[b] = (lo >>> 24) ^ (hi << 8); V[b + 1] = (hi >>> 24) ^ (lo << 8); // 24
+  add64(a, b); add64m(a, y);
+  lo = V[d] ^ V[a]; hi = V[d + 1] ^ V[a + 1];
+  V[d] = (lo >>> 16) ^ (hi << 16); V[d + 1] = (hi >>> 16) ^ (lo << 16); // 16
+  add64(c, d);
+  lo = V[b] ^ V[c]; hi = V[b + 1] ^ V[c + 1];
+  V[b] = (hi >>> 31) ^ (lo << 1); V[b + 1] = (lo >>> 31) ^ (hi << 1); // 63
+}
+
+function compress(h, block, counter, last) {
+  for (let i = 0; i < 32; i++) {
+    M[i] = block[i * 4] ^ (block[i * 4 + 1] << 8) ^ (block[i * 4 + 2] << 16) ^ (block[i * 4 + 3] << 24);
+  }
+  V.set(h, 0);
+  V.set(IV32, 16);
+  V[24] ^= counter; // the byte counter's low word (inputs here are far below 4 GB)
+  if (last) { V[28] = ~V[28]; V[29] = ~V[29]; }
+  for (let r = 0; r < 12; r++) {
+    const s = SIGMA[r % 10];
+    g(0, 8, 16, 24, s[0] * 2, s[1] * 2); g(2, 10, 18, 26, s[2] * 2, s[3] * 2);
+    g(4, 12, 20, 28, s[4] * 2, s[5] * 2); g(6, 14, 22, 30, s[6] * 2, s[7] * 2);
+    g(0, 10, 20, 30, s[8] * 2, s[9] * 2); g(2, 12, 22, 24, s[10] * 2, s[11] * 2);
+    g(4, 14, 16, 26, s[12] * 2, s[13] * 2); g(6, 8, 18, 28, s[14] * 2, s[15] * 2);
+  }
+  for (let i = 0; i < 16; i++) h[i] ^= V[i] ^ V[i + 16];
+}
+
+/** BLAKE2b with an 8-byte digest, as hashlib.blake2b(data, digest_size=8), read big-endian
+ * (Python's int.from_bytes(digest, "big")): [bucket of `dimension`, sign +1/-1]. */
+export function blake2bBucket(bytes, dimension) {
+  const h = IV32.slice();
+  h[0] ^= 0x01010000 ^ 8; // digest length 8, no key, fanout 1, depth 1
+  let offset = 0;
+  const block = new Uint8Array(128);
+  while (bytes.length - offset > 128) {
+    compress(h, bytes.subarray(offset, offset + 128), offset + 128, false);
+    offset += 128;
+  }
+  block.set(bytes.subarray(offset));
+  compress(h, block, bytes.length, true);
+  // The digest is h[0]'s 8 bytes little-endian; read big-endian, its first byte is the top.
+  const swap = (x) => (((x & 0xff) << 24) | ((x & 0xff00) << 8) | ((x >>> 8) & 0xff00) | (x >>> 24)) >>> 0;
+  const high = swap(h[0]); // digest bytes 0-3: the number's top 32 bits
+  const low = swap(h[1]);
+  // (high * 2^32 + low) mod dimension, without losing bits (dimension < 2^21)
+  const bucket = ((high % dimension) * (0x100000000 % dimension) + (low % dimension)) % dimension;
+  return [bucket, high >>> 31 ? 1 : -1];
+}
+
+// ------------------------------------------------------------------ the hashing embedder
+
+const WORD = /[\p{L}\p{N}_]+/gu; // Python's \w
+const CJK = /[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]/u;
+const encoder = new TextEncoder();
+
+function words(text) {
+  return text.toLowerCase().match(WORD) || [];
+}
+
+function hashingTokens(text) {
+  const tokens = [];
+  for (const word of words(text)) {
+    const chars = [...word];
+    if (CJK.test(word) && chars.length > 1) {
+      for (let i = 0; i + 1 < chars.length; i++) tokens.push(chars[i] + chars[i + 1]);
+    } else {
+      tokens.push(word);
+    }
+  }
+  return tokens;
+}
+
+// numpy's float32 pairwise sum (what np.linalg.norm adds the squares with), so the norm is Python's.
+function pairwiseSum(a, start, n) {
+  const f = Math.fround;
+  if (n < 8) {
+    let res = 0;
+    for (let i = 0; i < n; i++) res = f(res + a[start + i]);
+    return res;
+  }
+  if (n <= 128) {
+    const r = Array.from({ length: 8 }, (_, j) => a[start + j]);
+    let i = 8;
+    for (; i < n - (n % 8); i += 8) for (let j = 0; j < 8; j++) r[j] = f(r[j] + a[start + i + j]);
+    let res = f(f(f(r[0] + r[1]) + f(r[2] + r[3])) + f(f(r[4] + r[5]) + f(r[6] + r[7])));
+    for (; i < n; i++) res = f(res + a[start + i]);
+    return res;
+  }
+  let half = Math.floor(n / 2);
+  half -= half % 8;
+  return f(pairwiseSum(a, start, half) + pairwiseSum(a, start + half, n - half));
+}
+
+/** rag_assets/embed/hashing.py in JavaScript: the same vector for the same text. */
+export class HashingEmbedder {
+  constructor(dimension = 384, bigramWeight = 0.5) {
+    this.dimension = dimension;
+    this.bigramWeight = bigramWeight;
+    this.buckets = new Map();
+  }
+
+  bucket(feature) {
+    let found = this.buckets.get(feature);
+    if (!found) {
+      found = blake2bBucket(encoder.encode(feature), this.dimension);
+      if (this.buckets.size < 100000) this.buckets.set(feature, found);
+    }
+    return found;
+  }
+
+  embed(text) {
+    const f = Math.fround;
+    const out = new Float32Array(this.dimension);
+    const tokens = hashingTokens(text);
+    const counts = new Map();
+    for (const t of tokens) counts.set(t, (counts.get(t) || 0) + 1);
+    const pairs = new Map();
+    for (let i = 0; i + 1 < tokens.length; i++) {
+      const p = `${tokens[i]} ${tokens[i + 1]}`;
+      pairs.set(p, (pairs.get(p) || 0) + 1);
+    }
+    // float32 accumulation in first-occurrence order, as numpy adds into the float32 row
+    for (const [feature, count] of counts) {
+      const [b, sign] = this.bucket(feature);
+      out[b] = f(out[b] + f(sign * (1 + Math.log(count))));
+    }
+    for (const [feature, count] of pairs) {
+      const [b, sign] = this.bucket(feature);
+      out[b] = f(out[b] + f(sign * this.bigramWeight * (1 + Math.log(count))));
+    }
+    const squares = out.map((x) => f(x * x));
+    const norm = f(Math.sqrt(pairwiseSum(squares, 0, squares.length)));
+    if (norm > 0) for (let i = 0; i < out.length; i++) out[i] = f(out[i] / norm);
+    return out;
+  }
+}
+
+// ------------------------------------------------------------------ FTS5's porter unicode61
+
+const isVowel = (c, yIsVowel) => c === 97 || c === 101 || c === 105 || c === 111 || c === 117 || (yIsVowel && c === 121);
+
+// Index just past the first vowel-consonant sequence of b[start..end) (0: none).
+function gobbleVC(b, start, end, prevCons) {
+  let cons = prevCons;
+  let i = start;
+  for (; i < end; i++) if (!(cons = !isVowel(b[i], cons))) break;
+  for (i++; i < end; i++) if ((cons = !isVowel(b[i], cons))) return i + 1;
+  return 0;
+}
+const mGt0 = (b, n) => gobbleVC(b, 0, n, false) !== 0;
+const mGt1 = (b, n) => {
+  const at = gobbleVC(b, 0, n, false);
+  return at !== 0 && gobbleVC(b, at, n, true) !== 0;
+};
+const mEq1 = (b, n) => {
+  const at = gobbleVC(b, 0, n, false);
+  return at !== 0 && gobbleVC(b, at, n, true) === 0;
+};
+const oStar = (b, n) => {
+  const last = b[n - 1];
+  if (last === 119 || last === 120 || last === 121) return false;
+  let mask = 0;
+  let cons = false;
+  for (let i = 0; i < n; i++) {
+    cons = !isVowel(b[i], cons);
+    mask = (mask << 1) + (cons ? 1 : 0);
+  }
+  return (mask & 7) === 5;
+};
+const hasVowel = (b, n) => {
+  for (let i = 0; i < n; i++) if (isVowel(b[i], i > 0)) return true;
+  return false;
+};
+const mGt1ST = (b, n) => (b[n - 1] === 115 || b[n - 1] === 116) && mGt1(b, n);
+
+// Each step: by the next-to-last letter, [suffix, condition on the stem, replacement]; the
+// first suffix that matches decides, whether its condition holds or not (FTS5's rules).
+const STEP2 = {
+  a: [["ational", mGt0, "ate"], ["tional", mGt0, "tion"]],
+  c: [["enci", mGt0, "ence"], ["anci", mGt0, "ance"]],
+  e: [["izer", mGt0, "ize"]],
+  g: [["logi", mGt0, "log"]],
+  l: [["bli", mGt0, "ble"], ["alli", mGt0, "al"], ["entli", mGt0, "ent"], ["eli", mGt0, "e"], ["ousli", mGt0, "ous"]],
+  o: [["ization", mGt0, "ize"], ["ation", mGt0, "ate"], ["ator", mGt0, "ate"]],
+  s: [["alism", mGt0, "al"], ["iveness", mGt0, "ive"], ["fulness", mGt0, "ful"], ["ousness", mGt0, "ous"]],
+  t: [["aliti", mGt0, "al"], ["iviti", mGt0, "ive"], ["biliti", mGt0, "ble"]],
+};
+const STEP3 = {
+  a: [["ical", mGt0, "ic"]],
+  s: [["ness", mGt0, ""]],
+  t: [["icate", mGt0, "ic"], ["iciti", mGt0, "ic"]],
+  u: [["ful", mGt0, ""]],
+  v: [["ative", mGt0, ""]],
+  z: [["alize", mGt0, "al"]],
+};
+const STEP4 = {
+  a: [["al", mGt1, ""]],
+  c: [["ance", mGt1, ""], ["ence", mGt1, ""]],
+  e: [["er", mGt1, ""]],
+  i: [["ic", mGt1, ""]],
+  l: [["able", mGt1, ""], ["ible", mGt1, ""]],
+  n: [["ant", mGt1, ""], ["ement", mGt1, ""], ["ment", mGt1, ""], ["ent", mGt1, ""]],
+  o: [["ion", mGt1ST, ""], ["ou", mGt1, ""]],
+  s: [["ism", mGt1, ""]],
+  t: [["ate", mGt1, ""], ["iti", mGt1, ""]],
+  u: [["ous", mGt1, ""]],
+  v: [["ive", mGt1, ""]],
+  z: [["ize", mGt1, ""]],
+};
+const STEP1B = { e: [["eed", mGt0, "ee"], ["ed", hasVowel, "", true]], n: [["ing", hasVowel, "", true]] };
+const STEP1B2 = { a: [["at", null, "ate", true]], b: [["bl", null, "ble", true]], i: [["iz", null, "ize", true]] };
+
+const endsWith = (b, n, suffix) => {
+  if (n <= suffix.length) return false;
+  for (let i = 0; i < suffix.length; i++) if (b[n - suffix.length + i] !== suffix.charCodeAt(i)) return false;
+  return true;
+};
+
+// Apply a step to b[0..n); returns [new length, whether a rule marked "fires" applied].
+function step(b, n, rules) {
+  for (const [suffix, cond, out, fires] of rules[String.fromCharCode(b[n - 2])] || []) {
+    if (!endsWith(b, n, suffix)) continue;
+    const stem = n - suffix.length;
+    if (cond && !cond(b, stem)) return [n, false];
+    for (let i = 0; i < out.length; i++) b[stem + i] = out.charCodeAt(i);
+    return [stem + out.length, !!fires];
+  }
+  return [n, false];
+}
+
+/** FTS5's porter stemmer over one folded token (UTF-8 bytes, as FTS5 sees it). */
+export function porterStem(token) {
+  const bytes = encoder.encode(token);
+  if (bytes.length > 64 || bytes.length < 3) return token;
+  const b = Array.from(bytes);
+  let n = b.length;
+  let fired;
+  if (b[n - 1] === 115) { // step 1a
+    if (b[n - 2] === 101) n = (n > 4 && b[n - 4] === 115 && b[n - 3] === 115) || (n > 3 && b[n - 3] === 105) ? n - 2 : n - 1;
+    else if (b[n - 2] !== 115) n -= 1;
+  }
+  [n, fired] = step(b, n, STEP1B);
+  if (fired) {
+    let grew;
+    [n, grew] = step(b, n, STEP1B2);
+    if (!grew) {
+      const c = b[n - 1];
+      if (!isVowel(c, false) && c !== 108 && c !== 115 && c !== 122 && c === b[n - 2]) n -= 1;
+      else if (mEq1(b, n) && oStar(b, n)) b[n++] = 101;
+    }
+  }
+  if (b[n - 1] === 121 && hasVowel(b, n - 1)) b[n - 1] = 105; // step 1c
+  [n] = step(b, n, STEP2);
+  [n] = step(b, n, STEP3);
+  [n] = step(b, n, STEP4);
+  if (b[n - 1] === 101 && (mGt1(b, n - 1) || (mEq1(b, n - 1) && !oStar(b, n - 1)))) n -= 1; // step 5a
+  if (n > 1 && b[n - 1] === 108 && b[n - 2] === 108 && mGt1(b, n - 1)) n -= 1; // step 5b
+  return new TextDecoder().decode(new Uint8Array(b.slice(0, n)));
+}
+
+// unicode61: letters, numbers, private-use characters and combining marks make tokens; each
+// character case-folded (simple folding: "µ" is "μ", "ß" stays), Latin diacritics removed
+// (remove_diacritics 1, FTS5's default) and a lone combining mark dropped.
+function foldChar(ch) {
+  let c = ch.toLowerCase();
+  if (c === ch) {
+    const upper = ch.toUpperCase();
+    if ([...upper].length === 1 && [...upper.toLowerCase()].length === 1) c = upper.toLowerCase();
+  }
+  if ([...c].length !== 1) return c;
+  if (/^\p{Mn}$/u.test(c)) return "";
+  const parts = c.normalize("NFD");
+  return parts.length > 1 && parts.charCodeAt(0) < 128 && /^\p{Mn}+$/u.test(parts.slice(1)) ? parts[0] : c;
+}
+
+const fold = (token) => [...token].map(foldChar).join("");
+
+/** The FTS5 terms ("porter unicode61") of one query word. */
+export function ftsTerms(word) {
+  return (word.match(/[\p{L}\p{N}\p{Co}\p{Mn}]+/gu) || []).map(fold).filter(Boolean).map(porterStem);
+}
+
+/** The words rag_assets.search.query.fts_match_query searches: stop words dropped (unless
+ * nothing else is left), CJK words left out, a repeat kept only in a long query. */
+export function queryWords(text, settings) {
+  const stop = settings.stopWordSet;
+  const all = words(text).filter((w) => !CJK.test(w));
+  const kept = all.filter((w) => !stop.has(w));
+  const chosen = kept.length ? kept : all;
+  const most = chosen.length >= settings.longQueryWords ? settings.maxRepeats : 1;
+  const seen = new Map();
+  return chosen.filter((w) => {
+    seen.set(w, (seen.get(w) || 0) + 1);
+    return seen.get(w) <= most;
+  });
+}
+
+// ------------------------------------------------------------------ fusion (search/fusion.py)
+
+function standardise(entries) {
+  const n = entries.size;
+  const out = new Map();
+  if (!n) return out;
+  let sum = 0;
+  for (const s of entries.values()) sum += s;
+  const mean = sum / n;
+  let sq = 0;
+  for (const s of entries.values()) sq += (s - mean) ** 2;
+  const std = Math.sqrt(sq / n);
+  for (const [row, s] of entries) out.set(row, std > 0 ? (s - mean) / std : 0);
+  return out;
+}
+
+function minMax(entries) {
+  const out = new Map();
+  if (!entries.size) return out;
+  let low = Infinity;
+  let high = -Infinity;
+  for (const s of entries.values()) { low = Math.min(low, s); high = Math.max(high, s); }
+  const span = high - low;
+  for (const [row, s] of entries) out.set(row, span > 0 ? (s - low) / span : 1);
+  return out;
+}
+
+/** Row -> fused score in [0, 1]; `vector`/`lexical`: row -> [rank, score]; `cosines`: the
+ * cosine of lexical candidates missing from the vector list. */
+export function fuse(vector, lexical, profile, mode, cosines) {
+  const out = new Map();
+  if (mode === "vector") { for (const [row, [, s]] of vector) out.set(row, s); return out; }
+  if (mode === "bm25") {
+    let top = 0;
+    for (const [, s] of lexical.values()) top = Math.max(top, s);
+    top = top || 1;
+    for (const [row, [, s]] of lexical) out.set(row, s / top);
+    return out;
+  }
+  const wv = profile.vectorWeight;
+  const wb = profile.bm25Weight;
+  const rows = new Set([...vector.keys(), ...lexical.keys()]);
+  if (profile.fusion === "rrf") {
+    const k = profile.rrfK;
+    const best = (wv + wb) / (k + 1);
+    for (const row of rows) {
+      const a = vector.has(row) ? wv / (k + vector.get(row)[0]) : 0;
+      const b = lexical.has(row) ? wb / (k + lexical.get(row)[0]) : 0;
+      out.set(row, (a + b) / best);
+    }
+    return out;
+  }
+  if (profile.fusion === "zscore") {
+    const vs = new Map(cosines);
+    for (const [row, [, s]] of vector) vs.set(row, s);
+    const bs = new Map();
+    for (const row of rows) bs.set(row, lexical.has(row) ? lexical.get(row)[1] : 0);
+    const v = standardise(vs);
+    const b = standardise(bs);
+    const mixed = new Map();
+    for (const row of rows) mixed.set(row, (wv * (v.get(row) || 0) + wb * b.get(row)) / (wv + wb));
+    return minMax(mixed);
+  }
+  const v = minMax(new Map([...vector].map(([row, [, s]]) => [row, s])));
+  const b = minMax(new Map([...lexical].map(([row, [, s]]) => [row, s])));
+  for (const row of rows) out.set(row, (wv * (v.get(row) || 0) + wb * (b.get(row) || 0)) / (wv + wb));
+  return out;
+}
+
+// ------------------------------------------------------------------ the search
+
+/** The search over one published folder. `open` loads it; `refresh` reloads what changed. */
+export class RagSearch {
+  constructor(base, options = {}) {
+    this.base = base.endsWith("/") ? base : `${base}/`;
+    this.embedUrl = options.embedUrl || null;
+    // auto: the hashing port for a hashing index, else embedUrl; endpoint: always embedUrl; none: BM25 only
+    this.queryEmbedding = options.queryEmbedding || "auto";
+    this.fetch = options.fetch || ((url, init) => fetch(url, init));
+    this.meta = null;
+  }
+
+  static async open(base = "./", options = {}) {
+    const search = new RagSearch(base, options);
+    await search.refresh();
+    return search;
+  }
+
+  async getJson(name, init) {
+    const response = await this.fetch(new URL(name, new URL(this.base, location.href)), init);
+    if (!response.ok) throw new Error(`${name}: HTTP ${response.status}`);
+    return response.json();
+  }
+
+  /** Read the sidecar; fetch the index and the BM25 file again only when it says they changed.
+   * Returns true when something was reloaded. A build published between the two fetches
+   * would pair files of two builds (both name their generation): then it starts over. */
+  async refresh(attempts = 3) {
+    const meta = await this.getJson("embeddings-meta.json", { cache: "no-cache" });
+    const old = this.meta;
+    const lexical = meta.lexical || { file: "embeddings-bm25.json", sha256: "" };
+    const indexChanged = !old || old.indexSha256 !== meta.indexSha256;
+    const lexicalChanged = !old || !old.lexical || old.lexical.sha256 !== lexical.sha256;
+    if (!indexChanged && !lexicalChanged) return false;
+    // The digest in the URL: a cache may keep a file as long as the sidecar names it.
+    const [index, bm25] = await Promise.all([
+      indexChanged ? this.getJson(`embeddings-index.json?v=${meta.indexSha256}`) : null,
+      lexicalChanged ? this.getJson(`${lexical.file}?v=${lexical.sha256}`) : null,
+    ]);
+    const generation = index ? index.generation : this.generation;
+    const lexicalGeneration = bm25 ? bm25.generation : this.lexical.generation;
+    if (generation !== meta.generation || lexicalGeneration !== meta.generation) {
+      if (attempts > 1) return this.refresh(attempts - 1);
+      throw new Error("the published files kept changing while they were read; try again");
+    }
+    if (index) this.loadIndex(index);
+    if (bm25) this.loadLexical(bm25);
+    this.meta = meta;
+    return true;
+  }
+
+  loadIndex(index) {
+    const chunks = index.chunks;
+    const dim = index.dimension;
+    const encoding = index.vectorEncoding || "float";
+    this.model = index.model;
+    this.provider = index.provider;
+    this.generation = index.generation;
+    this.dimension = dim;
+    this.encoding = encoding;
+    this.chunks = chunks.map((c) => ({ id: c.id, text: c.text, ...c.metadata }));
+    this.matrix = new Float32Array(chunks.length * dim);
+    this.hasVector = new Uint8Array(chunks.length);
+    chunks.forEach((c, i) => {
+      if (c.embedding == null) return;
+      decodeVector(c, encoding, this.matrix.subarray(i * dim, (i + 1) * dim));
+      this.hasVector[i] = 1;
+    });
+    this.embedder = index.model === HASHING_MODEL ? new HashingEmbedder(dim) : null;
+  }
+
+  loadLexical(data) {
+    const counts = data.counts;
+    this.lexical = {
+      ...data,
+      termId: new Map(data.terms.map((t, i) => [t, i])),
+      postingChunks: typed(data.postingChunks, Uint32Array),
+      postingTf: typed(data.postingTf, Float32Array),
+      docLength: typed(data.docLength, Uint32Array),
+      rowOrder: typed(data.rowOrder, Uint32Array),
+      settings: { ...data.search, stopWordSet: new Set(data.search.stopWords) },
+    };
+    const start = new Uint32Array(counts.length + 1);
+    for (let t = 0; t < counts.length; t++) start[t + 1] = start[t] + counts[t];
+    this.lexical.start = start;
+  }
+
+  /** Query vector: the hashing port, or the embed endpoint; null when there is none. */
+  async queryVector(query) {
+    if (this.queryEmbedding === "none") return null;
+    if (this.embedder && this.queryEmbedding !== "endpoint") return this.embedder.embed(query);
+    if (!this.embedUrl) return null;
+    try {
+      const response = await this.fetch(this.embedUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ text: query, model: this.model }),
+      });
+      if (!response.ok) return null;
+      const { vector } = await response.json();
+      return vector && vector.length === this.dimension ? Float32Array.from(vector) : null;
+    } catch {
+      return null; // unreachable: BM25 alone
+    }
+  }
+
+  /** Row -> BM25 score (> 0), FTS5's formula over FTS5's postings. */
+  bm25Scores(query) {
+    const lx = this.lexical;
+    const times = new Map();
+    for (const word of queryWords(query, lx.settings)) {
+      for (const term of ftsTerms(word)) {
+        const id = lx.termId.get(term);
+        if (id !== undefined) times.set(id, (times.get(id) || 0) + 1);
+      }
+    }
+    // A dense array and the rows touched: a common word has thousands of postings.
+    const sums = new Float64Array(this.chunks.length);
+    const touched = [];
+    const avgdl = lx.rows ? lx.tokens / lx.rows : 1;
+    const { k1, b, docLength, postingChunks, postingTf } = lx;
+    for (const [id, n] of times) {
+      const df = lx.df[id];
+      let idf = Math.log((lx.rows - df + 0.5) / (df + 0.5));
+      if (idf <= 0) idf = lx.minIdf;
+      for (let p = lx.start[id]; p < lx.start[id + 1]; p++) {
+        const row = postingChunks[p];
+        const tf = postingTf[p];
+        const norm = k1 * (1 - b + (b * docLength[row]) / avgdl);
+        if (sums[row] === 0) touched.push(row);
+        sums[row] += ((idf * tf * (k1 + 1)) / (tf + norm)) * n;
+      }
+    }
+    return new Map(touched.map((row) => [row, sums[row]]));
+  }
+
+  /** The cosine of every row with `q` (unit vectors: the dot product). A sparse query (the
+   * hashing embedder's: a few buckets a word) visits only its non-zero components, which at
+   * 1536 dimensions is a fraction of the dense scan's 16 M multiply-adds per 10,000 chunks. */
+  cosines(q) {
+    const dim = this.dimension;
+    const m = this.matrix;
+    const out = new Float64Array(this.chunks.length);
+    const nonZero = [];
+    for (let i = 0; i < dim; i++) if (q[i] !== 0) nonZero.push(i);
+    if (nonZero.length * 4 < dim) {
+      const at = Int32Array.from(nonZero);
+      const value = Float64Array.from(nonZero, (i) => q[i]);
+      for (let row = 0, o = 0; row < out.length; row++, o += dim) {
+        let sum = 0;
+        for (let j = 0; j < at.length; j++) sum += m[o + at[j]] * value[j];
+        out[row] = sum;
+      }
+      return out;
+    }
+    for (let row = 0, o = 0; row < out.length; row++, o += dim) {
+      let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      let i = 0;
+      for (; i + 3 < dim; i += 4) {
+        s0 += m[o + i] * q[i];
+        s1 += m[o + i + 1] * q[i + 1];
+        s2 += m[o + i + 2] * q[i + 2];
+        s3 += m[o + i + 3] * q[i + 3];
+      }
+      for (; i < dim; i++) s0 += m[o + i] * q[i];
+      out[row] = s0 + s1 + s2 + s3;
+    }
+    return out;
+  }
+
+  cosine(row, q) {
+    const dim = this.dimension;
+    const m = this.matrix;
+    let s = 0;
+    for (let i = 0, o = row * dim; i < dim; i++) s += m[o + i] * q[i];
+    return s;
+  }
+
+  // The `depth` best of row -> score, as row -> [rank, score]; ties by the store's row order.
+  ranked(entries, depth) {
+    const order = this.lexical.rowOrder;
+    const list = [...entries].sort((a, b) => b[1] - a[1] || order[a[0]] - order[b[0]]).slice(0, depth);
+    return new Map(list.map(([row, s], i) => [row, [i + 1, s]]));
+  }
+
+  // The same for a dense array of scores over the rows `usable` allows: the depth-th best
+  // score is found with a numeric sort, and only the rows at or above it are ranked.
+  rankedDense(scores, depth, usable) {
+    const values = [];
+    for (let row = 0; row < scores.length; row++) if (usable(row)) values.push(scores[row]);
+    if (!values.length) return new Map();
+    const sorted = Float64Array.from(values).sort();
+    const floor = sorted[Math.max(sorted.length - depth, 0)];
+    const entries = [];
+    for (let row = 0; row < scores.length; row++) if (scores[row] >= floor && usable(row)) entries.push([row, scores[row]]);
+    return this.ranked(entries, depth);
+  }
+
+  /** Search; options: k (10), mode (hybrid | bm25 | vector), view (chunks | pages),
+   * sections (3), collections (names), candidates (the store's). */
+  async search(query, options = {}) {
+    const started = performance.now();
+    const lx = this.lexical;
+    const settings = lx.settings;
+    const k = options.k || settings.k;
+    const depth = Math.max(options.candidates || settings.candidates, k);
+    const allowed = options.collections ? new Set(options.collections) : null;
+    const usable = (row) => this.hasVector[row] && (!allowed || allowed.has(this.chunks[row].collection));
+    let mode = options.mode || "hybrid";
+    const q = mode === "bm25" ? null : await this.queryVector(query);
+    if (!q) mode = "bm25"; // no query vector (endpoint unreachable): BM25 alone
+    let vector = new Map();
+    if (mode !== "bm25") vector = this.rankedDense(this.cosines(q), depth, usable);
+    let lexical = new Map();
+    if (mode !== "vector") {
+      const scores = this.bm25Scores(query);
+      for (const row of scores.keys()) if (!usable(row)) scores.delete(row);
+      lexical = this.ranked(scores, depth);
+    }
+    const cosines = new Map();
+    if (mode === "hybrid") for (const row of lexical.keys()) if (!vector.has(row)) cosines.set(row, this.cosine(row, q));
+    const fused = fuse(vector, lexical, settings.profile, mode, cosines);
+    const weights = settings.collectionWeights;
+    for (const [row, s] of fused) {
+      const w = weights[this.chunks[row].collection];
+      fused.set(row, s * (w === undefined ? 1 : w));
+    }
+    const ordered = this.ranked(fused, fused.size);
+    const hit = (row) => ({
+      ...this.chunks[row],
+      score: fused.get(row),
+      vectorScore: vector.has(row) ? vector.get(row)[1] : cosines.has(row) ? cosines.get(row) : null,
+      bm25Score: lexical.has(row) ? lexical.get(row)[1] : null,
+    });
+    // The server's pool: only so many of the best chunks are grouped into pages.
+    const rows = [...ordered.keys()].slice(0, Math.max(k * (options.sections || 3) * 2, 60));
+    let hits;
+    if ((options.view || "chunks") === "pages") {
+      const groups = new Map();
+      const sections = options.sections || 3;
+      for (const row of rows) {
+        const c = this.chunks[row];
+        const page = `${c.collection}/${c.slug}`;
+        if (!groups.has(page)) { if (groups.size >= k) continue; groups.set(page, []); }
+        const group = groups.get(page);
+        if (group.length < sections) group.push(row);
+      }
+      hits = [...groups.values()].map((g) => ({ ...hit(g[0]), sections: g.map(hit) }));
+    } else {
+      hits = rows.slice(0, k).map(hit);
+    }
+    return { query, mode, hits, latencyMs: performance.now() - started };
+  }
+}

@@ -1,0 +1,36 @@
+"""``rag mcp``: the MCP server over stdio, the way desktop and coding agents launch one."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from rag_assets.config import RagConfig
+from rag_assets.serve.exit_codes import EXIT_OK
+
+
+def add_mcp_command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]", common: argparse.ArgumentParser) -> None:
+    mcp = commands.add_parser(
+        "mcp",
+        parents=[common],
+        help="MCP server over stdio (search, get_context, get_document, list_collections) for AI agents",
+        description=(
+            "Serve the Model Context Protocol over stdin/stdout, for a desktop or coding agent to launch "
+            "(`rag serve` offers the same tools over streamable HTTP at /mcp). Tools: search, get_context, "
+            "get_document, list_collections. Tier public by default, safe on request; private too, since a "
+            "stdio client runs on this machine. Logs go to stderr; stdout carries only the protocol."
+        ),
+    )
+    mcp.set_defaults(handler=cmd_mcp)
+
+
+def cmd_mcp(cfg: RagConfig, args: argparse.Namespace) -> int:
+    import anyio
+
+    from rag_assets.serve.mcp_server import serve_stdio
+
+    # stdout is the protocol channel: every log line must go to stderr.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="rag mcp: %(levelname)s %(name)s: %(message)s")
+    anyio.run(serve_stdio, cfg)
+    return EXIT_OK

@@ -1,0 +1,68 @@
+"""The MCP ``ask`` tool: a question answered from a tier's sources by the configured chat model.
+
+It is ``POST /ask`` without streaming (:mod:`rag_assets.serve.ask_routes`): the same retrieval,
+abstention without a model call, grounded prompt, citation check and answer log; its result is
+the ``rag ask --json`` document. Served only when a chat model is configured (``llm.name``
+openai or ollama) or ``auto`` finds one when the server starts, so an agent is never offered a
+tool that cannot answer. The Private tier goes through the same guard as the other tools
+(:func:`~rag_assets.serve.mcp_tools.tier_index`) and answers only with a local model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rag_assets.answer.ask import AskRequest, collect, generate, prepare
+from rag_assets.answer.selection import chat_for_tier
+from rag_assets.config import RagConfig
+from rag_assets.search.rerank.stage import search_reranked
+from rag_assets.serve.ask_routes import ChatModels
+from rag_assets.serve.mcp_schemas import ASK_SCHEMA
+from rag_assets.serve.mcp_tools import Caller, ToolEnv, ToolError, ToolSpec, tier_index
+
+ASK_DESCRIPTION = (
+    "Answer a question from the notes with a chat model, citing its sources as [n]. Returns the answer, "
+    "the citations (collection, slug, title, heading path of each [n]), a citation check (numbers that name "
+    "no source, or an answer citing nothing) and the sources retrieved. When no passage is relevant enough "
+    "it abstains without asking the model (abstained: true) and lists the nearest pages. Prefer search or "
+    "get_context when you will write the answer yourself; use ask for a short, cited answer."
+)
+
+
+def chat_model_available(cfg: RagConfig) -> bool:
+    """Serve ``ask``? Yes when a model is named; with ``auto``, when one is found now."""
+    name = cfg.llm.name
+    if name == "none":
+        return False
+    if name != "auto":
+        return True
+    return chat_for_tier(cfg.llm, "public", private_hosts=cfg.private_hosts).provider is not None
+
+
+def ask_tool(cfg: RagConfig) -> ToolSpec:
+    """The ``ask`` ToolSpec; one chat model per tier is chosen on first use and kept."""
+    models = ChatModels(cfg)
+
+    def run_ask(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+        question = args["question"].strip()
+        if not question:
+            raise ToolError("question is empty; ask a question in plain words")
+        tier = args.get("tier", "public")
+        index = tier_index(env, caller, tier)  # the Private-tier guard comes first
+        request = AskRequest(question=question, tier=tier, collections=tuple(args.get("collections") or ()))
+        selection = models.get(tier)  # PrivacyError for a non-local model on the Private tier
+        stage = env.tiers.rerank_stage(tier, None)
+
+        def search(query, params):
+            return search_reranked(index, query, env.tiers.embedder(tier, index), params, stage)
+
+        prepared = prepare(request, search, selection, env.cfg.store_path(tier), env.cfg.llm)
+        collected = collect(prepared, generate(prepared, streamed=False))
+        if collected.status != 200:
+            raise ToolError(
+                f"no answer: {collected.body['error']}; the sources found are available through get_context "
+                "with the same question"
+            )
+        return collected.body
+
+    return ToolSpec("ask", ASK_DESCRIPTION, ASK_SCHEMA, run_ask)

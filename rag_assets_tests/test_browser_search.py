@@ -1,0 +1,181 @@
+"""The public search in a real browser: rag-search.js and search.html, served by a plain static server.
+
+Chromium (Debian's, driven by Playwright; rag_assets_tests/browser.py) loads the published
+folder from ``python -m http.server`` and must rank as ``rag search`` does: for 100
+questions over the Hugo docs built with the hashing embedder, the same chunks in the same
+order with scores within 1e-4 (compared on ``rag search --chunks --min-score 0``: the
+browser has no relevance floor). Its hashing embedder must give Python's vectors, its stemmer
+FTS5's terms, and each vector encoding must decode to what Python decodes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import orjson
+import pytest
+
+import rag_assets.index
+from rag_assets.config import load_config
+from rag_assets.defs.runner import run_build
+from rag_assets.embed.hashing import HashingEmbedder
+from rag_assets.index.vector_codec import decode_chunk
+from rag_assets.search.bm25_terms import TOKENIZER, query_words
+from rag_assets.serve.cli import main
+
+from .browser import open_search, screenshot, static_server
+from .conftest import CORPORA, REPO_ROOT
+
+HUGO = CORPORA / "hugo-docs" / "content"
+QUESTIONS = REPO_ROOT / "eval" / "questions" / "hugo-docs.jsonl"
+SHIPPED_JS = Path(rag_assets.index.__file__).parent / "js"  # the package data, as shipped
+
+
+def build(content: Path, out: Path, encoding: str = "float"):
+    config = out / "rag.yaml"
+    out.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        f"content_dir: {content}\noutput_dir: {out}\nembedder: hashing\nvaults: []\n"
+        f"public_index: {{vector_encoding: {encoding}}}\n"
+    )
+    cfg = load_config(config, environ={})
+    # An ephemeral instance: these tests look at the published files, not at the run history.
+    assert run_build(cfg, dg.DagsterInstance.ephemeral(), vaults=[]).success
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def hugo(tmp_path_factory):
+    if not HUGO.is_dir():
+        pytest.skip(f"{HUGO} is not present")
+    out = tmp_path_factory.mktemp("browser-hugo")
+    return build(HUGO, out)
+
+
+def hundred_questions() -> list[str]:
+    """The first 100 Hugo questions whose words FTS5 reads as single terms (a word it splits,
+    "k3s_cert", is a phrase to FTS5, which the browser scores as separate words)."""
+    questions = [json.loads(line)["q"] for line in QUESTIONS.read_text().splitlines() if line.strip()]
+    plain = [q for q in questions if all(len(t) == 1 for t in TOKENIZER.terms(query_words(q)))]
+    assert len(plain) >= 100
+    return plain[:100]
+
+
+def rag_search_top10(cfg, capsys, query: str) -> list[tuple[str, float]]:
+    """``rag search QUERY --chunks --min-score 0 --json`` (in-process), as (ID, score) pairs."""
+    code = main(["search", query, "--chunks", "--min-score", "0", "--json", "--config", str(cfg.config_path)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    return [(hit["id"], hit["score"]) for hit in json.loads(printed.out)["hits"]]
+
+
+def test_browser_top10_equals_rag_search_for_100_questions(hugo, page, capsys):
+    questions = hundred_questions()
+    expected = [rag_search_top10(hugo, capsys, q) for q in questions]
+    with static_server(hugo.public_dir) as url:
+        open_search(page, url)
+        got = page.evaluate(
+            """async (questions) => {
+                const out = [];
+                for (const q of questions) {
+                    const found = await window.ragSearch.search(q, { k: 10, view: "chunks" });
+                    out.push(found.hits.map((h) => [h.id, h.score]));
+                }
+                return out;
+            }""",
+            questions,
+        )
+        # The page itself, as a visitor uses it.
+        page.fill("#q", "how do I add a menu")
+        page.click("#go")
+        page.wait_for_selector("#results li")
+        status, first = page.inner_text("#status"), page.inner_text("#results li")
+        screenshot(page, "browser-search")
+    mismatched = [
+        (q, e, g)
+        for q, e, g in zip(questions, expected, got)
+        if [i for i, _ in e] != [i for i, _ in g] or any(abs(a - b) > 1e-4 for (_, a), (_, b) in zip(e, g))
+    ]
+    assert all(len(e) == 10 for e in expected)
+    assert not mismatched, f"{len(mismatched)} of 100 differ; first: {mismatched[0]}"
+    worst = max(abs(a - b) for e, g in zip(expected, got) for (_, a), (_, b) in zip(e, g))
+    print(f"100 questions: top-10 equal, largest score difference {worst:.1e}")
+    assert re.match(r"\d+ results \(hybrid\) in [\d.]+ ms", status), status
+    assert "menu" in first.lower()
+
+
+def test_hashing_embedder_and_stemmer_in_javascript_match_python(page):
+    """The shipped rag-search.js itself (served from the package folder), on the Hugo docs' words."""
+    if not HUGO.is_dir():
+        pytest.skip(f"{HUGO} is not present")
+    pages = [p.read_text(errors="replace") for p in sorted(HUGO.rglob("*.md"))]
+    texts = pages[::25] + [
+        "How do I set up VLANs? café naïve 東京タワー",
+        "",
+        "x_y__z 123 ½ Ⅻ µs İstanbul",
+        "run running runs ran generalizations hopefully agreed feed " * 3,
+    ]
+    words = sorted({w for text in pages for w in re.findall(r"\w+", text.lower())})
+    words += ["électricité", "µs", "i̇stanbul", "controlling", "bowdlerize", "probate"]
+    with static_server(SHIPPED_JS) as url:
+        page.goto(url + "/")
+        got = page.evaluate(
+            """async ([texts, words]) => {
+                const js = await import("./rag-search.js");
+                const embedder = new js.HashingEmbedder(384);
+                const wide = new js.HashingEmbedder(1536);
+                return {
+                    vectors: texts.map((t) => Array.from(embedder.embed(t))),
+                    wide: texts.slice(0, 10).map((t) => Array.from(wide.embed(t))),
+                    terms: words.map((w) => js.ftsTerms(w)),
+                };
+            }""",
+            [texts, words],
+        )
+    assert np.array_equal(np.array(got["vectors"], dtype=np.float32), HashingEmbedder(384).embed_documents(texts))
+    assert np.array_equal(np.array(got["wide"], dtype=np.float32), HashingEmbedder(1536).embed_documents(texts[:10]))
+    expected = [list(t) for t in TOKENIZER.terms(words)]
+    wrong = [(w, e, g) for w, e, g in zip(words, expected, got["terms"]) if e != g]
+    assert not wrong, f"{len(wrong)} of {len(words)} words stem differently; first: {wrong[:5]}"
+
+
+@pytest.mark.parametrize("encoding", ["float16", "int16", "int8"])
+def test_compact_encodings_decode_in_the_browser_as_in_python(encoding, write_tree, tmp_path, page):
+    content = write_tree({
+        "docs/vlan.md": "---\ntitle: VLANs\n---\n# VLANs\n\nTag guests per VLAN on a vlan-aware bridge.\n",
+        "docs/backup.md": "---\ntitle: Backups\n---\n# Backups\n\nSnapshots of ZFS datasets, sent to another box.\n",
+        "posts/hello.md": "---\ntitle: Hello\n---\nThe first post, about nothing in particular.\n",
+    })
+    cfg = build(content, tmp_path / "out", encoding)
+    index = orjson.loads(cfg.index_path.read_bytes())
+    assert index["vectorEncoding"] == encoding
+    expected = np.vstack([decode_chunk(c, encoding) for c in index["chunks"]])
+    with static_server(cfg.public_dir) as url:
+        open_search(page, url)
+        matrix = page.evaluate("Array.from(window.ragSearch.matrix)")
+        top = page.evaluate("window.ragSearch.search('zfs snapshots', {k: 1}).then((r) => r.hits[0].title)")
+    assert np.array_equal(np.array(matrix, dtype=np.float32).reshape(expected.shape), expected)
+    assert top == "Backups"
+
+
+def test_refresh_refetches_the_index_only_when_the_sidecar_changed(write_tree, tmp_path, page):
+    files = {"docs/a.md": "---\ntitle: Alpha\n---\nAlpha particles and their decay.\n"}
+    content = write_tree(files)
+    cfg = build(content, tmp_path / "out")
+    with static_server(cfg.public_dir) as url:
+        open_search(page, url)
+        fetched: list[str] = []
+        page.on("request", lambda request: fetched.append(request.url.rsplit("/", 1)[-1].split("?")[0]))
+        assert page.evaluate("window.ragSearch.refresh()") is False
+        assert fetched == ["embeddings-meta.json"]
+        (content / "docs" / "b.md").write_text("---\ntitle: Beta\n---\nBeta decay emits an electron.\n")
+        build(content, tmp_path / "out")
+        fetched.clear()
+        assert page.evaluate("window.ragSearch.refresh()") is True
+        assert sorted(fetched) == ["embeddings-bm25.json", "embeddings-index.json", "embeddings-meta.json"]
+        titles = page.evaluate("window.ragSearch.search('electron', {k: 1}).then((r) => r.hits.map((h) => h.title))")
+    assert titles == ["Beta"]
