@@ -37,9 +37,13 @@ def _absent(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API holds an asyncio loop on the main thread
+# while it runs, so a later test in the same worker that calls asyncio.run or anyio.run (the
+# MCP tests) failed with "Already running asyncio in this thread". Stopped after each browser
+# test module, it is gone before they run; a launch costs about a second.
+@pytest.fixture(scope="module")
 def chromium():
-    """A headless Chromium (Playwright ``Browser``), shared by the tests of one worker."""
+    """A headless Chromium (Playwright ``Browser``), shared by the tests of one module."""
     if not CHROMIUM.is_file():
         _absent(f"no Chromium at {CHROMIUM}: install Debian's package (apt-get install chromium)")
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -110,11 +111,11 @@ def build_site(root: Path):
 
 
 @pytest.fixture(scope="module")
-def cfg(tmp_path_factory, worker_id):
+def cfg(tmp_path_factory):
     """One build shared by the xdist workers (the temp root's parent is common to them):
     the first builds, the other waits on the lock, so two cores do not build it twice."""
     base = tmp_path_factory.getbasetemp()
-    root = (base if worker_id == "master" else base.parent) / "web-page-site"
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "web-page-site"
     with FileLock(f"{root}.lock"):
         if not (root / "built").is_file():
             root.mkdir(parents=True, exist_ok=True)
