@@ -37,6 +37,7 @@ import logging
 import threading
 from typing import Any, Iterator
 
+import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -132,7 +133,9 @@ async def read_body(request: Request) -> Any:
         if len(raw) > MAX_BODY_BYTES:
             raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes")
     try:
-        return json.loads(raw or b"null")
+        # orjson, not json: it refuses deep nesting (json raises RecursionError, a 500) and
+        # lone surrogates (which would fail later, when the question is logged or streamed)
+        return orjson.loads(raw or b"null")
     except ValueError:
         raise BadRequest('the body must be JSON, e.g. {"question": "how do I ...?", "tier": "public"}') from None
 

@@ -1,0 +1,50 @@
+"""Hostile input to POST /ask and a misbehaving chat model: always a clear 4xx/5xx, never a crash or a hang."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from rag_assets.config.settings import LlmOllamaSettings, LlmSettings
+from rag_assets.serve.http import create_app
+
+from .live_server import ServerThread
+from .test_ask import PUBLIC_QUESTION, built, chat, sse_events, with_llm  # noqa: F401 (fixtures)
+
+
+def test_deeply_nested_json_is_a_400_not_a_500(built, chat):
+    with ServerThread(create_app(with_llm(built, chat.url), preload=False)) as api:
+        r = api.post("/ask", content=b"[" * 50_000, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400, r.text
+        assert "JSON" in r.json()["error"]
+    assert chat.chat_requests == []
+
+
+def test_a_session_name_with_a_trailing_newline_is_refused(built, chat):
+    with ServerThread(create_app(with_llm(built, chat.url), preload=False)) as api:
+        r = api.post("/ask", json={"question": "x", "session": "abc\n"})
+        assert r.status_code == 400 and "session name" in r.json()["error"]
+
+
+def test_a_lone_surrogate_in_the_question_is_a_400(built, chat):
+    with ServerThread(create_app(with_llm(built, chat.url), preload=False)) as api:
+        raw = b'{"question": "restic prune \\ud800 snapshots"}'
+        r = api.post("/ask", content=raw, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400, r.text
+        with api.client.stream("POST", "/ask", content=raw.replace(b"}", b', "stream": true}')) as streamed:
+            assert streamed.status_code == 400
+
+
+def test_a_model_that_never_stops_talking_is_cut_off(built, chat):
+    """A server ignoring max_tokens must not stream forever nor grow the answer without bound."""
+    endless = "word " * 200_000
+    cfg = dataclasses.replace(built, llm=LlmSettings(name="ollama", max_retries=0, max_answer_tokens=50,
+                                                     ollama=LlmOllamaSettings(host=chat.url)))
+    with ServerThread(create_app(cfg, preload=False)) as api:
+        chat.reply(f"text:{endless}")
+        started = time.monotonic()
+        with api.client.stream("POST", "/ask", json={"question": PUBLIC_QUESTION, "stream": True}) as r:
+            events = sse_events(r)
+        assert time.monotonic() - started < 30
+    assert events[-1][0] == "error" and events[-1][1]["status"] == 502 and "max_answer_tokens" in events[-1][1]["error"]
+    assert sum(len(d["text"]) for k, d in events if k == "token") < 50 * 40
