@@ -35,6 +35,10 @@ from rag_assets.privacy.egress import PrivateEgress
 # MalformedResponse (or ValueError) for an answer it cannot read.
 Reader = Callable[[httpx.Response, ChatUsage], Iterator[str]]
 
+# A token is about 4 characters; a server that sends far more than max_tokens asked for
+# ignores the limit and might never stop, so the answer is cut off with an error.
+MAX_CHARS_PER_TOKEN = 16
+
 
 def chat_client(base_url: str, policy: RetryPolicy, headers: dict[str, str], egress: PrivateEgress | None) -> httpx.Client:
     """The HTTP client for a chat endpoint (see the module docstring for the rules)."""
@@ -61,8 +65,10 @@ class ChatHttp:
     def close(self) -> None:
         self.client.close()
 
-    def stream(self, url: str, payload: dict[str, Any], read: Reader, usage: ChatUsage) -> Iterator[str]:
-        """The answer's pieces as ``read`` finds them, with the retries of the module docstring."""
+    def stream(self, url: str, payload: dict[str, Any], read: Reader, usage: ChatUsage, max_tokens: int) -> Iterator[str]:
+        """The answer's pieces as ``read`` finds them, with the retries of the module docstring;
+        ChatError once they pass ``max_tokens`` by far (MAX_CHARS_PER_TOKEN characters a token)."""
+        max_chars = max_tokens * MAX_CHARS_PER_TOKEN
         if self.egress is not None:
             self.egress.check_url(url)  # refuse before the first attempt, not inside the retries
         problem, wait = "no attempt made", None
@@ -87,8 +93,15 @@ class ChatHttp:
                     problem, wait = self._failed_status(response)
                     continue
                 passed_on = False
+                chars = 0
                 try:
                     for piece in read(response, usage):
+                        chars += len(piece)
+                        if chars > max_chars:
+                            raise ChatError(
+                                f"{self.label} sent more than {max_chars} characters, far over the {max_tokens} tokens "
+                                "asked for (llm.max_answer_tokens); the answer was cut off"
+                            )
                         passed_on = True
                         yield piece
                     return
