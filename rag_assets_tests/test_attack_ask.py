@@ -48,3 +48,19 @@ def test_a_model_that_never_stops_talking_is_cut_off(built, chat):
         assert time.monotonic() - started < 30
     assert events[-1][0] == "error" and events[-1][1]["status"] == 502 and "max_answer_tokens" in events[-1][1]["error"]
     assert sum(len(d["text"]) for k, d in events if k == "token") < 50 * 40
+
+
+def test_a_dns_rebinding_page_cannot_read_the_private_tier_of_a_loopback_server(built, chat):
+    """A web page whose name was rebound to 127.0.0.1 reaches the loopback server from the user's
+    browser (a loopback client) with its own name in Host: it must not get Private-tier answers."""
+    with ServerThread(create_app(with_llm(built, chat.url), preload=False)) as api:
+        port = api.url.rsplit(":", 1)[1]
+        evil = {"Host": f"attacker.example:{port}"}
+        r = api.client.get("/search", params={"q": "wifi password", "tier": "private"}, headers=evil)
+        assert r.status_code == 421 and "Host" in r.json()["error"]
+        r = api.post("/ask", json={"question": "wifi password", "tier": "private"}, headers=evil)
+        assert r.status_code == 421
+        for host in ("127.0.0.1", "localhost"):
+            ok = api.client.get("/search", params={"q": "wifi password", "tier": "private"}, headers={"Host": f"{host}:{port}"})
+            assert ok.status_code == 200, ok.text
+    assert chat.chat_requests == []
