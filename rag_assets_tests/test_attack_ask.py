@@ -64,3 +64,4 @@ def test_a_dns_rebinding_page_cannot_read_the_private_tier_of_a_loopback_server(
             ok = api.client.get("/search", params={"q": "wifi password", "tier": "private"}, headers={"Host": f"{host}:{port}"})
             assert ok.status_code == 200, ok.text
     assert chat.chat_requests == []
+
