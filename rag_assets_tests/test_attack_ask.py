@@ -65,3 +65,15 @@ def test_a_dns_rebinding_page_cannot_read_the_private_tier_of_a_loopback_server(
             assert ok.status_code == 200, ok.text
     assert chat.chat_requests == []
 
+
+
+def test_a_cross_origin_form_post_cannot_write_into_a_session(built, chat):
+    """A page on any site can POST text/plain to 127.0.0.1 without a CORS preflight; /ask must
+    not run it (it would write attacker-chosen turns into a private session's history)."""
+    raw = b'{"question": "restic prune", "tier": "private", "session": "work"}'
+    with ServerThread(create_app(with_llm(built, chat.url), preload=False)) as api:
+        for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+            r = api.post("/ask", content=raw, headers={"Content-Type": kind, "Origin": "http://attacker.example"})
+            assert r.status_code == 415 and "application/json" in r.json()["error"]
+        assert api.post("/ask", content=raw, headers={"Content-Type": "application/json; charset=utf-8"}).status_code == 200
+    assert len(chat.chat_requests) == 1
