@@ -91,3 +91,43 @@ def test_odd_questions_never_crash_post_ask(built, chat):
             for session in ("s1",):
                 r = api.post("/ask", json={"question": question, "session": session})
                 assert r.status_code in (200, 400), (question, r.status_code, r.text[:300])
+
+
+def test_a_model_that_sends_only_keep_alives_times_out(built):
+    """Comments every 50 ms never trip the read timeout; the answer's deadline must."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    stop = threading.Event()
+
+    class Flood(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            while not stop.wait(0.05):
+                try:
+                    self.wfile.write(b": keep-alive\n\n")
+                    self.wfile.flush()
+                except OSError:
+                    return
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Flood)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    from rag_assets.config.settings import LlmOpenAISettings
+    cfg = dataclasses.replace(built, llm=LlmSettings(name="openai", timeout=0.3, max_retries=0,
+                                                     openai=LlmOpenAISettings(base_url=url)))
+    try:
+        with ServerThread(create_app(cfg, preload=False)) as api:
+            started = time.monotonic()
+            r = api.post("/ask", json={"question": PUBLIC_QUESTION})
+            assert time.monotonic() - started < 15
+            assert r.status_code == 502 and "in all" in r.json()["error"], r.text
+    finally:
+        stop.set()
+        server.shutdown()
