@@ -143,7 +143,7 @@ def test_log_ranks_the_weakest_searches_by_relevance(built):
 
 
 def test_http_pages_chunks_and_empty_answers(built):
-    with TestClient(create_app(built, preload=False, log_searches=False)) as client:
+    with TestClient(create_app(built, preload=False, log_searches=False), base_url="http://127.0.0.1") as client:
         pages = client.get("/search", params={"q": "proxmox", "min_score": 0}).json()
         assert pages["view"] == "pages" and all("sections" in h for h in pages["hits"])
         chunks = client.get("/search", params={"q": "proxmox", "mode": "chunks", "min_score": 0}).json()

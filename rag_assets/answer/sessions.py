@@ -44,7 +44,7 @@ class Turn:
 
 def check_session_name(name: str) -> str:
     """``name`` if usable as a session name, else ValueError saying what is allowed."""
-    if not SESSION_NAME.match(name):
+    if not SESSION_NAME.fullmatch(name):  # not match: its "$" also matches before a trailing newline
         raise ValueError("a session name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
     return name
 

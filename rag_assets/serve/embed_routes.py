@@ -45,7 +45,7 @@ def _answer(status: int, body: dict[str, Any]) -> JSONResponse:
 def _text_of(body: bytes) -> tuple[str, str | None]:
     """(text, model or None) from the request body; BadRequest when it is not as documented."""
     if len(body) > MAX_BODY_BYTES:
-        raise BadRequest(f"the body is too large ({len(body)} bytes); send at most {MAX_BODY_BYTES}")
+        raise BadRequest(f"the body is too large (over {MAX_BODY_BYTES} bytes); send at most {MAX_BODY_BYTES}")
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -62,6 +62,17 @@ def _text_of(body: bytes) -> tuple[str, str | None]:
     return text, model
 
 
+async def _read_capped(request: Request) -> bytes:
+    """The body, read no further than one byte past MAX_BODY_BYTES (``request.body()`` would
+    hold a body of any size in memory before _text_of could refuse it)."""
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            break
+    return raw
+
+
 def embed_routes(tiers: Tiers) -> list[Route]:
     """The ``/embed`` routes over the server's tiers (the Public tier's store and embedder)."""
 
@@ -75,7 +86,7 @@ def embed_routes(tiers: Tiers) -> list[Route]:
 
     async def post(request: Request) -> JSONResponse:
         try:
-            text, model = _text_of(await request.body())
+            text, model = _text_of(await _read_capped(request))
             return _answer(200, await run_in_threadpool(embed, text, model))
         except (BadRequest, SearchError) as exc:
             return _answer(400, {"error": str(exc)})

@@ -59,6 +59,7 @@ from typing import Any, Callable
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -72,6 +73,7 @@ from rag_assets.search.params import SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
 from rag_assets.serve.ask_routes import ask_routes
 from rag_assets.serve.embed_routes import embed_routes
+from rag_assets.serve.host_check import LoopbackHostOnly
 from rag_assets.serve.http_params import (
     MAX_QUERY_CHARS,
     SEARCH_PARAMS,
@@ -231,6 +233,8 @@ def create_app(
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
+        # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
+        middleware=[Middleware(LoopbackHostOnly)] if is_loopback_host(host) else [],
     )
     app.state.tiers = tiers
     return app

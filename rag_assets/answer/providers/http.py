@@ -35,6 +35,30 @@ from rag_assets.privacy.egress import PrivateEgress
 # MalformedResponse (or ValueError) for an answer it cannot read.
 Reader = Callable[[httpx.Response, ChatUsage], Iterator[str]]
 
+# A token is about 4 characters; a server that sends far more than max_tokens asked for
+# ignores the limit and might never stop, so the answer is cut off with an error.
+MAX_CHARS_PER_TOKEN = 16
+# The read timeout only bounds the silence between two reads: a server sending keep-alive
+# comments or empty pieces forever would never time out. An answer gets this many read
+# timeouts in all (600 s by default), however it trickles.
+ANSWER_TIMEOUTS = 10
+
+
+class _Deadline(httpx.SyncByteStream):
+    """A response stream that times out at ``deadline`` (time.monotonic) whatever it receives."""
+
+    def __init__(self, inner: httpx.SyncByteStream, deadline: float, seconds: float) -> None:
+        self.inner, self.deadline, self.seconds = inner, deadline, seconds
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.inner:
+            if time.monotonic() > self.deadline:
+                raise httpx.ReadTimeout(f"the answer took over {self.seconds:g}s in all")
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()
+
 
 def chat_client(base_url: str, policy: RetryPolicy, headers: dict[str, str], egress: PrivateEgress | None) -> httpx.Client:
     """The HTTP client for a chat endpoint (see the module docstring for the rules)."""
@@ -61,8 +85,10 @@ class ChatHttp:
     def close(self) -> None:
         self.client.close()
 
-    def stream(self, url: str, payload: dict[str, Any], read: Reader, usage: ChatUsage) -> Iterator[str]:
-        """The answer's pieces as ``read`` finds them, with the retries of the module docstring."""
+    def stream(self, url: str, payload: dict[str, Any], read: Reader, usage: ChatUsage, max_tokens: int) -> Iterator[str]:
+        """The answer's pieces as ``read`` finds them, with the retries of the module docstring;
+        ChatError once they pass ``max_tokens`` by far (MAX_CHARS_PER_TOKEN characters a token)."""
+        max_chars = max_tokens * MAX_CHARS_PER_TOKEN
         if self.egress is not None:
             self.egress.check_url(url)  # refuse before the first attempt, not inside the retries
         problem, wait = "no attempt made", None
@@ -86,9 +112,18 @@ class ChatHttp:
                     response.read()
                     problem, wait = self._failed_status(response)
                     continue
+                seconds = self.policy.timeout * ANSWER_TIMEOUTS
+                response.stream = _Deadline(response.stream, time.monotonic() + seconds, seconds)
                 passed_on = False
+                chars = 0
                 try:
                     for piece in read(response, usage):
+                        chars += len(piece)
+                        if chars > max_chars:
+                            raise ChatError(
+                                f"{self.label} sent more than {max_chars} characters, far over the {max_tokens} tokens "
+                                "asked for (llm.max_answer_tokens); the answer was cut off"
+                            )
                         passed_on = True
                         yield piece
                     return
@@ -117,7 +152,7 @@ class ChatHttp:
 
 def _reading_problem(exc: Exception, timeout: float) -> str:
     if isinstance(exc, httpx.TimeoutException):
-        return f"no data for {timeout:g}s"
+        return str(exc) if "in all" in str(exc) else f"no data for {timeout:g}s"
     if isinstance(exc, httpx.TransportError):
         return f"connection error ({type(exc).__name__}: {exc})"
     return f"malformed response: {exc}"

@@ -60,7 +60,7 @@ class OllamaChat:
             "stream": streamed,
             "options": {"temperature": self.temperature, "num_predict": max_tokens or self.max_tokens},
         }
-        return self._http.stream(self.endpoint, payload, read_answer, usage)
+        return self._http.stream(self.endpoint, payload, read_answer, usage, max_tokens or self.max_tokens)
 
 
 def read_answer(response: httpx.Response, usage: ChatUsage) -> Iterator[str]:

@@ -67,7 +67,7 @@ class OpenAIChat:
         }
         if streamed:
             payload["stream_options"] = {"include_usage": True}
-        return self._http.stream(self.endpoint, payload, read_answer, usage)
+        return self._http.stream(self.endpoint, payload, read_answer, usage, max_tokens or self.max_tokens)
 
 
 def read_answer(response: httpx.Response, usage: ChatUsage) -> Iterator[str]:
