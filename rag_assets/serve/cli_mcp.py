@@ -14,12 +14,12 @@ def add_mcp_command(commands: "argparse._SubParsersAction[argparse.ArgumentParse
     mcp = commands.add_parser(
         "mcp",
         parents=[common],
-        help="MCP server over stdio (search, get_context, get_document, list_collections) for AI agents",
+        help="MCP server over stdio (search, get_context, get_document, list_collections, ask) for AI agents",
         description=(
             "Serve the Model Context Protocol over stdin/stdout, for a desktop or coding agent to launch "
             "(`rag serve` offers the same tools over streamable HTTP at /mcp). Tools: search, get_context, "
-            "get_document, list_collections. Tier public by default, safe on request; private too, since a "
-            "stdio client runs on this machine. Logs go to stderr; stdout carries only the protocol."
+            "get_document, list_collections, and ask when a chat model is configured (llm: in rag.yaml). "
+            "Tier public by default, safe on request; private too, since a stdio client runs on this machine. Logs go to stderr; stdout carries only the protocol."
         ),
     )
     mcp.set_defaults(handler=cmd_mcp)
