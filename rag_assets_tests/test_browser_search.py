@@ -179,3 +179,20 @@ def test_refresh_refetches_the_index_only_when_the_sidecar_changed(write_tree, t
         assert sorted(fetched) == ["embeddings-bm25.json", "embeddings-index.json", "embeddings-meta.json"]
         titles = page.evaluate("window.ragSearch.search('electron', {k: 1}).then((r) => r.hits.map((h) => h.title))")
     assert titles == ["Beta"]
+
+
+def test_a_link_cannot_send_the_visitors_queries_to_another_host(write_tree, tmp_path, page):
+    """search.html?embed= is in the address, so anyone can write it into a link: only this
+    origin or this machine is used as the query-embedding endpoint."""
+    content = write_tree({"docs/a.md": "---\ntitle: Alpha\n---\nAlpha particles and their decay.\n"})
+    cfg = build(content, tmp_path / "out")
+    with static_server(cfg.public_dir) as url:
+        hosts: list[str] = []
+        page.on("request", lambda request: hosts.append(request.url.split("/")[2]))
+        for endpoint in ("http://192.0.2.1/embed", "http://127.0.0.1:9/embed"):
+            page.goto(f"{url}/search.html?embedding=endpoint&embed={endpoint}")
+            page.wait_for_selector("body[data-ready]", timeout=60_000)
+            titles = page.evaluate("window.ragSearch.search('alpha decay', {k: 1}).then((r) => r.hits.map((h) => h.title))")
+            assert titles == ["Alpha"]  # unreachable or refused endpoint: BM25 alone still answers
+    assert "192.0.2.1" not in hosts  # the foreign endpoint was never asked
+    assert "127.0.0.1:9" in hosts  # this machine's endpoint was (and, unreachable, fell back)
