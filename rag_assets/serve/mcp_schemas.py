@@ -54,6 +54,16 @@ _MIN_RELEVANCE = {
 }
 
 
+# What search and get_context share: which tier, which pages, how relevant.
+_NARROWING = {
+    "collections": _COLLECTIONS,
+    "tier": _TIER,
+    "filters": _FILTERS,
+    "tags": _TAGS,
+    "min_relevance": _MIN_RELEVANCE,
+}
+
+
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
@@ -62,11 +72,7 @@ SEARCH_SCHEMA = _schema(
     {
         "query": _QUERY,
         "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": 10, "description": "How many pages to return, best first."},
-        "collections": _COLLECTIONS,
-        "tier": _TIER,
-        "filters": _FILTERS,
-        "tags": _TAGS,
-        "min_relevance": _MIN_RELEVANCE,
+        **_NARROWING,
     },
     ["query"],
 )
@@ -84,11 +90,7 @@ CONTEXT_SCHEMA = _schema(
             "type": "integer", "minimum": 1, "maximum": MAX_CONTEXT_K, "default": 20,
             "description": "Search hits (chunks) to pack from, best first; the budget decides how many fit.",
         },
-        "collections": _COLLECTIONS,
-        "tier": _TIER,
-        "filters": _FILTERS,
-        "tags": _TAGS,
-        "min_relevance": _MIN_RELEVANCE,
+        **_NARROWING,
     },
     ["query"],
 )
