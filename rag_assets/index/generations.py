@@ -11,6 +11,7 @@ Layout under the output folder::
     public/embeddings-index.json -> ../data/current/embeddings-index.json     fixed links: the
     public/embeddings-meta.json  -> ../data/current/embeddings-meta.json      published paths stay
     public/embeddings-bm25.json, rag-search.js, search.html -> ../data/current/...  (the browser search)
+    public/embeddings-vectors.bin -> ../data/current/...   (the vectors, with vector_encoding int16-bin)
     data/rag-manifest.json       -> current/rag-manifest.json                 stable for static
     data/rag-store-public.db     -> current/rag-store-public.db               hosting and readers
 
@@ -49,7 +50,10 @@ CURRENT_LINK = "current"
 LOCK_NAME = "publish.lock"
 # The browser search (rag_assets.index.browser): published beside the index in every generation,
 # so the script, its BM25 data and the index always come from one build.
-BROWSER_NAMES = ("embeddings-bm25.json", "rag-search.js", "search.html")
+# embeddings-vectors.bin is written only with vector_encoding int16-bin (rag_assets.index.vector_file);
+# its fixed link is made either way (a link to nothing until such a build), so that switching
+# encodings never needs a link that appears after the swap.
+BROWSER_NAMES = ("embeddings-bm25.json", "rag-search.js", "search.html", "embeddings-vectors.bin")
 
 
 @dataclass(frozen=True)
