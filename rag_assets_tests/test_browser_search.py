@@ -70,12 +70,12 @@ def hundred_questions() -> list[str]:
     return plain[:100]
 
 
-def rag_search_top10(cfg, capsys, query: str) -> list[tuple[str, float]]:
-    """``rag search QUERY --chunks --min-score 0 --json`` (in-process), as (ID, score) pairs."""
+def rag_search_top10(cfg, capsys, query: str) -> list[tuple[str, float, float | None]]:
+    """``rag search QUERY --chunks --min-score 0 --json`` (in-process), as (ID, score, cosine) triples."""
     code = main(["search", query, "--chunks", "--min-score", "0", "--json", "--config", str(cfg.config_path)])
     printed = capsys.readouterr()
     assert code == 0, printed.err
-    return [(hit["id"], hit["score"]) for hit in json.loads(printed.out)["hits"]]
+    return [(hit["id"], hit["score"], hit["vectorScore"]) for hit in json.loads(printed.out)["hits"]]
 
 
 def test_browser_top10_equals_rag_search_for_100_questions(hugo, page, capsys):
@@ -88,7 +88,7 @@ def test_browser_top10_equals_rag_search_for_100_questions(hugo, page, capsys):
                 const out = [];
                 for (const q of questions) {
                     const found = await window.ragSearch.search(q, { k: 10, view: "chunks" });
-                    out.push(found.hits.map((h) => [h.id, h.score]));
+                    out.push(found.hits.map((h) => [h.id, h.score, h.vectorScore]));
                 }
                 return out;
             }""",
@@ -103,12 +103,19 @@ def test_browser_top10_equals_rag_search_for_100_questions(hugo, page, capsys):
     mismatched = [
         (q, e, g)
         for q, e, g in zip(questions, expected, got)
-        if [i for i, _ in e] != [i for i, _ in g] or any(abs(a - b) > 1e-4 for (_, a), (_, b) in zip(e, g))
+        if [h[0] for h in e] != [h[0] for h in g] or any(abs(a[1] - b[1]) > 1e-4 for a, b in zip(e, g))
     ]
     assert all(len(e) == 10 for e in expected)
     assert not mismatched, f"{len(mismatched)} of 100 differ; first: {mismatched[0]}"
-    worst = max(abs(a - b) for e, g in zip(expected, got) for (_, a), (_, b) in zip(e, g))
-    print(f"100 questions: top-10 equal, largest score difference {worst:.1e}")
+    worst = max(abs(a[1] - b[1]) for e, g in zip(expected, got) for a, b in zip(e, g))
+    # The cosines too (the hashing profile fuses with vector weight 0, so the scores alone would
+    # not notice wrong vectors): the browser's, from its encoding, against the store's float32.
+    # (The server names the cosine of its vector candidates only; the browser of every hit.)
+    cosines = [(a[2], b[2]) for e, g in zip(expected, got) for a, b in zip(e, g) if a[2] is not None]
+    assert len(cosines) > 400 and all(b is not None for _, b in cosines)
+    worst_cosine = max(abs(a - b) for a, b in cosines)
+    assert worst_cosine < 1e-4
+    print(f"100 questions: top-10 equal, largest score difference {worst:.1e}, cosine {worst_cosine:.1e}")
     assert re.match(r"\d+ results \(hybrid\) in [\d.]+ ms", status), status
     assert "menu" in first.lower()
 
