@@ -193,6 +193,10 @@ def test_the_vector_file_reads_in_the_browser_as_in_python_and_a_bad_one_is_neve
         open_search(page, url)
         views = page.evaluate("[Array.from(window.ragSearch.matrix), Array.from(window.ragSearch.scales)]")
         assert page.evaluate(search) == ["hybrid", "Backups", None]
+        # A dense query vector (a sentence model's) takes the integer scan; a sparse one the float one.
+        dense = np.sin(np.arange(1, expected.steps.shape[1] + 1)).astype(np.float32)
+        dense /= np.linalg.norm(dense)
+        scanned = page.evaluate("(q) => Array.from(window.ragSearch.cosines(Float32Array.from(q)))", dense.tolist())
         seen = {}
         for case, payload, sidecar in (
             ("truncated", good[:-6], meta),
@@ -212,6 +216,7 @@ def test_the_vector_file_reads_in_the_browser_as_in_python_and_a_bad_one_is_neve
             assert "vectors unusable" in status and "BM25 only" in status, status
     assert np.array_equal(np.array(views[0], dtype=np.int16).reshape(expected.steps.shape), expected.steps)
     assert np.array_equal(np.array(views[1], dtype=np.float32), expected.scales)
+    assert np.abs(np.array(scanned) - expected.matrix().astype(np.float64) @ dense).max() < 1e-5
     for case, (mode, title, problem) in seen.items():
         assert mode == "bm25" and title == "Backups" and case in problem, (case, problem)
 
