@@ -25,8 +25,13 @@ import rag_assets.index
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
-from rag_assets.index.vector_codec import decode_chunk
-from rag_assets.index.vector_file import VECTORS_NAME, read_vector_file, render_vector_file, vectors_entry
+from rag_assets.index.vector_file import (
+    VECTORS_NAME,
+    published_vectors,
+    read_vector_file,
+    render_vector_file,
+    vectors_entry,
+)
 from rag_assets.search.bm25_terms import TOKENIZER, query_words
 from rag_assets.serve.cli import main
 
@@ -168,7 +173,7 @@ def test_compact_encodings_decode_in_the_browser_as_in_python(encoding, write_tr
     cfg = build(content, tmp_path / "out", encoding)
     index = orjson.loads(cfg.index_path.read_bytes())
     assert index["vectorEncoding"] == encoding
-    expected = np.vstack([decode_chunk(c, encoding) for c in index["chunks"]])
+    expected = published_vectors(cfg.public_dir, index, None)
     with static_server(cfg.public_dir) as url:
         open_search(page, url)
         matrix = page.evaluate("Array.from(window.ragSearch.matrix)")
@@ -184,6 +189,8 @@ def test_the_vector_file_reads_in_the_browser_as_in_python_and_a_bad_one_is_neve
     cfg = build(write_tree(SMALL_TREE), tmp_path / "out", "int16-bin")
     meta = orjson.loads(cfg.meta_path.read_bytes())
     expected = read_vector_file(cfg.public_dir, meta)
+    index = orjson.loads(cfg.index_path.read_bytes())
+    assert np.array_equal(published_vectors(cfg.public_dir, index, meta), expected.matrix())
     path = (cfg.public_dir / VECTORS_NAME).resolve()
     good = path.read_bytes()
     other = render_vector_file(expected.matrix()[::-1], meta["generation"])  # same size, wrong rows

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_assets.index.vector_codec import LEVELS
+from rag_assets.index.vector_codec import FILE_ENCODINGS, LEVELS, decode_chunk
 
 VECTORS_NAME = "embeddings-vectors.bin"
 MAGIC = b"RAGVECS\0"
@@ -116,3 +116,16 @@ def read_vector_file(folder: Path, meta: dict[str, Any] | None = None) -> Vector
     if meta is not None and meta.get("generation") != parsed.generation:
         raise VectorFileError(f"belongs to generation {parsed.generation}, not {meta.get('generation')}")
     return parsed
+
+
+def published_vectors(folder: Path, index: dict[str, Any], meta: dict[str, Any] | None) -> np.ndarray:
+    """The vectors of a published index as float32 rows in its chunk order, whatever its
+    encoding: decoded from the chunks, or read from the vector file (checked against ``meta``)."""
+    encoding = index.get("vectorEncoding", "float")
+    if encoding in FILE_ENCODINGS:
+        parsed = read_vector_file(folder, meta)
+        if parsed.steps.shape != (len(index["chunks"]), index["dimension"]):
+            raise VectorFileError(f"holds {parsed.steps.shape} vectors for an index of {len(index['chunks'])} x {index['dimension']}")
+        return parsed.matrix()
+    rows = [decode_chunk(chunk, encoding) for chunk in index["chunks"]]
+    return np.vstack([np.zeros(index["dimension"], np.float32) if r is None else r for r in rows]).astype(np.float32)
