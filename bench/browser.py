@@ -57,7 +57,10 @@ HUGO = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 QUESTIONS = ROOT / "eval" / "questions" / "hugo-docs.jsonl"
 CHROMIUM = "/usr/bin/chromium"
 # embeddings-vectors.bin: written (and fetched) with vector_encoding int16-bin only.
-FILES = ("embeddings-meta.json", "embeddings-index.json", "embeddings-bm25.json", "rag-search.js", "embeddings-vectors.bin")
+FILES = (
+    "embeddings-meta.json", "embeddings-index.json", "embeddings-bm25.json", "rag-search.js", "rag-vectors.js",
+    "embeddings-vectors.bin",
+)
 
 
 def generate_corpus(content: Path, files: int) -> None:

@@ -203,7 +203,18 @@ def test_the_vector_file_reads_in_the_browser_as_in_python_and_a_bad_one_is_neve
         # A dense query vector (a sentence model's) takes the integer scan; a sparse one the float one.
         dense = np.sin(np.arange(1, expected.steps.shape[1] + 1)).astype(np.float32)
         dense /= np.linalg.norm(dense)
-        scanned = page.evaluate("(q) => Array.from(window.ragSearch.cosines(Float32Array.from(q)))", dense.tolist())
+        scanned = page.evaluate(
+            """async (q) => {
+                const { StepMatrix, parseVectorFile } = await import("./rag-vectors.js");
+                const buffer = await (await fetch("embeddings-vectors.bin")).arrayBuffer();
+                const scan = (wasm) => {
+                    const matrix = new StepMatrix(parseVectorFile(buffer), { wasm });
+                    return [!!matrix.scan, Array.from(matrix.denseCosines(Float32Array.from(q), new Float64Array(matrix.rows)))];
+                };
+                return [Array.from(window.ragSearch.cosines(Float32Array.from(q))), scan(true), scan(false)];
+            }""",
+            dense.tolist(),
+        )
         seen = {}
         for case, payload, sidecar in (
             ("truncated", good[:-6], meta),
@@ -223,7 +234,10 @@ def test_the_vector_file_reads_in_the_browser_as_in_python_and_a_bad_one_is_neve
             assert "vectors unusable" in status and "BM25 only" in status, status
     assert np.array_equal(np.array(views[0], dtype=np.int16).reshape(expected.steps.shape), expected.steps)
     assert np.array_equal(np.array(views[1], dtype=np.float32), expected.scales)
-    assert np.abs(np.array(scanned) - expected.matrix().astype(np.float64) @ dense).max() < 1e-5
+    # The page's scan is WebAssembly's; it and the JavaScript loop give the same (exact integer) sums.
+    page_scan, (wasm_used, wasm), (js_used, js) = scanned
+    assert wasm_used and not js_used and page_scan == wasm == js
+    assert np.abs(np.array(wasm) - expected.matrix().astype(np.float64) @ dense).max() < 1e-5
     for case, (mode, title, problem) in seen.items():
         assert mode == "bm25" and title == "Backups" and case in problem, (case, problem)
 

@@ -10,7 +10,7 @@ Layout under the output folder::
     data/current -> generations/<id>               swapped by one rename at the end of a publish
     public/embeddings-index.json -> ../data/current/embeddings-index.json     fixed links: the
     public/embeddings-meta.json  -> ../data/current/embeddings-meta.json      published paths stay
-    public/embeddings-bm25.json, rag-search.js, search.html -> ../data/current/...  (the browser search)
+    public/embeddings-bm25.json, rag-search.js, rag-vectors.js, search.html -> ../data/current/...  (the browser search)
     public/embeddings-vectors.bin -> ../data/current/...   (the vectors, with vector_encoding int16-bin)
     data/rag-manifest.json       -> current/rag-manifest.json                 stable for static
     data/rag-store-public.db     -> current/rag-store-public.db               hosting and readers
@@ -53,7 +53,7 @@ LOCK_NAME = "publish.lock"
 # embeddings-vectors.bin is written only with vector_encoding int16-bin (rag_assets.index.vector_file);
 # its fixed link is made either way (a link to nothing until such a build), so that switching
 # encodings never needs a link that appears after the swap.
-BROWSER_NAMES = ("embeddings-bm25.json", "rag-search.js", "search.html", "embeddings-vectors.bin")
+BROWSER_NAMES = ("embeddings-bm25.json", "rag-search.js", "rag-vectors.js", "search.html", "embeddings-vectors.bin")
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@
 //
 // Vectors: in the index's chunks (plain arrays, or base64 float16/int16/int8), or, with
 // vector_encoding int16-bin, in embeddings-vectors.bin beside it (rag_assets/index/vector_file.py):
-// one fetch into an Int16Array of steps and a Float32Array of per-row scales, scanned as they
-// are. The file is checked against the sidecar (size, SHA-256 where the page may hash, the
+// one fetch into int16 steps and per-row scales, scanned as they are (rag-vectors.js, which
+// this module imports: publish both). The file is checked against the sidecar (size, SHA-256 where the page may hash, the
 // generation in its header); a file that does not match is fetched again, and if it still does
 // not, the search ranks by BM25 alone and says why in `vectorProblem` (never with wrong vectors).
 //
@@ -29,6 +29,8 @@
 // rag_assets/embed/hashing.py (BLAKE2b feature hashing) gives Python's vector; for another
 // model, `embedUrl` names an endpoint (`rag serve`'s POST /embed) and, when it cannot be
 // reached, the search falls back to BM25 alone.
+
+import { StepMatrix, parseVectorFile, sha256Hex } from "./rag-vectors.js";
 
 const HASHING_MODEL = "rag-assets/feature-hash-v1";
 
@@ -68,34 +70,6 @@ function decodeVector(chunk, encoding, out) {
   } else {
     for (let i = 0; i < out.length; i++) out[i] = value[i];
   }
-}
-
-const VECTOR_MAGIC = "RAGVECS\0";
-
-/** embeddings-vectors.bin (rag_assets/index/vector_file.py): {generation, count, dimension,
- * scales: Float32Array, steps: Int16Array}, views of `buffer`; throws when it is not whole. */
-export function parseVectorFile(buffer) {
-  if (buffer.byteLength < 32) throw new Error(`${buffer.byteLength} bytes: shorter than the header (truncated)`);
-  const view = new DataView(buffer);
-  const magic = String.fromCharCode(...new Uint8Array(buffer, 0, 8));
-  const [version, encoding, count, dimension, headerBytes, nameLength] = [8, 12, 16, 20, 24, 28].map((o) => view.getUint32(o, true));
-  if (magic !== VECTOR_MAGIC || version !== 1 || encoding !== 1) throw new Error("not a version-1 int16 vector file");
-  const expected = headerBytes + 4 * count + 2 * count * dimension;
-  if (headerBytes < 32 + nameLength || headerBytes % 8 || buffer.byteLength !== expected) {
-    throw new Error(`${buffer.byteLength} bytes where its header announces ${expected} (truncated or damaged)`);
-  }
-  return {
-    generation: new TextDecoder().decode(new Uint8Array(buffer, 32, nameLength)) || null,
-    count,
-    dimension,
-    scales: new Float32Array(buffer, headerBytes, count),
-    steps: new Int16Array(buffer, headerBytes + 4 * count, count * dimension),
-  };
-}
-
-async function sha256Hex(buffer) {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", buffer));
-  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 // ------------------------------------------------------------------ BLAKE2b (8-byte digest)
@@ -512,6 +486,7 @@ export class RagSearch {
     // auto: the hashing port for a hashing index, else embedUrl; endpoint: always embedUrl; none: BM25 only
     this.queryEmbedding = options.queryEmbedding || "auto";
     this.fetch = options.fetch || ((url, init) => fetch(url, init));
+    this.wasm = options.wasm !== false; // the vector file's dense scan in WebAssembly where it can
     this.meta = null;
   }
 
@@ -599,11 +574,13 @@ export class RagSearch {
       console.warn(`rag-search.js: ${problem}; searching by BM25 alone`);
       this.matrix = new Int16Array(0);
       this.scales = null;
+      this.stepMatrix = null;
       this.hasVector = new Uint8Array(this.chunks.length);
       return;
     }
-    this.matrix = file.steps;
-    this.scales = file.scales;
+    this.stepMatrix = new StepMatrix(file, { wasm: this.wasm });
+    this.matrix = this.stepMatrix.steps;
+    this.scales = this.stepMatrix.scales;
     this.hasVector = new Uint8Array(this.chunks.length).fill(1);
   }
 
@@ -621,6 +598,7 @@ export class RagSearch {
     // Until loadVectors has the vector file, an int16-bin index has no usable vectors.
     this.vectorProblem = encoding === "int16-bin" ? "the sidecar names no vector file" : null;
     this.scales = null; // per-row scales of the vector file's int16 steps (loadVectors)
+    this.stepMatrix = null;
     this.matrix = new Float32Array(encoding === "int16-bin" ? 0 : chunks.length * dim);
     this.hasVector = new Uint8Array(chunks.length);
     if (encoding === "int16-bin") return; // the vectors come from the vector file (loadVectors)
@@ -720,7 +698,7 @@ export class RagSearch {
       }
       return out;
     }
-    if (scales) return this.denseStepScan(q, out);
+    if (this.stepMatrix) return this.stepMatrix.denseCosines(q, out);
     for (let row = 0, o = 0; row < rows; row++, o += dim) {
       let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
       let i = 0;
@@ -732,36 +710,6 @@ export class RagSearch {
       }
       for (; i < dim; i++) s0 += m[o + i] * q[i];
       out[row] = s0 + s1 + s2 + s3;
-    }
-    return out;
-  }
-
-  // A dense query over the vector file's int16 steps: the query is put in steps of its own
-  // (max |q| / 32767), so every product is an integer below 2^30 and each row's sum is exact
-  // (below 2^41; V8 keeps such arithmetic in integer registers: about twice as fast as
-  // multiplying by floats). The query's rounding moves a cosine by about 1e-6 (at most
-  // sum |x| * step / 2, under 1e-4 for unit vectors); the rows' own steps as int16 does.
-  denseStepScan(q, out) {
-    const dim = this.dimension;
-    const m = this.matrix;
-    const scales = this.scales;
-    let top = 0;
-    for (let i = 0; i < dim; i++) top = Math.max(top, Math.abs(q[i]));
-    const step = top > 0 ? top / 32767 : 1;
-    if (!this.queryBuffer || this.queryBuffer.length !== dim) this.queryBuffer = new Int32Array(dim);
-    const qi = this.queryBuffer; // reused: one allocation per index, not per query
-    for (let i = 0; i < dim; i++) qi[i] = Math.round(q[i] / step);
-    const tail = dim - (dim % 4);
-    for (let row = 0, o = 0; row < out.length; row++, o += dim) {
-      let s0 = 0, s1 = 0;
-      let i = 0;
-      for (; i < tail; i += 4) {
-        const p = o + i;
-        s0 += m[p] * qi[i] + m[p + 1] * qi[i + 1];
-        s1 += m[p + 2] * qi[i + 2] + m[p + 3] * qi[i + 3];
-      }
-      for (; i < dim; i++) s0 += m[o + i] * qi[i];
-      out[row] = (s0 + s1) * scales[row] * step;
     }
     return out;
   }
