@@ -165,6 +165,15 @@ def test_an_int16_bin_build_writes_the_vector_file_and_a_damaged_one_is_rebuilt(
     assert "republishing" in capsys.readouterr().out
     assert main(["check", *args]) == 0
     assert read_vector_file(cfg.public_dir, orjson.loads(cfg.meta_path.read_bytes())).steps.shape == expected.shape
+    # Back to float: the link goes with the file (a link to nothing would break cp -rL).
+    config.write_text(config.read_text().replace("int16-bin", "float"))
+    capsys.readouterr()
+    assert main(["build", *args]) == 0
+    assert "vector_encoding changed (int16-bin -> float): republishing" in capsys.readouterr().out
+    assert main(["check", *args]) == 0
+    assert "vectors" not in orjson.loads(cfg.meta_path.read_bytes())
+    assert not (cfg.public_dir / VECTORS_NAME).is_symlink()
+    assert all(p.exists() for p in cfg.public_dir.iterdir())
 
 
 def test_the_bm25_file_gives_fts5_scores(write_tree, make_config):
