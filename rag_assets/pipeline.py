@@ -215,6 +215,7 @@ class Published:
     header: index_json.IndexHeader
     index_bytes: int
     meta_bytes: int
+    vector_file_bytes: int  # embeddings-vectors.bin (vector_encoding int16-bin), else 0
     store_summary: store.StoreSummary
     store_sync: store.SyncResult
     manifest: dict
@@ -287,7 +288,8 @@ def _write_generation(
     gen.meta_path.write_bytes(meta_payload)
     summary = store.summarise(gen.store_path)
     assert summary is not None
-    return Published(header, len(index_payload), len(meta_payload), summary, sync, manifest_data)
+    vector_bytes = vectors["sizeBytes"] if vectors else 0
+    return Published(header, len(index_payload), len(meta_payload), vector_bytes, summary, sync, manifest_data)
 
 
 def _write_vector_file(
