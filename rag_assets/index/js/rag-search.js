@@ -21,9 +21,10 @@
 // Vectors: in the index's chunks (plain arrays, or base64 float16/int16/int8), or, with
 // vector_encoding int16-bin, in embeddings-vectors.bin beside it (rag_assets/index/vector_file.py):
 // one fetch into int16 steps and per-row scales, scanned as they are (rag-vectors.js, which
-// this module imports: publish both). The file is checked against the sidecar (size, SHA-256 where the page may hash, the
-// generation in its header); a file that does not match is fetched again, and if it still does
-// not, the search ranks by BM25 alone and says why in `vectorProblem` (never with wrong vectors).
+// this module imports: publish both). The file is checked against the sidecar (size, SHA-256
+// where the page may hash, the generation in its header); a file that does not match is
+// fetched again, and if it still does not, the search ranks by BM25 alone and says why in
+// `vectorProblem` (never with wrong vectors).
 //
 // Query vectors: for an index built with the hashing embedder, a port of
 // rag_assets/embed/hashing.py (BLAKE2b feature hashing) gives Python's vector; for another
