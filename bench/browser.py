@@ -18,7 +18,13 @@ Debian's Chromium (Playwright) then opens ``search.html`` in a fresh context (no
   then document titles) after load, in one page: p50 and p95 (hybrid mode, chunk view);
 - dense scan: the vector scan alone for a dense query vector (what an index built with a
   sentence model costs; the hashing embedder's sparse query vectors visit only their
-  non-zero components), median of 20.
+  non-zero components), median of 20;
+- dense query: a whole ``RagSearch.search`` (hybrid) with that dense query vector in place of
+  the hashing one, over the questions: p50 and p95 (what a visitor waits for with a sentence
+  model, apart from embedding the query).
+
+``--encodings`` chooses the encodings (all five by default: float, float16, int16, int8 in
+the JSON, and int16-bin, the binary vector file).
 """
 
 from __future__ import annotations
@@ -50,7 +56,11 @@ from rag_assets.defs.runner import run_build  # noqa: E402
 HUGO = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 QUESTIONS = ROOT / "eval" / "questions" / "hugo-docs.jsonl"
 CHROMIUM = "/usr/bin/chromium"
-FILES = ("embeddings-meta.json", "embeddings-index.json", "embeddings-bm25.json", "rag-search.js")
+# embeddings-vectors.bin: written (and fetched) with vector_encoding int16-bin only.
+FILES = (
+    "embeddings-meta.json", "embeddings-index.json", "embeddings-bm25.json", "rag-search.js", "rag-vectors.js",
+    "embeddings-vectors.bin",
+)
 
 
 def generate_corpus(content: Path, files: int) -> None:
@@ -102,7 +112,8 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 @contextlib.contextmanager
 def serve(folder: Path, gzip_on: bool):
     # Compressed before the first request, as a host serving precompressed files would.
-    cache = {str(folder / name): gzip.compress((folder / name).read_bytes(), 6) for name in FILES} if gzip_on else {}
+    present = [name for name in FILES if (folder / name).is_file()]
+    cache = {str(folder / name): gzip.compress((folder / name).read_bytes(), 6) for name in present} if gzip_on else {}
     handler = type("Handler", (_Handler,), {"gzip_on": gzip_on, "cache": cache})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -138,12 +149,22 @@ QUERIES = """async (questions) => {
         window.rag.cosines(dense);
         scans.push(performance.now() - t0);
     }
-    return { times, scans };
+    // The whole search with that dense vector as the query's (a sentence model's, already embedded).
+    const hashing = window.rag.queryVector;
+    window.rag.queryVector = async () => dense;
+    const denseTimes = [];
+    for (const q of questions) {
+        const t0 = performance.now();
+        await window.rag.search(q, { k: 10 });
+        denseTimes.push(performance.now() - t0);
+    }
+    window.rag.queryVector = hashing;
+    return { times, scans, denseTimes };
 }"""
 
 
 def measure(browser, url: str, questions: list[str], repeat: int) -> dict:
-    loads, received, times, scans = [], {}, [], []
+    loads, received, times, scans, dense = [], {}, [], [], []
     for attempt in range(repeat):
         context = browser.new_context()
         page = context.new_page()
@@ -158,7 +179,7 @@ def measure(browser, url: str, questions: list[str], repeat: int) -> dict:
                 if name in FILES:
                     received[name] = request.sizes()["responseBodySize"]
             timed = page.evaluate(QUERIES, questions)
-            times, scans = timed["times"], sorted(timed["scans"])
+            times, scans, dense = timed["times"], sorted(timed["scans"]), sorted(timed["denseTimes"])
         context.close()
     times.sort()
     return {
@@ -169,6 +190,8 @@ def measure(browser, url: str, questions: list[str], repeat: int) -> dict:
         "p50_ms": statistics.median(times),
         "p95_ms": times[int(0.95 * (len(times) - 1))],
         "dense_scan_ms": statistics.median(scans),
+        "dense_p50_ms": statistics.median(dense),
+        "dense_p95_ms": dense[int(0.95 * (len(dense) - 1))],
     }
 
 
@@ -178,7 +201,7 @@ def main() -> None:
     parser.add_argument("--dimension", type=int, default=1536)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--encodings", nargs="+", default=["float", "float16", "int16", "int8"])
+    parser.add_argument("--encodings", nargs="+", default=["float", "float16", "int16", "int8", "int16-bin"])
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -199,20 +222,24 @@ def main() -> None:
                         row = measure(browser, url, questions, args.repeat)
                     results.append((encoding, gzip_on, row))
                     print(
-                        f"{encoding:>8} {'gzip' if gzip_on else 'plain':>5}: {row['chunks']} chunks, "
+                        f"{encoding:>9} {'gzip' if gzip_on else 'plain':>5}: {row['chunks']} chunks, "
                         f"{row['bytes'] / 1e6:7.2f} MB received {json.dumps(row['per_file'])}, "
                         f"load {row['load_ms']:6.0f} ms, query p50 {row['p50_ms']:5.1f} ms p95 {row['p95_ms']:5.1f} ms, "
-                        f"dense vector scan {row['dense_scan_ms']:5.1f} ms",
+                        f"dense vector scan {row['dense_scan_ms']:5.1f} ms, "
+                        f"dense query p50 {row['dense_p50_ms']:5.1f} ms p95 {row['dense_p95_ms']:5.1f} ms",
                         flush=True,
                     )
             browser.close()
     print(f"\n{args.dimension} dimensions, {len(questions)} queries, loads: median of {args.repeat}")
-    print(f"{'encoding':>8} {'served':>6} {'chunks':>7} {'MB':>7} {'bytes/chunk':>12} {'load ms':>8} {'p50 ms':>7} {'p95 ms':>7} {'dense scan ms':>14}")
+    print(
+        f"{'encoding':>9} {'served':>6} {'chunks':>7} {'MB':>7} {'bytes/chunk':>12} {'load ms':>8} {'p50 ms':>7} "
+        f"{'p95 ms':>7} {'dense scan ms':>14} {'dense p50':>10} {'dense p95':>10}"
+    )
     for encoding, gzip_on, row in results:
         print(
-            f"{encoding:>8} {'gzip' if gzip_on else 'plain':>6} {row['chunks']:>7} {row['bytes'] / 1e6:>7.2f} "
+            f"{encoding:>9} {'gzip' if gzip_on else 'plain':>6} {row['chunks']:>7} {row['bytes'] / 1e6:>7.2f} "
             f"{row['bytes'] / row['chunks']:>12.0f} {row['load_ms']:>8.0f} {row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} "
-            f"{row['dense_scan_ms']:>14.1f}"
+            f"{row['dense_scan_ms']:>14.1f} {row['dense_p50_ms']:>10.1f} {row['dense_p95_ms']:>10.1f}"
         )
 
 

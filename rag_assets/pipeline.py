@@ -20,6 +20,8 @@ from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.embed.http import RemoteEmbedder, Usage
 from rag_assets.index import generations, index_json, manifest, store
 from rag_assets.index.browser import write_browser_files
+from rag_assets.index.vector_codec import FILE_ENCODINGS
+from rag_assets.index.vector_file import VECTORS_NAME, render_vector_file, vectors_entry
 from rag_assets.ingest.chunking import chunk_document
 from rag_assets.ingest.doc_cache import DocumentCache
 from rag_assets.ingest.sources import overall_content_hash
@@ -213,6 +215,7 @@ class Published:
     header: index_json.IndexHeader
     index_bytes: int
     meta_bytes: int
+    vector_file_bytes: int  # embeddings-vectors.bin (vector_encoding int16-bin), else 0
     store_summary: store.StoreSummary
     store_sync: store.SyncResult
     manifest: dict
@@ -280,11 +283,28 @@ def _write_generation(
     lexical = write_browser_files(
         gen.folder, gen.store_path, collections, cfg.collection_weights, m.provider, generation=gen.id
     )
-    meta_payload = index_json.render_meta(header, collections, index_payload, lexical)
+    vectors = _write_vector_file(collections, cfg, m, gen)
+    meta_payload = index_json.render_meta(header, collections, index_payload, lexical, vectors)
     gen.meta_path.write_bytes(meta_payload)
     summary = store.summarise(gen.store_path)
     assert summary is not None
-    return Published(header, len(index_payload), len(meta_payload), summary, sync, manifest_data)
+    vector_bytes = vectors["sizeBytes"] if vectors else 0
+    return Published(header, len(index_payload), len(meta_payload), vector_bytes, summary, sync, manifest_data)
+
+
+def _write_vector_file(
+    collections: list[EmbeddedCollection], cfg: RagConfig, m: IndexModel, gen: generations.Generation
+) -> dict | None:
+    """For ``int16-bin``: the vectors in the index's chunk order as the binary file beside it;
+    the sidecar's ``vectors`` entry (None for the encodings that keep them in the JSON)."""
+    if cfg.vector_encoding not in FILE_ENCODINGS:
+        return None
+    in_index_order = sorted(collections, key=lambda c: c.collection)  # as render_index orders the chunks
+    rows = [np.asarray(col.vectors, dtype=np.float32).reshape(-1, m.dimension) for col in in_index_order]
+    matrix = np.vstack(rows) if rows else np.zeros((0, m.dimension), dtype=np.float32)
+    payload = render_vector_file(matrix, gen.id)
+    (gen.folder / VECTORS_NAME).write_bytes(payload)
+    return vectors_entry(payload)
 
 
 def ordered(collections: Mapping[str, EmbeddedCollection]) -> list[EmbeddedCollection]:

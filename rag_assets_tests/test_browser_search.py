@@ -4,8 +4,10 @@ Chromium (Debian's, driven by Playwright; rag_assets_tests/browser.py) loads the
 folder from ``python -m http.server`` and must rank as ``rag search`` does: for 100
 questions over the Hugo docs built with the hashing embedder, the same chunks in the same
 order with scores within 1e-4 (compared on ``rag search --chunks --min-score 0``: the
-browser has no relevance floor). Its hashing embedder must give Python's vectors, its stemmer
-FTS5's terms, and each vector encoding must decode to what Python decodes.
+browser has no relevance floor), with the vectors in the JSON (float) and in the binary vector
+file (int16-bin). Its hashing embedder must give Python's vectors, its stemmer FTS5's terms,
+each vector encoding must decode to what Python decodes, and a vector file that does not match
+its sidecar must never be used.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ import rag_assets.index
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
-from rag_assets.index.vector_codec import decode_chunk
+from rag_assets.index.vector_file import (
+    VECTORS_NAME,
+    published_vectors,
+    read_vector_file,
+    render_vector_file,
+    vectors_entry,
+)
 from rag_assets.search.bm25_terms import TOKENIZER, query_words
 from rag_assets.serve.cli import main
 
@@ -48,12 +56,14 @@ def build(content: Path, out: Path, encoding: str = "float"):
     return cfg
 
 
-@pytest.fixture(scope="module")
-def hugo(tmp_path_factory):
+@pytest.fixture(scope="module", params=["float", "int16-bin"])
+def hugo(request, tmp_path_factory):
+    """The Hugo docs built with each encoding into one folder: the second build reuses the
+    first's caches and only republishes (a couple of seconds, not a second build)."""
     if not HUGO.is_dir():
         pytest.skip(f"{HUGO} is not present")
-    out = tmp_path_factory.mktemp("browser-hugo")
-    return build(HUGO, out)
+    out = tmp_path_factory.getbasetemp() / "browser-hugo"
+    return build(HUGO, out, request.param)
 
 
 def hundred_questions() -> list[str]:
@@ -65,12 +75,12 @@ def hundred_questions() -> list[str]:
     return plain[:100]
 
 
-def rag_search_top10(cfg, capsys, query: str) -> list[tuple[str, float]]:
-    """``rag search QUERY --chunks --min-score 0 --json`` (in-process), as (ID, score) pairs."""
+def rag_search_top10(cfg, capsys, query: str) -> list[tuple[str, float, float | None]]:
+    """``rag search QUERY --chunks --min-score 0 --json`` (in-process), as (ID, score, cosine) triples."""
     code = main(["search", query, "--chunks", "--min-score", "0", "--json", "--config", str(cfg.config_path)])
     printed = capsys.readouterr()
     assert code == 0, printed.err
-    return [(hit["id"], hit["score"]) for hit in json.loads(printed.out)["hits"]]
+    return [(hit["id"], hit["score"], hit["vectorScore"]) for hit in json.loads(printed.out)["hits"]]
 
 
 def test_browser_top10_equals_rag_search_for_100_questions(hugo, page, capsys):
@@ -83,7 +93,7 @@ def test_browser_top10_equals_rag_search_for_100_questions(hugo, page, capsys):
                 const out = [];
                 for (const q of questions) {
                     const found = await window.ragSearch.search(q, { k: 10, view: "chunks" });
-                    out.push(found.hits.map((h) => [h.id, h.score]));
+                    out.push(found.hits.map((h) => [h.id, h.score, h.vectorScore]));
                 }
                 return out;
             }""",
@@ -98,12 +108,19 @@ def test_browser_top10_equals_rag_search_for_100_questions(hugo, page, capsys):
     mismatched = [
         (q, e, g)
         for q, e, g in zip(questions, expected, got)
-        if [i for i, _ in e] != [i for i, _ in g] or any(abs(a - b) > 1e-4 for (_, a), (_, b) in zip(e, g))
+        if [h[0] for h in e] != [h[0] for h in g] or any(abs(a[1] - b[1]) > 1e-4 for a, b in zip(e, g))
     ]
     assert all(len(e) == 10 for e in expected)
     assert not mismatched, f"{len(mismatched)} of 100 differ; first: {mismatched[0]}"
-    worst = max(abs(a - b) for e, g in zip(expected, got) for (_, a), (_, b) in zip(e, g))
-    print(f"100 questions: top-10 equal, largest score difference {worst:.1e}")
+    worst = max(abs(a[1] - b[1]) for e, g in zip(expected, got) for a, b in zip(e, g))
+    # The cosines too (the hashing profile fuses with vector weight 0, so the scores alone would
+    # not notice wrong vectors): the browser's, from its encoding, against the store's float32.
+    # (The server names the cosine of its vector candidates only; the browser of every hit.)
+    cosines = [(a[2], b[2]) for e, g in zip(expected, got) for a, b in zip(e, g) if a[2] is not None]
+    assert len(cosines) > 400 and all(b is not None for _, b in cosines)
+    worst_cosine = max(abs(a - b) for a, b in cosines)
+    assert worst_cosine < 1e-4
+    print(f"100 questions: top-10 equal, largest score difference {worst:.1e}, cosine {worst_cosine:.1e}")
     assert re.match(r"\d+ results \(hybrid\) in [\d.]+ ms", status), status
     assert "menu" in first.lower()
 
@@ -143,23 +160,86 @@ def test_hashing_embedder_and_stemmer_in_javascript_match_python(page):
     assert not wrong, f"{len(wrong)} of {len(words)} words stem differently; first: {wrong[:5]}"
 
 
+SMALL_TREE = {
+    "docs/vlan.md": "---\ntitle: VLANs\n---\n# VLANs\n\nTag guests per VLAN on a vlan-aware bridge.\n",
+    "docs/backup.md": "---\ntitle: Backups\n---\n# Backups\n\nSnapshots of ZFS datasets, sent to another box.\n",
+    "posts/hello.md": "---\ntitle: Hello\n---\nThe first post, about nothing in particular.\n",
+}
+
+
 @pytest.mark.parametrize("encoding", ["float16", "int16", "int8"])
 def test_compact_encodings_decode_in_the_browser_as_in_python(encoding, write_tree, tmp_path, page):
-    content = write_tree({
-        "docs/vlan.md": "---\ntitle: VLANs\n---\n# VLANs\n\nTag guests per VLAN on a vlan-aware bridge.\n",
-        "docs/backup.md": "---\ntitle: Backups\n---\n# Backups\n\nSnapshots of ZFS datasets, sent to another box.\n",
-        "posts/hello.md": "---\ntitle: Hello\n---\nThe first post, about nothing in particular.\n",
-    })
+    content = write_tree(SMALL_TREE)
     cfg = build(content, tmp_path / "out", encoding)
     index = orjson.loads(cfg.index_path.read_bytes())
     assert index["vectorEncoding"] == encoding
-    expected = np.vstack([decode_chunk(c, encoding) for c in index["chunks"]])
+    expected = published_vectors(cfg.public_dir, index, None)
     with static_server(cfg.public_dir) as url:
         open_search(page, url)
         matrix = page.evaluate("Array.from(window.ragSearch.matrix)")
         top = page.evaluate("window.ragSearch.search('zfs snapshots', {k: 1}).then((r) => r.hits[0].title)")
     assert np.array_equal(np.array(matrix, dtype=np.float32).reshape(expected.shape), expected)
     assert top == "Backups"
+
+
+def test_the_vector_file_reads_in_the_browser_as_in_python_and_a_bad_one_is_never_used(write_tree, tmp_path, page, chromium):
+    """int16-bin: the browser's Int16Array and Float32Array views hold Python's steps and scales;
+    a truncated file, one of another build and one of another generation each leave the search
+    to BM25 alone with the reason given, never ranked with the wrong vectors."""
+    cfg = build(write_tree(SMALL_TREE), tmp_path / "out", "int16-bin")
+    meta = orjson.loads(cfg.meta_path.read_bytes())
+    expected = read_vector_file(cfg.public_dir, meta)
+    index = orjson.loads(cfg.index_path.read_bytes())
+    assert np.array_equal(published_vectors(cfg.public_dir, index, meta), expected.matrix())
+    path = (cfg.public_dir / VECTORS_NAME).resolve()
+    good = path.read_bytes()
+    other = render_vector_file(expected.matrix()[::-1], meta["generation"])  # same size, wrong rows
+    foreign = render_vector_file(expected.matrix(), meta["generation"][:-1] + "x")  # another generation
+    search = "window.ragSearch.search('zfs snapshots', {k: 1}).then((r) => [r.mode, r.hits[0].title, r.vectorProblem || null])"
+    with static_server(cfg.public_dir) as url:
+        open_search(page, url)
+        views = page.evaluate("[Array.from(window.ragSearch.matrix), Array.from(window.ragSearch.scales)]")
+        assert page.evaluate(search) == ["hybrid", "Backups", None]
+        # A dense query vector (a sentence model's) takes the integer scan; a sparse one the float one.
+        dense = np.sin(np.arange(1, expected.steps.shape[1] + 1)).astype(np.float32)
+        dense /= np.linalg.norm(dense)
+        scanned = page.evaluate(
+            """async (q) => {
+                const { StepMatrix, parseVectorFile } = await import("./rag-vectors.js");
+                const buffer = await (await fetch("embeddings-vectors.bin")).arrayBuffer();
+                const scan = (wasm) => {
+                    const matrix = new StepMatrix(parseVectorFile(buffer), { wasm });
+                    return [!!matrix.scan, Array.from(matrix.denseCosines(Float32Array.from(q), new Float64Array(matrix.rows)))];
+                };
+                return [Array.from(window.ragSearch.cosines(Float32Array.from(q))), scan(true), scan(false)];
+            }""",
+            dense.tolist(),
+        )
+        seen = {}
+        for case, payload, sidecar in (
+            ("truncated", good[:-6], meta),
+            ("SHA-256", other, meta),
+            ("generation", foreign, {**meta, "vectors": vectors_entry(foreign)}),
+        ):
+            path.write_bytes(payload)
+            cfg.meta_path.resolve().write_bytes(orjson.dumps(sidecar))
+            fresh = chromium.new_context()  # no HTTP cache: it would rightly keep the good file under its digest
+            try:
+                visitor = fresh.new_page()
+                open_search(visitor, url)
+                seen[case] = visitor.evaluate(search)
+                status = visitor.inner_text("#status")
+            finally:
+                fresh.close()
+            assert "vectors unusable" in status and "BM25 only" in status, status
+    assert np.array_equal(np.array(views[0], dtype=np.int16).reshape(expected.steps.shape), expected.steps)
+    assert np.array_equal(np.array(views[1], dtype=np.float32), expected.scales)
+    # The page's scan is WebAssembly's; it and the JavaScript loop give the same (exact integer) sums.
+    page_scan, (wasm_used, wasm), (js_used, js) = scanned
+    assert wasm_used and not js_used and page_scan == wasm == js
+    assert np.abs(np.array(wasm) - expected.matrix().astype(np.float64) @ dense).max() < 1e-5
+    for case, (mode, title, problem) in seen.items():
+        assert mode == "bm25" and title == "Backups" and case in problem, (case, problem)
 
 
 def test_refresh_refetches_the_index_only_when_the_sidecar_changed(write_tree, tmp_path, page):

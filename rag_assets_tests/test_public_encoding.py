@@ -1,8 +1,9 @@
-"""public_index.vector_encoding: compact vectors in the JSON index, and the browser search's BM25 file."""
+"""public_index.vector_encoding: compact vectors in the JSON index or a binary file, and the browser search's BM25 file."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import sqlite3
 
 import dagster as dg
@@ -15,7 +16,16 @@ from rag_assets.defs.runner import run_build
 from rag_assets.index import index_json
 from rag_assets.index.lexical_json import LEXICAL_NAME
 from rag_assets.index.vector_codec import ENCODINGS, decode_chunk, encode_rows
+from rag_assets.index.vector_file import (
+    VECTORS_NAME,
+    VectorFileError,
+    parse_vector_file,
+    read_vector_file,
+    render_vector_file,
+    vectors_entry,
+)
 from rag_assets.search.fields import bm25_call
+from rag_assets.serve.cli import main
 
 from .test_index_json import collection
 
@@ -69,8 +79,101 @@ def test_the_setting_is_validated(tmp_path):
     config.write_text("")
     assert load_config(config, environ={}).vector_encoding == "float"
     config.write_text("public_index: {vector_encoding: int4}\n")
-    with pytest.raises(ConfigError, match=r"public_index\.vector_encoding must be 'float', 'float16', 'int16' or 'int8'"):
+    with pytest.raises(ConfigError, match=r"public_index\.vector_encoding must be 'float', 'float16', 'int16', 'int8' or 'int16-bin'"):
         load_config(config, environ={})
+    config.write_text("public_index: {vector_encoding: int16-bin}\n")
+    assert load_config(config, environ={}).vector_encoding == "int16-bin"
+
+
+def test_the_float_index_is_byte_for_byte_the_previous_versions():
+    """The default's bytes, pinned: SHA-256 of an index and sidecar rendered before int16-bin existed."""
+    rows = np.random.default_rng(11).normal(size=(3, 16)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    cols = [collection("posts", rows[:2]), collection("docs", rows[2:])]
+    header = index_json.index_header(
+        cols, model="m", dimension=16, built_at="2026-01-01T00:00:00Z", content_hash="abc", generation="g1"
+    )
+    payload = index_json.render_index(header, cols, 5)
+    meta = index_json.render_meta(header, cols, payload, {"file": "embeddings-bm25.json", "sizeBytes": 1, "sha256": "x"})
+    assert hashlib.sha256(payload).hexdigest() == "d4d51041a76517d329e8001819bc87331e5abe4c4efa9976a0da07f3681a21e6"
+    assert hashlib.sha256(meta).hexdigest() == "938dd01460bd1ed1b3175deeada68debe9030f2826f366707ddc0b5a42a46357"
+
+
+def test_the_vector_file_round_trips_as_int16_in_the_json_does():
+    vectors = unit_vectors(7, 1536)
+    vectors[2] = 0.0
+    payload = render_vector_file(vectors, "20260101T000000Z-abc123")
+    assert len(payload) == 32 + 24 + 7 * (4 + 2 * 1536)  # header (padded to 8), scales, steps
+    parsed = parse_vector_file(payload)
+    assert parsed.generation == "20260101T000000Z-abc123" and parsed.steps.shape == (7, 1536)
+    in_json = np.vstack([decode_chunk(f, "int16") for f in encode_rows(vectors, "int16", 5)])
+    assert np.array_equal(parsed.matrix(), in_json)  # the same steps and scales as base64 int16
+    assert not parsed.matrix()[2].any()
+    assert parse_vector_file(render_vector_file(np.zeros((0, 8)), None)).steps.shape == (0, 8)
+
+
+def test_a_truncated_or_mismatched_vector_file_is_refused(tmp_path):
+    payload = render_vector_file(unit_vectors(3, 32), "g1")
+    meta = {"generation": "g1", "vectors": vectors_entry(payload)}
+    (tmp_path / VECTORS_NAME).write_bytes(payload)
+    assert read_vector_file(tmp_path, meta).steps.shape == (3, 32)
+    with pytest.raises(VectorFileError, match="truncated"):
+        parse_vector_file(payload[:-2])
+    with pytest.raises(VectorFileError, match="not a version-1"):
+        parse_vector_file(b"RAGVECS\0" + b"\x09" * 40)
+    (tmp_path / VECTORS_NAME).write_bytes(payload[:-64])
+    with pytest.raises(VectorFileError, match="sidecar says"):
+        read_vector_file(tmp_path, meta)
+    other = render_vector_file(unit_vectors(3, 32, seed=8), "g1")  # same size, another build's
+    (tmp_path / VECTORS_NAME).write_bytes(other)
+    with pytest.raises(VectorFileError, match="SHA-256"):
+        read_vector_file(tmp_path, meta)
+    (tmp_path / VECTORS_NAME).write_bytes(render_vector_file(unit_vectors(3, 32), "g2"))
+    with pytest.raises(VectorFileError, match="generation g2"):
+        read_vector_file(tmp_path, {"generation": "g1", "vectors": vectors_entry((tmp_path / VECTORS_NAME).read_bytes())})
+
+
+def test_an_int16_bin_build_writes_the_vector_file_and_a_damaged_one_is_rebuilt(write_tree, tmp_path, capsys):
+    content = write_tree({
+        "docs/vlan.md": "---\ntitle: VLANs\n---\n# VLANs\n\nTag guests per VLAN on a vlan-aware bridge.\n",
+        "posts/hi.md": "---\ntitle: Hello\n---\nThe first post about the network.\n",
+    })
+    config = tmp_path / "rag.yaml"
+    config.write_text(
+        f"content_dir: {content}\noutput_dir: {tmp_path / 'out'}\nembedder: hashing\nvaults: []\n"
+        "public_index: {vector_encoding: int16-bin}\n"
+    )
+    cfg = load_config(config, environ={})
+    args = ["--config", str(config)]
+    assert main(["build", *args]) == 0
+    index, meta = orjson.loads(cfg.index_path.read_bytes()), orjson.loads(cfg.meta_path.read_bytes())
+    assert index["vectorEncoding"] == meta["vectorEncoding"] == "int16-bin"
+    assert all("embedding" not in c for c in index["chunks"])
+    assert meta["vectors"]["file"] == VECTORS_NAME
+    published = read_vector_file(cfg.public_dir, meta)  # through the fixed link public/embeddings-vectors.bin
+    assert published.generation == meta["generation"] == index["generation"]
+    with sqlite3.connect(cfg.public_store_path) as conn:
+        stored = dict(conn.execute("SELECT id, embedding FROM chunks").fetchall())
+    expected = np.vstack([np.frombuffer(stored[c["id"]], dtype=np.float32) for c in index["chunks"]])
+    assert np.abs(published.matrix() - expected).max() < 2e-5  # rows in the index's chunk order
+    vectors = (cfg.public_dir / VECTORS_NAME).resolve()
+    vectors.write_bytes(vectors.read_bytes()[:-100])  # torn
+    capsys.readouterr()
+    assert main(["check", *args]) == 1
+    assert VECTORS_NAME in capsys.readouterr().out
+    assert main(["build", *args]) == 0
+    assert "republishing" in capsys.readouterr().out
+    assert main(["check", *args]) == 0
+    assert read_vector_file(cfg.public_dir, orjson.loads(cfg.meta_path.read_bytes())).steps.shape == expected.shape
+    # Back to float: the link goes with the file (a link to nothing would break cp -rL).
+    config.write_text(config.read_text().replace("int16-bin", "float"))
+    capsys.readouterr()
+    assert main(["build", *args]) == 0
+    assert "vector_encoding changed (int16-bin -> float): republishing" in capsys.readouterr().out
+    assert main(["check", *args]) == 0
+    assert "vectors" not in orjson.loads(cfg.meta_path.read_bytes())
+    assert not (cfg.public_dir / VECTORS_NAME).is_symlink()
+    assert all(p.exists() for p in cfg.public_dir.iterdir())
 
 
 def test_the_bm25_file_gives_fts5_scores(write_tree, make_config):

@@ -367,8 +367,9 @@ class PublicIndexSection(_Section):
     """``public_index:``: how the static JSON index is written (rag_assets.index.vector_codec)."""
 
     # float: the seed's plain arrays, which existing readers expect; float16 / int16 / int8:
-    # base64, for a site's client-side search (sizes and top-10 stability: see the README).
-    vector_encoding: Literal["float", "float16", "int16", "int8"] = "float"
+    # base64, for a site's client-side search (sizes and top-10 stability: see the README);
+    # int16-bin: int16 in a binary file beside the index (rag_assets.index.vector_file).
+    vector_encoding: Literal["float", "float16", "int16", "int8", "int16-bin"] = "float"
 
 
 class ConfigFile(_Section):

@@ -238,7 +238,7 @@ class RagConfig:
     private_hosts: tuple[str, ...] = ()
     identity_map_path: Path | None = None  # Safe-tier placeholders for hostnames, users, ...
     vector_decimals: int = _FILE_DEFAULTS.vector_decimals
-    vector_encoding: str = _FILE_DEFAULTS.public_index.vector_encoding  # float | float16 | int16 | int8
+    vector_encoding: str = _FILE_DEFAULTS.public_index.vector_encoding  # float | float16 | int16 | int8 | int16-bin
     automation: AutomationConfig = AutomationConfig()
     # Off unless rag.yaml names a reranker; the Private tier uses only a local one.
     reranker: RerankerSettings = field(default_factory=RerankerSettings)

@@ -129,7 +129,14 @@ def publish(context: dg.AssetExecutionContext, rag: RagSettings, embeddings: dic
             "index_size": human_bytes(published.index_bytes),
             "index_bytes": published.index_bytes,
             "meta_bytes": published.meta_bytes,
-            "bytes_per_chunk": round(published.index_bytes / header.total_chunks) if header.total_chunks else 0,
+            "vector_encoding": header.vector_encoding,
+            "vector_file_bytes": published.vector_file_bytes,  # embeddings-vectors.bin (int16-bin), else 0
+            # A chunk's share of what a browser fetches for it: the index and the vector file.
+            "bytes_per_chunk": (
+                round((published.index_bytes + published.vector_file_bytes) / header.total_chunks)
+                if header.total_chunks
+                else 0
+            ),
             "preview": dg.MetadataValue.md(chunk_preview_markdown(preview, limit=5)),
         },
         check_results=[

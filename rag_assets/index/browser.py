@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 from rag_assets.index.lexical_json import LEXICAL_NAME, render_lexical
 from rag_assets.records import EmbeddedCollection
 
-STATIC_FILES = ("rag-search.js", "search.html")
+STATIC_FILES = ("rag-search.js", "rag-vectors.js", "search.html")
 
 
 def static_file(name: str) -> bytes:

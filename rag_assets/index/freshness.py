@@ -125,6 +125,16 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
     )
 
 
+def encoding_change(cfg: RagConfig) -> str | None:
+    """"old -> new" when the published index's vector encoding is not the configured one (a
+    republish writes it anew: the content has not changed, its format has); else None."""
+    meta = read_meta(generations.published(cfg).meta_path)
+    if meta is None:
+        return None
+    published = meta.get("vectorEncoding", "float")
+    return None if published == cfg.vector_encoding else f"{published} -> {cfg.vector_encoding}"
+
+
 def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str, float | None]:
     """Fresh (< 12 h), Stale (12 to 48 h) or Old (> 48 h), and the age in seconds."""
     if not built_at:

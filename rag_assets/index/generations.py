@@ -10,7 +10,8 @@ Layout under the output folder::
     data/current -> generations/<id>               swapped by one rename at the end of a publish
     public/embeddings-index.json -> ../data/current/embeddings-index.json     fixed links: the
     public/embeddings-meta.json  -> ../data/current/embeddings-meta.json      published paths stay
-    public/embeddings-bm25.json, rag-search.js, search.html -> ../data/current/...  (the browser search)
+    public/embeddings-bm25.json, rag-search.js, rag-vectors.js, search.html -> ../data/current/...  (the browser search)
+    public/embeddings-vectors.bin -> ../data/current/...   (only while the current build has one: int16-bin)
     data/rag-manifest.json       -> current/rag-manifest.json                 stable for static
     data/rag-store-public.db     -> current/rag-store-public.db               hosting and readers
 
@@ -49,7 +50,11 @@ CURRENT_LINK = "current"
 LOCK_NAME = "publish.lock"
 # The browser search (rag_assets.index.browser): published beside the index in every generation,
 # so the script, its BM25 data and the index always come from one build.
-BROWSER_NAMES = ("embeddings-bm25.json", "rag-search.js", "search.html")
+BROWSER_NAMES = ("embeddings-bm25.json", "rag-search.js", "rag-vectors.js", "search.html")
+# Written only by some builds (embeddings-vectors.bin: vector_encoding int16-bin, see
+# rag_assets.index.vector_file), so linked from public/ only while the current generation has
+# them: a link to nothing would break a copy with links followed (cp -rL, shutil.copytree).
+OPTIONAL_NAMES = ("embeddings-vectors.bin",)
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,8 @@ def make_current(cfg: RagConfig, generation: Generation) -> None:
     fixed links point through ``data/current`` and remove what earlier publishes left."""
     _fsync_tree(generation.folder)
     previous = published(cfg).id
+    # Before the swap, so the link is there when the new sidecar names the file.
+    _link_optional_files(cfg, generation)
     link = current_link(cfg)
     _move_aside_if_not_a_link(link)
     tmp = link.with_name(f".{CURRENT_LINK}.{secrets.token_hex(4)}.tmp")
@@ -150,6 +157,7 @@ def make_current(cfg: RagConfig, generation: Generation) -> None:
     os.replace(tmp, link)
     _fsync_dir(link.parent)
     _ensure_fixed_links(cfg)
+    _unlink_absent_optional_files(cfg, generation)
     remove_old_generations(cfg, previous=previous)
 
 
@@ -186,18 +194,40 @@ def _ensure_fixed_links(cfg: RagConfig) -> None:
     """Create the fixed links; a file of the older single-folder layout is replaced by its
     link in one rename each (the only publish in which files can switch one at a time)."""
     for path, target in fixed_links(cfg).items():
-        if path.is_symlink() and os.readlink(path) == target:
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        os.symlink(target, tmp)
-        os.replace(tmp, path)
+        _ensure_link(path, target)
         if path.name == STORE_NAME:
             # The old single-file store's WAL and index must not be mistaken for the new one's.
             for suffix in ("-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     path.with_name(path.name + suffix).unlink()
-        _fsync_dir(path.parent)
+
+
+def _ensure_link(path: Path, target: str) -> None:
+    """``path`` a symbolic link to ``target``, replaced in one rename when it is anything else."""
+    if path.is_symlink() and os.readlink(path) == target:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    os.symlink(target, tmp)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _link_optional_files(cfg: RagConfig, generation: Generation) -> None:
+    """Link from public/ the optional files ``generation`` has (through ``data/current``)."""
+    for name in OPTIONAL_NAMES:
+        if (generation.folder / name).is_file():
+            path = cfg.public_dir / name
+            _ensure_link(path, os.path.relpath(current_link(cfg) / name, path.parent))
+
+
+def _unlink_absent_optional_files(cfg: RagConfig, generation: Generation) -> None:
+    """Remove the public/ links of optional files the now current ``generation`` does not have."""
+    for name in OPTIONAL_NAMES:
+        path = cfg.public_dir / name
+        if not (generation.folder / name).is_file() and path.is_symlink():
+            path.unlink()
+            _fsync_dir(path.parent)
 
 
 def remove_old_generations(cfg: RagConfig, previous: str | None = None) -> list[str]:

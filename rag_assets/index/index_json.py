@@ -7,7 +7,9 @@ field names are a contract. Vector components are rounded to
 reorderings swap results whose float32 scores differ by < 1e-6, i.e. ties) while
 the index shrinks by about a third against printing full float32 values.
 ``public_index.vector_encoding`` (:mod:`rag_assets.index.vector_codec`) can instead write
-each vector as base64 float16 or int8; the index then says so in ``vectorEncoding``.
+each vector as base64 float16, int16 or int8, or (``int16-bin``) leave the vectors out of the
+chunks for a binary file beside the index (:mod:`rag_assets.index.vector_file`), which the
+sidecar names in ``vectors``; the index then says so in ``vectorEncoding``.
 """
 
 from __future__ import annotations
@@ -156,16 +158,20 @@ def render_meta(
     collections: Iterable[EmbeddedCollection],
     index_payload: bytes,
     lexical: dict[str, Any] | None = None,
+    vectors: dict[str, Any] | None = None,
 ) -> bytes:
     """The sidecar: the header, the index's size and SHA-256 (so a reader can tell a damaged
-    or foreign index), a digest of its chunk IDs, and the browser search's BM25 file
-    (``lexical``: file, sizeBytes, sha256; rag_assets.index.browser) when one was written."""
+    or foreign index), a digest of its chunk IDs, the browser search's BM25 file
+    (``lexical``: file, sizeBytes, sha256; rag_assets.index.browser) when one was written, and
+    the binary vector file (``vectors``, the same fields) for ``int16-bin``."""
     meta = header.as_json()
     meta["sizeBytes"] = len(index_payload)
     meta["indexSha256"] = hashlib.sha256(index_payload).hexdigest()
     meta["chunkIdsSha256"] = chunk_ids_digest(c.id for col in collections for c in col.chunks)
     if lexical is not None:
         meta["lexical"] = lexical
+    if vectors is not None:
+        meta["vectors"] = vectors
     return orjson.dumps(meta)
 
 

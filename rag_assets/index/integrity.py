@@ -1,8 +1,8 @@
 """Noticing damaged outputs and caches: what ``rag status``, ``rag check`` and ``rag build``
 verify before they trust a file.
 
-The published generation is checked against its sidecar (the index's size and SHA-256,
-one generation named by every file) and the SQLite files with ``PRAGMA quick_check``.
+The published generation is checked against its sidecar (the index's size and SHA-256, and
+the binary vector file's when it names one; one generation named by every file) and the SQLite files with ``PRAGMA quick_check``.
 A damaged output is rebuilt by the next ``rag build``; a damaged cache is discarded,
 never trusted.
 """
@@ -68,6 +68,8 @@ def published_damage(generation: Generation) -> list[Damage]:
         damage.append(Damage(g.meta_path, "not a JSON object (damaged)"))
     if meta is not None and g.index_path.exists():
         damage.extend(_index_damage(g.index_path, meta))
+    if meta is not None and isinstance(meta.get("vectors"), dict):
+        damage.extend(_vector_file_damage(g.folder, meta["vectors"]))
     if g.manifest_path.exists():
         manifest = read_json_object(g.manifest_path)
         if manifest is None or not isinstance(manifest.get("documents"), dict):
@@ -87,12 +89,23 @@ def published_damage(generation: Generation) -> list[Damage]:
 
 
 def _index_damage(index_path: Path, meta: dict[str, Any]) -> list[Damage]:
-    size = index_path.stat().st_size
-    if meta.get("sizeBytes") != size:
-        return [Damage(index_path, f"is {size} bytes but its sidecar says {meta.get('sizeBytes')} (truncated or replaced)")]
-    expected = meta.get("indexSha256")
-    if expected and sha256_of(index_path) != expected:
-        return [Damage(index_path, "content does not match the SHA-256 its sidecar records (damaged)")]
+    return _digest_damage(index_path, meta.get("sizeBytes"), meta.get("indexSha256"))
+
+
+def _vector_file_damage(folder: Path, entry: dict[str, Any]) -> list[Damage]:
+    """The binary vector file the sidecar names (vector_encoding int16-bin): there, of its size and digest."""
+    path = folder / Path(str(entry.get("file") or "")).name
+    if not path.is_file():
+        return [Damage(path, "missing (the sidecar names it)")]
+    return _digest_damage(path, entry.get("sizeBytes"), entry.get("sha256"))
+
+
+def _digest_damage(path: Path, size_bytes: Any, sha256: Any) -> list[Damage]:
+    size = path.stat().st_size
+    if size_bytes != size:
+        return [Damage(path, f"is {size} bytes but its sidecar says {size_bytes} (truncated or replaced)")]
+    if sha256 and sha256_of(path) != sha256:
+        return [Damage(path, "content does not match the SHA-256 its sidecar records (damaged)")]
     return []
 
 

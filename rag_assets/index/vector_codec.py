@@ -10,7 +10,9 @@ A chunk's ``embedding`` is, by ``public_index.vector_encoding`` in rag.yaml:
   ``byte * scale`` (1 byte each);
 - ``int16``: the same with little-endian signed 16-bit steps, ``scale = max |x| / 32767``
   (2 bytes each, as float16, but a uniform step: about ten times finer than float16's on a
-  unit vector's typical components, so the top-10 holds where float16's barely does).
+  unit vector's typical components, so the top-10 holds where float16's barely does);
+- ``int16-bin``: int16's steps and scales, not in the JSON but in one raw binary file beside
+  it (:mod:`rag_assets.index.vector_file`); the chunks then carry no ``embedding``.
 
 At 1536 dimensions a vector costs about 11 KB as rounded floats, 4 KB as float16 or int16
 and 2 KB as int8 (base64 included). ``bench/precision.py`` measures how often the top-10 changes.
@@ -22,7 +24,8 @@ import base64
 
 import numpy as np
 
-ENCODINGS = ("float", "float16", "int8", "int16")
+ENCODINGS = ("float", "float16", "int8", "int16")  # in the JSON index
+FILE_ENCODINGS = ("int16-bin",)  # in embeddings-vectors.bin (rag_assets.index.vector_file)
 # Symmetric ranges (-127..127, -32767..32767), so a vector and its negation encode alike.
 LEVELS = {"int8": (127, "<i1"), "int16": (32767, "<i2")}
 
@@ -65,6 +68,8 @@ def encode_rows(matrix: np.ndarray, encoding: str, vector_decimals: int) -> list
         return [{"embedding": row} for row in rounded.tolist()]
     if encoding == "float16":
         return [{"embedding": encode_float16(row)} for row in matrix]
+    if encoding in FILE_ENCODINGS:
+        return [{} for _ in matrix]  # the vectors go to the binary file
     if encoding in LEVELS:
         out = []
         for row in matrix:

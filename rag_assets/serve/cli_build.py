@@ -17,7 +17,7 @@ from rag_assets.config import (
 )
 from rag_assets.embed import select_embedder
 from rag_assets.index import generations, index_json
-from rag_assets.index.freshness import detect_changes
+from rag_assets.index.freshness import detect_changes, encoding_change
 from rag_assets.index.integrity import cache_damage, discard_damaged_caches
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.pipeline import plan_collection
@@ -161,6 +161,9 @@ def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool] | Non
     for damage in report.damage:
         print(f"damaged output {damage}: republishing every collection")
     if report.damage:
+        return collections, stale_vaults, True
+    if report.has_index and (change := encoding_change(cfg)):
+        print(f"public_index.vector_encoding changed ({change}): republishing every collection")
         return collections, stale_vaults, True
     if report.up_to_date and not stale_vaults and not departed:
         print(f"Index is up to date (content hash {report.current_hash[:12]}); nothing to build. Use --force to rebuild.")

@@ -18,10 +18,20 @@
 // as `rag search --min-score 0`), CJK n-gram matching, and FTS5 phrases for a word it splits
 // in several tokens ("k3s_cert": here its tokens count as separate words).
 //
+// Vectors: in the index's chunks (plain arrays, or base64 float16/int16/int8), or, with
+// vector_encoding int16-bin, in embeddings-vectors.bin beside it (rag_assets/index/vector_file.py):
+// one fetch into int16 steps and per-row scales, scanned as they are (rag-vectors.js, which
+// this module imports: publish both). The file is checked against the sidecar (size, SHA-256
+// where the page may hash, the generation in its header); a file that does not match is
+// fetched again, and if it still does not, the search ranks by BM25 alone and says why in
+// `vectorProblem` (never with wrong vectors).
+//
 // Query vectors: for an index built with the hashing embedder, a port of
 // rag_assets/embed/hashing.py (BLAKE2b feature hashing) gives Python's vector; for another
 // model, `embedUrl` names an endpoint (`rag serve`'s POST /embed) and, when it cannot be
 // reached, the search falls back to BM25 alone.
+
+import { StepMatrix, parseVectorFile, sha256Hex } from "./rag-vectors.js";
 
 const HASHING_MODEL = "rag-assets/feature-hash-v1";
 
@@ -477,6 +487,7 @@ export class RagSearch {
     // auto: the hashing port for a hashing index, else embedUrl; endpoint: always embedUrl; none: BM25 only
     this.queryEmbedding = options.queryEmbedding || "auto";
     this.fetch = options.fetch || ((url, init) => fetch(url, init));
+    this.wasm = options.wasm !== false; // the vector file's dense scan in WebAssembly where it can
     this.meta = null;
   }
 
@@ -492,31 +503,86 @@ export class RagSearch {
     return response.json();
   }
 
-  /** Read the sidecar; fetch the index and the BM25 file again only when it says they changed.
-   * Returns true when something was reloaded. A build published between the two fetches
-   * would pair files of two builds (both name their generation): then it starts over. */
+  async getBytes(name, init) {
+    const response = await this.fetch(new URL(name, new URL(this.base, location.href)), init);
+    if (!response.ok) throw new Error(`${name}: HTTP ${response.status}`);
+    return response.arrayBuffer();
+  }
+
+  /** Read the sidecar; fetch the index, the BM25 file and the vector file again only when it
+   * says they changed. Returns true when something was reloaded. A build published between the
+   * fetches would pair files of two builds (each names its generation): then it starts over. */
   async refresh(attempts = 3) {
     const meta = await this.getJson("embeddings-meta.json", { cache: "no-cache" });
     const old = this.meta;
     const lexical = meta.lexical || { file: "embeddings-bm25.json", sha256: "" };
     const indexChanged = !old || old.indexSha256 !== meta.indexSha256;
     const lexicalChanged = !old || !old.lexical || old.lexical.sha256 !== lexical.sha256;
-    if (!indexChanged && !lexicalChanged) return false;
+    const vectorsChanged = !!meta.vectors && (indexChanged || !old.vectors || old.vectors.sha256 !== meta.vectors.sha256);
+    if (!indexChanged && !lexicalChanged && !vectorsChanged) return false;
     // The digest in the URL: a cache may keep a file as long as the sidecar names it.
-    const [index, bm25] = await Promise.all([
+    const [index, bm25, vectors] = await Promise.all([
       indexChanged ? this.getJson(`embeddings-index.json?v=${meta.indexSha256}`) : null,
       lexicalChanged ? this.getJson(`${lexical.file}?v=${lexical.sha256}`) : null,
+      vectorsChanged ? this.readVectors(meta) : null,
     ]);
     const generation = index ? index.generation : this.generation;
     const lexicalGeneration = bm25 ? bm25.generation : this.lexical.generation;
-    if (generation !== meta.generation || lexicalGeneration !== meta.generation) {
+    const torn = vectors && (vectors.problem || vectors.file.generation !== meta.generation);
+    if (generation !== meta.generation || lexicalGeneration !== meta.generation || torn) {
       if (attempts > 1) return this.refresh(attempts - 1);
-      throw new Error("the published files kept changing while they were read; try again");
+      if (generation !== meta.generation || lexicalGeneration !== meta.generation) {
+        throw new Error("the published files kept changing while they were read; try again");
+      }
     }
     if (index) this.loadIndex(index);
     if (bm25) this.loadLexical(bm25);
+    if (vectors) this.loadVectors(vectors, meta);
     this.meta = meta;
     return true;
+  }
+
+  /** The sidecar's vector file, checked against it: {file} or {problem} (a message). */
+  async readVectors(meta) {
+    const entry = meta.vectors;
+    const name = entry.file.split("/").pop();
+    try {
+      const buffer = await this.getBytes(`${name}?v=${entry.sha256}`);
+      if (buffer.byteLength !== entry.sizeBytes) {
+        return { problem: `${name} is ${buffer.byteLength} bytes but the sidecar says ${entry.sizeBytes} (truncated or replaced)` };
+      }
+      // crypto.subtle exists in secure contexts (https, localhost); elsewhere size and generation must do.
+      if (globalThis.crypto && crypto.subtle && (await sha256Hex(buffer)) !== entry.sha256) {
+        return { problem: `${name} does not match the SHA-256 the sidecar records (damaged or of another build)` };
+      }
+      return { file: parseVectorFile(buffer) };
+    } catch (error) {
+      return { problem: `${name}: ${error.message}` };
+    }
+  }
+
+  /** Take the vector file's views as the search's vectors, or, when it is unusable (it does not
+   * match the sidecar or the index), none: BM25 alone, with the reason in `vectorProblem`. */
+  loadVectors(vectors, meta) {
+    let problem = vectors.problem || null;
+    const file = vectors.file;
+    if (!problem && file.generation !== meta.generation) problem = `the vector file belongs to generation ${file.generation}, not ${meta.generation}`;
+    if (!problem && (file.count !== this.chunks.length || file.dimension !== this.dimension)) {
+      problem = `the vector file holds ${file.count} x ${file.dimension}, the index ${this.chunks.length} x ${this.dimension}`;
+    }
+    this.vectorProblem = problem;
+    if (problem) {
+      console.warn(`rag-search.js: ${problem}; searching by BM25 alone`);
+      this.matrix = new Int16Array(0);
+      this.scales = null;
+      this.stepMatrix = null;
+      this.hasVector = new Uint8Array(this.chunks.length);
+      return;
+    }
+    this.stepMatrix = new StepMatrix(file, { wasm: this.wasm });
+    this.matrix = this.stepMatrix.steps;
+    this.scales = this.stepMatrix.scales;
+    this.hasVector = new Uint8Array(this.chunks.length).fill(1);
   }
 
   loadIndex(index) {
@@ -529,14 +595,19 @@ export class RagSearch {
     this.dimension = dim;
     this.encoding = encoding;
     this.chunks = chunks.map((c) => ({ id: c.id, text: c.text, ...c.metadata }));
-    this.matrix = new Float32Array(chunks.length * dim);
+    this.embedder = index.model === HASHING_MODEL ? new HashingEmbedder(dim) : null;
+    // Until loadVectors has the vector file, an int16-bin index has no usable vectors.
+    this.vectorProblem = encoding === "int16-bin" ? "the sidecar names no vector file" : null;
+    this.scales = null; // per-row scales of the vector file's int16 steps (loadVectors)
+    this.stepMatrix = null;
+    this.matrix = new Float32Array(encoding === "int16-bin" ? 0 : chunks.length * dim);
     this.hasVector = new Uint8Array(chunks.length);
+    if (encoding === "int16-bin") return; // the vectors come from the vector file (loadVectors)
     chunks.forEach((c, i) => {
       if (c.embedding == null) return;
       decodeVector(c, encoding, this.matrix.subarray(i * dim, (i + 1) * dim));
       this.hasVector[i] = 1;
     });
-    this.embedder = index.model === HASHING_MODEL ? new HashingEmbedder(dim) : null;
   }
 
   loadLexical(data) {
@@ -606,24 +677,30 @@ export class RagSearch {
 
   /** The cosine of every row with `q` (unit vectors: the dot product). A sparse query (the
    * hashing embedder's: a few buckets a word) visits only its non-zero components, which at
-   * 1536 dimensions is a fraction of the dense scan's 16 M multiply-adds per 10,000 chunks. */
+   * 1536 dimensions is a fraction of the dense scan's 16 M multiply-adds per 10,000 chunks.
+   * The vector file's rows are int16 steps times a per-row scale: the sum over the steps is
+   * taken as it is and multiplied by the scale once a row (no decoded copy of the matrix). */
   cosines(q) {
     const dim = this.dimension;
     const m = this.matrix;
-    const out = new Float64Array(this.chunks.length);
+    const scales = this.scales;
+    const rows = this.chunks.length;
+    if (!this.scoreBuffer || this.scoreBuffer.length !== rows) this.scoreBuffer = new Float64Array(rows);
+    const out = this.scoreBuffer; // reused: one allocation per index, not per query
     const nonZero = [];
     for (let i = 0; i < dim; i++) if (q[i] !== 0) nonZero.push(i);
     if (nonZero.length * 4 < dim) {
       const at = Int32Array.from(nonZero);
       const value = Float64Array.from(nonZero, (i) => q[i]);
-      for (let row = 0, o = 0; row < out.length; row++, o += dim) {
+      for (let row = 0, o = 0; row < rows; row++, o += dim) {
         let sum = 0;
         for (let j = 0; j < at.length; j++) sum += m[o + at[j]] * value[j];
-        out[row] = sum;
+        out[row] = scales ? sum * scales[row] : sum;
       }
       return out;
     }
-    for (let row = 0, o = 0; row < out.length; row++, o += dim) {
+    if (this.stepMatrix) return this.stepMatrix.denseCosines(q, out);
+    for (let row = 0, o = 0; row < rows; row++, o += dim) {
       let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
       let i = 0;
       for (; i + 3 < dim; i += 4) {
@@ -643,7 +720,7 @@ export class RagSearch {
     const m = this.matrix;
     let s = 0;
     for (let i = 0, o = row * dim; i < dim; i++) s += m[o + i] * q[i];
-    return s;
+    return this.scales ? s * this.scales[row] : s;
   }
 
   // The `depth` best of row -> score, as row -> [rank, score]; ties by the store's row order.
@@ -653,14 +730,34 @@ export class RagSearch {
     return new Map(list.map(([row, s], i) => [row, [i + 1, s]]));
   }
 
-  // The same for a dense array of scores over the rows `usable` allows: the depth-th best
-  // score is found with a numeric sort, and only the rows at or above it are ranked.
+  // The same for a dense array of scores over the rows `usable` allows: the depth-th best score
+  // is found with a min-heap of `depth` scores (one pass, no sort of every row), and only the
+  // rows at or above it (ties included) are ranked.
   rankedDense(scores, depth, usable) {
-    const values = [];
-    for (let row = 0; row < scores.length; row++) if (usable(row)) values.push(scores[row]);
-    if (!values.length) return new Map();
-    const sorted = Float64Array.from(values).sort();
-    const floor = sorted[Math.max(sorted.length - depth, 0)];
+    const heap = new Float64Array(depth);
+    let size = 0;
+    for (let row = 0; row < scores.length; row++) {
+      if (!usable(row)) continue;
+      const s = scores[row];
+      if (size < depth) {
+        let i = size++;
+        while (i > 0 && heap[(i - 1) >> 1] > s) { heap[i] = heap[(i - 1) >> 1]; i = (i - 1) >> 1; }
+        heap[i] = s;
+      } else if (s > heap[0]) {
+        let i = 0;
+        for (;;) {
+          const l = 2 * i + 1;
+          if (l >= depth) break;
+          const c = l + 1 < depth && heap[l + 1] < heap[l] ? l + 1 : l;
+          if (heap[c] >= s) break;
+          heap[i] = heap[c];
+          i = c;
+        }
+        heap[i] = s;
+      }
+    }
+    if (!size) return new Map();
+    const floor = heap[0];
     const entries = [];
     for (let row = 0; row < scores.length; row++) if (scores[row] >= floor && usable(row)) entries.push([row, scores[row]]);
     return this.ranked(entries, depth);
@@ -675,10 +772,12 @@ export class RagSearch {
     const k = options.k || settings.k;
     const depth = Math.max(options.candidates || settings.candidates, k);
     const allowed = options.collections ? new Set(options.collections) : null;
-    const usable = (row) => this.hasVector[row] && (!allowed || allowed.has(this.chunks[row].collection));
+    // Without usable vectors (a vector file that did not match its sidecar) every chunk counts for BM25.
+    const vectorless = !!this.vectorProblem;
+    const usable = (row) => (vectorless || this.hasVector[row]) && (!allowed || allowed.has(this.chunks[row].collection));
     let mode = options.mode || "hybrid";
-    const q = mode === "bm25" ? null : await this.queryVector(query);
-    if (!q) mode = "bm25"; // no query vector (endpoint unreachable): BM25 alone
+    const q = mode === "bm25" || vectorless ? null : await this.queryVector(query);
+    if (!q) mode = "bm25"; // no query vector (endpoint unreachable, vectors unusable): BM25 alone
     let vector = new Map();
     if (mode !== "bm25") vector = this.rankedDense(this.cosines(q), depth, usable);
     let lexical = new Map();
@@ -719,6 +818,8 @@ export class RagSearch {
     } else {
       hits = rows.slice(0, k).map(hit);
     }
-    return { query, mode, hits, latencyMs: performance.now() - started };
+    const found = { query, mode, hits, latencyMs: performance.now() - started };
+    if (this.vectorProblem) found.vectorProblem = this.vectorProblem;
+    return found;
   }
 }
