@@ -19,6 +19,7 @@ the modules that connect.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Mapping
 
 from rag_assets.config.settings import TIERS
@@ -84,7 +85,8 @@ class PostgresStoreError(RuntimeError):
 
 
 def schema_name(tier: str) -> str:
-    if tier not in TIERS:
+    """``rag_<tier>`` for the three tiers; ``rag_eval_<name>`` for an eval store (``rag eval``)."""
+    if tier not in TIERS and not re.fullmatch(r"eval_[a-z0-9_]{1,48}", tier):
         raise ValueError(f"unknown tier {tier!r}")
     return f"rag_{tier}"
 

@@ -44,6 +44,18 @@ class PgSyncResult:
     full_rewrite: bool
     schema_version: int
 
+    def as_metadata(self) -> dict[str, int | bool | str]:
+        """For the asset that synced it: what changed in PostgreSQL."""
+        return {
+            "postgres_schema": pg_schema.schema_name(self.tier),
+            "postgres_schema_version": self.schema_version,
+            "postgres_chunks_written": self.chunks_written,
+            "postgres_chunks_deleted": self.chunks_deleted,
+            "postgres_documents_written": self.documents_written,
+            "postgres_documents_deleted": self.documents_deleted,
+            "postgres_full_rewrite": self.full_rewrite,
+        }
+
 
 def row_hash(document_id: str, chunk_index: int, text: str, heading_path: str | None, word_count: int | None) -> str:
     """A chunk row's fingerprint, its vector aside."""
