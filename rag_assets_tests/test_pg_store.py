@@ -140,6 +140,17 @@ def test_rag_search_and_rag_serve_read_postgres(built, monkeypatch, capsys):
             assert without_timings(got) == without_timings(expected) and expected["hits"]
 
 
+def test_status_reports_each_tiers_postgres_store(built):
+    from rag_assets.serve.status import status_report
+
+    _, pg, _ = built
+    tiers = status_report(pg)["postgres"]["tiers"]
+    assert {t: (v["schemaVersion"], v["inSync"]) for t, v in tiers.items()} == {
+        t: (1, True) for t in ("public", "safe", "private")
+    }
+    assert tiers["private"]["documents"] > tiers["safe"]["documents"] > 0
+
+
 def test_an_edit_and_a_deletion_sync_by_diff(server, tmp_path):
     import psycopg
 
