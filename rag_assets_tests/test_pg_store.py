@@ -23,7 +23,7 @@ from rag_assets.config.settings import StoreSettings
 from rag_assets.defs.runner import run_build
 from rag_assets.index import pg_schema, pg_sync, store
 from rag_assets.search.backends import open_index
-from rag_assets.search.params import SearchParams
+from rag_assets.search.params import SearchError, SearchParams
 from rag_assets.search.retrieval import tier_embedder
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
@@ -285,3 +285,15 @@ def test_postgres_needs_a_url(tmp_path):
         load_config(write_config(tmp_path, "store: {backend: postgres}", vaults=False), environ={})
     with pytest.raises(ConfigError, match="must be a PostgreSQL URL"):
         load_config(write_config(tmp_path, "store: {backend: postgres, url: 'mysql://x/y'}", vaults=False), environ={})
+
+
+def test_a_store_never_synced_says_so(server, tmp_path, monkeypatch, capsys):
+    with scratch_database(server) as url:
+        cfg = sample_config(tmp_path / "out", url=url)
+        assert not open_index(cfg, "public").exists()
+        monkeypatch.setenv("RAG_STORE_URL", url)
+        assert rag(["ask", "vlans?", "--config", str(REPO_ROOT / "rag.yaml"), "--output-dir", str(tmp_path / "out")]) == 2
+        assert "has no store yet (expected in PostgreSQL)" in capsys.readouterr().err
+    gone = open_index(sample_config(tmp_path / "out", url="postgresql://postgres@/absent?host=/nonexistent"), "public")
+    with pytest.raises(SearchError, match="cannot connect"):
+        gone.exists()

@@ -34,6 +34,8 @@ _BATCH = 2000
 
 def pg_stamp(pg: Any, schema: str) -> list | None:
     """What identifies the PostgreSQL store's contents (None: it has never been synced)."""
+    if pg.execute("SELECT to_regclass(%s)", (f"{schema}.embeddings_meta",)).fetchone()[0] is None:
+        return None
     row = pg.execute(
         f"SELECT (SELECT json_build_array(model, dimension, built_at, provider) FROM {schema}.embeddings_meta LIMIT 1),"
         f" (SELECT count(*) FROM {schema}.documents), (SELECT count(*) FROM {schema}.chunks),"

@@ -157,6 +157,15 @@ def ensure_schema(conn: Any, tier: str) -> int:
     return max(applied | {v for v, _, _ in MIGRATIONS})
 
 
+def register_types(conn: Any) -> None:
+    """pgvector's types on a reader's connection, when the database has the extension (a
+    database no build has synced has none). Readers never migrate: they may not be allowed to."""
+    from pgvector.psycopg import register_vector
+
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+        register_vector(conn)
+
+
 def schema_version(conn: Any, tier: str) -> int | None:
     """The highest migration applied to the tier's schema, or None when it has none."""
     s = schema_name(tier)

@@ -62,16 +62,17 @@ class PgSearchIndex(SearchIndex):
         conn = getattr(self._pg_local, "conn", None)
         if conn is None or conn.closed:
             conn = pg_schema.connect(self.url, self.tier)
-            pg_schema.ensure_schema(conn, self.tier)
+            pg_schema.register_types(conn)
             self._pg_local.conn = conn
         return conn
 
     def exists(self) -> bool:
-        """True when the PostgreSQL store has been synced at least once."""
+        """True when the PostgreSQL store has been synced at least once (SearchError when the
+        server cannot be reached: that is not "not built yet")."""
         try:
             return pg_mirror.pg_stamp(self._pg(), self.schema) is not None
-        except pg_schema.PostgresStoreError:
-            return False
+        except pg_schema.PostgresStoreError as exc:
+            raise SearchError(str(exc)) from None
 
     def refresh(self) -> None:
         """Copy the store into the mirror when it changed since the mirror was written."""
@@ -126,9 +127,12 @@ class PgSearchIndex(SearchIndex):
         )
         conn = self._pg()
         with conn.transaction():
-            settings = {"hnsw.ef_search": str(min(max(self.ef_search, depth), 1000))}
-            if documents is not None:  # keep scanning the graph until enough rows pass the filter
-                settings["hnsw.iterative_scan"] = "relaxed_order"
+            settings = {
+                "hnsw.ef_search": str(min(max(self.ef_search, depth), 1000)),  # pgvector's ceiling is 1,000
+                # Past ef_search rows, or when a filter rejects neighbours, keep walking the graph
+                # (pgvector 0.8); "relaxed" order is fine: the candidates are re-sorted exactly.
+                "hnsw.iterative_scan": "relaxed_order",
+            }
             if self.exact:
                 settings["enable_indexscan"] = "off"
             for name, value in settings.items():
