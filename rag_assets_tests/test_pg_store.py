@@ -140,6 +140,24 @@ def test_rag_search_and_rag_serve_read_postgres(built, monkeypatch, capsys):
             assert without_timings(got) == without_timings(expected) and expected["hits"]
 
 
+def test_mcp_tools_read_postgres(built):
+    from rag_assets.serve.mcp_tools import GET_CONTEXT, GET_DOCUMENT, SEARCH, Caller, ToolEnv, call_tool
+    from rag_assets.serve.tiers import Tiers
+
+    lite, pg, _ = built
+    local = Caller("http", "127.0.0.1")
+    answers = []
+    for cfg in (lite, pg):
+        env = ToolEnv(cfg, Tiers(cfg, log_searches=False))
+        found = call_tool(env, local, SEARCH, {"query": "wireguard handshake", "tier": "private"})
+        hit = found["hits"][0]
+        page = call_tool(env, local, GET_DOCUMENT, {"collection": hit["collection"], "slug": hit["slug"], "tier": "private"})
+        context = call_tool(env, local, GET_CONTEXT, {"query": "restic offsite backup"})
+        answers.append((without_timings(found), page, without_timings(context)))
+        env.tiers.close()
+    assert answers[1] == answers[0] and answers[0][0]["hits"]
+
+
 def test_status_reports_each_tiers_postgres_store(built):
     from rag_assets.serve.status import status_report
 
