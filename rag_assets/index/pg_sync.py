@@ -125,7 +125,7 @@ def _sync(pg: Any, tier: str, lite: sqlite3.Connection, version: int) -> PgSyncR
             _copy_chunks(pg, s, _fresh_rows(lite, fresh), meta[1])
         _replace_small_tables(pg, s, lite, meta)
         if full and meta is not None:
-            pg_schema.create_vector_index(pg, tier, meta[1])
+            pg_schema.create_vector_index(pg, tier, meta[1], len(fresh))
     if full:
         return PgSyncResult(tier, len(new_docs), deleted_docs, len(fresh), deleted_chunks, True, version)
     return PgSyncResult(tier, len(changed), len(gone), len(fresh), len(stale), False, version)
