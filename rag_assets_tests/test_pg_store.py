@@ -204,9 +204,14 @@ def test_an_edit_and_a_deletion_sync_by_diff(server, tmp_path):
             assert untouched and all(new[cid] == row for cid, row in untouched.items())  # same xmin: not rewritten
             rewritten = [cid for cid, row in new.items() if row[0] == changed_doc and old.get(cid) != row]
             assert rewritten and len(rewritten) < len(new)
-        # A second sync with nothing changed touches nothing.
-        result = pg_sync.sync_tier(url, "public", lite.store_path("public"))
+        # A second sync with nothing changed touches nothing; other HNSW settings rebuild only the index.
+        with psycopg.connect(url) as conn:
+            assert pg_schema.vector_index_settings(conn, "public") == pg_schema.DEFAULT_HNSW
+        result = pg_sync.sync_tier(url, "public", lite.store_path("public"), hnsw=(24, 80))
         assert (result.chunks_written, result.chunks_deleted, result.documents_written, result.full_rewrite) == (0, 0, 0, False)
+        with psycopg.connect(url) as conn:
+            assert pg_schema.vector_index_settings(conn, "public") == (24, 80)
+        assert rows("public") == after["public"]
         params = SearchParams(k=5, min_score=0.0)
         assert search_json(pg, "public", "pruning snapshots", params) == search_json(lite, "public", "pruning snapshots", params)
 

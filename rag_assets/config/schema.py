@@ -387,8 +387,12 @@ class StoreSection(_Section):
     url: Annotated[Optional[str], AfterValidator(_store_url)] = Field(
         None, description="postgresql:// URL (each tier in its own schema); $RAG_STORE_URL overrides it."
     )
-    # pgvector's HNSW search width: the default 40 misses neighbours; 200 keeps recall@10 high.
-    ef_search: int = Field(200, ge=1, le=1000)
+    # pgvector's HNSW search width (its default, 40, misses many neighbours of hashing vectors:
+    # recall@10 0.46 at 20,000 chunks; 400: 0.92, 1000: 0.99 with m 16) and the graph's build
+    # settings (pgvector's defaults; m 32 / ef_construction 128 gain recall, build 4x slower).
+    ef_search: int = Field(400, ge=1, le=1000)
+    hnsw_m: int = Field(16, ge=2, le=100)
+    hnsw_ef_construction: int = Field(64, ge=4, le=1000)
 
     @model_validator(mode="after")
     def _postgres_needs_url(self) -> "StoreSection":

@@ -156,7 +156,14 @@ class StoreSettings:
 
     backend: str = "sqlite"  # sqlite | postgres
     url: str | None = None  # postgresql://...; each tier in its own schema (rag_public, ...)
-    ef_search: int = 200
+    ef_search: int = 400
+    hnsw_m: int = 16
+    hnsw_ef_construction: int = 64
+
+    @property
+    def hnsw(self) -> tuple[int, int]:
+        """(m, ef_construction) of the HNSW index."""
+        return self.hnsw_m, self.hnsw_ef_construction
 
     @property
     def postgres(self) -> bool:

@@ -203,7 +203,7 @@ def postgres_eval_index(cfg: RagConfig, dataset_name: str, store_path: Path, log
     if not cfg.store.url:
         raise EvaluationError("--backend postgres needs a store URL: store.url in rag.yaml or $RAG_STORE_URL")
     name = "eval_" + re.sub(r"[^a-z0-9]+", "_", safe_name(dataset_name))[:43]
-    sync = pg_sync.sync_tier(cfg.store.url, name, store_path)
+    sync = pg_sync.sync_tier(cfg.store.url, name, store_path, cfg.store.hnsw)
     log(f"PostgreSQL schema rag_{name}: {sync.chunks_written} chunks written, {sync.chunks_deleted} deleted")
     mirror = store_path.with_name(store_path.stem + "-pg-mirror.db")
     return open_postgres_index(cfg.store.url, name, mirror, log_searches=False, ef_search=cfg.store.ef_search)

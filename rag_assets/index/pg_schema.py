@@ -197,8 +197,11 @@ def set_vector_dimension(conn: Any, tier: str, dimension: int) -> None:
 HNSW_BUILD_MEMORY_CAP_MB = 2048
 
 
-def create_vector_index(conn: Any, tier: str, dimension: int, rows: int = 0) -> None:
-    """The HNSW cosine index over the tier's embeddings (pgvector's defaults: m 16, ef_construction 64)."""
+DEFAULT_HNSW = (16, 64)  # (m, ef_construction): pgvector's defaults
+
+
+def create_vector_index(conn: Any, tier: str, dimension: int, rows: int = 0, hnsw: tuple[int, int] = DEFAULT_HNSW) -> None:
+    """The HNSW cosine index over the tier's embeddings, built with ``hnsw`` = (m, ef_construction)."""
     _, opclass = vector_type(dimension)
     wanted_mb = min(HNSW_BUILD_MEMORY_CAP_MB, rows * (4 * dimension + 400) // 2**20 + 64)
     current_mb = conn.execute(
@@ -206,4 +209,18 @@ def create_vector_index(conn: Any, tier: str, dimension: int, rows: int = 0) -> 
     ).fetchone()[0]
     if wanted_mb > current_mb:
         conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{wanted_mb}MB",))
-    conn.execute(f"CREATE INDEX chunks_embedding_hnsw ON {schema_name(tier)}.chunks USING hnsw (embedding {opclass})")
+    conn.execute(
+        f"CREATE INDEX chunks_embedding_hnsw ON {schema_name(tier)}.chunks USING hnsw (embedding {opclass})"
+        f" WITH (m = {int(hnsw[0])}, ef_construction = {int(hnsw[1])})"
+    )
+
+
+def vector_index_settings(conn: Any, tier: str) -> tuple[int, int] | None:
+    """(m, ef_construction) the tier's HNSW index was built with, or None without one."""
+    row = conn.execute(
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname = 'chunks_embedding_hnsw'", (schema_name(tier),)
+    ).fetchone()
+    if row is None:
+        return None
+    found = dict(re.findall(r"(m|ef_construction)='?(\d+)", row[0]))
+    return int(found.get("m", DEFAULT_HNSW[0])), int(found.get("ef_construction", DEFAULT_HNSW[1]))

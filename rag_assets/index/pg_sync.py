@@ -63,14 +63,15 @@ def row_hash(document_id: str, chunk_index: int, text: str, heading_path: str | 
     return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).hexdigest()
 
 
-def sync_tier(url: str, tier: str, sqlite_path: Path) -> PgSyncResult:
-    """Make the tier's PostgreSQL schema hold what the SQLite store at ``sqlite_path`` holds."""
+def sync_tier(url: str, tier: str, sqlite_path: Path, hnsw: tuple[int, int] = pg_schema.DEFAULT_HNSW) -> PgSyncResult:
+    """Make the tier's PostgreSQL schema hold what the SQLite store at ``sqlite_path`` holds;
+    its HNSW index is (re)built with ``hnsw`` = (m, ef_construction) when it has other settings."""
     with closing(pg_schema.connect(url, tier)) as pg:
         version = pg_schema.ensure_schema(pg, tier)
         with closing(store.connect(sqlite_path, readonly=True)) as lite:
             lite.execute("BEGIN")  # one snapshot of the working copy for the whole sync
             try:
-                return _sync(pg, tier, lite, version)
+                return _sync(pg, tier, lite, version, hnsw)
             finally:
                 lite.execute("COMMIT")
 
@@ -82,10 +83,10 @@ def sync_if_configured(cfg: Any, tier: str, sqlite_path: Path | None = None) -> 
     path = sqlite_path or cfg.store_path(tier)
     if not path.is_file():
         store.create_empty(path)
-    return sync_tier(cfg.store.url, tier, path)
+    return sync_tier(cfg.store.url, tier, path, cfg.store.hnsw)
 
 
-def _sync(pg: Any, tier: str, lite: sqlite3.Connection, version: int) -> PgSyncResult:
+def _sync(pg: Any, tier: str, lite: sqlite3.Connection, version: int, hnsw: tuple[int, int]) -> PgSyncResult:
     s = pg_schema.schema_name(tier)
     meta = lite.execute("SELECT model, dimension, built_at, provider FROM embeddings_meta LIMIT 1").fetchone()
     new_docs = {r[0]: tuple(r[1:]) for r in lite.execute(f"SELECT id, {', '.join(_DOCUMENT_COLUMNS)} FROM documents")}
@@ -124,8 +125,9 @@ def _sync(pg: Any, tier: str, lite: sqlite3.Connection, version: int) -> PgSyncR
         if fresh:
             _copy_chunks(pg, s, _fresh_rows(lite, fresh), meta[1])
         _replace_small_tables(pg, s, lite, meta)
-        if full and meta is not None:
-            pg_schema.create_vector_index(pg, tier, meta[1], len(fresh))
+        if meta is not None and (full or pg_schema.vector_index_settings(pg, tier) != hnsw):
+            pg.execute(f"DROP INDEX IF EXISTS {s}.chunks_embedding_hnsw")
+            pg_schema.create_vector_index(pg, tier, meta[1], len(new_hashes), hnsw)
     if full:
         return PgSyncResult(tier, len(new_docs), deleted_docs, len(fresh), deleted_chunks, True, version)
     return PgSyncResult(tier, len(changed), len(gone), len(fresh), len(stale), False, version)

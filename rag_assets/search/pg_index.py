@@ -8,7 +8,7 @@ relevance):
   (:mod:`rag_assets.index.pg_mirror`) when its contents change; every search first compares
   the store's stamp (one query) and re-copies after a sync.
 - **Vector candidates**: ``ORDER BY embedding <=> q LIMIT depth`` on the HNSW cosine index,
-  with ``hnsw.ef_search`` at least the depth (``store.ef_search``, default 200); filters go
+  with ``hnsw.ef_search`` at least the depth (``store.ef_search``, default 400); filters go
   into the query as the allowed document ids, with pgvector's iterative scan so a filter
   that rejects most neighbours still fills the list. ``exact=True`` turns index scans off:
   the same query then scans every row (exact search, for measuring the index's recall).
@@ -41,7 +41,7 @@ class PgSearchIndex(SearchIndex):
         *,
         url: str,
         tier: str,
-        ef_search: int = 200,
+        ef_search: int = 400,
         exact: bool = False,
         **kwargs: Any,
     ) -> None:
