@@ -170,6 +170,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "rag-bench-scale")
     p.add_argument("--pg-url", default=os.environ.get("RAG_BENCH_PG_URL"))
     p.add_argument("--build-chunks", type=int, default=20_000)
+    p.add_argument("--build-shards", type=int, default=4, help="shards of the generated collection in the build part")
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="Celery worker counts of the build part")
     p.add_argument("--ef-search", type=int, nargs="+", default=[100, 400, 1000], help="hnsw.ef_search values whose recall@10 is measured")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
@@ -281,7 +283,58 @@ def write_build_corpus(folder: Path, chunks: int, collections: int = 4, seed: in
     return content
 
 
-PARTS = {"store": part_store, "sqlite": part_sqlite, "postgres": part_postgres}
+def build_config(folder: Path, shards: int) -> Path:
+    """A rag.yaml with the generated collection split into ``shards`` shards (no vaults)."""
+    path = folder / f"rag-{shards}.yaml"
+    path.write_text(f"shards:\n  docs: {shards}\n" if shards > 1 else "{}\n")
+    return path
+
+
+def in_process_build(content: Path, config: Path, output: Path) -> float:
+    """Seconds of a forced `rag build` (one process, the default executor)."""
+    env = {**os.environ, "DAGSTER_HOME": str(output / "dagster_home")}
+    (output / "dagster_home").mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "rag_assets.serve.cli", "build", "--force", "--config", str(config), "--content-dir", str(content),
+            "--output-dir", str(output), "--embedder", "hashing", "--private-embedder", "hashing"]
+    t0 = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, capture_output=True, cwd=output)
+    return time.perf_counter() - t0
+
+
+def published_chunks(output: Path) -> int:
+    manifest = json.loads((output / "public" / "rag-manifest.json").read_text())
+    return int(manifest.get("totalChunks") or sum(c.get("chunks", 0) for c in manifest.get("collections", [])))
+
+
+def part_build(args) -> dict:
+    """Build throughput: in-process, then `rag build --executor celery` on 1 and on 2 workers."""
+    import importlib.util
+    import shutil
+    import tempfile
+
+    spec = importlib.util.spec_from_file_location("celery_build", ROOT / "bench" / "celery_build.py")
+    celery_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(celery_bench)
+    folder = args.cache_dir / f"build-{args.build_chunks}"
+    content = write_build_corpus(folder, args.build_chunks, collections=1)
+    config = build_config(folder, args.build_shards)
+    out: dict = {"shards": args.build_shards}
+    with tempfile.TemporaryDirectory(prefix="rag-scale-build-") as tmp:
+        output = Path(tmp) / "out"
+        output.mkdir()
+        out["in_process_s"] = in_process_build(content, config, output)
+        out["chunks"] = published_chunks(output)
+        shutil.rmtree(output)
+    for workers in args.workers:
+        out[f"celery_{workers}_s"] = celery_bench.celery_build(content, workers, config=config)
+    for key in [k for k in out if k.endswith("_s")]:
+        out[key.replace("_s", "_chunks_per_s")] = out["chunks"] / out[key]
+    if "celery_1_s" in out and "celery_2_s" in out:
+        out["speedup_2_over_1"] = out["celery_1_s"] / out["celery_2_s"]
+    return out
+
+
+PARTS = {"store": part_store, "sqlite": part_sqlite, "postgres": part_postgres, "build": part_build}
 
 
 def main() -> None:
@@ -293,7 +346,8 @@ def main() -> None:
         return
     args.passthrough = [
         "--chunks", str(args.chunks), "--queries", str(args.queries), "--cache-dir", str(args.cache_dir),
-        "--build-chunks", str(args.build_chunks), "--ef-search", *map(str, args.ef_search), *(["--pg-url", args.pg_url] if args.pg_url else []),
+        "--build-chunks", str(args.build_chunks), "--build-shards", str(args.build_shards),
+        "--workers", *map(str, args.workers), "--ef-search", *map(str, args.ef_search), *(["--pg-url", args.pg_url] if args.pg_url else []),
     ]
     print(f"load average at start: {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores", flush=True)
     for part in args.parts:
