@@ -283,6 +283,55 @@ def write_build_corpus(folder: Path, chunks: int, collections: int = 4, seed: in
     return content
 
 
+def query_sets(n: int) -> dict[str, list[str]]:
+    """Three kinds of query: the word bags of bench/search.py (2-6 words drawn by frequency), the
+    Hugo docs questions people wrote (eval/questions/hugo-docs.jsonl), and 30-word passages of
+    the corpus (shaped like the chunks themselves)."""
+    sb = search_bench()
+    pages, vocab, probs = sb.load_corpus(CORPUS)
+    questions = [json.loads(line)["q"] for line in (ROOT / "eval" / "questions" / "hugo-docs.jsonl").read_text().splitlines() if line.strip()]
+    stream = [w for page in pages for w in page]
+    rng = np.random.default_rng(17)
+    passages = [" ".join(stream[i : i + 30]) for i in rng.integers(0, len(stream) - 30, size=n)]
+    return {"word bags": sb.make_queries(n, vocab, probs), "questions": questions[:n], "passages": passages}
+
+
+def store_matrix(path: Path) -> tuple[list[str], np.ndarray]:
+    """Every chunk's id and float32 vector, straight from the SQLite store."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    ids, blobs = [], []
+    for chunk_id, blob in conn.execute("SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid"):
+        ids.append(chunk_id)
+        blobs.append(blob)
+    conn.close()
+    return ids, np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1)
+
+
+def part_recall(args) -> dict:
+    """HNSW recall@10 against exact (numpy) search for each kind of query, at several ef_search."""
+    from rag_assets.search.backends import open_postgres_index
+
+    cfg = store_config(args.cache_dir, args.chunks)
+    ids, matrix = store_matrix(cfg.public_store_path)
+    url = server_url(args)
+    index = open_postgres_index(url, "public", args.cache_dir / f"pg-mirror-{args.chunks}.db", log_searches=False)
+    embedder = HashingEmbedder(DIMENSION)
+    out: dict = {}
+    for kind, queries in query_sets(args.queries).items():
+        vectors = [np.asarray(embedder.embed_query(q), dtype=np.float32) for q in queries]
+        exact = [[ids[i] for i in exact_top10(matrix, v)] for v in vectors]
+        out[kind] = {"queries": len(queries)}
+        for ef in args.ef_search:
+            index.ef_search = ef
+            t0 = time.perf_counter()
+            found = [index.nearest_ids(v, 10) for v in vectors]
+            ms = (time.perf_counter() - t0) * 1000 / len(vectors)
+            strict = statistics.mean(len(set(f) & set(e)) / 10 for f, e in zip(found, exact))
+            out[kind][ef] = {"recall_at_10": strict, "ms_per_query": ms}
+    index.close()
+    return out
+
+
 def build_config(folder: Path, shards: int) -> Path:
     """A rag.yaml with the generated collection split into ``shards`` shards (no vaults)."""
     path = folder / f"rag-{shards}.yaml"
@@ -334,7 +383,7 @@ def part_build(args) -> dict:
     return out
 
 
-PARTS = {"store": part_store, "sqlite": part_sqlite, "postgres": part_postgres, "build": part_build}
+PARTS = {"store": part_store, "sqlite": part_sqlite, "postgres": part_postgres, "build": part_build, "recall": part_recall}
 
 
 def main() -> None:
