@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from rag_assets.index import generations, index_json, manifest, store
 from rag_assets.index.browser import write_browser_files
 from rag_assets.ingest.chunking import chunk_document
 from rag_assets.ingest.doc_cache import DocumentCache
+from rag_assets.ingest.shards import Shard
 from rag_assets.ingest.sources import overall_content_hash
 from rag_assets.records import (
     Chunk,
@@ -55,13 +56,16 @@ def chunk_collection(
         documents.append(replace(doc, body=""))
     if cache is not None:
         cache.store(fresh)
-        cache.prune(parsed.collection, {d.path for d in parsed.documents})
+        # A shard forgets only its own departed files: the other shards' ones are not its to judge.
+        shard = Shard(parsed.collection, parsed.shard.index, parsed.shard.count) if parsed.shard else None
+        cache.prune(parsed.collection, {d.path for d in parsed.documents}, shard.holds if shard else None)
     return ChunkedCollection(
         collection=parsed.collection,
         content_hash=parsed.content_hash,
         documents=documents,
         chunks=chunks,
         skipped=list(parsed.skipped),
+        shard=parsed.shard,
     )
 
 
@@ -155,6 +159,7 @@ def embed_collection(
         skipped=list(chunked.skipped),
         provider=provider or getattr(embedder, "provider", "custom"),
         failed_chunk_ids=[chunked.chunks[i].id for i in failed],
+        shard=chunked.shard,
     )
     return embedded, stats
 
@@ -285,10 +290,6 @@ def _write_generation(
     summary = store.summarise(gen.store_path)
     assert summary is not None
     return Published(header, len(index_payload), len(meta_payload), summary, sync, manifest_data)
-
-
-def ordered(collections: Mapping[str, EmbeddedCollection]) -> list[EmbeddedCollection]:
-    return [collections[name] for name in sorted(collections)]
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ from rag_assets.ingest.sources import (
     overall_content_hash,
     snapshot_collection,
 )
-from rag_assets.records import SkippedFile
+from rag_assets.ingest.shards import collection_shards, split_snapshot
+from rag_assets.records import CollectionSnapshot, SkippedFile
 
 # The one source of the freshness thresholds: `rag status` (Fresh/Stale/Old), the
 # `index_recent` check and the freshness policies of the published and tier stores.
@@ -104,7 +105,7 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
         known.update({path: None for path in before.get("skipped", {})})  # skipped: hash unknown
         change = CollectionChange(name, "unchanged", snapshot.content_hash, files=snapshot.files, skipped=snapshot.skipped)
         still_skipped = {s.path for s in snapshot.skipped}
-        if before.get("contentHash") == snapshot.content_hash and indexed.get(name, snapshot.content_hash) != snapshot.content_hash:
+        if before.get("contentHash") == snapshot.content_hash and not records_current(cfg, snapshot, indexed):
             # Published output is current, but the record the next publish would load is not
             # (a build was killed after indexing): re-index so stale text is never published.
             change.status = "changed"
@@ -125,6 +126,18 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
     )
 
 
+def records_current(cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[str, str]) -> bool:
+    """Whether the intermediate records the next publish loads hold the collection as it is.
+
+    An unsharded collection missing from the ledger is trusted (the ledger is younger than
+    some indexes); a shard never is, since a shard count just changed has no record yet.
+    """
+    shards = collection_shards(cfg, snapshot.collection)
+    if len(shards) == 1:
+        return indexed.get(snapshot.collection, snapshot.content_hash) == snapshot.content_hash
+    return all(indexed.get(key) == digest for key, digest in split_snapshot(snapshot, shards).items())
+
+
 def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str, float | None]:
     """Fresh (< 12 h), Stale (12 to 48 h) or Old (> 48 h), and the age in seconds."""
     if not built_at:
@@ -138,15 +151,18 @@ def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str
     return ("Fresh" if hours < FRESH_HOURS else "Stale" if hours <= STALE_HOURS else "Old"), max(age, 0.0)
 
 
-def record_indexed_collection(cfg: RagConfig, collection: str, content_hash: str) -> None:
-    """Note which content the collection's intermediate record now holds.
+def record_indexed_partitions(cfg: RagConfig, hashes: dict[str, str]) -> None:
+    """Note which content each partition's intermediate record now holds (``{partition: hash}``;
+    a partition is a collection or one shard of one, see rag_assets/ingest/shards.py).
 
     The manifest says what was *published*; this says what the next publish will *load*.
     A build killed between the two leaves them different, and ``rag build`` uses this
     ledger to re-index such a collection instead of publishing a stale record.
     """
+    # One read and one write per run, so concurrent runs of other shards lose little:
+    # an entry lost to a race only makes the next build re-index that partition.
     ledger = read_indexed_collections(cfg)
-    ledger[collection] = content_hash
+    ledger.update(hashes)
     atomic_write_bytes(cfg.indexed_ledger_path, orjson.dumps(ledger, option=orjson.OPT_SORT_KEYS))
 
 
