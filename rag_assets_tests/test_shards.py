@@ -20,7 +20,7 @@ import pytest
 from rag_assets.config import ConfigError, RagConfig, load_config
 from rag_assets.definitions import build_definitions
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB, UPDATE_COLLECTION_JOB
-from rag_assets.defs.partitions import COLLECTIONS_PARTITION, sync_partitions
+from rag_assets.defs.partitions import COLLECTIONS_PARTITION, RANGE_END_TAG, RANGE_START_TAG, sync_partitions
 from rag_assets.defs.runner import QUIET_RUN_CONFIG, run_build
 from rag_assets.defs.sensors import build_change_sensor
 from rag_assets.index.consistency import check_public_outputs
@@ -231,6 +231,13 @@ def test_edits_deletions_and_a_new_shard_count_keep_the_outputs_those_of_the_uns
         # nothing is published twice or lost.
         two = sharded(cfg, docs=2)
         assert [c.collection for c in detect_changes(two).changed] == ["docs"]
+        resharded = build_change_sensor(two)(
+            dg.build_sensor_context(instance=instance, cursor=edited.cursor, definitions=build_definitions(two))
+        )
+        [request] = resharded.run_requests
+        assert (request.tags[RANGE_START_TAG], request.tags[RANGE_END_TAG]) == ("docs~0", "docs~1")
+        [deletion] = resharded.dynamic_partitions_requests
+        assert isinstance(deletion, dg.DeleteDynamicPartitionsRequest) and list(deletion.partition_keys) == ["docs~2"]
         assert run_build(two, instance).success
         assert instance.get_dynamic_partitions(COLLECTIONS_PARTITION) == ["docs~0", "docs~1", "posts"]
         assert not detect_changes(two).changed
