@@ -254,3 +254,26 @@ def test_edits_deletions_and_a_new_shard_count_keep_the_outputs_those_of_the_uns
         assert run_build(plain, instance).success
     assert final == store_rows(plain)
     assert len({cid for cid, _ in final}) == len(final)
+
+
+def test_rag_build_after_an_edit_re_indexes_only_the_shard_holding_the_file(content: Path, tmp_path: Path, capsys) -> None:
+    from rag_assets.serve.cli import main
+
+    config = tmp_path / "rag.yaml"
+    config.write_text("shards:\n  docs: 3\n")
+    args = ["--config", str(config), "--content-dir", str(content), "--output-dir", str(tmp_path / "out")]
+    assert main(["build", *args]) == 0
+    first = capsys.readouterr().out
+    assert all(f"[docs~{i}]" in first for i in range(3)), first
+    page = content / "docs" / "guides" / "page-03.md"
+    page.write_text(page.read_text() + "\nEdited: uqclix.\n")
+    assert main(["build", *args]) == 0
+    printed = capsys.readouterr().out
+    edited = f"docs~{shard_index('guides/page-03.md', 3)}"
+    assert f"[{edited}]" in printed, printed
+    assert [line for line in printed.splitlines() if line.startswith("[docs~")] == [
+        line for line in printed.splitlines() if line.startswith(f"[{edited}]")
+    ]
+    cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
+    assert "uqclix" in cfg.index_path.read_text()
+    assert main(["check", *args]) == 0

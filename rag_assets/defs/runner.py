@@ -101,6 +101,7 @@ def run_build(
     instance: dg.DagsterInstance,
     *,
     collections: Sequence[str] | None = None,
+    partitions: Sequence[str] | None = None,
     vaults: Sequence[str] | None = None,
     publish: bool = True,
     verbose: bool = False,
@@ -116,7 +117,9 @@ def run_build(
     as a full rebuild or an incremental update, which the manifest records as lastFullBuild
     or lastIncrementalUpdate. A run covers the contiguous range of partitions from the first
     to the last one asked for (see :func:`covering_range`), so collections added in between
-    are re-checked too; their caches make that cheap.
+    are re-checked too; their caches make that cheap. ``partitions`` narrows the collections to
+    these partitions (the shards of a sharded collection that changed; default: every
+    partition of ``collections``); an empty list with ``publish`` only republishes.
     """
     from rag_assets.definitions import build_definitions
 
@@ -136,7 +139,8 @@ def run_build(
             return BuildOutcome([], {}, [], None, time.perf_counter() - started)
         return _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
     # A sharded collection is all of its shards' partitions (rejoined when published).
-    keys = covering_range(list(instance.get_dynamic_partitions(COLLECTIONS_PARTITION)), partition_keys(cfg, targets))
+    wanted = partition_keys(cfg, targets) if partitions is None else list(partitions)
+    keys = covering_range(list(instance.get_dynamic_partitions(COLLECTIONS_PARTITION)), wanted)
     t0 = time.perf_counter()
     if keys:
         result = defs.resolve_job_def(UPDATE_COLLECTION_JOB).execute_in_process(

@@ -45,6 +45,9 @@ class CollectionChange:
     removed: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # on disk now: relative path -> SHA-256
     skipped: list[SkippedFile] = field(default_factory=list)  # on disk now, but not readable by the build
+    # The partitions to re-index: the collection, or the shards of a sharded one whose records
+    # do not hold their current files (the others' records are published as they are).
+    partitions: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         if self.status == "new":
@@ -97,7 +100,7 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
             changes.append(
                 CollectionChange(
                     name, "new", snapshot.content_hash, added=sorted(snapshot.files), files=snapshot.files,
-                    skipped=snapshot.skipped,
+                    skipped=snapshot.skipped, partitions=[shard.key for shard in collection_shards(cfg, name)],
                 )
             )
             continue
@@ -114,6 +117,8 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
             change.added = sorted(p for p in snapshot.files if p not in known)
             change.changed = sorted(p for p, h in snapshot.files.items() if p in known and known[p] not in (h, None))
             change.removed = sorted(p for p in known if p not in snapshot.files and p not in still_skipped)
+        if change.status == "changed":
+            change.partitions = stale_partitions(cfg, snapshot, indexed)
         changes.append(change)
     for name in sorted(set(previous) - set(hashes)):
         changes.append(CollectionChange(name, "removed", None))
@@ -135,7 +140,16 @@ def records_current(cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[
     shards = collection_shards(cfg, snapshot.collection)
     if len(shards) == 1:
         return indexed.get(snapshot.collection, snapshot.content_hash) == snapshot.content_hash
-    return all(indexed.get(key) == digest for key, digest in split_snapshot(snapshot, shards).items())
+    return not stale_partitions(cfg, snapshot, indexed)
+
+
+def stale_partitions(cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[str, str]) -> list[str]:
+    """The partitions of a changed collection to re-index: itself, or (sharded) the shards whose
+    record, per the ledger, does not hold their files as they are now."""
+    shards = collection_shards(cfg, snapshot.collection)
+    if len(shards) == 1:
+        return [snapshot.collection]
+    return [key for key, digest in split_snapshot(snapshot, shards).items() if indexed.get(key) != digest]
 
 
 def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str, float | None]:
