@@ -3,9 +3,9 @@
 
     .venv/bin/python bench/shards.py [--content DIR] [--shards N ...] [--repeat N] [--workers N]
 
-The content folder (default: the Hugo docs corpus, whose one top-level folder `en` is a
-single collection of ~1,000 files) is built with the hashing embedder, unsharded and with
-each shard count, in a fresh output folder per build. Per shard count, medians of:
+The content folder (default: the Hugo docs corpus, ~1,000 files) is copied in as one
+collection, `docs`, and built with the hashing embedder, unsharded and with each shard
+count, in a fresh output folder per build. Per shard count, medians of:
 
 - ``full``: a forced build (``rag build --force``'s runs: one range run over every shard);
 - ``rejoin``: publishing's rejoin of the shards' records (in-process, no Dagster);
@@ -52,8 +52,7 @@ HUGO_DOCS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 
 def config(content: Path, out: Path, shards: int) -> RagConfig:
     cfg = load_config(None, content_dir=content, output_dir=out, embedder="hashing", environ={})
-    names = [p.name for p in content.iterdir() if p.is_dir()]
-    return dataclasses.replace(cfg, vaults=(), collection_shards={n: shards for n in names if shards > 1})
+    return dataclasses.replace(cfg, vaults=(), collection_shards={"docs": shards} if shards > 1 else {})
 
 
 def execute(cfg: RagConfig, instance: dg.DagsterInstance, job: str, keys: list[str]) -> None:
@@ -119,7 +118,7 @@ def bench(content_src: Path, shards: int, repeat: int, workers: int) -> dict[str
     for trial in range(repeat):
         with tempfile.TemporaryDirectory(prefix="bench-shards-") as tmp:
             content = Path(tmp) / "content"
-            shutil.copytree(content_src, content)
+            shutil.copytree(content_src, content / "docs")
             cfg = config(content, Path(tmp) / "out", shards)
             with dg.DagsterInstance.ephemeral() as instance:
                 t0 = time.perf_counter()
