@@ -42,7 +42,16 @@ from rag_assets.ingest.sources import StatCache, snapshot_collection
 from rag_assets.privacy.vaults import departed_vaults, detect_vault_changes
 
 
-def initial_state(cfg: RagConfig, now: "ContentHashes") -> dict:
+@dataclass
+class ContentHashes:
+    """The content as the sensor sees it: a hash per partition (collection or shard) and per collection."""
+
+    partitions: dict[str, str]
+    collections: dict[str, str]
+    collection_of: dict[str, str]  # partition -> its collection
+
+
+def initial_state(cfg: RagConfig, now: ContentHashes) -> dict:
     """Without a cursor, start from the last published build, so a current index triggers nothing.
 
     The manifest holds each collection's hash; a shard counts as built when its collection's
@@ -60,15 +69,6 @@ def initial_state(cfg: RagConfig, now: "ContentHashes") -> dict:
     return {"hashes": hashes, "generation": {}}
 
 
-@dataclass
-class ContentHashes:
-    """The content as the sensor sees it: a hash per partition (collection or shard) and per collection."""
-
-    partitions: dict[str, str]
-    collections: dict[str, str]
-    collection_of: dict[str, str]  # partition -> its collection
-
-
 def current_hashes(cfg: RagConfig) -> ContentHashes:
     """Per-partition content hashes; the stat cache keeps this to one stat per unchanged file.
     A sharded collection is walked once and its snapshot cut into its shards' hashes."""
@@ -78,8 +78,7 @@ def current_hashes(cfg: RagConfig) -> ContentHashes:
     for name in discover_collections(cfg).collections:
         snapshot = snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy)
         now.collections[name] = snapshot.content_hash
-        shards = collection_shards(cfg, name)
-        split = split_snapshot(snapshot, shards) if len(shards) > 1 else {name: snapshot.content_hash}
+        split = split_snapshot(snapshot, collection_shards(cfg, name))  # {name: hash} when unsharded
         now.partitions.update(split)
         now.collection_of.update({key: name for key in split})
     stat_cache.save()

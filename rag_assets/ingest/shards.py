@@ -107,6 +107,8 @@ def shard_hash(entries: Mapping[str, str], shard: Shard) -> str:
 def split_snapshot(snapshot: CollectionSnapshot, shards: Sequence[Shard]) -> dict[str, str]:
     """``{partition key: content hash}`` of a whole collection's snapshot cut into ``shards``:
     the hashes the shards' own ``content_hash`` partitions compute (one walk instead of n)."""
+    if len(shards) == 1 and not shards[0].sharded:
+        return {shards[0].key: snapshot.content_hash}
     entries = snapshot_entries(snapshot)
     return {
         shard.key: shard_hash({path: digest for path, digest in entries.items() if shard.holds(path)}, shard)
