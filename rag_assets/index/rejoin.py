@@ -18,7 +18,7 @@ import numpy as np
 
 from rag_assets.config import RagConfig
 from rag_assets.ingest.parsing import slug_taken
-from rag_assets.ingest.shards import collection_shards
+from rag_assets.ingest.shards import Shard, collection_shards
 from rag_assets.ingest.sources import combine_hashes
 from rag_assets.records import Document, EmbeddedCollection, SkippedFile
 
@@ -34,7 +34,8 @@ def rejoin_collections(cfg: RagConfig, records: Mapping[str, EmbeddedCollection]
 
     A collection with no record at all (never built) is left out, as an unbuilt unsharded
     collection is. One with only some of its shards current (a shard never built, or built
-    under another shard count) is refused: publishing it would drop the other shards' files.
+    under another shard count) is refused: publishing it would drop the other shards' files,
+    and the previous outputs stay.
     """
     by_collection: dict[str, dict[str, EmbeddedCollection]] = defaultdict(dict)
     for key, record in records.items():
@@ -43,24 +44,25 @@ def rejoin_collections(cfg: RagConfig, records: Mapping[str, EmbeddedCollection]
     for name in sorted(by_collection):
         parts = by_collection[name]
         shards = collection_shards(cfg, name)
-        if len(shards) == 1 and all(r.shard is None for r in parts.values()):
-            joined.extend(parts.values())
-            continue
-        current = {
-            shard.key: parts[shard.key]
-            for shard in shards
-            if shard.key in parts
-            and parts[shard.key].shard is not None
-            and (parts[shard.key].shard.index, parts[shard.key].shard.count) == (shard.index, shard.count)
-        }
-        missing = [shard.key for shard in shards if shard.key not in current]
+        # Records under keys of another shard count (partitions not yet synced away) are not
+        # the collection's; records under the current keys but made under another count are stale.
+        current = {s.key: parts[s.key] for s in shards if s.key in parts and _made_as(parts[s.key], s)}
+        missing = [s.key for s in shards if s.key not in current]
         if missing:
             raise IncompleteShardsError(
                 f"collection {name}: no current record for {', '.join(missing)} (of {len(shards)} shard(s)); "
                 "build every shard of the collection before publishing it (rag build, or materialize its partitions)"
             )
-        joined.append(rejoin(name, [current[shard.key] for shard in shards]))
+        records_in_order = [current[s.key] for s in shards]
+        joined.append(records_in_order[0] if len(shards) == 1 else rejoin(name, records_in_order))
     return joined
+
+
+def _made_as(record: EmbeddedCollection, shard: Shard) -> bool:
+    """Whether the record was built as this shard (an unsharded record for an unsharded collection)."""
+    if not shard.sharded:
+        return record.shard is None
+    return record.shard is not None and (record.shard.index, record.shard.count) == (shard.index, shard.count)
 
 
 def rejoin(collection: str, shards: Sequence[EmbeddedCollection]) -> EmbeddedCollection:
