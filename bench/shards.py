@@ -15,7 +15,8 @@ count, in a fresh output folder per build. Per shard count, medians of:
   ``index_collection`` run over its share of the shards, as N workers would), then one publish
   run in this process; process start-up (importing Dagster, ~3-5 s) is included.
 
-Also checks that each sharded build publishes the same index as the unsharded one.
+Also checks that each sharded build publishes the same index as the unsharded one, and that
+the shards built in parallel publish the same index as the sequential build after its edit.
 """
 
 from __future__ import annotations
@@ -134,12 +135,16 @@ def bench(content_src: Path, shards: int, repeat: int, workers: int) -> dict[str
                 t0 = time.perf_counter()
                 execute(cfg, instance, UPDATE_COLLECTION_JOB, [key])
                 figures["edit"].append(time.perf_counter() - t0)
+                edited_chunks = json.loads(cfg.index_path.read_bytes())["chunks"]
             if workers and shards > 1:
                 out = Path(tmp) / "parallel"
                 pcfg = dataclasses.replace(cfg, output_dir=out)
                 cfg_file = Path(tmp) / "cfg.json"
                 cfg_file.write_text(json.dumps(config_to_dict(pcfg)))
                 figures["parallel"].append(parallel_seconds(pcfg, workers, cfg_file))
+                # Built from the edited content, as the sequential index after its edit run.
+                if json.loads(pcfg.index_path.read_bytes())["chunks"] != edited_chunks:
+                    raise SystemExit("the shards built in parallel published a different index")
     medians = {k: statistics.median(v) for k, v in figures.items() if v}
     medians["index_digest"] = hash(index_bytes)
     return medians
