@@ -230,7 +230,9 @@ def test_edits_deletions_and_a_new_shard_count_keep_the_outputs_those_of_the_uns
         # Three shards become two: the old partitions go, the collection is re-indexed whole,
         # nothing is published twice or lost.
         two = sharded(cfg, docs=2)
-        assert [c.collection for c in detect_changes(two).changed] == ["docs"]
+        assert [(c.collection, c.summary()) for c in detect_changes(two).changed] == [
+            ("docs", "re-index needed: its shard count changed")
+        ]
         resharded = build_change_sensor(two)(
             dg.build_sensor_context(instance=instance, cursor=edited.cursor, definitions=build_definitions(two))
         )

@@ -26,7 +26,7 @@ from rag_assets.ingest.sources import (
     overall_content_hash,
     snapshot_collection,
 )
-from rag_assets.ingest.shards import collection_shards, split_snapshot
+from rag_assets.ingest.shards import collection_of, collection_shards, split_snapshot
 from rag_assets.records import CollectionSnapshot, SkippedFile
 
 # The one source of the freshness thresholds: `rag status` (Fresh/Stale/Old), the
@@ -48,12 +48,15 @@ class CollectionChange:
     # The partitions to re-index: the collection, or the shards of a sharded one whose records
     # do not hold their current files (the others' records are published as they are).
     partitions: list[str] = field(default_factory=list)
+    resharded: bool = False  # its shard count changed since its records were made
 
     def summary(self) -> str:
         if self.status == "new":
             return f"new collection ({len(self.added)} files)"
         if self.status == "removed":
             return "collection folder removed"
+        if self.status == "changed" and self.resharded:
+            return "re-index needed: its shard count changed"
         if self.status == "changed" and not (self.added or self.changed or self.removed):
             return "re-index needed: its last indexing was not published"
         parts = [f"{len(v)} {k}" for k, v in (("added", self.added), ("changed", self.changed), ("removed", self.removed)) if v]
@@ -119,6 +122,7 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
             change.removed = sorted(p for p in known if p not in snapshot.files and p not in still_skipped)
         if change.status == "changed":
             change.partitions = stale_partitions(cfg, snapshot, indexed)
+            change.resharded = resharded(cfg, name, indexed)
         changes.append(change)
     for name in sorted(set(previous) - set(hashes)):
         changes.append(CollectionChange(name, "removed", None))
@@ -141,6 +145,14 @@ def records_current(cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[
     if len(shards) == 1:
         return indexed.get(snapshot.collection, snapshot.content_hash) == snapshot.content_hash
     return not stale_partitions(cfg, snapshot, indexed)
+
+
+def resharded(cfg: RagConfig, collection: str, indexed: dict[str, str]) -> bool:
+    """Whether the ledger's partitions of the collection are of another shard count than the
+    configured one (the ledger keeps only the layout last built, see record_indexed_partitions)."""
+    built = {key for key in indexed if collection_of(key) == collection}
+    wanted = {shard.key for shard in collection_shards(cfg, collection)}
+    return bool(built or len(wanted) > 1) and built != wanted
 
 
 def stale_partitions(cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[str, str]) -> list[str]:
@@ -177,6 +189,11 @@ def record_indexed_partitions(cfg: RagConfig, hashes: dict[str, str]) -> None:
     # an entry lost to a race only makes the next build re-index that partition.
     ledger = read_indexed_collections(cfg)
     ledger.update(hashes)
+    # Entries of another shard count of these collections describe records no publish loads.
+    for collection in {collection_of(key) for key in hashes}:
+        layout = {shard.key for shard in collection_shards(cfg, collection)}
+        for key in [k for k in ledger if collection_of(k) == collection and k not in layout]:
+            del ledger[key]
     atomic_write_bytes(cfg.indexed_ledger_path, orjson.dumps(ledger, option=orjson.OPT_SORT_KEYS))
 
 
