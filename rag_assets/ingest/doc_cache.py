@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from contextlib import closing
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import orjson
 
