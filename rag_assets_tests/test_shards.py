@@ -279,3 +279,24 @@ def test_rag_build_after_an_edit_re_indexes_only_the_shard_holding_the_file(cont
     cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
     assert "uqclix" in cfg.index_path.read_text()
     assert main(["check", *args]) == 0
+
+
+def test_publishing_takes_the_records_of_the_current_shard_layout_only(make_config, tmp_path: Path) -> None:
+    import numpy as np
+
+    from rag_assets.index.rejoin import IncompleteShardsError, rejoin_collections
+    from rag_assets.records import EmbeddedCollection, ShardPart
+
+    def record(shard: ShardPart | None) -> EmbeddedCollection:
+        return EmbeddedCollection("docs", "h", [], [], np.zeros((0, 4), np.float32), "m", 4, shard=shard)
+
+    unsharded, leftover = record(None), record(ShardPart(0, 2, {}))
+    cfg = make_config(tmp_path)
+    # A partition of the old layout not yet synced away is not the collection's.
+    assert rejoin_collections(cfg, {"docs": unsharded, "docs~0": leftover}) == [unsharded]
+    # Under 2 shards: one shard's record is not the collection, nor is a record made as shard 0 of 3.
+    with pytest.raises(IncompleteShardsError, match="docs~1"):
+        rejoin_collections(sharded(cfg, docs=2), {"docs~0": leftover})
+    with pytest.raises(IncompleteShardsError, match="docs~0"):
+        rejoin_collections(sharded(cfg, docs=2), {"docs~0": record(ShardPart(0, 3, {})), "docs~1": record(ShardPart(1, 2, {}))})
+    assert [r.collection for r in rejoin_collections(sharded(cfg, docs=2), {"docs~0": leftover, "docs~1": record(ShardPart(1, 2, {}))})] == ["docs"]
