@@ -37,6 +37,7 @@ from rag_assets.defs.partitions import (
 )
 from rag_assets.defs.ranges import FAILED_PARTITION
 from rag_assets.ingest.collections import discover_collections
+from rag_assets.ingest.shards import partition_keys
 from rag_assets.records import SkippedFile
 
 # The CLI reports failures itself, in one line without a traceback; Dagster's console
@@ -46,7 +47,7 @@ QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}
 
 @dataclass
 class CollectionOutcome:
-    collection: str
+    collection: str  # the partition: a collection, or one shard of one (docs~0)
     success: bool
     seconds: float
     metadata: dict[str, dict[str, Any]]  # asset -> metadata values
@@ -100,6 +101,7 @@ def run_build(
     instance: dg.DagsterInstance,
     *,
     collections: Sequence[str] | None = None,
+    partitions: Sequence[str] | None = None,
     vaults: Sequence[str] | None = None,
     publish: bool = True,
     verbose: bool = False,
@@ -115,7 +117,9 @@ def run_build(
     as a full rebuild or an incremental update, which the manifest records as lastFullBuild
     or lastIncrementalUpdate. A run covers the contiguous range of partitions from the first
     to the last one asked for (see :func:`covering_range`), so collections added in between
-    are re-checked too; their caches make that cheap.
+    are re-checked too; their caches make that cheap. ``partitions`` narrows the collections to
+    these partitions (the shards of a sharded collection that changed; default: every
+    partition of ``collections``); an empty list with ``publish`` only republishes.
     """
     from rag_assets.definitions import build_definitions
 
@@ -134,7 +138,9 @@ def run_build(
         if not _tiers_in_use(cfg):
             return BuildOutcome([], {}, [], None, time.perf_counter() - started)
         return _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
-    keys = covering_range(list(instance.get_dynamic_partitions(COLLECTIONS_PARTITION)), targets)
+    # A sharded collection is all of its shards' partitions (rejoined when published).
+    wanted = partition_keys(cfg, targets) if partitions is None else list(partitions)
+    keys = covering_range(list(instance.get_dynamic_partitions(COLLECTIONS_PARTITION)), wanted)
     t0 = time.perf_counter()
     if keys:
         result = defs.resolve_job_def(UPDATE_COLLECTION_JOB).execute_in_process(
