@@ -133,8 +133,10 @@ class PgSearchIndex(SearchIndex):
                 # (pgvector 0.8); "relaxed" order is fine: the candidates are re-sorted exactly.
                 "hnsw.iterative_scan": "relaxed_order",
             }
-            if self.exact:
-                settings["enable_indexscan"] = "off"
+            # Exact: no index scan, every row's distance. Else no sequential scan: the planner
+            # would pick one (exact, and slow on large stores) when a high ef_search makes the
+            # HNSW scan look dearer on a small store; a filter may still use the document index.
+            settings["enable_indexscan" if self.exact else "enable_seqscan"] = "off"
             for name, value in settings.items():
                 conn.execute("SELECT set_config(%s, %s, true)", (name, value))
             rows = conn.execute(sql, {"q": np.asarray(qvec, dtype=np.float32), "n": depth, "docs": documents}).fetchall()
