@@ -18,7 +18,7 @@ from rag_assets.config.settings import ChunkingParams
 from rag_assets.embed import Embedder, EmbeddingBatchError
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.embed.http import RemoteEmbedder, Usage
-from rag_assets.index import generations, index_json, manifest, store
+from rag_assets.index import generations, index_json, manifest, pg_sync, store
 from rag_assets.index.browser import write_browser_files
 from rag_assets.index.vector_codec import FILE_ENCODINGS
 from rag_assets.index.vector_file import VECTORS_NAME, render_vector_file, vectors_entry
@@ -224,6 +224,7 @@ class Published:
     store_summary: store.StoreSummary
     store_sync: store.SyncResult
     manifest: dict
+    postgres: pg_sync.PgSyncResult | None = None  # with store.backend postgres: the sync from the store
 
 
 def publish_all(
@@ -247,6 +248,8 @@ def publish_all(
             generations.discard_generation(gen)
             raise
         generations.make_current(cfg, gen)
+        # PostgreSQL follows the store just made current, by diff (nothing without the backend).
+        written = replace(written, postgres=pg_sync.sync_if_configured(cfg, "public"))
     return written
 
 

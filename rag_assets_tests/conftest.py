@@ -97,7 +97,7 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     an installed local model or a running Ollama on the developer's machine changes nothing.
     """
     for var in (
-        "RAG_CONFIG", "RAG_CONTENT_DIR", "RAG_OUTPUT_DIR", "DAGSTER_HOME",
+        "RAG_CONFIG", "RAG_CONTENT_DIR", "RAG_OUTPUT_DIR", "DAGSTER_HOME", "RAG_STORE_URL", "PGHOST", "PGHOSTADDR", "PGSERVICE",
         "OPENROUTER_API_KEY", "OPENAI_API_KEY", "RAG_OPENAI_BASE_URL", "OLLAMA_HOST",
     ):
         monkeypatch.delenv(var, raising=False)

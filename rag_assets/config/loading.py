@@ -2,7 +2,8 @@
 ``RagConfig``; every problem reported with its key path, file line, value and a suggestion.
 
 Precedence, lowest to highest: built-in defaults, the config file, environment variables
-(``RAG_CONTENT_DIR``, ``RAG_OUTPUT_DIR``, ``RAG_EMBEDDER``, ``RAG_PRIVATE_EMBEDDER``),
+(``RAG_CONTENT_DIR``, ``RAG_OUTPUT_DIR``, ``RAG_EMBEDDER``, ``RAG_PRIVATE_EMBEDDER``,
+``RAG_STORE_URL``),
 explicit overrides (CLI flags). Relative paths in the file are resolved against the file's
 folder, so ``rag`` works from any working directory."""
 
@@ -25,8 +26,10 @@ from pydantic import (
 from rag_assets.config.errors import ConfigError
 from rag_assets.config.masking import shown_value
 from rag_assets.config.providers import private_provider_problem
+from rag_assets.config.store_url import private_store_problem
 from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
+    POSTGRES_SCHEMES,
     ConfigFile,
     Loc,
     _first_model,
@@ -35,6 +38,7 @@ from rag_assets.config.settings import (
     AutomationConfig,
     EvaluationConfig,
     RagConfig,
+    StoreSettings,
     VaultConfig,
     chunking_params,
     default_question_files,
@@ -51,6 +55,7 @@ ENV_OVERRIDES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("RAG_OUTPUT_DIR", ("output_dir",)),
     ("RAG_EMBEDDER", ("embedder", "name")),
     ("RAG_PRIVATE_EMBEDDER", ("private_tier", "embedder")),
+    ("RAG_STORE_URL", ("store", "url")),
 )
 # Overrides naming a folder are relative to where the user typed them, not to the file.
 _PATH_KEYS = {("content_dir",), ("output_dir",)}
@@ -219,6 +224,9 @@ def collect_overrides(
 ) -> list[Override]:
     """The environment's overrides, then the flags', in the order they apply (last wins)."""
     found = [Override(f"${var}", path, env[var]) for var, path in ENV_OVERRIDES if env.get(var)]
+    if env.get("RAG_STORE_URL", "").startswith(POSTGRES_SCHEMES):
+        # A PostgreSQL URL in the environment selects that backend, whatever the file says.
+        found.append(Override("$RAG_STORE_URL", ("store", "backend"), "postgres"))
     flags = (
         ("--content-dir", ("content_dir",), content_dir),
         ("--output-dir", ("output_dir",), output_dir),
@@ -416,6 +424,7 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         max_file_bytes=model.max_file_bytes,
         evaluation=evaluation,
         llm=llm_settings(model.llm),
+        store=StoreSettings(**model.store.model_dump()),
     )
 
 
@@ -427,6 +436,10 @@ def _environment_problems(cfg: RagConfig, env: Mapping[str, str]) -> list[tuple[
     )
     if problem:
         problems.append((("private_tier", "embedder"), f"private_tier.embedder: {problem}"))
+    if cfg.store.postgres and cfg.vaults:  # the Private tier indexes every vault
+        problem = private_store_problem(cfg.store.url, env)
+        if problem:
+            problems.append((("store", "url"), f"store.url: {problem}"))
     if cfg.identity_map_path is not None and not cfg.identity_map_path.is_file() and cfg.tier_vaults("safe"):
         problems.append((
             ("identity_map",),

@@ -24,6 +24,7 @@ from rag_assets.config.settings import (
     OpenAISettings,
     RagConfig,
     RerankerSettings,
+    StoreSettings,
     VaultConfig,
 )
 
@@ -59,6 +60,7 @@ def config_from_dict(data: Mapping[str, Any]) -> RagConfig:
         "evaluation": lambda v: EvaluationConfig(tuple(Path(q) for q in v["questions"]), v["hit_at_5_floor"]),
         "config_path": path,
         "llm": _llm_from_dict,
+        "store": lambda v: StoreSettings(**v),
     }
     return RagConfig(**{k: converters.get(k, lambda v: v)(v) for k, v in data.items()})
 
@@ -125,6 +127,7 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
             "questions": [str(q) for q in cfg.evaluation.questions],
             "hit_at_5_floor": cfg.evaluation.hit_at_5_floor,
         },
+        "store": asdict(cfg.store),
     }
     return mask_secrets(data)
 

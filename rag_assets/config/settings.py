@@ -150,6 +150,26 @@ def llm_settings(section: LlmSection) -> LlmSettings:
     )
 
 
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where the tier stores live (``store:`` in rag.yaml; defaults: :class:`StoreSection`)."""
+
+    backend: str = "sqlite"  # sqlite | postgres
+    url: str | None = None  # postgresql://...; each tier in its own schema (rag_public, ...)
+    ef_search: int = 400
+    hnsw_m: int = 16
+    hnsw_ef_construction: int = 64
+
+    @property
+    def hnsw(self) -> tuple[int, int]:
+        """(m, ef_construction) of the HNSW index."""
+        return self.hnsw_m, self.hnsw_ef_construction
+
+    @property
+    def postgres(self) -> bool:
+        return self.backend == "postgres"
+
+
 # --- The configuration the pipeline uses ------------------------------------------------
 
 
@@ -253,6 +273,8 @@ class RagConfig:
     evaluation: EvaluationConfig = EvaluationConfig()
     # The chat model of `rag ask` and POST /ask; the Private tier answers only with a local one.
     llm: LlmSettings = field(default_factory=LlmSettings)
+    # SQLite files (the default), or PostgreSQL + pgvector synced from them (rag_assets.index.pg_sync).
+    store: StoreSettings = field(default_factory=StoreSettings)
 
     @property
     def embedder(self) -> str:

@@ -173,6 +173,7 @@ def publish(context: dg.AssetExecutionContext, rag: RagSettings, embeddings: dic
             "store_path": dg.MetadataValue.path(str(cfg.public_store_path)),
             "store_size": human_bytes(summary.size_bytes),
             "store_bytes": summary.size_bytes,
+            **(published.postgres.as_metadata() if published.postgres else {}),
         },
     )
     yield dg.MaterializeResult(

@@ -209,6 +209,7 @@ def _card_metadata(card: TierCard) -> dict:
         "store_bytes": card.size_bytes,
         "built_at": card.built_at or "",
         "store_path": dg.MetadataValue.path(card.path),
+        **(card.postgres.as_metadata() if card.postgres else {}),
     }
 
 

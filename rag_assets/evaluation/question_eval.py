@@ -33,6 +33,8 @@ from rag_assets.evaluation.report import QuestionInfo, QuestionReport, UnknownPa
 from rag_assets.evaluation.runner import EVAL_MODES, QueryMemo, configured_search, documents_of
 from rag_assets.search.params import SearchError, SearchParams
 from rag_assets.search.profiles import SearchProfile, apply_profile
+from rag_assets.search import backends
+from rag_assets.search.pg_index import PgSearchIndex
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 
 
@@ -41,14 +43,16 @@ def unknown_pages(questions: Sequence[Question], pages: set[str]) -> list[Unknow
     return [UnknownPage(q.source, q.line, page) for q in questions for page in q.expect if page not in pages]
 
 
-def open_index(cfg: RagConfig) -> SearchIndex:
-    """The public tier's store, built and holding pages; EvaluationError saying to build it otherwise."""
-    path = cfg.public_store_path
-    if not path.is_file():
+def open_index(cfg: RagConfig, backend: str | None = None) -> SearchIndex:
+    """The public tier's store (SQLite or PostgreSQL: ``backend``, default the configured one),
+    built and holding pages; EvaluationError saying to build it otherwise."""
+    index = backends.open_index(cfg, "public", backend=backend, log_searches=False)
+    path = index.path if not isinstance(index, PgSearchIndex) else f"{cfg.store.url} (schema rag_public)"
+    if not index.exists():
+        index.close()
         raise EvaluationError(
             f"no index at {path}: run `rag build` first (the questions are searched in the index already built)"
         )
-    index = SearchIndex(path, cfg.collection_weights, log_searches=False)
     try:
         if not index.loaded().documents:
             raise EvaluationError(f"the index at {path} holds no pages: run `rag build` first")
@@ -108,12 +112,17 @@ def score_by_file(
 
 
 def run_question_evaluation(
-    cfg: RagConfig, paths: Sequence[str | Path], params: SearchParams = SearchParams(), *, log: Log = lambda _: None
+    cfg: RagConfig,
+    paths: Sequence[str | Path],
+    params: SearchParams = SearchParams(),
+    *,
+    log: Log = lambda _: None,
+    backend: str | None = None,
 ) -> QuestionReport:
     """Score bm25, vector and hybrid search of the built index on the question files ``paths``."""
     started = time.perf_counter()
     questions = load_questions([Path(p) for p in paths])
-    index = open_index(cfg)
+    index = open_index(cfg, backend)
     embedder = None
     try:
         unknown = check_pages(questions, index)

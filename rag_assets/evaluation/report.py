@@ -28,6 +28,7 @@ class EvalInfo:
     chunks: int
     skipped_queries: int
     params: dict[str, Any] = field(default_factory=dict)
+    backend: str = "sqlite"  # the store searched: sqlite, or its PostgreSQL copy
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -23,6 +23,7 @@ Plain Python, no Dagster: ``rag_assets.defs.evaluation`` wraps it as an asset, a
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -117,12 +118,14 @@ class Evaluator:
         qrels: Mapping[str, Mapping[str, int]] | None = None,
         fields: FieldWeights = FieldWeights(),
         lexical: str = "fts5",
+        index: SearchIndex | None = None,
     ) -> None:
         if depth < 100:
             raise ValueError("depth must be at least 100 (recall@100)")
         self.dataset = dataset
         self.embedder = QueryMemo(embedder)
-        self.index = SearchIndex(store_path, log_searches=False, fields=fields, lexical=lexical)
+        # ``index``: the same store read another way (its PostgreSQL copy, see postgres_eval_index).
+        self.index = index or SearchIndex(store_path, log_searches=False, fields=fields, lexical=lexical)
         self.depth = depth
         prefix = f"{safe_name(dataset.name)}/"
         slugs = slugs_for(dataset.corpus)
@@ -191,6 +194,21 @@ class Evaluator:
         self.index.close()
 
 
+def postgres_eval_index(cfg: RagConfig, dataset_name: str, store_path: Path, log: Log = lambda _: None) -> SearchIndex:
+    """The eval store synced (by diff) into its own PostgreSQL schema, ``rag_eval_<dataset>``,
+    and searched there (pgvector candidates, the SQLite path's BM25 over a local mirror)."""
+    from rag_assets.index import pg_sync
+    from rag_assets.search.backends import open_postgres_index
+
+    if not cfg.store.url:
+        raise EvaluationError("--backend postgres needs a store URL: store.url in rag.yaml or $RAG_STORE_URL")
+    name = "eval_" + re.sub(r"[^a-z0-9]+", "_", safe_name(dataset_name))[:43]
+    sync = pg_sync.sync_tier(cfg.store.url, name, store_path, cfg.store.hnsw)
+    log(f"PostgreSQL schema rag_{name}: {sync.chunks_written} chunks written, {sync.chunks_deleted} deleted")
+    mirror = store_path.with_name(store_path.stem + "-pg-mirror.db")
+    return open_postgres_index(cfg.store.url, name, mirror, log_searches=False, ef_search=cfg.store.ef_search)
+
+
 def select_eval_embedder(cfg: RagConfig, embedder_name: str | None) -> tuple[Embedder, str]:
     settings = cfg.embedding if not embedder_name else replace(cfg.embedding, name=embedder_name)
     selection = select_embedder(settings)
@@ -208,11 +226,13 @@ def run_evaluation(
     log: Log = lambda _: None,
     embedder: Embedder | None = None,
     provider: str | None = None,
+    backend: str | None = None,
 ) -> EvalReport:
     """Index the dataset's corpus (or reuse its store) and score bm25, vector and hybrid search.
 
     ``embedder_name`` picks the provider (None or "": the configured one); an ``embedder``
-    object, if given, is used as it is.
+    object, if given, is used as it is. ``backend`` (default: the configured store backend):
+    ``postgres`` syncs the eval store into PostgreSQL and searches it there.
     """
     started = time.perf_counter()
     dataset = load_beir(dataset_dir, split)
@@ -225,7 +245,9 @@ def run_evaluation(
     try:
         log(f"evaluating {dataset.name} ({split}) with {provider}: {embedder.model}")
         built = ensure_eval_store(cfg, dataset, embedder, provider=provider, log=log)
-        evaluator = Evaluator(built.path, dataset, embedder, depth=depth)
+        backend = backend or cfg.store.backend
+        index = postgres_eval_index(cfg, dataset.name, built.path, log) if backend == "postgres" else None
+        evaluator = Evaluator(built.path, dataset, embedder, depth=depth, index=index)
         t0 = time.perf_counter()
         try:
             metrics = evaluator.evaluate(params)
@@ -251,6 +273,7 @@ def run_evaluation(
         chunks=built.chunks,
         skipped_queries=evaluator.skipped_queries,
         params={k: v for k, v in asdict(params).items() if v not in (None, (), [])},
+        backend=backend,
     )
-    log(f"{info.queries} queries x 3 modes searched in {search_seconds:.1f}s")
+    log(f"{info.queries} queries x 3 modes searched in {search_seconds:.1f}s ({backend} store)")
     return EvalReport(metrics, info)

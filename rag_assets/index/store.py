@@ -158,8 +158,7 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE documents ADD COLUMN frontmatter JSON")
     if "provider" not in columns["embeddings_meta"]:
         conn.execute("ALTER TABLE embeddings_meta ADD COLUMN provider TEXT")
-    conn.execute("DELETE FROM fts_cjk")
-    _index_cjk(conn, conn.execute("SELECT rowid, text FROM chunks"))
+    reindex_cjk(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -177,6 +176,12 @@ def _index_cjk(conn: sqlite3.Connection, rows: Iterable[tuple[int, str]]) -> Non
         if columns:
             entries.append((rowid, *columns))
     conn.executemany("INSERT INTO fts_cjk(rowid, uni, bi) VALUES (?, ?, ?)", entries)
+
+
+def reindex_cjk(conn: sqlite3.Connection) -> None:
+    """Rebuild ``fts_cjk`` from every chunk (a store filled by plain INSERTs, e.g. a mirror)."""
+    conn.execute("DELETE FROM fts_cjk")
+    _index_cjk(conn, conn.execute("SELECT rowid, text FROM chunks"))
 
 
 def _index_cjk_chunks(conn: sqlite3.Connection, chunk_ids: list[str], texts: list[str]) -> None:

@@ -22,7 +22,7 @@ from typing import Callable
 from rag_assets.config import RagConfig, VaultConfig
 from rag_assets.embed import Embedder
 from rag_assets.embed.cache import EmbeddingCache
-from rag_assets.index import store
+from rag_assets.index import pg_sync, store
 from rag_assets.index.freshness import age_label
 from rag_assets.index.sqlite_cache import discard_if_damaged
 from rag_assets.ingest.boundaries import vault_policy
@@ -217,6 +217,7 @@ class TierCard:
     vaults_configured: list[str] = field(default_factory=list)
     vaults_not_built: list[str] = field(default_factory=list)
     purged: list[str] = field(default_factory=list)
+    postgres: pg_sync.PgSyncResult | None = None  # with store.backend postgres: this refresh's sync
 
 
 def refresh_tier_store(cfg: RagConfig, tier: str) -> TierCard:
@@ -228,6 +229,7 @@ def refresh_tier_store(cfg: RagConfig, tier: str) -> TierCard:
     purged = store.purge_collections(path, wanted)
     card = tier_card(cfg, tier)
     card.purged = purged
+    card.postgres = pg_sync.sync_if_configured(cfg, tier)  # one transaction, only the changed rows
     return card
 
 

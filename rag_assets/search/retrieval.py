@@ -162,6 +162,10 @@ class SearchIndex:
             self._local.conn, self._local.inode = conn, inode
         return conn
 
+    def exists(self) -> bool:
+        """True when there is a store to search (``rag build`` has written it)."""
+        return self.path.is_file()
+
     def loaded(self) -> _Loaded:
         """The in-memory matrix, reloaded when the store's files changed since the last load."""
         if not self.path.is_file():

@@ -74,7 +74,7 @@ def ask_routes(cfg: RagConfig, tiers: Tiers) -> list[Route]:
         def search(query, params):
             return search_reranked(index, query, tiers.embedder(request.tier, index), params, stage)
 
-        return prepare(request, search, selection, cfg.store_path(request.tier), cfg.llm)
+        return prepare(request, search, selection, index.path, cfg.llm)
 
     async def ask(request: Request) -> Response:
         try:

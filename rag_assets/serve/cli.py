@@ -285,6 +285,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--split", choices=("test", "train", "dev"), help="qrels split, with --dataset (default: test)")
     evaluate.add_argument("--embedder", metavar="NAME", help="embedding provider for the corpus and queries, with --dataset")
+    evaluate.add_argument(
+        "--backend",
+        choices=("sqlite", "postgres"),
+        help="the store searched (default: store.backend): postgres syncs the eval store (or, with --questions, reads "
+        "the public tier) into PostgreSQL at store.url / $RAG_STORE_URL and searches it there",
+    )
     evaluate.add_argument("--json", action="store_true", help="print the figures as JSON")
     evaluate.set_defaults(handler=cmd_eval)
 

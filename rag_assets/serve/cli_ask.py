@@ -71,9 +71,9 @@ def cmd_ask(cfg: RagConfig, args: argparse.Namespace) -> int:
     request = AskRequest(question=question, tier=args.tier, session=session, collections=collections)
     try:
         try:
-            search, close = _tier_search(cfg, args.tier)
+            search, close, store_path = _tier_search(cfg, args.tier)
             try:
-                prepared = prepare(request, search, selection, cfg.store_path(args.tier), cfg.llm)
+                prepared = prepare(request, search, selection, store_path, cfg.llm)
             finally:
                 close()
         except (SearchError, ProviderUnavailable, PrivacyError) as exc:
@@ -94,14 +94,16 @@ def _tier_search(cfg: RagConfig, tier: str):
     """A search function over the tier's store (its query embedder made on first use), and its closer."""
     from rag_assets.search.rerank.selection import rerank_stage
     from rag_assets.search.rerank.stage import search_reranked
-    from rag_assets.search.retrieval import SearchIndex, tier_embedder
+    from rag_assets.search.backends import open_index
+    from rag_assets.search.retrieval import tier_embedder
 
-    path = cfg.store_path(tier)
-    if not path.is_file():
+    index = open_index(cfg, tier)
+    if not index.exists():
         from rag_assets.search.params import SearchError
 
-        raise SearchError(f"the {tier} tier has no store yet (expected at {path}); build it with `rag build`")
-    index = SearchIndex(path, cfg.collection_weights)
+        where = "in PostgreSQL" if cfg.store.postgres else f"at {index.path}"
+        raise SearchError(f"the {tier} tier has no store yet (expected {where}); build it with `rag build`")
+    index.loaded()  # with PostgreSQL, the local mirror (where the answer log lives) is made now
     stage = rerank_stage(cfg, tier, None)
     embedder = []
 
@@ -115,7 +117,7 @@ def _tier_search(cfg: RagConfig, tier: str):
         if stage is not None:
             stage.reranker.close()
 
-    return search, close
+    return search, close, index.path
 
 
 def _print_answer(prepared, events) -> int:

@@ -85,10 +85,11 @@ def _search_params(cfg: RagConfig, args: argparse.Namespace):
 def _run_search(cfg: RagConfig, args: argparse.Namespace):
     from rag_assets.search.rerank.selection import rerank_stage
     from rag_assets.search.rerank.stage import search_reranked
-    from rag_assets.search.retrieval import SearchIndex, tier_embedder
+    from rag_assets.search.backends import open_index
+    from rag_assets.search.retrieval import tier_embedder
 
     params = _search_params(cfg, args)
-    index = SearchIndex(cfg.store_path(args.tier), cfg.collection_weights)
+    index = open_index(cfg, args.tier)
     stage = rerank_stage(cfg, args.tier, args.rerank)  # a refused reranker stops the search before it starts
     embedder = None if params.mode == "bm25" else tier_embedder(cfg, args.tier, index)
     try:
@@ -178,9 +179,10 @@ def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
 
 
 def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from rag_assets.search.backends import open_index
     from rag_assets.search.search_log import read_log
 
-    path = cfg.store_path(args.tier)
+    path = open_index(cfg, args.tier).path  # with PostgreSQL, the logs are in this machine's mirror
     if not path.is_file():
         print(f"rag: no {args.tier} store at {path}; run `rag build` first", file=sys.stderr)
         return EXIT_USAGE
@@ -243,15 +245,21 @@ def _eval_dataset(cfg: RagConfig, args: argparse.Namespace) -> int:
 
     split = args.split or "test"
     try:
-        report = run_evaluation(cfg, Path(args.dataset), split, embedder_name=args.embedder, log=lambda m: print(m, file=sys.stderr))
-    except (FileNotFoundError, ValueError) as exc:
+        report = run_evaluation(
+            cfg, Path(args.dataset), split, embedder_name=args.embedder, log=lambda m: print(m, file=sys.stderr),
+            backend=args.backend,
+        )
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
         print(f"rag: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
         print(json.dumps(report.metrics, indent=2))
         return EXIT_OK
     info = report.info
-    print(f"{info.dataset} ({info.split}): {info.queries} queries, {info.documents} documents, {info.provider} {info.model}")
+    print(
+        f"{info.dataset} ({info.split}): {info.queries} queries, {info.documents} documents, {info.provider} {info.model}, "
+        f"{info.backend} store"
+    )
     print(format_table(report.metrics))
     print(f"(indexing {info.index_seconds:.1f}s{' (rebuilt)' if info.rebuilt else ', cached'}, searching {info.search_seconds:.1f}s)")
     return EXIT_OK
@@ -264,7 +272,7 @@ def _eval_questions(cfg: RagConfig, args: argparse.Namespace) -> int:
     from rag_assets.evaluation.report import format_table
 
     try:
-        report = run_question_evaluation(cfg, args.questions, log=lambda m: print(m, file=sys.stderr))
+        report = run_question_evaluation(cfg, args.questions, log=lambda m: print(m, file=sys.stderr), backend=args.backend)
     except EvaluationError as exc:
         print(f"rag: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -56,7 +56,7 @@ def ask_tool(cfg: RagConfig) -> ToolSpec:
         def search(query, params):
             return search_reranked(index, query, env.tiers.embedder(tier, index), params, stage)
 
-        prepared = prepare(request, search, selection, env.cfg.store_path(tier), env.cfg.llm)
+        prepared = prepare(request, search, selection, index.path, env.cfg.llm)
         collected = collect(prepared, generate(prepared, streamed=False))
         if collected.status != 200:
             raise ToolError(

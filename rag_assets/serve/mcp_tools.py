@@ -286,7 +286,7 @@ def run_list_collections(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> 
             "freshness": card.freshness,
         }
         if card.exists:
-            entry["collections"] = [c.to_json() for c in documents.list_collections(env.cfg.store_path(tier))]
+            entry["collections"] = [c.to_json() for c in documents.list_collections(env.tiers.index(tier).path)]
         else:
             entry["reason"] = "not built yet (`rag build` builds it)"
         out.append(entry)

@@ -65,6 +65,10 @@ def status_report(cfg: RagConfig) -> dict[str, Any]:
             "model": summary.model,
         }
     report["tiers"] = tiers_report(cfg, damaged)
+    if cfg.store.postgres:
+        from rag_assets.index.pg_status import postgres_report
+
+        report["postgres"] = postgres_report(cfg)
     return report
 
 
@@ -149,6 +153,10 @@ def _print_status(cfg: RagConfig) -> int:
     for name, counts in report["collections"].items():
         print(f"  {name:<20} {counts['documents']:>6} documents {counts['chunks']:>7} chunks")
     _print_tiers(report["tiers"])
+    if "postgres" in report:
+        from rag_assets.index.pg_status import report_lines
+
+        print("\n".join(report_lines(report["postgres"])))
     return EXIT_FAILED if report["damaged"] else EXIT_OK
 
 

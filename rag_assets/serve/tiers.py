@@ -19,6 +19,7 @@ from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.params import SearchResult
 from rag_assets.search.rerank.selection import rerank_stage
 from rag_assets.search.rerank.stage import RerankStage
+from rag_assets.search.backends import open_index
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 
 log = logging.getLogger("rag_assets.serve.tiers")
@@ -32,8 +33,8 @@ class Refused(Exception):
     """A request the server will not serve (HTTP 403), e.g. the Private tier off loopback."""
 
 
-class _ServedIndex(SearchIndex):
-    """A SearchIndex made for a long-running process.
+class _ServedLog:
+    """What a SearchIndex (SQLite or PostgreSQL) gets in a long-running process, put in front of its class.
 
     - Its search log is written by one background thread, so a search never waits for the
       store's write lock (held for seconds by a build) and concurrent searches do not queue
@@ -48,7 +49,11 @@ class _ServedIndex(SearchIndex):
         if self._log_queue is None:
             super()._log(result)
         else:
-            self._log_queue.put(lambda: SearchIndex._log(self, result))
+            self._log_queue.put(lambda: super(_ServedLog, self)._log(result))
+
+
+class _ServedIndex(_ServedLog, SearchIndex):
+    """The SQLite form of a served index (``bench/search.py`` times it as ``rag serve`` runs it)."""
 
 
 class _SearchLogWriter:
@@ -109,16 +114,18 @@ class Tiers:
             with self._lock:
                 index = self._indexes.get(tier)
                 if index is None:
-                    index = _ServedIndex(
-                        self.cfg.store_path(tier),
-                        self.cfg.collection_weights,
+                    index = open_index(
+                        self.cfg,
+                        tier,
+                        mixin=_ServedLog,
                         log_searches=self._log_searches,
                         log_queue=self._log_writer,
                         lexical="auto",
                     )
                     self._indexes[tier] = index
-        if not index.path.is_file():
-            raise BadRequest(f"the {tier} tier has no store yet (expected at {index.path}); build it with `rag build`")
+        if not index.exists():
+            where = "in PostgreSQL" if self.cfg.store.postgres else f"at {index.path}"
+            raise BadRequest(f"the {tier} tier has no store yet (expected {where}); build it with `rag build`")
         return index
 
     def embedder(self, tier: str, index: SearchIndex) -> Embedder:
@@ -159,7 +166,7 @@ class Tiers:
         for tier in TIERS:
             if tier == "private" and not self.serve_private:
                 continue
-            if not self.cfg.store_path(tier).is_file():
+            if not self.cfg.store.postgres and not self.cfg.store_path(tier).is_file():
                 continue
             try:
                 self.index(tier).loaded()

@@ -1,0 +1,141 @@
+"""A local SQLite mirror of a tier's PostgreSQL store, for lexical search and the logs.
+
+PostgreSQL's text ranking (``ts_rank``) is not BM25, and the search's scores, relevance
+features and browser data are FTS5's BM25 with field weights (text, title, headings, tags).
+So a search server reading a PostgreSQL store copies its rows into a SQLite file of the
+store's own schema (:mod:`rag_assets.index.store`), whose FTS5 table then gives exactly the
+SQLite path's BM25; vector candidates still come from pgvector's HNSW index
+(:mod:`rag_assets.search.pg_index`).
+
+The mirror is rewritten whole, into a new file swapped in atomically, whenever the store's
+stamp (model, build time, row counts, generation) differs from the one it was copied at; a
+restart with an unchanged store reuses it. The search log and answer log live in the mirror
+(each search server keeps its own) and are carried over to each new copy. The mirror is
+as private as the tier: it sits in the output's data folder on the machine that searches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rag_assets.answer.answer_log import ensure_table as ensure_answer_log
+from rag_assets.index import store
+
+MIRROR_TABLE = "CREATE TABLE IF NOT EXISTS pg_mirror (schema TEXT NOT NULL, stamp JSON NOT NULL)"
+_BATCH = 2000
+
+
+def pg_stamp(pg: Any, schema: str) -> list | None:
+    """What identifies the PostgreSQL store's contents (None: it has never been synced)."""
+    if pg.execute("SELECT to_regclass(%s)", (f"{schema}.embeddings_meta",)).fetchone()[0] is None:
+        return None
+    row = pg.execute(
+        f"SELECT (SELECT json_build_array(model, dimension, built_at, provider) FROM {schema}.embeddings_meta LIMIT 1),"
+        f" (SELECT count(*) FROM {schema}.documents), (SELECT count(*) FROM {schema}.chunks),"
+        f" (SELECT max(generation) FROM {schema}.publication)"
+    ).fetchone()
+    return None if row[0] is None and not row[1] else [row[0], row[1], row[2], row[3]]
+
+
+def mirror_stamp(path: Path) -> list | None:
+    """The stamp the mirror at ``path`` was copied at (None: no usable mirror)."""
+    if not path.is_file():
+        return None
+    try:
+        with closing(store.connect(path, readonly=True)) as conn:
+            row = conn.execute("SELECT stamp FROM pg_mirror LIMIT 1").fetchone()
+    except sqlite3.DatabaseError:
+        return None
+    return json.loads(row[0]) if row else None
+
+
+def write_mirror(pg: Any, schema: str, path: Path, stamp: list) -> None:
+    """Copy the store's rows into a new SQLite file and swap it in at ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    store.remove_database(tmp)
+    try:
+        with closing(store.connect(tmp)) as lite:
+            store.ensure_schema(lite)
+            ensure_answer_log(lite)
+            lite.execute(MIRROR_TABLE)
+            with store.transaction(lite):
+                _copy_rows(pg, schema, lite)
+                lite.execute("INSERT INTO pg_mirror (schema, stamp) VALUES (?, ?)", (schema, json.dumps(stamp)))
+            _carry_logs(lite, path)  # ATTACH cannot run inside a transaction
+            lite.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        os.replace(tmp, path)
+    finally:
+        store.remove_database(tmp)
+    for suffix in ("-wal", "-shm"):  # the old file's; the new one was checkpointed whole
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _copy_rows(pg: Any, schema: str, lite: sqlite3.Connection) -> None:
+    with pg.transaction():  # one snapshot of the PostgreSQL store (REPEATABLE READ below)
+        pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        lite.executemany(
+            "INSERT INTO documents (id, collection, slug, title, tags, updated_at, chunk_count, frontmatter)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            pg.execute(
+                f"SELECT id, collection, slug, title, tags::text, updated_at, chunk_count, frontmatter::text"
+                f" FROM {schema}.documents ORDER BY id"
+            ),
+        )
+        # Rows in the order they were written, so the mirror's rowids follow the store's.
+        with pg.cursor(name="rag_mirror_chunks") as cur:
+            cur.itersize = _BATCH
+            cur.execute(
+                f"SELECT id, document_id, chunk_index, text, heading_path::text, word_count, embedding"
+                f" FROM {schema}.chunks ORDER BY ctid"
+            )
+            while rows := cur.fetchmany(_BATCH):
+                lite.executemany(
+                    "INSERT INTO chunks (id, document_id, chunk_index, text, heading_path, word_count, embedding)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(*r[:6], _blob(r[6])) for r in rows],
+                )
+        store.reindex_cjk(lite)
+        for table, columns in (
+            ("embeddings_meta", "model, dimension, built_at, provider"),
+            ("sources", "collection, content_hash, documents, indexed_at"),
+            ("search_profile", "profile::text"),
+            ("publication", "generation"),
+        ):
+            rows = pg.execute(f"SELECT {columns} FROM {schema}.{table}").fetchall()
+            if rows:
+                names = columns.replace("::text", "")
+                lite.executemany(f"INSERT INTO {table} ({names}) VALUES ({','.join('?' * len(rows[0]))})", rows)
+
+
+def _blob(vector: Any) -> bytes | None:
+    """pgvector's value (Vector, HalfVector or None) as the SQLite store's float32 BLOB."""
+    if vector is None:
+        return None
+    return np.asarray(vector.to_numpy(), dtype=np.float32).tobytes()
+
+
+def _carry_logs(lite: sqlite3.Connection, old: Path) -> None:
+    """The previous mirror's search and answer logs, kept in the new one."""
+    if not old.is_file():
+        return
+    lite.execute("ATTACH DATABASE ? AS old", (f"file:{old}?mode=ro",))
+    try:
+        tables = {r[0] for r in lite.execute("SELECT name FROM old.sqlite_master WHERE type = 'table'")}
+        for table in ("search_log", "answer_log"):
+            if table in tables:
+                columns = [r[1] for r in lite.execute(f"PRAGMA main.table_info({table})")]
+                old_columns = {r[1] for r in lite.execute(f"PRAGMA old.table_info({table})")}
+                shared = ", ".join(c for c in columns if c in old_columns)
+                lite.execute(f"INSERT INTO main.{table} ({shared}) SELECT {shared} FROM old.{table}")
+    except sqlite3.DatabaseError:
+        pass  # a damaged old mirror: its logs are lost, the rows are not
+    finally:
+        lite.execute("DETACH DATABASE old")
