@@ -13,7 +13,7 @@ import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import dagster as dg
 
@@ -38,6 +38,9 @@ from rag_assets.defs.partitions import (
 from rag_assets.defs.ranges import FAILED_PARTITION
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.records import SkippedFile
+
+if TYPE_CHECKING:
+    from rag_assets.defs.distributed import CeleryRunConfig
 
 # The CLI reports failures itself, in one line without a traceback; Dagster's console
 # logger would repeat them with stack traces, so it only speaks with --verbose.
@@ -106,6 +109,8 @@ def run_build(
     full: bool | None = None,
     on_collection: Callable[[CollectionOutcome], None] = lambda _: None,
     on_vault: Callable[[VaultOutcome], None] = lambda _: None,
+    celery: "CeleryRunConfig | None" = None,
+    parallel_runs: int | None = None,
 ) -> BuildOutcome:
     """Index the given collections (default: all) and publish, in one run; then build the
     given vaults (default: all) into the tier stores, one run per tier.
@@ -116,6 +121,10 @@ def run_build(
     or lastIncrementalUpdate. A run covers the contiguous range of partitions from the first
     to the last one asked for (see :func:`covering_range`), so collections added in between
     are re-checked too; their caches make that cheap.
+
+    With ``celery`` (a dagster-celery config, see defs/distributed.py) the collections are
+    built instead by one run per partition on Celery workers, ``parallel_runs`` at a time,
+    then published by one more run; the vaults still build here.
     """
     from rag_assets.definitions import build_definitions
 
@@ -135,6 +144,14 @@ def run_build(
             return BuildOutcome([], {}, [], None, time.perf_counter() - started)
         return _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
     keys = covering_range(list(instance.get_dynamic_partitions(COLLECTIONS_PARTITION)), targets)
+    if celery is not None:
+        from rag_assets.defs.distributed import build_collections_on_celery
+
+        outcome = build_collections_on_celery(
+            cfg, instance, celery, [k for k in keys if k in targets], tags, parallel_runs, on_collection
+        )
+        outcome.seconds = time.perf_counter() - started
+        return _then_vaults(outcome, defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
     t0 = time.perf_counter()
     if keys:
         result = defs.resolve_job_def(UPDATE_COLLECTION_JOB).execute_in_process(
@@ -164,7 +181,7 @@ def run_build(
         )
         outcomes.append(outcome)
         on_collection(outcome)
-    failed_checks, warnings = _check_outcomes(result)
+    failed_checks, warnings = check_outcomes(result)
     if not result.success:
         where = "publishing: " if all(o.success for o in outcomes) else ""
         return BuildOutcome(outcomes, {}, [], f"{where}{error}", time.perf_counter() - started)
@@ -176,9 +193,24 @@ def run_build(
         error=None,
         seconds=time.perf_counter() - started,
     )
-    if not _tiers_in_use(cfg):
+    return _then_vaults(outcome, defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
+
+
+def _then_vaults(
+    outcome: BuildOutcome,
+    defs: dg.Definitions,
+    cfg: RagConfig,
+    instance: dg.DagsterInstance,
+    vaults: Sequence[str],
+    run_config: dict,
+    tags: dict[str, str],
+    started: float,
+    on_vault: Callable[[VaultOutcome], None],
+) -> BuildOutcome:
+    """``outcome`` of the collections, completed with the vault runs (when they are in use)."""
+    if outcome.error is not None or not _tiers_in_use(cfg):
         return outcome
-    tiers = _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
+    tiers = _build_vaults(defs, cfg, instance, vaults, run_config, tags, started, on_vault)
     outcome.vaults, outcome.tier_metadata = tiers.vaults, tiers.tier_metadata
     outcome.failed_checks += tiers.failed_checks
     outcome.warnings += tiers.warnings
@@ -242,7 +274,7 @@ def _build_vaults(
             # No vault of this tier to build, or its run stopped before the store.
             refresh.append(TIER_STORE_ASSETS[tier])
         if keys:
-            errors_, warnings_ = _check_outcomes(result)
+            errors_, warnings_ = check_outcomes(result)
             failed_checks += errors_
             warnings += warnings_
     if refresh:
@@ -257,7 +289,7 @@ def _build_vaults(
         if not result.success:
             problems.append(f"tier stores: {failure_message(result)}")
         tier_metadata.update(unpartitioned_metadata(result))
-        errors_, warnings_ = _check_outcomes(result)
+        errors_, warnings_ = check_outcomes(result)
         failed_checks += errors_
         warnings += warnings_
     outcomes = []
@@ -297,7 +329,7 @@ def _tiers_in_use(cfg: RagConfig) -> bool:
     return bool(cfg.vaults) or cfg.safe_store_path.exists() or cfg.private_store_path.exists()
 
 
-def _check_outcomes(result: dg.ExecuteInProcessResult) -> tuple[list[str], list[str]]:
+def check_outcomes(result: dg.ExecuteInProcessResult) -> tuple[list[str], list[str]]:
     """(failed ERROR checks, failed WARN checks) of a run, one line each."""
     failed = [c for c in result.get_asset_check_evaluations() if not c.passed]
     errors = [_describe_check(c) for c in failed if c.severity == dg.AssetCheckSeverity.ERROR]

@@ -1,0 +1,302 @@
+"""Distributed builds: one run per collection partition, whose steps Celery workers execute.
+
+A `rag build` run covers a range of partitions with one step per asset (defs/runner.py), so
+a second worker would have nothing to take. A distributed build therefore launches one
+``index_collection_celery`` run per collection partition (content hash, parse, chunk,
+embed: four steps on the workers), a few at a time, and once every one of them succeeded one
+``publish_index_celery`` run. Every collection partition key is handled alike (a shard
+``docs~1`` is just another key). The runs use dagster-celery's ``celery_executor`` with the
+settings of a dagster-celery config file (``celery.yaml``), the same file the workers are
+started with, so both sides agree on the broker and on redelivery (``task_acks_late``: a
+step whose worker died goes back to the queue for the next worker).
+
+Limits still hold across workers: the ``embedding_api`` pool is claimed per step from the
+shared instance by each run's orchestrator; publishing is one run, tagged ``rag/publishes``,
+started only when no other such run is in progress, and its writes take the publish lock.
+
+The Safe and Private vaults are not distributed: their runs stay in the `rag build`
+process, so vault text never reaches a worker on another machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import dagster as dg
+import yaml
+
+from rag_assets.config import RagConfig, config_from_dict, config_to_dict
+from rag_assets.config.masking import mask_url
+from rag_assets.defs.io_managers import load_record
+from rag_assets.defs.jobs import COLLECTION_ASSETS, PUBLISHED_ASSETS, PUBLISHES_TAG
+from rag_assets.defs.runner import (
+    BuildOutcome,
+    CollectionOutcome,
+    check_outcomes,
+    failure_message,
+    partition_metadata,
+    unpartitioned_metadata,
+)
+
+INDEX_JOB = "index_collection_celery"
+PUBLISH_JOB = "publish_index_celery"
+# The worker command the errors and the README name (dagster-celery's own CLI).
+WORKER_COMMAND = "dagster-celery worker start -A dagster_celery.app -y celery.yaml -- --pool solo"
+# Runs of one build in flight at once: each has one step running at a time, so this bounds
+# the steps waiting in the broker; raise it with the number of workers.
+DEFAULT_PARALLEL_RUNS = 4
+# How long the broker and worker checks wait before the build gives up.
+BROKER_TIMEOUT_SECONDS = 3.0
+
+
+class DistributedBuildError(RuntimeError):
+    """The distributed build cannot start: no broker, no worker, no shared instance."""
+
+
+@dataclass(frozen=True)
+class CeleryRunConfig:
+    """The ``execution`` block of a dagster-celery config file, and the broker it names."""
+
+    execution: dict[str, Any]
+    broker: str
+    path: Path
+
+    @property
+    def run_config(self) -> dict[str, Any]:
+        return {"execution": self.execution}
+
+
+def load_celery_config(path: Path, environ: dict[str, str] | None = None) -> CeleryRunConfig:
+    """Read ``path`` (dagster-celery's worker config format); the broker may come from ``env:``."""
+    env = os.environ if environ is None else environ
+    if not path.is_file():
+        raise DistributedBuildError(f"no Celery config at {path}: pass --celery-config (the file the workers use, -y)")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    execution = data.get("execution") or {}
+    broker = (execution.get("config") or {}).get("broker")
+    if isinstance(broker, dict) and "env" in broker:
+        value = env.get(broker["env"])
+        if not value:
+            raise DistributedBuildError(
+                f"{path} takes the Celery broker URL from ${broker['env']}, which is not set: "
+                f"export {broker['env']}=amqp://guest:guest@127.0.0.1:5672// (the workers need the same)"
+            )
+        broker = value
+    if not isinstance(broker, str) or not broker:
+        raise DistributedBuildError(f"{path} names no broker under execution.config.broker")
+    return CeleryRunConfig(execution=execution, broker=broker, path=path)
+
+
+def celery_jobs() -> list[dg.UnresolvedAssetJobDefinition]:
+    """The collection and publishing jobs with dagster-celery's executor (the `distributed` extra)."""
+    from dagster_celery import celery_executor
+
+    return [
+        dg.define_asset_job(
+            INDEX_JOB,
+            selection=dg.AssetSelection.assets(*COLLECTION_ASSETS),
+            description="Hash, parse, chunk and embed one collection partition, each step on a Celery worker.",
+            executor_def=celery_executor,
+        ),
+        dg.define_asset_job(
+            PUBLISH_JOB,
+            selection=dg.AssetSelection.assets(*PUBLISHED_ASSETS),
+            description="Publish the public outputs, on a Celery worker.",
+            tags=PUBLISHES_TAG,
+            executor_def=celery_executor,
+        ),
+    ]
+
+
+def distributed_definitions(cfg: RagConfig) -> dg.Definitions:
+    """The project's definitions plus the two Celery jobs."""
+    from rag_assets.definitions import build_definitions
+
+    return dg.Definitions.merge(build_definitions(cfg), dg.Definitions(jobs=celery_jobs()))
+
+
+def reconstruct_job(job_name: str, settings_json: str) -> dg.JobDefinition:
+    """What a worker calls to rebuild a job: the configuration travels with the run, whole."""
+    return distributed_definitions(config_from_dict(json.loads(settings_json))).resolve_job_def(job_name)
+
+
+def reconstructable_job(cfg: RagConfig, job_name: str):
+    """A job the workers can rebuild from its name and the build's configuration."""
+    return dg.build_reconstructable_job(
+        __name__, reconstruct_job.__name__, reconstructable_args=(job_name, json.dumps(config_to_dict(cfg)))
+    )
+
+
+def check_broker(url: str, timeout: float = BROKER_TIMEOUT_SECONDS) -> None:
+    """Fail fast, naming the broker and what to start, when nothing answers at ``url``."""
+    from kombu import Connection
+
+    try:
+        with Connection(url, connect_timeout=timeout) as connection:
+            connection.ensure_connection(max_retries=1, timeout=timeout)
+    except Exception as error:  # kombu raises the transport's own errors (socket, AMQP, Redis)
+        raise DistributedBuildError(
+            f"cannot reach the Celery broker at {mask_url(url)} ({type(error).__name__}: {error}); "
+            "start the broker there (RabbitMQ: `rabbitmq-server`) or point the config's broker at a running one, "
+            f"then start workers with `{WORKER_COMMAND}`"
+        ) from error
+
+
+def check_workers(celery: CeleryRunConfig, timeout: float = BROKER_TIMEOUT_SECONDS) -> list[str]:
+    """The names of the workers that answer a ping; fails when none does (the runs would wait forever)."""
+    from celery import Celery
+
+    app = Celery("rag-assets-check", broker=celery.broker)
+    try:
+        replies = app.control.ping(timeout=timeout)
+    finally:
+        app.close()
+    names = sorted(name for reply in replies for name in reply)
+    if not names:
+        raise DistributedBuildError(
+            f"no Celery worker answers on the broker {mask_url(celery.broker)}: start at least one with "
+            f"`{WORKER_COMMAND}` (same DAGSTER_HOME, same {celery.path.name})"
+        )
+    return names
+
+
+def require_shared_instance(instance: dg.DagsterInstance) -> None:
+    """Workers record their steps in the build's instance: it must be one they can open too."""
+    if instance.is_ephemeral:
+        raise DistributedBuildError(
+            "a distributed build needs a persistent Dagster instance shared with the workers: set DAGSTER_HOME "
+            "(dagster.postgres.yaml for workers on other machines)"
+        )
+
+
+def wait_for_publishing_slot(instance: dg.DagsterInstance, poll: float = 1.0) -> None:
+    """Honour dagster.yaml's `rag/publishes` limit of one for a run that bypasses the run queue."""
+    busy = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+    key, value = next(iter(PUBLISHES_TAG.items()))
+    while instance.get_runs(filters=dg.RunsFilter(tags={key: value}, statuses=busy), limit=1):
+        time.sleep(poll)
+
+
+@dataclass
+class PartitionReport:
+    """What the build needs of one partition's run, made in the process that ran it."""
+
+    outcome: CollectionOutcome
+    failed_checks: list[str]
+    warnings: list[str]
+
+
+def execute_partition_runs(
+    cfg: RagConfig,
+    instance: dg.DagsterInstance,
+    celery: CeleryRunConfig,
+    keys: Sequence[str],
+    tags: dict[str, str],
+    parallel: int = DEFAULT_PARALLEL_RUNS,
+    on_report: Callable[[PartitionReport], None] = lambda _: None,
+) -> list[PartitionReport]:
+    """One ``index_collection_celery`` run per partition key, ``parallel`` at a time; reports in key order.
+
+    Each run's orchestrator lives in a process of its own: Dagster starting a run reconfigures
+    Python logging (``logging.config.dictConfig``), which deadlocks against another run logging
+    in a thread of the same process. The processes fork from a server that imported the
+    project once, so a run starts in milliseconds rather than seconds.
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    settings_json = json.dumps(config_to_dict(cfg))
+    ref = instance.get_ref()
+    reports: dict[str, PartitionReport] = {}
+    with ProcessPoolExecutor(max_workers=max(1, min(parallel, len(keys) or 1)), mp_context=context) as pool:
+        futures = [
+            pool.submit(_run_partition, ref, settings_json, key, celery.run_config, tags) for key in keys
+        ]
+        for future in as_completed(futures):
+            report = future.result()
+            reports[report.outcome.collection] = report
+            on_report(report)
+    return [reports[key] for key in keys]
+
+
+def _run_partition(
+    ref: Any, settings_json: str, key: str, run_config: dict[str, Any], tags: dict[str, str]
+) -> PartitionReport:
+    """In a run process: execute one partition's run and summarise it."""
+    started = time.perf_counter()
+    cfg_dir = config_from_dict(json.loads(settings_json)).intermediate_dir
+    job = dg.build_reconstructable_job(__name__, reconstruct_job.__name__, reconstructable_args=(INDEX_JOB, settings_json))
+    with dg.DagsterInstance.from_ref(ref) as instance:
+        result = dg.execute_job(job, instance=instance, run_config=run_config, tags={**tags, "dagster/partition": key})
+        metadata = partition_metadata(result).get(key, {})
+        done = result.success and set(COLLECTION_ASSETS) <= set(metadata)
+        # The skipped files are in the parsed record on the shared disk, where a worker wrote it.
+        parsed = load_record(cfg_dir, "parsed_documents", key) if done else None
+        errors, warnings = check_outcomes(result)
+        outcome = CollectionOutcome(
+            collection=key,
+            success=done,
+            seconds=sum(m.get("seconds", 0.0) for m in metadata.values()) if done else time.perf_counter() - started,
+            metadata=metadata,
+            skipped=list(parsed.skipped) if parsed is not None else [],
+            error=None if done else failure_message(result),
+        )
+    return PartitionReport(outcome, errors, warnings)
+
+
+def execute_publish_run(
+    cfg: RagConfig, instance: dg.DagsterInstance, celery: CeleryRunConfig, tags: dict[str, str]
+) -> dg.JobExecutionResult:
+    wait_for_publishing_slot(instance)
+    return dg.execute_job(
+        reconstructable_job(cfg, PUBLISH_JOB), instance=instance, run_config=celery.run_config, tags=tags
+    )
+
+
+def build_collections_on_celery(
+    cfg: RagConfig,
+    instance: dg.DagsterInstance,
+    celery: CeleryRunConfig,
+    keys: Sequence[str],
+    tags: dict[str, str],
+    parallel: int | None,
+    on_collection: Callable[[CollectionOutcome], None],
+) -> BuildOutcome:
+    """Index ``keys`` one run each on the workers, then publish once if every run succeeded.
+
+    A failed collection leaves the published outputs as they were (no publish run), as a
+    failed range run does; the other collections' runs still finish, so their records are
+    ready for the next build.
+    """
+    require_shared_instance(instance)
+    check_broker(celery.broker)
+    check_workers(celery)
+    reports = execute_partition_runs(
+        cfg, instance, celery, keys, tags, parallel or DEFAULT_PARALLEL_RUNS, lambda r: on_collection(r.outcome)
+    )
+    started = time.perf_counter()
+    outcomes = [r.outcome for r in reports]
+    failed_checks = [problem for r in reports for problem in r.failed_checks]
+    warnings = [warning for r in reports for warning in r.warnings]
+    failures = [o for o in outcomes if not o.success]
+    if failures:
+        error = "; ".join(f"{o.error}" for o in failures)
+        return BuildOutcome(outcomes, {}, failed_checks, error, 0.0, warnings)
+    result = execute_publish_run(cfg, instance, celery, tags)
+    if not result.success:
+        return BuildOutcome(outcomes, {}, [], f"publishing: {failure_message(result)}", time.perf_counter() - started)
+    errors, warns = check_outcomes(result)
+    return BuildOutcome(
+        collections=outcomes,
+        publish_metadata=unpartitioned_metadata(result),
+        failed_checks=failed_checks + errors,
+        warnings=warnings + warns,
+        error=None,
+        seconds=time.perf_counter() - started,
+    )
