@@ -20,10 +20,12 @@ process, so vault text never reaches a worker on another machine.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import time
 import multiprocessing
+import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +38,12 @@ from rag_assets.config import RagConfig, config_from_dict, config_to_dict
 from rag_assets.config.masking import mask_url
 from rag_assets.defs.io_managers import load_record
 from rag_assets.defs.jobs import COLLECTION_ASSETS, PUBLISHED_ASSETS, PUBLISHES_TAG
+from rag_assets.defs.partitions import range_tags
 from rag_assets.defs.runner import (
     BuildOutcome,
     CollectionOutcome,
     check_outcomes,
+    collection_outcomes,
     failure_message,
     partition_metadata,
     unpartitioned_metadata,
@@ -54,6 +58,11 @@ WORKER_COMMAND = "dagster-celery worker start -A dagster_celery.app -y celery.ya
 DEFAULT_PARALLEL_RUNS = 4
 # How long the broker and worker checks wait before the build gives up.
 BROKER_TIMEOUT_SECONDS = 3.0
+
+
+# dagster-celery registers its task anew for every step it submits; Celery then warns that the
+# name is taken (by the same task), once per step, on the build's terminal.
+warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
 
 
 class DistributedBuildError(RuntimeError):
@@ -122,6 +131,9 @@ def distributed_definitions(cfg: RagConfig) -> dg.Definitions:
     return dg.Definitions.merge(build_definitions(cfg), dg.Definitions(jobs=celery_jobs()))
 
 
+# A worker process keeps its definitions between steps: building them is most of a short
+# step's cost, and they depend only on these two strings.
+@functools.lru_cache(maxsize=8)
 def reconstruct_job(job_name: str, settings_json: str) -> dg.JobDefinition:
     """What a worker calls to rebuild a job: the configuration travels with the run, whole."""
     return distributed_definitions(config_from_dict(json.loads(settings_json))).resolve_job_def(job_name)
@@ -185,12 +197,18 @@ def wait_for_publishing_slot(instance: dg.DagsterInstance, poll: float = 1.0) ->
 
 
 @dataclass
-class PartitionReport:
-    """What the build needs of one partition's run, made in the process that ran it."""
+class RunReport:
+    """What the build needs of one run of a distributed build, made in the process that ran it."""
 
-    outcome: CollectionOutcome
+    outcomes: list[CollectionOutcome]
     failed_checks: list[str]
     warnings: list[str]
+
+
+def run_slices(keys: Sequence[str], partitions_per_run: int) -> list[list[str]]:
+    """``keys`` in order, cut into runs of at most ``partitions_per_run`` contiguous partitions."""
+    size = max(1, partitions_per_run)
+    return [list(keys[i : i + size]) for i in range(0, len(keys), size)]
 
 
 def execute_partition_runs(
@@ -200,54 +218,55 @@ def execute_partition_runs(
     keys: Sequence[str],
     tags: dict[str, str],
     parallel: int = DEFAULT_PARALLEL_RUNS,
-    on_report: Callable[[PartitionReport], None] = lambda _: None,
-) -> list[PartitionReport]:
-    """One ``index_collection_celery`` run per partition key, ``parallel`` at a time; reports in key order.
+    partitions_per_run: int = 1,
+    on_report: Callable[[RunReport], None] = lambda _: None,
+) -> list[RunReport]:
+    """``index_collection_celery`` runs over ``keys`` (one per partition by default), ``parallel`` at a time.
 
     Each run's orchestrator lives in a process of its own: Dagster starting a run reconfigures
     Python logging (``logging.config.dictConfig``), which deadlocks against another run logging
     in a thread of the same process. The processes fork from a server that imported the
     project once, so a run starts in milliseconds rather than seconds.
     """
+    slices = run_slices(keys, partitions_per_run)
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
     settings_json = json.dumps(config_to_dict(cfg))
     ref = instance.get_ref()
-    reports: dict[str, PartitionReport] = {}
-    with ProcessPoolExecutor(max_workers=max(1, min(parallel, len(keys) or 1)), mp_context=context) as pool:
-        futures = [
-            pool.submit(_run_partition, ref, settings_json, key, celery.run_config, tags) for key in keys
-        ]
+    reports: dict[str, RunReport] = {}
+    with ProcessPoolExecutor(max_workers=max(1, min(parallel, len(slices) or 1)), mp_context=context) as pool:
+        futures = {
+            pool.submit(_run_slice, ref, settings_json, part, celery.run_config, tags): part[0] for part in slices
+        }
         for future in as_completed(futures):
-            report = future.result()
-            reports[report.outcome.collection] = report
+            reports[futures[future]] = report = future.result()
             on_report(report)
-    return [reports[key] for key in keys]
+    return [reports[part[0]] for part in slices]
 
 
-def _run_partition(
-    ref: Any, settings_json: str, key: str, run_config: dict[str, Any], tags: dict[str, str]
-) -> PartitionReport:
-    """In a run process: execute one partition's run and summarise it."""
+def _run_slice(
+    ref: Any, settings_json: str, keys: list[str], run_config: dict[str, Any], tags: dict[str, str]
+) -> RunReport:
+    """In a run process: execute one run over ``keys`` and summarise it."""
     started = time.perf_counter()
-    cfg_dir = config_from_dict(json.loads(settings_json)).intermediate_dir
+    cfg = config_from_dict(json.loads(settings_json))
     job = dg.build_reconstructable_job(__name__, reconstruct_job.__name__, reconstructable_args=(INDEX_JOB, settings_json))
     with dg.DagsterInstance.from_ref(ref) as instance:
-        result = dg.execute_job(job, instance=instance, run_config=run_config, tags={**tags, "dagster/partition": key})
-        metadata = partition_metadata(result).get(key, {})
-        done = result.success and set(COLLECTION_ASSETS) <= set(metadata)
-        # The skipped files are in the parsed record on the shared disk, where a worker wrote it.
-        parsed = load_record(cfg_dir, "parsed_documents", key) if done else None
+        result = dg.execute_job(job, instance=instance, run_config=run_config, tags={**tags, **run_tags(keys)})
+        # The skipped files are in the parsed records on the shared disk, where the workers wrote them.
+        parsed = {key: load_record(cfg.intermediate_dir, "parsed_documents", key) for key in _built(result, keys)}
         errors, warnings = check_outcomes(result)
-        outcome = CollectionOutcome(
-            collection=key,
-            success=done,
-            seconds=sum(m.get("seconds", 0.0) for m in metadata.values()) if done else time.perf_counter() - started,
-            metadata=metadata,
-            skipped=list(parsed.skipped) if parsed is not None else [],
-            error=None if done else failure_message(result),
-        )
-    return PartitionReport(outcome, errors, warnings)
+        return RunReport(collection_outcomes(result, keys, parsed, started), errors, warnings)
+
+
+def run_tags(keys: Sequence[str]) -> dict[str, str]:
+    """The tags that make a run cover ``keys``: one partition, or a contiguous range of them."""
+    return {"dagster/partition": keys[0]} if len(keys) == 1 else range_tags(keys)
+
+
+def _built(result: dg.JobExecutionResult, keys: Sequence[str]) -> list[str]:
+    by_partition = partition_metadata(result)
+    return [key for key in keys if "parsed_documents" in by_partition.get(key, {})]
 
 
 def execute_publish_run(
@@ -266,6 +285,7 @@ def build_collections_on_celery(
     keys: Sequence[str],
     tags: dict[str, str],
     parallel: int | None,
+    partitions_per_run: int,
     on_collection: Callable[[CollectionOutcome], None],
 ) -> BuildOutcome:
     """Index ``keys`` one run each on the workers, then publish once if every run succeeded.
@@ -278,19 +298,18 @@ def build_collections_on_celery(
     check_broker(celery.broker)
     check_workers(celery)
     reports = execute_partition_runs(
-        cfg, instance, celery, keys, tags, parallel or DEFAULT_PARALLEL_RUNS, lambda r: on_collection(r.outcome)
+        cfg, instance, celery, keys, tags, parallel or DEFAULT_PARALLEL_RUNS, partitions_per_run,
+        lambda report: [on_collection(outcome) for outcome in report.outcomes],
     )
-    started = time.perf_counter()
-    outcomes = [r.outcome for r in reports]
-    failed_checks = [problem for r in reports for problem in r.failed_checks]
-    warnings = [warning for r in reports for warning in r.warnings]
+    outcomes = [outcome for report in reports for outcome in report.outcomes]
+    failed_checks = [problem for report in reports for problem in report.failed_checks]
+    warnings = [warning for report in reports for warning in report.warnings]
     failures = [o for o in outcomes if not o.success]
     if failures:
-        error = "; ".join(f"{o.error}" for o in failures)
-        return BuildOutcome(outcomes, {}, failed_checks, error, 0.0, warnings)
+        return BuildOutcome(outcomes, {}, failed_checks, "; ".join(str(o.error) for o in failures), 0.0, warnings)
     result = execute_publish_run(cfg, instance, celery, tags)
     if not result.success:
-        return BuildOutcome(outcomes, {}, [], f"publishing: {failure_message(result)}", time.perf_counter() - started)
+        return BuildOutcome(outcomes, {}, [], f"publishing: {failure_message(result)}", 0.0)
     errors, warns = check_outcomes(result)
     return BuildOutcome(
         collections=outcomes,
@@ -298,5 +317,5 @@ def build_collections_on_celery(
         failed_checks=failed_checks + errors,
         warnings=warnings + warns,
         error=None,
-        seconds=time.perf_counter() - started,
+        seconds=0.0,
     )

@@ -111,6 +111,7 @@ def run_build(
     on_vault: Callable[[VaultOutcome], None] = lambda _: None,
     celery: "CeleryRunConfig | None" = None,
     parallel_runs: int | None = None,
+    partitions_per_run: int = 1,
 ) -> BuildOutcome:
     """Index the given collections (default: all) and publish, in one run; then build the
     given vaults (default: all) into the tier stores, one run per tier.
@@ -123,8 +124,9 @@ def run_build(
     are re-checked too; their caches make that cheap.
 
     With ``celery`` (a dagster-celery config, see defs/distributed.py) the collections are
-    built instead by one run per partition on Celery workers, ``parallel_runs`` at a time,
-    then published by one more run; the vaults still build here.
+    built instead by runs of ``partitions_per_run`` partitions (default: one run each) on
+    Celery workers, ``parallel_runs`` at a time, then published by one more run; the vaults
+    still build here.
     """
     from rag_assets.definitions import build_definitions
 
@@ -148,7 +150,8 @@ def run_build(
         from rag_assets.defs.distributed import build_collections_on_celery
 
         outcome = build_collections_on_celery(
-            cfg, instance, celery, [k for k in keys if k in targets], tags, parallel_runs, on_collection
+            cfg, instance, celery, [k for k in keys if k in targets], tags, parallel_runs, partitions_per_run,
+            on_collection,
         )
         outcome.seconds = time.perf_counter() - started
         return _then_vaults(outcome, defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
@@ -161,26 +164,11 @@ def run_build(
         result = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(
             instance=instance, raise_on_error=False, run_config=run_config, tags=tags
         )
-    by_partition = partition_metadata(result)
     skipped = result.output_for_node("parsed_documents") if _produced(result, "parsed_documents") else {}
-    failed_key, error = failed_partition(result)
-    outcomes: list[CollectionOutcome] = []
-    for key in keys:
-        metadata = by_partition.get(key, {})
-        done = set(COLLECTION_ASSETS) <= set(metadata)
-        if not done and failed_key not in (None, key):
-            continue  # stopped by another collection's failure: neither built nor failed
-        outcome = CollectionOutcome(
-            collection=key,
-            success=done,
-            # A range runs in one step per asset: a partition's time is the sum of its shares.
-            seconds=sum(m.get("seconds", 0.0) for m in metadata.values()) if done else time.perf_counter() - t0,
-            metadata=metadata,
-            skipped=list(skipped[key].skipped) if key in skipped else [],
-            error=None if done else error,
-        )
-        outcomes.append(outcome)
+    outcomes = collection_outcomes(result, keys, skipped, t0)
+    for outcome in outcomes:
         on_collection(outcome)
+    error = failure_message(result) if not result.success else ""
     failed_checks, warnings = check_outcomes(result)
     if not result.success:
         where = "publishing: " if all(o.success for o in outcomes) else ""
@@ -194,6 +182,35 @@ def run_build(
         seconds=time.perf_counter() - started,
     )
     return _then_vaults(outcome, defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
+
+
+def collection_outcomes(
+    result: dg.ExecuteInProcessResult | dg.JobExecutionResult, keys: Sequence[str], parsed: dict[str, Any], t0: float
+) -> list[CollectionOutcome]:
+    """Each collection of a run over ``keys``: built, failed, or (stopped by another's failure) left out.
+
+    ``parsed`` holds the run's parsed_documents records ({partition: record}) for their skipped files.
+    """
+    by_partition = partition_metadata(result)
+    failed_key, error = failed_partition(result)
+    outcomes: list[CollectionOutcome] = []
+    for key in keys:
+        metadata = by_partition.get(key, {})
+        done = set(COLLECTION_ASSETS) <= set(metadata)
+        if not done and failed_key not in (None, key):
+            continue  # stopped by another collection's failure: neither built nor failed
+        outcomes.append(
+            CollectionOutcome(
+                collection=key,
+                success=done,
+                # A range runs in one step per asset: a partition's time is the sum of its shares.
+                seconds=sum(m.get("seconds", 0.0) for m in metadata.values()) if done else time.perf_counter() - t0,
+                metadata=metadata,
+                skipped=list(parsed[key].skipped) if key in parsed else [],
+                error=None if done else error,
+            )
+        )
+    return outcomes
 
 
 def _then_vaults(

@@ -144,6 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --executor celery: collection runs in flight at once (default 4; about the number of workers "
         "and more)",
     )
+    build.add_argument(
+        "--partitions-per-run",
+        type=int,
+        metavar="N",
+        default=1,
+        help="with --executor celery: collections per run (default 1); more amortise the per-step cost of a "
+        "Celery task, fewer spread the work more evenly",
+    )
     build.add_argument("-v", "--verbose", action="store_true", help="show Dagster's step logs")
     build.set_defaults(handler=cmd_build)
 

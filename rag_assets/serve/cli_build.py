@@ -138,6 +138,7 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
                 full=True if args.force else None,
                 celery=celery,
                 parallel_runs=args.parallel_runs,
+                partitions_per_run=args.partitions_per_run,
             )
         except cannot_start as error:
             print(f"rag: build not started: {error}", file=sys.stderr)
