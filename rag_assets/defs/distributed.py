@@ -53,6 +53,8 @@ INDEX_JOB = "index_collection_celery"
 PUBLISH_JOB = "publish_index_celery"
 # The worker command the errors and the README name (dagster-celery's own CLI).
 WORKER_COMMAND = "dagster-celery worker start -A dagster_celery.app -y celery.yaml -- --pool solo"
+# dagster-celery's queue when the config names none.
+DEFAULT_QUEUE = "dagster"
 # Runs of one build in flight at once: each has one step running at a time, so this bounds
 # the steps waiting in the broker; raise it with the number of workers.
 DEFAULT_PARALLEL_RUNS = 4
@@ -80,6 +82,12 @@ class CeleryRunConfig:
     @property
     def run_config(self) -> dict[str, Any]:
         return {"execution": self.execution}
+
+    @property
+    def queue(self) -> str:
+        """Where the steps go: config_source's task_default_queue (workers listen with -q)."""
+        source = self.execution.get("config", {}).get("config_source") or {}
+        return source.get("task_default_queue") or DEFAULT_QUEUE
 
 
 def load_celery_config(path: Path, environ: dict[str, str] | None = None) -> CeleryRunConfig:
@@ -162,19 +170,21 @@ def check_broker(url: str, timeout: float = BROKER_TIMEOUT_SECONDS) -> None:
 
 
 def check_workers(celery: CeleryRunConfig, timeout: float = BROKER_TIMEOUT_SECONDS) -> list[str]:
-    """The names of the workers that answer a ping; fails when none does (the runs would wait forever)."""
+    """The workers that consume the steps' queue; fails when none does (the runs would wait for ever)."""
     from celery import Celery
 
     app = Celery("rag-assets-check", broker=celery.broker)
     try:
-        replies = app.control.ping(timeout=timeout)
+        answers = app.control.inspect(timeout=timeout).active_queues() or {}
     finally:
         app.close()
-    names = sorted(name for reply in replies for name in reply)
+    names = sorted(worker for worker, queues in answers.items() if any(q.get("name") == celery.queue for q in queues))
     if not names:
         raise DistributedBuildError(
-            f"no Celery worker answers on the broker {mask_url(celery.broker)}: start at least one with "
-            f"`{WORKER_COMMAND}` (same DAGSTER_HOME, same {celery.path.name})"
+            f"no Celery worker consumes the queue {celery.queue!r} on the broker {mask_url(celery.broker)}: start "
+            f"at least one with `{WORKER_COMMAND}` (same DAGSTER_HOME, same {celery.path.name}"
+            + (f", and -q {celery.queue}" if celery.queue != DEFAULT_QUEUE else "")
+            + ")"
         )
     return names
 
