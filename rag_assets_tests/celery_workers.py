@@ -149,6 +149,8 @@ def celery_cluster(folder: Path, pool_limit: int | None = None) -> Iterator[Cele
             **settings,
             "DAGSTER_HOME": str(home),
             "RAG_CELERY_BROKER": BROKER,
+            # dagster-celery's CLI starts the `celery` command found on PATH: this environment's.
+            "PATH": os.pathsep.join((str(BIN), os.environ.get("PATH", ""))),
             "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
         }
         cluster = CeleryCluster(folder, env, celery_yaml, queue)
