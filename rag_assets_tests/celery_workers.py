@@ -111,8 +111,8 @@ class CeleryCluster:
         )
 
     def build_args(self, content: Path, output: Path, *extra: str) -> list[str]:
-        return ["build", "--force", "--content-dir", str(content), "--output-dir", str(output),
-                "--executor", "celery", "--celery-config", str(self.celery_yaml), *extra]
+        return ["build", "--force", "--content-dir", str(content), "--output-dir", str(output), "--embedder", "hashing",
+                "--private-embedder", "hashing", "--executor", "celery", "--celery-config", str(self.celery_yaml), *extra]
 
     def instance(self):
         import dagster as dg
