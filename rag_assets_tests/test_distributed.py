@@ -41,11 +41,11 @@ def cluster(tmp_path_factory) -> CeleryCluster:
 
 def published_files(output: Path) -> dict[str, bytes]:
     """Every published file (the current generation, and public/ through its links), with the
-    three values that name the build itself (its instant, its generation id and the index digest
-    that covers both) replaced by placeholders of the same length."""
+    values that name the build itself (its instant and generation id, and the digests of the two
+    files that hold them) replaced by placeholders of the same length."""
     current = output / "data" / "current"
     meta = json.loads((current / "embeddings-meta.json").read_text())
-    own = [meta["builtAt"], meta["generation"], meta["indexSha256"]]
+    own = [meta["builtAt"], meta["generation"], meta["indexSha256"], meta["lexical"]["sha256"]]
     files: dict[str, bytes] = {}
     for root in (current, output / "public"):
         for path in sorted(root.rglob("*")):
@@ -82,7 +82,7 @@ def test_hugo_docs_on_two_workers_publish_what_the_in_process_build_publishes(cl
     cfg = load_config(None, content_dir=HUGO, output_dir=tmp_path / "in_process", embedder="hashing", environ={})
     assert run_build(cfg, dg.DagsterInstance.ephemeral(), full=True).success
 
-    done = cluster.rag(*cluster.build_args(HUGO, tmp_path / "celery", "--partitions-per-run", "5"))
+    done = cluster.rag(*cluster.build_args(HUGO, tmp_path / "celery", "--partitions-per-run", "10"))
     assert done.returncode == 0, done.stderr[-3000:]
 
     expected, got = published_files(tmp_path / "in_process"), published_files(tmp_path / "celery")
@@ -95,9 +95,9 @@ def test_hugo_docs_on_two_workers_publish_what_the_in_process_build_publishes(cl
 
     with cluster.instance() as instance:
         steps = step_intervals(instance, "index_collection_celery")
-    assert len({run for run, *_ in steps}) == 4  # 20 collections, 5 a run
+    assert len({run for run, *_ in steps}) == 2  # 20 collections, 10 a run
     embedding = sorted((start, end) for _, key, start, end in steps if key == "embeddings")
-    assert len(embedding) == 4
+    assert len(embedding) == 2
     # The pool (limit 1 in this instance) held across workers: no two embedding steps overlapped...
     assert all(later[0] >= earlier[1] for earlier, later in zip(embedding, embedding[1:])), embedding
     # ...while other steps of different runs did run at the same time, on the two workers.
@@ -122,8 +122,8 @@ def test_a_worker_killed_mid_step_leaves_the_outputs_and_the_next_worker_finishe
     output = tmp_path / "out"
     with EmbeddingServer(ollama_dimension=64) as server:
         cwd = _write_config(tmp_path / "site", content, output, server)
-        build_args = ("build", "--executor", "celery", "--celery-config", str(cluster.celery_yaml))
-        first = cluster.rag(*build_args, "--force", cwd=cwd)
+        build_args = ("build", "--executor", "celery", "--celery-config", str(cluster.celery_yaml), "--partitions-per-run", "5")
+        first = cluster.rag(*build_args, "--force", cwd=cwd)  # one run over the five collections
         assert first.returncode == 0, first.stderr[-3000:]
         before = digests(output)
 
