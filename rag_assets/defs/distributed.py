@@ -37,7 +37,8 @@ import yaml
 from rag_assets.config import RagConfig, config_from_dict, config_to_dict
 from rag_assets.config.masking import mask_url
 from rag_assets.defs.io_managers import load_record
-from rag_assets.defs.jobs import COLLECTION_ASSETS, PUBLISHED_ASSETS, PUBLISHES_TAG
+from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISHES_TAG, jobs_with_executor
+from rag_assets.defs.jobs import PUBLISH_JOB as PUBLISH_JOB_NAME
 from rag_assets.defs.partitions import range_tags
 from rag_assets.defs.runner import (
     BuildOutcome,
@@ -49,8 +50,8 @@ from rag_assets.defs.runner import (
     unpartitioned_metadata,
 )
 
-INDEX_JOB = "index_collection_celery"
-PUBLISH_JOB = "publish_index_celery"
+INDEX_JOB = f"{INDEX_COLLECTION_JOB}_celery"
+PUBLISH_JOB = f"{PUBLISH_JOB_NAME}_celery"
 # The worker command the errors and the README name (dagster-celery's own CLI).
 WORKER_COMMAND = "dagster-celery worker start -A dagster_celery.app -y celery.yaml -- --pool solo"
 # dagster-celery's queue when the config names none.
@@ -58,6 +59,8 @@ DEFAULT_QUEUE = "dagster"
 # Runs of one build in flight at once: each has one step running at a time, so this bounds
 # the steps waiting in the broker; raise it with the number of workers.
 DEFAULT_PARALLEL_RUNS = 4
+# How long the publish run waits for another publishing run (the `rag/publishes` limit).
+PUBLISH_WAIT_SECONDS = 600
 # How long the broker and worker checks wait before the build gives up.
 BROKER_TIMEOUT_SECONDS = 3.0
 
@@ -111,32 +114,14 @@ def load_celery_config(path: Path, environ: dict[str, str] | None = None) -> Cel
     return CeleryRunConfig(execution=execution, broker=broker, path=path)
 
 
-def celery_jobs() -> list[dg.UnresolvedAssetJobDefinition]:
-    """The collection and publishing jobs with dagster-celery's executor (the `distributed` extra)."""
-    from dagster_celery import celery_executor
-
-    return [
-        dg.define_asset_job(
-            INDEX_JOB,
-            selection=dg.AssetSelection.assets(*COLLECTION_ASSETS),
-            description="Hash, parse, chunk and embed one collection partition, each step on a Celery worker.",
-            executor_def=celery_executor,
-        ),
-        dg.define_asset_job(
-            PUBLISH_JOB,
-            selection=dg.AssetSelection.assets(*PUBLISHED_ASSETS),
-            description="Publish the public outputs, on a Celery worker.",
-            tags=PUBLISHES_TAG,
-            executor_def=celery_executor,
-        ),
-    ]
-
-
 def distributed_definitions(cfg: RagConfig) -> dg.Definitions:
     """The project's definitions plus the two Celery jobs."""
     from rag_assets.definitions import build_definitions
 
-    return dg.Definitions.merge(build_definitions(cfg), dg.Definitions(jobs=celery_jobs()))
+    from dagster_celery import celery_executor  # the distributed extra
+
+    jobs = jobs_with_executor("celery", celery_executor, "on a Celery worker")
+    return dg.Definitions.merge(build_definitions(cfg), dg.Definitions(jobs=jobs))
 
 
 # A worker process keeps its definitions between steps: building them is most of a short
@@ -198,11 +183,19 @@ def require_shared_instance(instance: dg.DagsterInstance) -> None:
         )
 
 
-def wait_for_publishing_slot(instance: dg.DagsterInstance, poll: float = 1.0) -> None:
-    """Honour dagster.yaml's `rag/publishes` limit of one for a run that bypasses the run queue."""
+def wait_for_publishing_slot(
+    instance: dg.DagsterInstance, timeout: float = PUBLISH_WAIT_SECONDS, poll: float = 1.0
+) -> list[str]:
+    """Honour dagster.yaml's `rag/publishes` limit of one for a run that bypasses the run queue:
+    wait while another run with that tag is queued or in progress. Returns the ids of those
+    still busy after ``timeout`` (none: go ahead), since a run whose process was killed stays
+    "started" until someone marks it failed."""
     busy = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
-    key, value = next(iter(PUBLISHES_TAG.items()))
-    while instance.get_runs(filters=dg.RunsFilter(tags={key: value}, statuses=busy), limit=1):
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = instance.get_runs(filters=dg.RunsFilter(tags=PUBLISHES_TAG, statuses=busy))
+        if not runs or time.monotonic() >= deadline:
+            return [run.run_id for run in runs]
         time.sleep(poll)
 
 
@@ -282,7 +275,6 @@ def _built(result: dg.JobExecutionResult, keys: Sequence[str]) -> list[str]:
 def execute_publish_run(
     cfg: RagConfig, instance: dg.DagsterInstance, celery: CeleryRunConfig, tags: dict[str, str]
 ) -> dg.JobExecutionResult:
-    wait_for_publishing_slot(instance)
     return dg.execute_job(
         reconstructable_job(cfg, PUBLISH_JOB), instance=instance, run_config=celery.run_config, tags=tags
     )
@@ -317,6 +309,12 @@ def build_collections_on_celery(
     failures = [o for o in outcomes if not o.success]
     if failures:
         return BuildOutcome(outcomes, {}, failed_checks, "; ".join(str(o.error) for o in failures), 0.0, warnings)
+    blocking = wait_for_publishing_slot(instance)
+    if blocking:
+        return BuildOutcome(outcomes, {}, failed_checks, (
+            f"publishing: another publishing run is still in progress after {PUBLISH_WAIT_SECONDS} s ("
+            f"{', '.join(blocking)}); if a killed process left it behind, mark it failed in the Dagster UI"
+        ), 0.0, warnings)
     result = execute_publish_run(cfg, instance, celery, tags)
     if not result.success:
         return BuildOutcome(outcomes, {}, [], f"publishing: {failure_message(result)}", 0.0)

@@ -10,34 +10,18 @@ from __future__ import annotations
 import dagster as dg
 
 from rag_assets.config import RagConfig
-from rag_assets.defs.jobs import COLLECTION_ASSETS, PUBLISHED_ASSETS, PUBLISHES_TAG
+from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, jobs_with_executor
+from rag_assets.defs.jobs import PUBLISH_JOB as PUBLISH_JOB_NAME
 
-INDEX_JOB = "index_collection_k8s"
-PUBLISH_JOB = "publish_index_k8s"
-
-
-def kubernetes_jobs() -> list[dg.UnresolvedAssetJobDefinition]:
-    from dagster_k8s import k8s_job_executor
-
-    return [
-        dg.define_asset_job(
-            INDEX_JOB,
-            selection=dg.AssetSelection.assets(*COLLECTION_ASSETS),
-            description="Hash, parse, chunk and embed collections, each step in a Kubernetes pod.",
-            executor_def=k8s_job_executor,
-        ),
-        dg.define_asset_job(
-            PUBLISH_JOB,
-            selection=dg.AssetSelection.assets(*PUBLISHED_ASSETS),
-            description="Publish the public outputs, in a Kubernetes pod.",
-            tags=PUBLISHES_TAG,
-            executor_def=k8s_job_executor,
-        ),
-    ]
+INDEX_JOB = f"{INDEX_COLLECTION_JOB}_k8s"
+PUBLISH_JOB = f"{PUBLISH_JOB_NAME}_k8s"
 
 
 def kubernetes_definitions(cfg: RagConfig) -> dg.Definitions:
     """The project's definitions plus the two Kubernetes jobs."""
+    from dagster_k8s import k8s_job_executor  # the k8s extra
+
     from rag_assets.definitions import build_definitions
 
-    return dg.Definitions.merge(build_definitions(cfg), dg.Definitions(jobs=kubernetes_jobs()))
+    jobs = jobs_with_executor("k8s", k8s_job_executor, "in a Kubernetes pod")
+    return dg.Definitions.merge(build_definitions(cfg), dg.Definitions(jobs=jobs))
