@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .postgres import postgres_home, scratch_database
+from .postgres import postgres_home, require_service, scratch_database
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BROKER = os.environ.get("RAG_TEST_CELERY_BROKER", "amqp://guest:guest@127.0.0.1:5672//")
@@ -35,23 +34,9 @@ BIN = Path(sys.executable).parent
 WORKER_READY_SECONDS = 90
 
 
-def unavailable(reason: str) -> None:
-    """Skip on a machine without the broker or the extra; fail under CI, which has both."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI runs RabbitMQ on {BROKER_HOST}:{BROKER_PORT} and installs the distributed extra)")
-    pytest.skip(reason)
-
-
 def require_celery() -> None:
-    try:
-        import celery  # noqa: F401
-        import dagster_celery  # noqa: F401
-    except ImportError as exc:
-        unavailable(f"the distributed extra is not installed ({exc.name}): pip install -e '.[dev,postgres,distributed]'")
-    try:
-        socket.create_connection((BROKER_HOST, BROKER_PORT), timeout=2).close()
-    except OSError as exc:
-        unavailable(f"no RabbitMQ broker answers on {BROKER_HOST}:{BROKER_PORT} ({exc})")
+    """The extra is installed and the broker answers; else skip (fail under CI) saying which is missing."""
+    require_service(("celery", "dagster_celery"), "distributed", "RabbitMQ", BROKER_HOST, BROKER_PORT)
 
 
 def clean_environ() -> dict[str, str]:

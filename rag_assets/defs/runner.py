@@ -145,6 +145,14 @@ def run_build(
         if not _tiers_in_use(cfg):
             return BuildOutcome([], {}, [], None, time.perf_counter() - started)
         return _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
+
+    def then_vaults(outcome: BuildOutcome) -> BuildOutcome:
+        """The vault runs after the collections' (when vaults are in use and the collections succeeded)."""
+        if outcome.error is not None or not _tiers_in_use(cfg):
+            return outcome
+        tiers = _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
+        return _with_tiers(outcome, tiers, started)
+
     keys = covering_range(list(instance.get_dynamic_partitions(COLLECTIONS_PARTITION)), targets)
     if celery is not None:
         from rag_assets.defs.distributed import build_collections_on_celery
@@ -154,7 +162,7 @@ def run_build(
             on_collection,
         )
         outcome.seconds = time.perf_counter() - started
-        return _then_vaults(outcome, defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
+        return then_vaults(outcome)
     t0 = time.perf_counter()
     if keys:
         result = defs.resolve_job_def(UPDATE_COLLECTION_JOB).execute_in_process(
@@ -181,7 +189,7 @@ def run_build(
         error=None,
         seconds=time.perf_counter() - started,
     )
-    return _then_vaults(outcome, defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
+    return then_vaults(outcome)
 
 
 def collection_outcomes(
@@ -213,21 +221,8 @@ def collection_outcomes(
     return outcomes
 
 
-def _then_vaults(
-    outcome: BuildOutcome,
-    defs: dg.Definitions,
-    cfg: RagConfig,
-    instance: dg.DagsterInstance,
-    vaults: Sequence[str],
-    run_config: dict,
-    tags: dict[str, str],
-    started: float,
-    on_vault: Callable[[VaultOutcome], None],
-) -> BuildOutcome:
-    """``outcome`` of the collections, completed with the vault runs (when they are in use)."""
-    if outcome.error is not None or not _tiers_in_use(cfg):
-        return outcome
-    tiers = _build_vaults(defs, cfg, instance, vaults, run_config, tags, started, on_vault)
+def _with_tiers(outcome: BuildOutcome, tiers: BuildOutcome, started: float) -> BuildOutcome:
+    """``outcome`` of the collections, completed with the vault runs' ``tiers``."""
     outcome.vaults, outcome.tier_metadata = tiers.vaults, tiers.tier_metadata
     outcome.failed_checks += tiers.failed_checks
     outcome.warnings += tiers.warnings

@@ -114,6 +114,9 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
         print(f"Building {len(vault_targets)} vault(s) into the Safe and Private stores", flush=True)
     celery = None
     cannot_start: tuple[type[Exception], ...] = ()  # the distributed build's "no broker, no worker"
+    if args.executor not in ("in_process", "celery"):  # argparse checks the flag, not $RAG_EXECUTOR
+        print(f"rag: $RAG_EXECUTOR must be in_process or celery, not {args.executor!r}", file=sys.stderr)
+        return EXIT_USAGE
     if args.executor == "celery":
         from rag_assets.defs.distributed import DistributedBuildError, load_celery_config
 
