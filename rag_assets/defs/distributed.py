@@ -229,7 +229,9 @@ def execute_partition_runs(
     Each run's orchestrator lives in a process of its own: Dagster starting a run reconfigures
     Python logging (``logging.config.dictConfig``), which deadlocks against another run logging
     in a thread of the same process. The processes fork from a server that imported the
-    project once, so a run starts in milliseconds rather than seconds.
+    project once, so a run starts in milliseconds rather than seconds. That server keeps the
+    environment of the first build of the process (DAGSTER_PG_*): one build per process, as
+    `rag build` and the tests (subprocesses) do.
     """
     slices = run_slices(keys, partitions_per_run)
     context = multiprocessing.get_context("forkserver")
@@ -290,7 +292,8 @@ def build_collections_on_celery(
     partitions_per_run: int,
     on_collection: Callable[[CollectionOutcome], None],
 ) -> BuildOutcome:
-    """Index ``keys`` one run each on the workers, then publish once if every run succeeded.
+    """Index ``keys`` on the workers (a run per partition, or per ``partitions_per_run``), then
+    publish once if every run succeeded.
 
     A failed collection leaves the published outputs as they were (no publish run), as a
     failed range run does; the other collections' runs still finish, so their records are
