@@ -84,11 +84,16 @@ def step_intervals(instance: dg.DagsterInstance, job: str) -> list[tuple[str, st
 
 @pytest.mark.skipif(not HUGO.is_dir(), reason="hugo-docs corpus not available")
 def test_hugo_docs_on_two_workers_publish_what_the_in_process_build_publishes(cluster, tmp_path):
-    cfg = load_config(None, content_dir=HUGO, output_dir=tmp_path / "in_process", embedder="hashing", environ={})
-    assert run_build(cfg, dg.DagsterInstance.ephemeral(), full=True).success
-
-    done = cluster.rag(*cluster.build_args(HUGO, tmp_path / "celery", "--partitions-per-run", "10"))
-    assert done.returncode == 0, done.stderr[-3000:]
+    build = cluster.rag_background(*cluster.build_args(HUGO, tmp_path / "celery", "--partitions-per-run", "10"))
+    try:
+        # The in-process build meanwhile, in this process: the workers do the other.
+        cfg = load_config(None, content_dir=HUGO, output_dir=tmp_path / "in_process", embedder="hashing", environ={})
+        assert run_build(cfg, dg.DagsterInstance.ephemeral(), full=True).success
+        _, stderr = build.communicate(timeout=600)
+    finally:
+        if build.poll() is None:
+            build.kill()
+    assert build.returncode == 0, stderr[-3000:]
 
     expected, got = published_files(tmp_path / "in_process"), published_files(tmp_path / "celery")
     assert sorted(got) == sorted(expected)
