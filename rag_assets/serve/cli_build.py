@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 import yaml
 
@@ -112,19 +113,41 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
         print("Republishing the public index without the removed collection(s)", flush=True)
     if vault_targets:
         print(f"Building {len(vault_targets)} vault(s) into the Safe and Private stores", flush=True)
+    celery = None
+    cannot_start: tuple[type[Exception], ...] = ()  # the distributed build's "no broker, no worker"
+    if args.executor not in ("in_process", "celery"):  # argparse checks the flag, not $RAG_EXECUTOR
+        print(f"rag: $RAG_EXECUTOR must be in_process or celery, not {args.executor!r}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.executor == "celery":
+        from rag_assets.defs.distributed import DistributedBuildError, load_celery_config
+
+        cannot_start = (DistributedBuildError,)
+
+        try:
+            celery = load_celery_config(Path(args.celery_config).resolve())
+        except DistributedBuildError as error:
+            print(f"rag: {error}", file=sys.stderr)
+            return EXIT_USAGE
     with cli_instance() as instance:
-        outcome = run_build(
-            cfg,
-            instance,
-            collections=targets,
-            partitions=partitions,
-            vaults=vault_targets,
-            publish=publish,
-            verbose=args.verbose,
-            on_collection=_print_collection_progress,
-            on_vault=_print_vault_progress,
-            full=True if args.force else None,
-        )
+        try:
+            outcome = run_build(
+                cfg,
+                instance,
+                collections=targets,
+                partitions=partitions,
+                vaults=vault_targets,
+                publish=publish,
+                verbose=args.verbose,
+                on_collection=_print_collection_progress,
+                on_vault=_print_vault_progress,
+                full=True if args.force else None,
+                celery=celery,
+                parallel_runs=args.parallel_runs,
+                partitions_per_run=args.partitions_per_run,
+            )
+        except cannot_start as error:
+            print(f"rag: build not started: {error}", file=sys.stderr)
+            return EXIT_FAILED
     skipped = [s for c in outcome.collections for s in c.skipped]
     if skipped:
         print(f"\nSkipped {len(skipped)} file(s):")
