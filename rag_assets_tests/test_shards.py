@@ -300,3 +300,31 @@ def test_publishing_takes_the_records_of_the_current_shard_layout_only(make_conf
     with pytest.raises(IncompleteShardsError, match="docs~0"):
         rejoin_collections(sharded(cfg, docs=2), {"docs~0": record(ShardPart(0, 3, {})), "docs~1": record(ShardPart(1, 2, {}))})
     assert [r.collection for r in rejoin_collections(sharded(cfg, docs=2), {"docs~0": leftover, "docs~1": record(ShardPart(1, 2, {}))})] == ["docs"]
+
+
+def test_an_edit_after_the_embedder_dimension_changed_re_embeds_every_shard(tmp_path: Path, capsys) -> None:
+    # Same model name, another dimension: an incremental build re-embedded only the edited
+    # shard, and publishing then refused the collection (its shards of two dimensions), build
+    # after build, since the ledger called the other shards current.
+    from rag_assets.serve.cli import main
+
+    content = tmp_path / "content"
+    for i in range(6):
+        (content / "docs").mkdir(parents=True, exist_ok=True)
+        (content / "docs" / f"d{i}.md").write_text(f"# Doc {i}\n\nwords of doc {i}.\n")
+    config = tmp_path / "rag.yaml"
+    config.write_text("embedder: {name: hashing}\nshards:\n  docs: 3\n")
+    args = ["--config", str(config), "--content-dir", str(content), "--output-dir", str(tmp_path / "out")]
+    assert main(["build", *args]) == 0
+    config.write_text("embedder: {name: hashing, hashing: {dimension: 128}}\nshards:\n  docs: 3\n")
+    (content / "docs" / "d1.md").write_text("# Doc 1\n\nedited.\n")
+    assert main(["build", *args]) == 0, capsys.readouterr().err
+    cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
+    assert orjson_dimension(cfg) == 128
+    assert main(["check", *args]) == 0
+
+
+def orjson_dimension(cfg: RagConfig) -> int:
+    import json
+
+    return json.loads(cfg.meta_path.read_text())["dimension"]
