@@ -328,3 +328,33 @@ def orjson_dimension(cfg: RagConfig) -> int:
     import json
 
     return json.loads(cfg.meta_path.read_text())["dimension"]
+
+
+def test_back_to_unsharded_never_publishes_the_record_made_before_the_collection_was_sharded(
+    tmp_path: Path, capsys
+) -> None:
+    # The plain `docs` record left from before the split holds the content of then; the ledger
+    # no longer names `docs` (its shards replaced it), and an unsharded collection missing from
+    # the ledger was trusted: a later build of another collection published that old record.
+    from rag_assets.serve.cli import main
+
+    content = tmp_path / "content"
+    (content / "docs").mkdir(parents=True)
+    (content / "posts").mkdir()
+    for i in range(6):
+        (content / "docs" / f"d{i}.md").write_text(f"# Doc {i}\n\nwords of doc {i}.\n")
+    (content / "posts" / "p.md").write_text("# Post\n\na post.\n")
+    config = tmp_path / "rag.yaml"
+    args = ["--config", str(config), "--content-dir", str(content), "--output-dir", str(tmp_path / "out")]
+    config.write_text("embedder: {name: hashing}\n")
+    assert main(["build", *args]) == 0
+    config.write_text("embedder: {name: hashing}\nshards:\n  docs: 3\n")
+    (content / "docs" / "d1.md").write_text("# Doc 1\n\nedited while sharded uqshardedx.\n")
+    assert main(["build", *args]) == 0
+    config.write_text("embedder: {name: hashing}\n")
+    assert main(["build", *args]) == 0
+    (content / "posts" / "p.md").write_text("# Post\n\nan edited post.\n")
+    assert main(["build", *args]) == 0
+    cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
+    assert "uqshardedx" in cfg.index_path.read_text()
+    assert main(["check", *args]) == 0

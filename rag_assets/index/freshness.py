@@ -149,10 +149,14 @@ def records_current(cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[
     """Whether the intermediate records the next publish loads hold the collection as it is.
 
     An unsharded collection missing from the ledger is trusted (the ledger is younger than
-    some indexes); a shard never is, since a shard count just changed has no record yet.
+    some indexes), unless the ledger names shards of it: then its plain record, if any, is
+    one left from before it was sharded, holding the content of then. A shard never is
+    trusted, since a shard count just changed has no record yet.
     """
     shards = collection_shards(cfg, snapshot.collection)
     if len(shards) == 1:
+        if resharded(cfg, snapshot.collection, indexed):
+            return False
         return indexed.get(snapshot.collection, snapshot.content_hash) == snapshot.content_hash
     return not stale_partitions(cfg, snapshot, indexed)
 
