@@ -358,3 +358,37 @@ def test_back_to_unsharded_never_publishes_the_record_made_before_the_collection
     cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
     assert "uqshardedx" in cfg.index_path.read_text()
     assert main(["check", *args]) == 0
+
+
+def test_a_build_stopped_while_writing_the_shard_records_is_completed_by_the_next_build(
+    content: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    # The ledger said every shard of the run held its new files before the IO manager had
+    # written their records: a build stopped between two record writes (a kill, a full disk)
+    # left a shard's old record under a ledger entry calling it current, and every later
+    # build republished that old record instead of re-indexing the shard.
+    from rag_assets.defs.io_managers import AtomicPickleIOManager
+    from rag_assets.serve.cli import main
+
+    config = tmp_path / "rag.yaml"
+    config.write_text("shards:\n  docs: 3\n")
+    args = ["--config", str(config), "--content-dir", str(content), "--output-dir", str(tmp_path / "out")]
+    assert main(["build", *args]) == 0
+    page = content / "docs" / "page-05.md"
+    page.write_text(page.read_text() + "\nEdited: uqstoppedx.\n")
+    shard = f"docs~{shard_index('page-05.md', 3)}"
+    original = AtomicPickleIOManager.dump_to_path
+
+    def stopped(self, context, obj, path) -> None:
+        if path.parent.name == "embeddings" and path.name == shard:
+            raise OSError("no space left on device")
+        original(self, context, obj, path)
+
+    monkeypatch.setattr(AtomicPickleIOManager, "dump_to_path", stopped)
+    assert main(["build", *args]) != 0
+    monkeypatch.setattr(AtomicPickleIOManager, "dump_to_path", original)
+    capsys.readouterr()
+    assert main(["build", *args]) == 0
+    cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
+    assert "uqstoppedx" in cfg.index_path.read_text(), capsys.readouterr().out
+    assert main(["check", *args]) == 0

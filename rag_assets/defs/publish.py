@@ -13,7 +13,7 @@ import dagster as dg
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.partitions import COLLECTIONS_PARTITION
 from rag_assets.defs.resources import RagSettings
-from rag_assets.index.freshness import FRESH_HOURS, STALE_HOURS
+from rag_assets.index.freshness import FRESH_HOURS, STALE_HOURS, record_indexed_partitions
 from rag_assets.index.rejoin import rejoin_collections
 from rag_assets.ingest.shards import collection_of
 from rag_assets.pipeline import publish_all, utc_now_iso
@@ -107,6 +107,9 @@ def publish(context: dg.AssetExecutionContext, rag: RagSettings, embeddings: dic
     (rag_assets.index.generations), so a kill at any instant leaves readers with one build's files.
     """
     cfg = rag.to_config()
+    # The records as loaded, whatever happens next: what the ledger says they hold (see
+    # record_pending_partitions; keys of another shard layout are dropped from it).
+    record_indexed_partitions(cfg, {key: record.content_hash for key, record in embeddings.items()})
     collections = all_collections(rag, embeddings)
     full = context.run.tags.get(BUILD_TAG, "full") == "full"
     published = publish_all(collections, cfg, utc_now_iso(), full_build=full)
