@@ -392,3 +392,30 @@ def test_a_build_stopped_while_writing_the_shard_records_is_completed_by_the_nex
     cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
     assert "uqstoppedx" in cfg.index_path.read_text(), capsys.readouterr().out
     assert main(["check", *args]) == 0
+
+
+def test_a_shard_record_left_from_an_earlier_layout_of_the_same_count_is_not_published(
+    content: Path, make_config, tmp_path: Path
+) -> None:
+    # 3 shards, then 2 (docs~2's record stays on disk), an edit in that shard's files, then 3
+    # again: docs~2's record is made as shard 2 of 3, so it passed for current although it
+    # holds the files of before the edit. Materialising the other shards and publishing (the
+    # UI's way) published it: the edit was lost.
+    three = sharded(make_config(content, output_dir=tmp_path / "out"), docs=3)
+    stem = next(f"page-{i:02d}" for i in range(20) if shard_index(f"page-{i:02d}.md", 3) == 2 and i % 3)
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert run_build(three, instance).success
+        assert run_build(sharded(three, docs=2), instance).success
+        page = content / "docs" / f"{stem}.md"
+        page.write_text(page.read_text() + "\nEdited: uqlayoutx.\n")
+        sync_partitions(instance, three)
+        defs = build_definitions(three)
+        for key in ("docs~0", "docs~1"):
+            assert run_job(defs, instance, INDEX_COLLECTION_JOB, key).success
+        for _ in range(2):  # and a refusal is not forgotten by the next publish
+            published = run_job(defs, instance, PUBLISH_JOB)
+            assert not published.success or "uqlayoutx" in three.index_path.read_text()
+        assert check_public_outputs(three).ok
+        # rag build re-indexes the shard and publishes the edit.
+        assert run_build(three, instance, partitions=detect_changes(three).changed[0].partitions).success
+        assert "uqlayoutx" in three.index_path.read_text()
