@@ -300,3 +300,122 @@ def test_publishing_takes_the_records_of_the_current_shard_layout_only(make_conf
     with pytest.raises(IncompleteShardsError, match="docs~0"):
         rejoin_collections(sharded(cfg, docs=2), {"docs~0": record(ShardPart(0, 3, {})), "docs~1": record(ShardPart(1, 2, {}))})
     assert [r.collection for r in rejoin_collections(sharded(cfg, docs=2), {"docs~0": leftover, "docs~1": record(ShardPart(1, 2, {}))})] == ["docs"]
+
+
+def test_an_edit_after_the_embedder_dimension_changed_re_embeds_every_shard(tmp_path: Path, capsys) -> None:
+    # Same model name, another dimension: an incremental build re-embedded only the edited
+    # shard, and publishing then refused the collection (its shards of two dimensions), build
+    # after build, since the ledger called the other shards current.
+    from rag_assets.serve.cli import main
+
+    content = tmp_path / "content"
+    for i in range(6):
+        (content / "docs").mkdir(parents=True, exist_ok=True)
+        (content / "docs" / f"d{i}.md").write_text(f"# Doc {i}\n\nwords of doc {i}.\n")
+    config = tmp_path / "rag.yaml"
+    config.write_text("embedder: {name: hashing}\nshards:\n  docs: 3\n")
+    args = ["--config", str(config), "--content-dir", str(content), "--output-dir", str(tmp_path / "out")]
+    assert main(["build", *args]) == 0
+    config.write_text("embedder: {name: hashing, hashing: {dimension: 128}}\nshards:\n  docs: 3\n")
+    (content / "docs" / "d1.md").write_text("# Doc 1\n\nedited.\n")
+    assert main(["build", *args]) == 0, capsys.readouterr().err
+    cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
+    assert orjson_dimension(cfg) == 128
+    assert main(["check", *args]) == 0
+
+
+def orjson_dimension(cfg: RagConfig) -> int:
+    import json
+
+    return json.loads(cfg.meta_path.read_text())["dimension"]
+
+
+def test_back_to_unsharded_never_publishes_the_record_made_before_the_collection_was_sharded(
+    tmp_path: Path, capsys
+) -> None:
+    # The plain `docs` record left from before the split holds the content of then; the ledger
+    # no longer names `docs` (its shards replaced it), and an unsharded collection missing from
+    # the ledger was trusted: a later build of another collection published that old record.
+    from rag_assets.serve.cli import main
+
+    content = tmp_path / "content"
+    (content / "docs").mkdir(parents=True)
+    (content / "posts").mkdir()
+    for i in range(6):
+        (content / "docs" / f"d{i}.md").write_text(f"# Doc {i}\n\nwords of doc {i}.\n")
+    (content / "posts" / "p.md").write_text("# Post\n\na post.\n")
+    config = tmp_path / "rag.yaml"
+    args = ["--config", str(config), "--content-dir", str(content), "--output-dir", str(tmp_path / "out")]
+    config.write_text("embedder: {name: hashing}\n")
+    assert main(["build", *args]) == 0
+    config.write_text("embedder: {name: hashing}\nshards:\n  docs: 3\n")
+    (content / "docs" / "d1.md").write_text("# Doc 1\n\nedited while sharded uqshardedx.\n")
+    assert main(["build", *args]) == 0
+    config.write_text("embedder: {name: hashing}\n")
+    assert main(["build", *args]) == 0
+    (content / "posts" / "p.md").write_text("# Post\n\nan edited post.\n")
+    assert main(["build", *args]) == 0
+    cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
+    assert "uqshardedx" in cfg.index_path.read_text()
+    assert main(["check", *args]) == 0
+
+
+def test_a_build_stopped_while_writing_the_shard_records_is_completed_by_the_next_build(
+    content: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    # The ledger said every shard of the run held its new files before the IO manager had
+    # written their records: a build stopped between two record writes (a kill, a full disk)
+    # left a shard's old record under a ledger entry calling it current, and every later
+    # build republished that old record instead of re-indexing the shard.
+    from rag_assets.defs.io_managers import AtomicPickleIOManager
+    from rag_assets.serve.cli import main
+
+    config = tmp_path / "rag.yaml"
+    config.write_text("shards:\n  docs: 3\n")
+    args = ["--config", str(config), "--content-dir", str(content), "--output-dir", str(tmp_path / "out")]
+    assert main(["build", *args]) == 0
+    page = content / "docs" / "page-05.md"
+    page.write_text(page.read_text() + "\nEdited: uqstoppedx.\n")
+    shard = f"docs~{shard_index('page-05.md', 3)}"
+    original = AtomicPickleIOManager.dump_to_path
+
+    def stopped(self, context, obj, path) -> None:
+        if path.parent.name == "embeddings" and path.name == shard:
+            raise OSError("no space left on device")
+        original(self, context, obj, path)
+
+    monkeypatch.setattr(AtomicPickleIOManager, "dump_to_path", stopped)
+    assert main(["build", *args]) != 0
+    monkeypatch.setattr(AtomicPickleIOManager, "dump_to_path", original)
+    capsys.readouterr()
+    assert main(["build", *args]) == 0
+    cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
+    assert "uqstoppedx" in cfg.index_path.read_text(), capsys.readouterr().out
+    assert main(["check", *args]) == 0
+
+
+def test_a_shard_record_left_from_an_earlier_layout_of_the_same_count_is_not_published(
+    content: Path, make_config, tmp_path: Path
+) -> None:
+    # 3 shards, then 2 (docs~2's record stays on disk), an edit in that shard's files, then 3
+    # again: docs~2's record is made as shard 2 of 3, so it passed for current although it
+    # holds the files of before the edit. Materialising the other shards and publishing (the
+    # UI's way) published it: the edit was lost.
+    three = sharded(make_config(content, output_dir=tmp_path / "out"), docs=3)
+    stem = next(f"page-{i:02d}" for i in range(20) if shard_index(f"page-{i:02d}.md", 3) == 2 and i % 3)
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert run_build(three, instance).success
+        assert run_build(sharded(three, docs=2), instance).success
+        page = content / "docs" / f"{stem}.md"
+        page.write_text(page.read_text() + "\nEdited: uqlayoutx.\n")
+        sync_partitions(instance, three)
+        defs = build_definitions(three)
+        for key in ("docs~0", "docs~1"):
+            assert run_job(defs, instance, INDEX_COLLECTION_JOB, key).success
+        for _ in range(2):  # and a refusal is not forgotten by the next publish
+            published = run_job(defs, instance, PUBLISH_JOB)
+            assert not published.success or "uqlayoutx" in three.index_path.read_text()
+        assert check_public_outputs(three).ok
+        # rag build re-indexes the shard and publishes the edit.
+        assert run_build(three, instance, partitions=detect_changes(three).changed[0].partitions).success
+        assert "uqlayoutx" in three.index_path.read_text()

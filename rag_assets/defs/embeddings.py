@@ -8,7 +8,7 @@ from rag_assets.defs.content import shard_metadata
 from rag_assets.defs.ranges import SINGLE_RUN, for_each_partition, throttled
 from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.embed.cache import EmbeddingCache
-from rag_assets.index.freshness import record_indexed_partitions
+from rag_assets.index.freshness import record_pending_partitions
 from rag_assets.index.index_json import read_meta
 from rag_assets.ingest.shards import shard_for_key
 from rag_assets.pipeline import EmbeddingStats, embed_collection
@@ -80,9 +80,10 @@ def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.A
             close = getattr(model, "close", None)
             if close:
                 close()
-        # Only once every collection of the run is embedded: the IO manager writes the records
-        # right after this step, all or none, and the ledger must not run ahead of them.
-        record_indexed_partitions(cfg, {key: record.content_hash for key, record in embedded.items()})
+        # The IO manager writes the records after this step, one file at a time: until the
+        # publish that loads them notes what they hold, they are pending, so a build stopped
+        # between two writes re-indexes the partitions instead of trusting their old records.
+        record_pending_partitions(cfg, embedded)
         return embedded
 
     return [embeddings]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import Iterable
 
 import orjson
 
@@ -149,10 +150,14 @@ def records_current(cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[
     """Whether the intermediate records the next publish loads hold the collection as it is.
 
     An unsharded collection missing from the ledger is trusted (the ledger is younger than
-    some indexes); a shard never is, since a shard count just changed has no record yet.
+    some indexes), unless the ledger names shards of it: then its plain record, if any, is
+    one left from before it was sharded, holding the content of then. A shard never is
+    trusted, since a shard count just changed has no record yet.
     """
     shards = collection_shards(cfg, snapshot.collection)
     if len(shards) == 1:
+        if resharded(cfg, snapshot.collection, indexed):
+            return False
         return indexed.get(snapshot.collection, snapshot.content_hash) == snapshot.content_hash
     return not stale_partitions(cfg, snapshot, indexed)
 
@@ -185,6 +190,18 @@ def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str
     age = ((now or dt.datetime.now(dt.timezone.utc)) - built).total_seconds()
     hours = age / 3600
     return ("Fresh" if hours < FRESH_HOURS else "Stale" if hours <= STALE_HOURS else "Old"), max(age, 0.0)
+
+
+# The ledger's entry for a partition whose new record is being written: no content hash equals
+# it, so a build stopped before the record is on disk (killed, disk full) re-indexes the
+# partition instead of trusting the record left from before.
+PENDING = "pending"
+
+
+def record_pending_partitions(cfg: RagConfig, keys: Iterable[str]) -> None:
+    """Mark the partitions whose records a run is about to write (see :data:`PENDING`); the
+    publish that loads the written records then notes what they hold."""
+    record_indexed_partitions(cfg, {key: PENDING for key in keys})
 
 
 def record_indexed_partitions(cfg: RagConfig, hashes: dict[str, str]) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -29,13 +29,17 @@ class IncompleteShardsError(ValueError):
     """Some shards of a collection have no current record: publishing it would lose files."""
 
 
-def rejoin_collections(cfg: RagConfig, records: Mapping[str, EmbeddedCollection]) -> list[EmbeddedCollection]:
+def rejoin_collections(
+    cfg: RagConfig, records: Mapping[str, EmbeddedCollection], ledger: Collection[str] | None = None
+) -> list[EmbeddedCollection]:
     """One record per collection, in name order, from ``{partition key: record}``.
 
     A collection with no record at all (never built) is left out, as an unbuilt unsharded
     collection is. One with only some of its shards current (a shard never built, or built
     under another shard count) is refused: publishing it would drop the other shards' files,
-    and the previous outputs stay.
+    and the previous outputs stay. ``ledger``, the partitions the indexed ledger names (see
+    rag_assets.index.freshness), tells a current record from one left by an earlier layout of
+    the same count (3 shards, then 2, then 3 again: ``docs~2``'s record is of the first 3).
     """
     by_collection: dict[str, dict[str, EmbeddedCollection]] = defaultdict(dict)
     for key, record in records.items():
@@ -46,7 +50,11 @@ def rejoin_collections(cfg: RagConfig, records: Mapping[str, EmbeddedCollection]
         shards = collection_shards(cfg, name)
         # Records under keys of another shard count (partitions not yet synced away) are not
         # the collection's; records under the current keys but made under another count are stale.
-        current = {s.key: parts[s.key] for s in shards if s.key in parts and _made_as(parts[s.key], s)}
+        current = {
+            s.key: parts[s.key]
+            for s in shards
+            if s.key in parts and _made_as(parts[s.key], s) and _in_ledger(s, ledger)
+        }
         missing = [s.key for s in shards if s.key not in current]
         if missing:
             raise IncompleteShardsError(
@@ -56,6 +64,13 @@ def rejoin_collections(cfg: RagConfig, records: Mapping[str, EmbeddedCollection]
         records_in_order = [current[s.key] for s in shards]
         joined.append(records_in_order[0] if len(shards) == 1 else rejoin(name, records_in_order))
     return joined
+
+
+def _in_ledger(shard: Shard, ledger: Collection[str] | None) -> bool:
+    """Whether the ledger names the shard. A layout change drops the other layout's entries
+    from it, so a shard's record it does not name was made before the last change (as with
+    freshness.records_current, an unsharded collection is trusted without an entry)."""
+    return ledger is None or not shard.sharded or shard.key in ledger
 
 
 def _made_as(record: EmbeddedCollection, shard: Shard) -> bool:

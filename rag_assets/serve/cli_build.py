@@ -100,11 +100,13 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     selection = select_embedder(cfg.embedding)
     print(f"Embedder: {selection.provider}, {selection.embedder.model} ({selection.reason})")
     published = index_json.read_meta(cfg.meta_path)
-    if args.collection and published and published.get("model") != selection.embedder.model:
-        # One index, one model: a partial build with another model would mix them.
+    if targets and _model_changed(published, selection.embedder):
+        # One index, one model: a partial build with another model (or the same model at another
+        # dimension) would mix them, also within a sharded collection, whose untouched shards the
+        # ledger calls current.
         print(
-            f"note: the index was built with {published.get('model')}; switching to {selection.embedder.model} "
-            "re-embeds every collection"
+            f"note: the index was built with {published.get('model')} ({published.get('dimension')}); switching to "
+            f"{selection.embedder.model} ({selection.embedder.dimension}) re-embeds every collection"
         )
         targets, partitions = list(discovery.collections), None
     if targets:
@@ -164,6 +166,13 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     print(f"Built in {outcome.seconds:.1f}s\n")
     _print_status(cfg)
     return EXIT_FAILED if outcome.failed_checks else EXIT_OK
+
+
+def _model_changed(published: dict | None, embedder) -> bool:
+    """Whether the published index was embedded with another model or dimension than ``embedder``."""
+    if not published:
+        return False
+    return (published.get("model"), published.get("dimension")) != (embedder.model, embedder.dimension)
 
 
 def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool, list[str] | None] | None:
