@@ -60,8 +60,9 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0 if task in ("help", "-h", "--help") else 2
     # The tests also need the postgres extra (small: dagster-postgres, psycopg2-binary): the
-    # Dagster instance tests run on PostgreSQL as well as on SQLite.
-    ensure_venv("dev,postgres" if task == "test" else "dev")
+    # Dagster instance tests run on PostgreSQL as well as on SQLite; and the distributed (Celery
+    # workers) and k8s (the Kubernetes configuration is validated) extras.
+    ensure_venv("dev,postgres,distributed,k8s" if task == "test" else "dev")
     if task == "build":
         return run(str(BIN / "rag"), "build", *rest, env=dagster_home())
     if task == "test":

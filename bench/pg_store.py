@@ -2,7 +2,7 @@
 """The PostgreSQL + pgvector tier store against the SQLite path: sync time, hybrid query p50
 (HNSW and exact), HNSW recall@10 against exact search, peak memory.
 
-    .venv/bin/python bench/pg_store.py [--sizes 20000] [--queries 100] [--url postgresql://...] [--cache-dir DIR]
+    .venv/bin/python bench/pg_store.py [--sizes 20000] [--queries 100] [--hnsw 16,64] [--url postgresql://...] [--cache-dir DIR]
 
 Store: bench/search.py's synthetic chunks (Hugo-docs windows plus Zipf words, 5 per
 document, 5 collections), re-embedded with the hashing embedder (384 dimensions), written
@@ -144,6 +144,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[20000])
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--url", help="a PostgreSQL server with pgvector (default: an embedded one)")
+    parser.add_argument("--hnsw", default="16,64", help="the HNSW index's m,ef_construction (default: 16,64)")
     parser.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "rag-bench-search")
     parser.add_argument("--child", choices=("sqlite", "hnsw", "exact"), help=argparse.SUPPRESS)
     parser.add_argument("--store", help=argparse.SUPPRESS)
@@ -161,16 +162,17 @@ def main() -> None:
             with closing(__import__("psycopg").connect(url, autocommit=True)) as conn:
                 conn.execute("DROP SCHEMA IF EXISTS rag_public CASCADE")
             t0 = time.perf_counter()
-            first = pg_sync.sync_tier(url, "public", store_path)
+            hnsw = tuple(int(x) for x in args.hnsw.split(","))
+            first = pg_sync.sync_tier(url, "public", store_path, hnsw)
             sync_s = time.perf_counter() - t0
             t0 = time.perf_counter()
-            again = pg_sync.sync_tier(url, "public", store_path)
+            again = pg_sync.sync_tier(url, "public", store_path, hnsw)
             resync_s = time.perf_counter() - t0
             assert first.chunks_written == n and again.chunks_written == 0
             store_path.with_name("mirror.db").unlink(missing_ok=True)
             rows = {kind: run_child(kind, store_path, url, args.queries) for kind in ("sqlite", "hnsw", "exact")}
             same = sum(a == b for a, b in zip(rows["sqlite"]["tops"], rows["hnsw"]["tops"]))
-            print(f"\n{n:,} chunks (hashing, 384 d): first sync {sync_s:.1f} s (COPY + HNSW build), no-op re-sync {resync_s:.2f} s")
+            print(f"\n{n:,} chunks (hashing, 384 d), HNSW m {hnsw[0]} ef_construction {hnsw[1]}: first sync {sync_s:.1f} s (COPY + HNSW build), no-op re-sync {resync_s:.2f} s")
             print(f"{'path':<34} {'load s':>7} {'p50 ms':>8} {'p95 ms':>8} {'peak RSS MB':>12}")
             for kind, label in (("sqlite", "SQLite (SearchIndex, memory BM25)"), ("hnsw", "PostgreSQL, HNSW (ef_search 400)"),
                                 ("exact", "PostgreSQL, exact (no index)")):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from rag_assets.index.vector_codec import FILE_ENCODINGS
 from rag_assets.index.vector_file import VECTORS_NAME, render_vector_file, vectors_entry
 from rag_assets.ingest.chunking import chunk_document
 from rag_assets.ingest.doc_cache import DocumentCache
+from rag_assets.ingest.shards import Shard
 from rag_assets.ingest.sources import overall_content_hash
 from rag_assets.records import (
     Chunk,
@@ -57,13 +58,16 @@ def chunk_collection(
         documents.append(replace(doc, body=""))
     if cache is not None:
         cache.store(fresh)
-        cache.prune(parsed.collection, {d.path for d in parsed.documents})
+        # A shard forgets only its own departed files: the other shards' ones are not its to judge.
+        shard = Shard(parsed.collection, parsed.shard.index, parsed.shard.count) if parsed.shard else None
+        cache.prune(parsed.collection, {d.path for d in parsed.documents}, shard.holds if shard else None)
     return ChunkedCollection(
         collection=parsed.collection,
         content_hash=parsed.content_hash,
         documents=documents,
         chunks=chunks,
         skipped=list(parsed.skipped),
+        shard=parsed.shard,
     )
 
 
@@ -157,6 +161,7 @@ def embed_collection(
         skipped=list(chunked.skipped),
         provider=provider or getattr(embedder, "provider", "custom"),
         failed_chunk_ids=[chunked.chunks[i].id for i in failed],
+        shard=chunked.shard,
     )
     return embedded, stats
 
@@ -308,10 +313,6 @@ def _write_vector_file(
     payload = render_vector_file(matrix, gen.id)
     (gen.folder / VECTORS_NAME).write_bytes(payload)
     return vectors_entry(payload)
-
-
-def ordered(collections: Mapping[str, EmbeddedCollection]) -> list[EmbeddedCollection]:
-    return [collections[name] for name in sorted(collections)]
 
 
 @dataclass(frozen=True)

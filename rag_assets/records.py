@@ -74,6 +74,20 @@ class Chunk:
         }
 
 
+@dataclass(frozen=True)
+class ShardPart:
+    """Which shard of its collection a record holds (see rag_assets.ingest.shards).
+
+    ``hash_entries`` are the shard's files' hashes (and skip markers): the union over the
+    shards gives the collection's own content hash, so the rejoined collection publishes
+    exactly what it would unsharded.
+    """
+
+    index: int
+    count: int
+    hash_entries: dict[str, str]
+
+
 @dataclass
 class CollectionSnapshot:
     """The files of one collection at one moment, and their combined hash."""
@@ -99,6 +113,7 @@ class ParsedCollection:
     # Chunks of documents reused unchanged from the previous build, by document path;
     # those documents were not read again and carry an empty body.
     cached_chunks: dict[str, list[Chunk]] = field(default_factory=dict)
+    shard: ShardPart | None = None  # None: the whole collection
 
 
 @dataclass
@@ -110,6 +125,7 @@ class ChunkedCollection:
     documents: list[Document]
     chunks: list[Chunk]
     skipped: list[SkippedFile] = field(default_factory=list)
+    shard: ShardPart | None = None
 
 
 @dataclass
@@ -127,3 +143,4 @@ class EmbeddedCollection:
     provider: str = "hashing"
     # Chunks whose batch failed: left out of `chunks` and `vectors`, retried on the next run.
     failed_chunk_ids: list[str] = field(default_factory=list)
+    shard: ShardPart | None = None

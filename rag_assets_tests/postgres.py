@@ -8,11 +8,12 @@ under CI (``CI`` set), where that is a failure: CI must run them.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import socket
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,24 +26,33 @@ PG_PORT = int(os.environ.get("RAG_TEST_PG_PORT", "5432"))
 PG_ENV = ("DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_DB", "DAGSTER_PG_USER", "DAGSTER_PG_PASSWORD")
 
 
-def unavailable(reason: str) -> None:
+def unavailable(reason: str, ci_provides: str = f"runs PostgreSQL on {PG_HOST}:{PG_PORT} and installs the postgres extra") -> None:
     """Skip on a laptop without the service; fail under CI, where the service always runs."""
     if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI runs PostgreSQL on {PG_HOST}:{PG_PORT} and installs the postgres extra)")
+        pytest.fail(f"{reason} (CI {ci_provides})")
     pytest.skip(reason)
+
+
+def require_service(modules: Sequence[str], extra: str, service: str, host: str, port: int) -> None:
+    """``modules`` import (the ``extra`` is installed) and ``service`` answers on host:port; else skip
+    with the reason, or fail under CI, which provides both."""
+    ci_provides = f"runs {service} on {host}:{port} and installs the {extra} extra"
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    except ImportError as exc:
+        unavailable(f"the {extra} extra is not installed ({exc.name}): pip install -e '.[dev,{extra}]'", ci_provides)
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except OSError as exc:
+        unavailable(f"no {service} server answers on {host}:{port} ({exc})", ci_provides)
 
 
 def require_postgres():
     """The psycopg2 module, once the extra is installed and the server answers."""
-    try:
-        import dagster_postgres  # noqa: F401
-        import psycopg2
-    except ImportError as exc:
-        unavailable(f"the postgres extra is not installed ({exc.name}): pip install -e '.[dev,postgres]'")
-    try:
-        socket.create_connection((PG_HOST, PG_PORT), timeout=2).close()
-    except OSError as exc:
-        unavailable(f"no PostgreSQL server answers on {PG_HOST}:{PG_PORT} ({exc})")
+    require_service(("dagster_postgres", "psycopg2"), "postgres", "PostgreSQL", PG_HOST, PG_PORT)
+    import psycopg2
+
     return psycopg2
 
 

@@ -276,3 +276,19 @@ def test_a_link_cannot_send_the_visitors_queries_to_another_host(write_tree, tmp
             assert titles == ["Alpha"]  # unreachable or refused endpoint: BM25 alone still answers
     assert "192.0.2.1" not in hosts  # the foreign endpoint was never asked
     assert "127.0.0.1:9" in hosts  # this machine's endpoint was (and, unreachable, fell back)
+
+
+def test_refresh_fetches_a_vector_file_again_after_it_could_not_be_fetched(write_tree, tmp_path, page):
+    """A vector file the page could not fetch (a 503 on each of the 3 attempts: a restarting
+    server, a flaky network) left the search at BM25 for good: refresh() saw the same sidecar
+    and fetched nothing, so only the next build brought the vectors back."""
+    cfg = build(write_tree(SMALL_TREE), tmp_path / "out", "int16-bin")
+    search = "window.ragSearch.search('zfs snapshots', {k: 1}).then((r) => [r.mode, r.vectorProblem || null])"
+    with static_server(cfg.public_dir) as url:
+        page.route("**/embeddings-vectors.bin*", lambda route: route.fulfill(status=503, body="busy"))
+        open_search(page, url)
+        mode, problem = page.evaluate(search)
+        assert mode == "bm25" and "503" in problem
+        page.unroute("**/embeddings-vectors.bin*")
+        page.evaluate("window.ragSearch.refresh()")
+        assert page.evaluate(search) == ["hybrid", None]

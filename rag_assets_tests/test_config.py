@@ -249,7 +249,7 @@ def every_field_config(tmp_path: Path) -> RagConfig:
     (tmp_path / "site" / "ids.json").parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / "site" / "ids.json").write_text("{}")
     text = (
-        "collections: [a]\nweights: {a: 2.5}\nchunking: {target_words: 300, overlap_words: 20, min_words: 50}\n"
+        "collections: [a]\nweights: {a: 2.5}\nshards: {a: 3}\nchunking: {target_words: 300, overlap_words: 20, min_words: 50}\n"
         "embedder: {name: hashing, batch_size: 7, ollama: {host: 'http://127.0.0.1:1'}, hashing: {dimension: 64}}\n"
         "vaults:\n  - {name: notes, path: content/vaults/notes, tier: safe}\n  - {name: me, path: content/vaults/me}\n"
         "identity_map: ids.json\nprivate_tier: {embedder: hashing, allowed_hosts: [gpu.lan]}\nvector_decimals: 4\n"
@@ -283,6 +283,7 @@ def test_an_asset_sees_what_the_cli_sees(tmp_path):
     got = seen["cfg"]
     assert got.vaults == cfg.vaults and got.identity_map_path == tmp_path / "site" / "ids.json"
     assert got.collections == ("a",) and got.follow_symlinks is True and got.max_file_bytes == 1234
+    assert got.collection_shards == {"a": 3}
     assert got.reranker.name == "http" and got.reranker.top_n == 7
     assert got.evaluation.questions == (tmp_path / "site" / "qs.jsonl",) and got.evaluation.hit_at_5_floor == 0.7
     assert got == cfg

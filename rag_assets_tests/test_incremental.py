@@ -364,6 +364,31 @@ def assert_nothing_left_of(cfg: RagConfig, gone_docs: set[str], gone_tokens: set
 )
 @given(ops=operations)
 def test_incremental_build_publishes_what_a_full_rebuild_publishes(tmp_path: Path, ops: list[tuple[str, int, int]]) -> None:
+    check_incremental_equals_full(tmp_path, ops, SMALL_CHUNKS_YAML)
+
+
+# Sharded collections (posts and docs from the start, guides when an example adds it): the
+# incremental build re-indexes the shards of what changed and publishing rejoins them.
+SHARDED_YAML = SMALL_CHUNKS_YAML + "shards:\n  posts: 2\n  docs: 3\n  guides: 2\n"
+
+
+@settings(
+    max_examples=3,  # each example is two builds; the unsharded test above explores more
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+@given(ops=operations)
+def test_incremental_build_of_sharded_collections_publishes_what_a_full_rebuild_publishes(
+    tmp_path: Path, ops: list[tuple[str, int, int]]
+) -> None:
+    check_incremental_equals_full(tmp_path, ops, SHARDED_YAML)
+    records = tmp_path / "template" / "inc" / "data" / "intermediate" / "embeddings"
+    assert sorted(p.name for p in records.iterdir()) == ["docs~0", "docs~1", "docs~2", "journal", "posts~0", "posts~1"]
+
+
+def check_incremental_equals_full(tmp_path: Path, ops: list[tuple[str, int, int]], config_yaml: str) -> None:
+    """Apply ``ops`` to the initial tree, build incrementally and from scratch, compare."""
     # The first build of the initial tree is the same for every example: made once, then copied
     # (content and outputs, mtimes kept, so the stat cache stays valid) into each example's folder.
     template = tmp_path / "template"
@@ -371,7 +396,7 @@ def test_incremental_build_publishes_what_a_full_rebuild_publishes(tmp_path: Pat
         seed_tree = ContentTree(template / "content")
         seed_tree.seed_initial()
         config = template / "rag.yaml"
-        config.write_text(SMALL_CHUNKS_YAML)
+        config.write_text(config_yaml)
         assert main(["build", *cli_args(template / "content", template / "inc", config)]) == 0
     with tempfile.TemporaryDirectory(prefix="rag-incremental-") as tmp:
         tmp_dir = Path(tmp)

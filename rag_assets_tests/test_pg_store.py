@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
 import pytest
 
 from rag_assets.config import ConfigError, VaultConfig, load_config
@@ -121,6 +122,23 @@ def test_the_schemas_hold_the_stores_rows_with_their_indexes(built):
     with store.connect(lite.store_path("public"), readonly=True) as conn:
         blob = conn.execute("SELECT embedding FROM chunks WHERE id = ?", (chunk_id,)).fetchone()[0]
     assert vector.to_numpy().tobytes() == blob
+
+
+def test_hnsw_mode_scans_the_index_and_exact_mode_does_not(built):
+    """The planner prefers an exact scan of a small store at a high ef_search; HNSW mode must not."""
+    _, pg, _ = built
+    query = np.ones(384, dtype=np.float32)  # the hashing model's dimension
+    hnsw = open_index(pg, "public", log_searches=False)
+    exact = open_index(pg, "public", log_searches=False, exact=True)
+    try:
+        assert "Index Scan using chunks_embedding_hnsw" in hnsw.query_plan(query, 200)
+        # A filter down to a few documents reads their chunks by the document index (exact, and cheap).
+        assert "chunks_document" in hnsw.query_plan(query, 200, ["posts/restic-offsite-backups"])
+        assert "chunks_embedding_hnsw" not in exact.query_plan(query, 200)
+        assert len(hnsw.nearest_ids(query, 10)) == 10
+    finally:
+        hnsw.close()
+        exact.close()
 
 
 def test_rag_search_and_rag_serve_read_postgres(built, monkeypatch, capsys):

@@ -407,6 +407,7 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         embedding=embedder_settings(model.embedder),
         collections=tuple(model.collections) if model.collections is not None else None,
         collection_weights={**DEFAULT_COLLECTION_WEIGHTS, **model.weights},
+        collection_shards=dict(model.shards),
         chunking=chunking_params(model.chunking),
         vaults=vaults,
         # The provider sections (hosts, models) are shared with the main embedder; only the

@@ -39,6 +39,10 @@ DEFAULT_COLLECTION_WEIGHTS: dict[str, float] = {
 # Dagster rejects partition keys containing these (see dagster's INVALID_PARTITION_SUBSTRINGS);
 # ',' and '|' are kept out as well because Dagster uses them to join keys in ranges and tags.
 FORBIDDEN_PARTITION_SUBSTRINGS = ("...", ",", "|", "\a", "\b", "\f", "\n", "\r", "\t", "\v", "\0")
+# A sharded collection's partitions are `<collection>~<shard>`; a folder named with it could
+# pass for another collection's shard.
+SHARD_MARK = "~"
+MAX_SHARDS = 1024
 
 
 
@@ -291,6 +295,20 @@ class LlmSection(_Section):
     ollama: LlmOllamaSection = Field(default_factory=LlmOllamaSection)
 
 
+def shard_mark_problem(name: str) -> str | None:
+    """Why a folder name cannot be a collection because of the shard mark, or None."""
+    if SHARD_MARK in name:
+        return f"folder name contains {SHARD_MARK!r}, which marks the shards of a sharded collection; rename the folder"
+    return None
+
+
+def _shardable_name(name: str) -> str:
+    reason = invalid_collection_reason(name) or shard_mark_problem(name)
+    if reason:
+        raise ValueError(f"{name!r} cannot be a collection: {reason}")
+    return name
+
+
 def _vault_name(value: str) -> str:
     reason = invalid_collection_reason(value)
     if reason:
@@ -410,6 +428,11 @@ class ConfigFile(_Section):
     collections: Optional[list[FolderName]] = Field(None, description="Default: every folder of content_dir.")
     # Merged over DEFAULT_COLLECTION_WEIGHTS: listing one collection keeps the others' weights.
     weights: dict[FolderName, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    # Shards per collection (default 1): each shard is its own partition, so one large
+    # collection spreads over several runs or workers. Like `weights`, a name without a folder is harmless.
+    shards: dict[
+        Annotated[FolderName, AfterValidator(_shardable_name)], Annotated[int, Field(ge=1, le=MAX_SHARDS, strict=True)]
+    ] = Field(default_factory=dict)
     chunking: ChunkingSection = Field(default_factory=ChunkingSection)
     embedder: Annotated[EmbedderSection, BeforeValidator(_embedder_shorthand)] = Field(default_factory=EmbedderSection)
     vaults: Annotated[list[VaultSection], AfterValidator(_unique_vault_names)] = Field(default_factory=list)

@@ -50,6 +50,7 @@ def config_from_dict(data: Mapping[str, Any]) -> RagConfig:
         "private_embedding": _embedding_from_dict,
         "collections": lambda v: tuple(v) if v is not None else None,
         "collection_weights": dict,
+        "collection_shards": dict,
         "chunking": lambda v: ChunkingParams(**v),
         "vaults": lambda v: tuple(VaultConfig(e["name"], Path(e["path"]), e["tier"]) for e in v),
         "private_hosts": tuple,
@@ -98,6 +99,7 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
         "output_dir": str(cfg.output_dir),
         "collections": list(cfg.collections) if cfg.collections is not None else None,
         "weights": dict(cfg.collection_weights),
+        "shards": dict(cfg.collection_shards),
         "chunking": asdict(cfg.chunking),
         "embedder": {
             "name": e.name,

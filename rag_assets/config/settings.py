@@ -249,6 +249,8 @@ class RagConfig:
         default_factory=lambda: dict(DEFAULT_COLLECTION_WEIGHTS)
     )
     chunking: ChunkingParams = field(default_factory=lambda: chunking_params(_FILE_DEFAULTS.chunking))
+    # Shards of the collections split into several partitions; a collection not listed has one.
+    collection_shards: Mapping[str, int] = field(default_factory=dict)
     vaults: tuple[VaultConfig, ...] = ()
     # The Private tier embeds only locally (Ollama on loopback or a listed host, the local
     # model, hashing); `private_hosts` lists the non-loopback Ollama hosts trusted with it.
@@ -344,6 +346,10 @@ class RagConfig:
         if tier == "safe":
             return tuple(v for v in self.vaults if v.tier == "safe")
         return ()
+
+    def shard_count(self, collection: str) -> int:
+        """How many shards (partitions) the collection is split into; 1 unless ``shards:`` says more."""
+        return self.collection_shards.get(collection, 1)
 
     def vault(self, name: str) -> VaultConfig:
         for v in self.vaults:

@@ -1,9 +1,12 @@
 """Per-collection assets: hash the files, parse them, chunk them.
 
 Each runs once per build over the range of collection partitions (see defs/ranges.py):
-it takes and returns ``{collection: record}`` and gives every partition its own metadata.
+it takes and returns ``{partition: record}`` and gives every partition its own metadata.
+A partition is a collection, or one shard of a sharded collection (``docs~0``; see
+rag_assets/ingest/shards.py), whose records hold only that shard's files.
 """
 
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
@@ -14,12 +17,18 @@ from rag_assets.defs.resources import RagSettings
 from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.ingest.doc_cache import DocumentCache
 from rag_assets.ingest.parsing import parse_collection
-from rag_assets.ingest.sources import StatCache, snapshot_collection
+from rag_assets.ingest.shards import Shard, shard_for_key, shard_part, snapshot_shard
+from rag_assets.ingest.sources import StatCache
 from rag_assets.pipeline import chunk_collection
 from rag_assets.records import ChunkedCollection, CollectionSnapshot, ParsedCollection
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
 GROUP = "collections"
+
+
+def shard_metadata(shard: Shard) -> dict:
+    """A shard partition's place in the UI: its collection and which shard it is (none unsharded)."""
+    return {"collection": shard.collection, "shard": shard.label()} if shard.sharded else {}
 
 
 def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
@@ -36,11 +45,13 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
         full = context.run.tags.get(BUILD_TAG) == "full"
         stat_cache = StatCache(cfg.stat_cache_path, trust=not full)
 
-        def one(collection: str) -> tuple[CollectionSnapshot, dict]:
-            snapshot = snapshot_collection(cfg.content_dir, collection, stat_cache, policy=collection_policy(cfg))
+        def one(key: str) -> tuple[CollectionSnapshot, dict]:
+            shard = shard_for_key(cfg, key)
+            snapshot = snapshot_shard(cfg.content_dir, shard, stat_cache, collection_policy(cfg))
             if not Path(snapshot.root).is_dir():
-                context.log.warning(f"[{collection}] folder {snapshot.root} does not exist; the collection is empty")
+                context.log.warning(f"[{key}] folder {snapshot.root} does not exist; the collection is empty")
             return snapshot, {
+                **shard_metadata(shard),
                 "content_hash": snapshot.content_hash,
                 "files": len(snapshot.files),
                 "total_size": human_bytes(snapshot.total_bytes),
@@ -61,17 +72,26 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
         cfg = rag.to_config()
         cache = DocumentCache(cfg.document_cache_path, cfg.chunking)
 
-        def one(collection: str) -> tuple[ParsedCollection, dict]:
-            snapshot = content_hash[collection]
+        def one(key: str) -> tuple[ParsedCollection, dict]:
+            snapshot = content_hash[key]
+            shard = shard_for_key(cfg, key)
+            collection = shard.collection
             reuse = cache.lookup(collection, snapshot.files)
-            # The same walk policy as the hash, so exactly the hashed files are parsed.
+            # The same walk policy (and shard) as the hash, so exactly the hashed files are parsed.
             parsed = parse_collection(
-                cfg.content_dir, collection, snapshot.content_hash, reuse, policy=collection_policy(cfg)
+                cfg.content_dir,
+                collection,
+                snapshot.content_hash,
+                reuse,
+                policy=collection_policy(cfg),
+                holds=shard.holds if shard.sharded else None,
             )
+            parsed = replace(parsed, shard=shard_part(shard, snapshot))
             for item in parsed.skipped:
-                context.log.warning(f"[{collection}] skipped {item.path}: {item.reason}")
+                context.log.warning(f"[{key}] skipped {item.path}: {item.reason}")
             reused = len(parsed.cached_chunks)
             return parsed, {
+                **shard_metadata(shard),
                 "documents": len(parsed.documents),
                 "parsed_now": len(parsed.documents) - reused,
                 "unchanged": reused,
@@ -97,10 +117,11 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
         cfg = rag.to_config()
         cache = DocumentCache(cfg.document_cache_path, cfg.chunking)
 
-        def one(collection: str) -> tuple[ChunkedCollection, dict]:
-            chunked = chunk_collection(parsed_documents[collection], cfg.chunking, cache)
+        def one(key: str) -> tuple[ChunkedCollection, dict]:
+            chunked = chunk_collection(parsed_documents[key], cfg.chunking, cache)
             words = [c.word_count for c in chunked.chunks]
             return chunked, {
+                **shard_metadata(shard_for_key(cfg, key)),
                 "documents": len(chunked.documents),
                 "chunks": len(chunked.chunks),
                 "mean_words_per_chunk": round(sum(words) / len(words), 1) if words else 0.0,

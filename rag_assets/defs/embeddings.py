@@ -4,11 +4,13 @@ from typing import Optional
 
 import dagster as dg
 
+from rag_assets.defs.content import shard_metadata
 from rag_assets.defs.ranges import SINGLE_RUN, for_each_partition, throttled
 from rag_assets.defs.resources import EmbedderResource, RagSettings
 from rag_assets.embed.cache import EmbeddingCache
-from rag_assets.index.freshness import record_indexed_collection
+from rag_assets.index.freshness import record_pending_partitions
 from rag_assets.index.index_json import read_meta
+from rag_assets.ingest.shards import shard_for_key
 from rag_assets.pipeline import EmbeddingStats, embed_collection
 from rag_assets.records import ChunkedCollection, EmbeddedCollection
 from rag_assets.reporting import chunk_preview_markdown
@@ -41,9 +43,9 @@ def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.A
         price = embedder.openai.price_per_million_tokens if selection.provider == "openai" else None
         progress = throttled(context.log.info)
 
-        def one(collection: str) -> tuple[EmbeddedCollection, dict]:
+        def one(key: str) -> tuple[EmbeddedCollection, dict]:
             embedded, stats = embed_collection(
-                chunks[collection],
+                chunks[key],
                 model,
                 cache=cache,
                 batch_size=embedder.batch_size,
@@ -51,6 +53,7 @@ def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.A
                 log=progress,
             )
             return embedded, {
+                **shard_metadata(shard_for_key(cfg, key)),
                 "provider": selection.provider,
                 "model": embedded.model,
                 "dimension": embedded.dimension,
@@ -77,10 +80,10 @@ def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.A
             close = getattr(model, "close", None)
             if close:
                 close()
-        # Only once every collection of the run is embedded: the IO manager writes the records
-        # right after this step, all or none, and the ledger must not run ahead of them.
-        for record in embedded.values():
-            record_indexed_collection(cfg, record.collection, record.content_hash)
+        # The IO manager writes the records after this step, one file at a time: until the
+        # publish that loads them notes what they hold, they are pending, so a build stopped
+        # between two writes re-indexes the partitions instead of trusting their old records.
+        record_pending_partitions(cfg, embedded)
         return embedded
 
     return [embeddings]

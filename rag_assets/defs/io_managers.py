@@ -72,6 +72,11 @@ class AtomicPickleIOManager(dg.UPathIOManager):
         return loaded
 
 
+def load_record(base_dir: Path, asset: str, partition: str) -> Any:
+    """One partition's record as the IO manager stored it, for a reader outside the run."""
+    return AtomicPickleIOManager(base_dir=str(base_dir)).load_from_path(None, UPath(base_dir) / asset / partition)
+
+
 class AtomicFilesystemIOManager(dg.ConfigurableIOManagerFactory):
     """Pickled intermediate records (parsed, chunked, embedded collections) under ``base_dir``."""
 

@@ -83,3 +83,23 @@ ALL_JOBS = [
     *update_vault_jobs.values(),
     refresh_tiers_job,
 ]
+
+
+def jobs_with_executor(suffix: str, executor_def: dg.ExecutorDefinition, where: str) -> list[dg.UnresolvedAssetJobDefinition]:
+    """``index_collection`` and ``publish_index`` again, named ``*_<suffix>``, their steps run by
+    ``executor_def`` (``where`` says where, in the descriptions): for distributed builds."""
+    return [
+        dg.define_asset_job(
+            f"{INDEX_COLLECTION_JOB}_{suffix}",
+            selection=dg.AssetSelection.assets(*COLLECTION_ASSETS),
+            description=f"Hash, parse, chunk and embed collections (one partition or a range), each step {where}.",
+            executor_def=executor_def,
+        ),
+        dg.define_asset_job(
+            f"{PUBLISH_JOB}_{suffix}",
+            selection=dg.AssetSelection.assets(*PUBLISHED_ASSETS),
+            description=f"Write the public JSON index, the public SQLite store and the manifest, {where}.",
+            tags=PUBLISHES_TAG,
+            executor_def=executor_def,
+        ),
+    ]

@@ -1,8 +1,10 @@
-"""Partitions: one per content collection, and one per vault of each privacy tier.
+"""Partitions: one per content collection (or per shard of a sharded one), and one per vault of each tier.
 
 Dynamic partitions, because collections are folders and vaults are config entries: the
 sensors add a partition when one appears and remove it when it goes, without a code
-reload; `rag build` syncs them the same way before it runs.
+reload; `rag build` syncs them the same way before it runs. A collection configured with
+``shards: {docs: 2}`` is the partitions ``docs~0`` and ``docs~1`` (rag_assets/ingest/shards.py);
+changing its shard count swaps those partitions for the new ones.
 
 A build runs each partitioned asset once over a *range* of partitions (a single-run
 backfill, see :func:`range_tags`), so its runs do not grow with the number of collections.
@@ -16,6 +18,7 @@ import dagster as dg
 
 from rag_assets.config import RagConfig
 from rag_assets.ingest.collections import discover_collections
+from rag_assets.ingest.shards import partition_keys
 
 COLLECTIONS_PARTITION = "collections"
 collection_partitions = dg.DynamicPartitionsDefinition(name=COLLECTIONS_PARTITION)
@@ -39,9 +42,14 @@ def _changes(wanted: Sequence[str], existing: list[str]) -> tuple[list[str], lis
     return [w for w in wanted if w not in existing], [p for p in existing if p not in wanted]
 
 
+def collection_partition_keys(cfg: RagConfig) -> list[str]:
+    """The partitions the collections should have: one per collection, one per shard of a sharded one."""
+    return partition_keys(cfg, discover_collections(cfg).collections)
+
+
 def partition_changes(cfg: RagConfig, existing: list[str]) -> tuple[list[str], list[str]]:
-    """(collections to add, partitions to delete) so the partitions match the folders."""
-    return _changes(discover_collections(cfg).collections, existing)
+    """(partitions to add, partitions to delete) so the partitions match the folders and shard counts."""
+    return _changes(collection_partition_keys(cfg), existing)
 
 
 def _sync(instance: dg.DagsterInstance, name: str, wanted: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -54,7 +62,7 @@ def _sync(instance: dg.DagsterInstance, name: str, wanted: Sequence[str]) -> tup
 
 
 def sync_partitions(instance: dg.DagsterInstance, cfg: RagConfig) -> tuple[list[str], list[str]]:
-    return _sync(instance, COLLECTIONS_PARTITION, discover_collections(cfg).collections)
+    return _sync(instance, COLLECTIONS_PARTITION, collection_partition_keys(cfg))
 
 
 def partition_requests(name: str, added: list[str], deleted: list[str]) -> list:

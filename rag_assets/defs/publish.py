@@ -1,16 +1,27 @@
-"""Fan-in assets: the published outputs built from every collection's embeddings."""
+"""Fan-in assets: the published outputs built from every collection's embeddings.
+
+A sharded collection's shards are rejoined first (rag_assets/index/rejoin.py), so the
+outputs are byte for byte those of the collection unsharded.
+"""
 
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Collection
 
 import dagster as dg
 
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.partitions import COLLECTIONS_PARTITION
 from rag_assets.defs.resources import RagSettings
-from rag_assets.index.freshness import FRESH_HOURS, STALE_HOURS
-from rag_assets.pipeline import ordered, publish_all, utc_now_iso
+from rag_assets.index.freshness import (
+    FRESH_HOURS,
+    STALE_HOURS,
+    read_indexed_collections,
+    record_indexed_partitions,
+)
+from rag_assets.index.rejoin import rejoin_collections
+from rag_assets.ingest.shards import collection_of
+from rag_assets.pipeline import publish_all, utc_now_iso
 from rag_assets.records import EmbeddedCollection
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
@@ -31,9 +42,13 @@ INDEX_FRESHNESS = dg.FreshnessPolicy.time_window(
 )
 
 
-def all_collections(loaded: dict[str, EmbeddedCollection]) -> list[EmbeddedCollection]:
-    """The fan-in input (``{collection: record}``, see AtomicPickleIOManager) as a sorted list."""
-    return ordered(loaded)
+def all_collections(
+    rag: RagSettings, loaded: dict[str, EmbeddedCollection], ledger: Collection[str] | None = None
+) -> list[EmbeddedCollection]:
+    """The fan-in input (``{partition: record}``, see AtomicPickleIOManager) as one record per
+    collection, in name order, each sharded collection's shards rejoined (``ledger``: the
+    partitions the indexed ledger named before this publish, see rejoin_collections)."""
+    return rejoin_collections(rag.to_config(), loaded, ledger)
 
 
 def _collection_table(collections: list[EmbeddedCollection]) -> str:
@@ -46,7 +61,7 @@ def _collection_table(collections: list[EmbeddedCollection]) -> str:
 def _common_metadata(context: dg.AssetExecutionContext, collections: list[EmbeddedCollection]) -> dict[str, Any]:
     skipped = [s for c in collections for s in c.skipped]
     partitions = context.instance.get_dynamic_partitions(COLLECTIONS_PARTITION)
-    not_built = sorted(set(partitions) - {c.collection for c in collections})
+    not_built = sorted({collection_of(key) for key in partitions} - {c.collection for c in collections})
     return {
         "not_built": ", ".join(not_built) or "none",
         "documents": sum(len(c.documents) for c in collections),
@@ -100,7 +115,16 @@ def publish(context: dg.AssetExecutionContext, rag: RagSettings, embeddings: dic
     (rag_assets.index.generations), so a kill at any instant leaves readers with one build's files.
     """
     cfg = rag.to_config()
-    collections = all_collections(embeddings)
+    # Read before the loaded records are noted in it: a shard record it did not name is one
+    # left from an earlier shard layout.
+    ledger = set(read_indexed_collections(cfg))
+    # The records as loaded, whatever happens next: what the ledger says they hold (see
+    # record_pending_partitions; keys of another shard layout are dropped from it). Only the
+    # ones it names: a record left from an earlier layout stays unnamed, so refused again.
+    record_indexed_partitions(
+        cfg, {key: record.content_hash for key, record in embeddings.items() if key in ledger}
+    )
+    collections = all_collections(rag, embeddings, ledger)
     full = context.run.tags.get(BUILD_TAG, "full") == "full"
     published = publish_all(collections, cfg, utc_now_iso(), full_build=full)
     header, summary, sync, data = published.header, published.store_summary, published.store_sync, published.manifest

@@ -13,7 +13,7 @@ import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import dagster as dg
 
@@ -37,7 +37,11 @@ from rag_assets.defs.partitions import (
 )
 from rag_assets.defs.ranges import FAILED_PARTITION
 from rag_assets.ingest.collections import discover_collections
+from rag_assets.ingest.shards import partition_keys
 from rag_assets.records import SkippedFile
+
+if TYPE_CHECKING:
+    from rag_assets.defs.distributed import CeleryRunConfig
 
 # The CLI reports failures itself, in one line without a traceback; Dagster's console
 # logger would repeat them with stack traces, so it only speaks with --verbose.
@@ -46,7 +50,7 @@ QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}
 
 @dataclass
 class CollectionOutcome:
-    collection: str
+    collection: str  # the partition: a collection, or one shard of one (docs~0)
     success: bool
     seconds: float
     metadata: dict[str, dict[str, Any]]  # asset -> metadata values
@@ -100,12 +104,16 @@ def run_build(
     instance: dg.DagsterInstance,
     *,
     collections: Sequence[str] | None = None,
+    partitions: Sequence[str] | None = None,
     vaults: Sequence[str] | None = None,
     publish: bool = True,
     verbose: bool = False,
     full: bool | None = None,
     on_collection: Callable[[CollectionOutcome], None] = lambda _: None,
     on_vault: Callable[[VaultOutcome], None] = lambda _: None,
+    celery: "CeleryRunConfig | None" = None,
+    parallel_runs: int | None = None,
+    partitions_per_run: int = 1,
 ) -> BuildOutcome:
     """Index the given collections (default: all) and publish, in one run; then build the
     given vaults (default: all) into the tier stores, one run per tier.
@@ -115,7 +123,14 @@ def run_build(
     as a full rebuild or an incremental update, which the manifest records as lastFullBuild
     or lastIncrementalUpdate. A run covers the contiguous range of partitions from the first
     to the last one asked for (see :func:`covering_range`), so collections added in between
-    are re-checked too; their caches make that cheap.
+    are re-checked too; their caches make that cheap. ``partitions`` narrows the collections to
+    these partitions (the shards of a sharded collection that changed; default: every
+    partition of ``collections``); an empty list with ``publish`` only republishes.
+
+    With ``celery`` (a dagster-celery config, see defs/distributed.py) the collections are
+    built instead by runs of ``partitions_per_run`` partitions (default: one run each) on
+    Celery workers, ``parallel_runs`` at a time, then published by one more run; the vaults
+    still build here.
     """
     from rag_assets.definitions import build_definitions
 
@@ -134,7 +149,26 @@ def run_build(
         if not _tiers_in_use(cfg):
             return BuildOutcome([], {}, [], None, time.perf_counter() - started)
         return _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
-    keys = covering_range(list(instance.get_dynamic_partitions(COLLECTIONS_PARTITION)), targets)
+
+    def then_vaults(outcome: BuildOutcome) -> BuildOutcome:
+        """The vault runs after the collections' (when vaults are in use and the collections succeeded)."""
+        if outcome.error is not None or not _tiers_in_use(cfg):
+            return outcome
+        tiers = _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
+        return _with_tiers(outcome, tiers, started)
+
+    # A sharded collection is all of its shards' partitions (rejoined when published).
+    wanted = partition_keys(cfg, targets) if partitions is None else list(partitions)
+    keys = covering_range(list(instance.get_dynamic_partitions(COLLECTIONS_PARTITION)), wanted)
+    if celery is not None:
+        from rag_assets.defs.distributed import build_collections_on_celery
+
+        outcome = build_collections_on_celery(
+            cfg, instance, celery, [k for k in keys if k in wanted], tags, parallel_runs, partitions_per_run,
+            on_collection,
+        )
+        outcome.seconds = time.perf_counter() - started
+        return then_vaults(outcome)
     t0 = time.perf_counter()
     if keys:
         result = defs.resolve_job_def(UPDATE_COLLECTION_JOB).execute_in_process(
@@ -144,27 +178,12 @@ def run_build(
         result = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(
             instance=instance, raise_on_error=False, run_config=run_config, tags=tags
         )
-    by_partition = partition_metadata(result)
     skipped = result.output_for_node("parsed_documents") if _produced(result, "parsed_documents") else {}
-    failed_key, error = failed_partition(result)
-    outcomes: list[CollectionOutcome] = []
-    for key in keys:
-        metadata = by_partition.get(key, {})
-        done = set(COLLECTION_ASSETS) <= set(metadata)
-        if not done and failed_key not in (None, key):
-            continue  # stopped by another collection's failure: neither built nor failed
-        outcome = CollectionOutcome(
-            collection=key,
-            success=done,
-            # A range runs in one step per asset: a partition's time is the sum of its shares.
-            seconds=sum(m.get("seconds", 0.0) for m in metadata.values()) if done else time.perf_counter() - t0,
-            metadata=metadata,
-            skipped=list(skipped[key].skipped) if key in skipped else [],
-            error=None if done else error,
-        )
-        outcomes.append(outcome)
+    outcomes = collection_outcomes(result, keys, skipped, t0)
+    for outcome in outcomes:
         on_collection(outcome)
-    failed_checks, warnings = _check_outcomes(result)
+    error = failure_message(result) if not result.success else ""
+    failed_checks, warnings = check_outcomes(result)
     if not result.success:
         where = "publishing: " if all(o.success for o in outcomes) else ""
         return BuildOutcome(outcomes, {}, [], f"{where}{error}", time.perf_counter() - started)
@@ -176,9 +195,40 @@ def run_build(
         error=None,
         seconds=time.perf_counter() - started,
     )
-    if not _tiers_in_use(cfg):
-        return outcome
-    tiers = _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
+    return then_vaults(outcome)
+
+
+def collection_outcomes(
+    result: dg.ExecuteInProcessResult | dg.JobExecutionResult, keys: Sequence[str], parsed: dict[str, Any], t0: float
+) -> list[CollectionOutcome]:
+    """Each collection of a run over ``keys``: built, failed, or (stopped by another's failure) left out.
+
+    ``parsed`` holds the run's parsed_documents records ({partition: record}) for their skipped files.
+    """
+    by_partition = partition_metadata(result)
+    failed_key, error = failed_partition(result)
+    outcomes: list[CollectionOutcome] = []
+    for key in keys:
+        metadata = by_partition.get(key, {})
+        done = set(COLLECTION_ASSETS) <= set(metadata)
+        if not done and failed_key not in (None, key):
+            continue  # stopped by another collection's failure: neither built nor failed
+        outcomes.append(
+            CollectionOutcome(
+                collection=key,
+                success=done,
+                # A range runs in one step per asset: a partition's time is the sum of its shares.
+                seconds=sum(m.get("seconds", 0.0) for m in metadata.values()) if done else time.perf_counter() - t0,
+                metadata=metadata,
+                skipped=list(parsed[key].skipped) if key in parsed else [],
+                error=None if done else error,
+            )
+        )
+    return outcomes
+
+
+def _with_tiers(outcome: BuildOutcome, tiers: BuildOutcome, started: float) -> BuildOutcome:
+    """``outcome`` of the collections, completed with the vault runs' ``tiers``."""
     outcome.vaults, outcome.tier_metadata = tiers.vaults, tiers.tier_metadata
     outcome.failed_checks += tiers.failed_checks
     outcome.warnings += tiers.warnings
@@ -242,7 +292,7 @@ def _build_vaults(
             # No vault of this tier to build, or its run stopped before the store.
             refresh.append(TIER_STORE_ASSETS[tier])
         if keys:
-            errors_, warnings_ = _check_outcomes(result)
+            errors_, warnings_ = check_outcomes(result)
             failed_checks += errors_
             warnings += warnings_
     if refresh:
@@ -257,7 +307,7 @@ def _build_vaults(
         if not result.success:
             problems.append(f"tier stores: {failure_message(result)}")
         tier_metadata.update(unpartitioned_metadata(result))
-        errors_, warnings_ = _check_outcomes(result)
+        errors_, warnings_ = check_outcomes(result)
         failed_checks += errors_
         warnings += warnings_
     outcomes = []
@@ -297,7 +347,7 @@ def _tiers_in_use(cfg: RagConfig) -> bool:
     return bool(cfg.vaults) or cfg.safe_store_path.exists() or cfg.private_store_path.exists()
 
 
-def _check_outcomes(result: dg.ExecuteInProcessResult) -> tuple[list[str], list[str]]:
+def check_outcomes(result: dg.ExecuteInProcessResult) -> tuple[list[str], list[str]]:
     """(failed ERROR checks, failed WARN checks) of a run, one line each."""
     failed = [c for c in result.get_asset_check_evaluations() if not c.passed]
     errors = [_describe_check(c) for c in failed if c.severity == dg.AssetCheckSeverity.ERROR]

@@ -1,8 +1,13 @@
-"""The change sensors: re-index the collections or vaults whose files changed, in one run."""
+"""The change sensors: re-index the collections or vaults whose files changed, in one run.
+
+A sharded collection is hashed per shard, so an edit re-indexes only the shard holding the
+file; publishing then rejoins every shard of the collection.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Sequence
 
 import dagster as dg
@@ -28,29 +33,56 @@ from rag_assets.defs.partitions import (
     vault_partition_changes,
 )
 from rag_assets.defs.partitions import partition_requests as partition_requests_for
+from rag_assets.index.freshness import read_indexed_collections
 from rag_assets.index.manifest import read_manifest
 from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.ingest.collections import discover_collections
+from rag_assets.ingest.shards import collection_shards, split_snapshot
 from rag_assets.ingest.sources import StatCache, snapshot_collection
 from rag_assets.privacy.vaults import departed_vaults, detect_vault_changes
 
 
-def initial_state(cfg: RagConfig) -> dict:
-    """Without a cursor, start from the last published build, so a current index triggers nothing."""
+@dataclass
+class ContentHashes:
+    """The content as the sensor sees it: a hash per partition (collection or shard) and per collection."""
+
+    partitions: dict[str, str]
+    collections: dict[str, str]
+    collection_of: dict[str, str]  # partition -> its collection
+
+
+def initial_state(cfg: RagConfig, now: ContentHashes) -> dict:
+    """Without a cursor, start from the last published build, so a current index triggers nothing.
+
+    The manifest holds each collection's hash; a shard counts as built when its collection's
+    published hash is the current one and the indexed ledger says its record holds that shard.
+    """
     published = (read_manifest(cfg.manifest_path) or {}).get("collections", {})
-    return {"hashes": {name: entry.get("contentHash") for name, entry in published.items()}, "generation": {}}
+    hashes = {name: entry.get("contentHash") for name, entry in published.items()}
+    indexed = read_indexed_collections(cfg)
+    sharded = {collection for key, collection in now.collection_of.items() if key != collection}
+    # A sharded collection's state is its shards'; its own name would read as a removed partition.
+    published_hash = {name: hashes.pop(name, None) for name in sharded}
+    for key, collection in now.collection_of.items():
+        if collection in sharded and published_hash[collection] == now.collections[collection]:
+            hashes[key] = indexed.get(key)
+    return {"hashes": hashes, "generation": {}}
 
 
-def current_hashes(cfg: RagConfig) -> dict[str, str]:
-    """Per-collection content hashes; the stat cache keeps this to one stat per unchanged file."""
+def current_hashes(cfg: RagConfig) -> ContentHashes:
+    """Per-partition content hashes; the stat cache keeps this to one stat per unchanged file.
+    A sharded collection is walked once and its snapshot cut into its shards' hashes."""
     stat_cache = StatCache(cfg.stat_cache_path)
     policy = collection_policy(cfg)
-    hashes = {
-        name: snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy).content_hash
-        for name in discover_collections(cfg).collections
-    }
+    now = ContentHashes({}, {}, {})
+    for name in discover_collections(cfg).collections:
+        snapshot = snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy)
+        now.collections[name] = snapshot.content_hash
+        split = split_snapshot(snapshot, collection_shards(cfg, name))  # {name: hash} when unsharded
+        now.partitions.update(split)
+        now.collection_of.update({key: name for key in split})
     stat_cache.save()
-    return hashes
+    return now
 
 
 def range_request(
@@ -81,10 +113,11 @@ def build_change_sensor(cfg: RagConfig) -> dg.SensorDefinition:
         description="Hashes every collection (stat-checked) and re-indexes the ones whose files changed, in one run.",
     )
     def content_change_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        state = json.loads(context.cursor) if context.cursor else initial_state(cfg)
+        now = current_hashes(cfg)
+        hashes = now.partitions
+        state = json.loads(context.cursor) if context.cursor else initial_state(cfg, now)
         before: dict = state["hashes"]
         generation: dict = state["generation"]
-        hashes = current_hashes(cfg)
         existing = list(context.instance.get_dynamic_partitions(COLLECTIONS_PARTITION))
         added, deleted = partition_changes(cfg, existing)
         changed: list[str] = []
@@ -96,8 +129,8 @@ def build_change_sensor(cfg: RagConfig) -> dg.SensorDefinition:
             changed.append(name)
         requests = []
         if changed:
-            # One run for every changed collection; its key names the content (collection +
-            # hash + generation of each), so one state never runs twice.
+            # One run for every changed partition (collection or shard); its key names the content
+            # (partition + hash + generation of each), so one state never runs twice.
             run_key = ",".join(f"{name}:{hashes[name]}:{generation[name]}" for name in changed)
             requests.append(
                 range_request(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import Iterable
 
 import orjson
 
@@ -26,7 +27,8 @@ from rag_assets.ingest.sources import (
     overall_content_hash,
     snapshot_collection,
 )
-from rag_assets.records import SkippedFile
+from rag_assets.ingest.shards import collection_of, collection_shards, split_snapshot
+from rag_assets.records import CollectionSnapshot, SkippedFile
 
 # The one source of the freshness thresholds: `rag status` (Fresh/Stale/Old), the
 # `index_recent` check and the freshness policies of the published and tier stores.
@@ -44,12 +46,18 @@ class CollectionChange:
     removed: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # on disk now: relative path -> SHA-256
     skipped: list[SkippedFile] = field(default_factory=list)  # on disk now, but not readable by the build
+    # The partitions to re-index: the collection, or the shards of a sharded one whose records
+    # do not hold their current files (the others' records are published as they are).
+    partitions: list[str] = field(default_factory=list)
+    resharded: bool = False  # its shard count changed since its records were made
 
     def summary(self) -> str:
         if self.status == "new":
             return f"new collection ({len(self.added)} files)"
         if self.status == "removed":
             return "collection folder removed"
+        if self.status == "changed" and self.resharded:
+            return "re-index needed: its shard count changed"
         if self.status == "changed" and not (self.added or self.changed or self.removed):
             return "re-index needed: its last indexing was not published"
         parts = [f"{len(v)} {k}" for k, v in (("added", self.added), ("changed", self.changed), ("removed", self.removed)) if v]
@@ -96,7 +104,7 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
             changes.append(
                 CollectionChange(
                     name, "new", snapshot.content_hash, added=sorted(snapshot.files), files=snapshot.files,
-                    skipped=snapshot.skipped,
+                    skipped=snapshot.skipped, partitions=[shard.key for shard in collection_shards(cfg, name)],
                 )
             )
             continue
@@ -104,7 +112,7 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
         known.update({path: None for path in before.get("skipped", {})})  # skipped: hash unknown
         change = CollectionChange(name, "unchanged", snapshot.content_hash, files=snapshot.files, skipped=snapshot.skipped)
         still_skipped = {s.path for s in snapshot.skipped}
-        if before.get("contentHash") == snapshot.content_hash and indexed.get(name, snapshot.content_hash) != snapshot.content_hash:
+        if before.get("contentHash") == snapshot.content_hash and not records_current(cfg, snapshot, indexed):
             # Published output is current, but the record the next publish would load is not
             # (a build was killed after indexing): re-index so stale text is never published.
             change.status = "changed"
@@ -113,6 +121,9 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
             change.added = sorted(p for p in snapshot.files if p not in known)
             change.changed = sorted(p for p, h in snapshot.files.items() if p in known and known[p] not in (h, None))
             change.removed = sorted(p for p in known if p not in snapshot.files and p not in still_skipped)
+        if change.status == "changed":
+            change.partitions = stale_partitions(cfg, snapshot, indexed)
+            change.resharded = resharded(cfg, name, indexed)
         changes.append(change)
     for name in sorted(set(previous) - set(hashes)):
         changes.append(CollectionChange(name, "removed", None))
@@ -135,6 +146,39 @@ def encoding_change(cfg: RagConfig) -> str | None:
     return None if published == cfg.vector_encoding else f"{published} -> {cfg.vector_encoding}"
 
 
+def records_current(cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[str, str]) -> bool:
+    """Whether the intermediate records the next publish loads hold the collection as it is.
+
+    An unsharded collection missing from the ledger is trusted (the ledger is younger than
+    some indexes), unless the ledger names shards of it: then its plain record, if any, is
+    one left from before it was sharded, holding the content of then. A shard never is
+    trusted, since a shard count just changed has no record yet.
+    """
+    shards = collection_shards(cfg, snapshot.collection)
+    if len(shards) == 1:
+        if resharded(cfg, snapshot.collection, indexed):
+            return False
+        return indexed.get(snapshot.collection, snapshot.content_hash) == snapshot.content_hash
+    return not stale_partitions(cfg, snapshot, indexed)
+
+
+def resharded(cfg: RagConfig, collection: str, indexed: dict[str, str]) -> bool:
+    """Whether the ledger's partitions of the collection are of another shard count than the
+    configured one (the ledger keeps only the layout last built, see record_indexed_partitions)."""
+    built = {key for key in indexed if collection_of(key) == collection}
+    wanted = {shard.key for shard in collection_shards(cfg, collection)}
+    return bool(built or len(wanted) > 1) and built != wanted
+
+
+def stale_partitions(cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[str, str]) -> list[str]:
+    """The partitions of a changed collection to re-index: itself, or (sharded) the shards whose
+    record, per the ledger, does not hold their files as they are now."""
+    shards = collection_shards(cfg, snapshot.collection)
+    if len(shards) == 1:
+        return [snapshot.collection]
+    return [key for key, digest in split_snapshot(snapshot, shards).items() if indexed.get(key) != digest]
+
+
 def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str, float | None]:
     """Fresh (< 12 h), Stale (12 to 48 h) or Old (> 48 h), and the age in seconds."""
     if not built_at:
@@ -148,15 +192,35 @@ def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str
     return ("Fresh" if hours < FRESH_HOURS else "Stale" if hours <= STALE_HOURS else "Old"), max(age, 0.0)
 
 
-def record_indexed_collection(cfg: RagConfig, collection: str, content_hash: str) -> None:
-    """Note which content the collection's intermediate record now holds.
+# The ledger's entry for a partition whose new record is being written: no content hash equals
+# it, so a build stopped before the record is on disk (killed, disk full) re-indexes the
+# partition instead of trusting the record left from before.
+PENDING = "pending"
+
+
+def record_pending_partitions(cfg: RagConfig, keys: Iterable[str]) -> None:
+    """Mark the partitions whose records a run is about to write (see :data:`PENDING`); the
+    publish that loads the written records then notes what they hold."""
+    record_indexed_partitions(cfg, {key: PENDING for key in keys})
+
+
+def record_indexed_partitions(cfg: RagConfig, hashes: dict[str, str]) -> None:
+    """Note which content each partition's intermediate record now holds (``{partition: hash}``;
+    a partition is a collection or one shard of one, see rag_assets/ingest/shards.py).
 
     The manifest says what was *published*; this says what the next publish will *load*.
     A build killed between the two leaves them different, and ``rag build`` uses this
     ledger to re-index such a collection instead of publishing a stale record.
     """
+    # One read and one write per run, so concurrent runs of other shards lose little:
+    # an entry lost to a race only makes the next build re-index that partition.
     ledger = read_indexed_collections(cfg)
-    ledger[collection] = content_hash
+    ledger.update(hashes)
+    # Entries of another shard count of these collections describe records no publish loads.
+    for collection in {collection_of(key) for key in hashes}:
+        layout = {shard.key for shard in collection_shards(cfg, collection)}
+        for key in [k for k in ledger if collection_of(k) == collection and k not in layout]:
+            del ledger[key]
     atomic_write_bytes(cfg.indexed_ledger_path, orjson.dumps(ledger, option=orjson.OPT_SORT_KEYS))
 
 

@@ -10,6 +10,7 @@ from rag_assets.config import (
     RagConfig,
     VaultConfig,
     invalid_collection_reason,
+    shard_mark_problem,
 )
 
 
@@ -57,7 +58,11 @@ def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
             if entry.name == VAULTS_FOLDER or _is_vault_folder(entry, cfg.vaults):
                 excluded.append((entry.name, "note vault (indexed by the vault tiers, never public)"))
                 continue
-            reason = invalid_collection_reason(entry.name) or collection_name_problem(cfg, entry.name)
+            reason = (
+                invalid_collection_reason(entry.name)
+                or shard_mark_problem(entry.name)
+                or collection_name_problem(cfg, entry.name)
+            )
             if reason:
                 excluded.append((readable_name(entry.name), reason))
                 continue
@@ -69,7 +74,12 @@ def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
     listed = []
     refused = dict(excluded)
     for name in cfg.collections:
-        reason = invalid_collection_reason(name) or refused.get(name) or collection_name_problem(cfg, name)
+        reason = (
+            invalid_collection_reason(name)
+            or shard_mark_problem(name)
+            or refused.get(name)
+            or collection_name_problem(cfg, name)
+        )
         if reason:
             if name not in refused:
                 excluded.append((name, reason))

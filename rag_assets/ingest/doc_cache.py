@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from contextlib import closing
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import orjson
 
@@ -85,11 +85,11 @@ class DocumentCache(SqliteCache):
             conn.executemany("INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?)", rows)
             conn.execute("COMMIT")
 
-    def prune(self, collection: str, keep: set[str]) -> int:
-        """Forget files of a collection that no longer exist."""
+    def prune(self, collection: str, keep: set[str], holds: Callable[[str], bool] | None = None) -> int:
+        """Forget files of a collection that no longer exist (with ``holds``: of one shard)."""
         with closing(self._connect()) as conn:
             paths = [r[0] for r in conn.execute("SELECT path FROM documents WHERE path LIKE ?", (f"{collection}/%",))]
-            gone = [(p,) for p in paths if p not in keep]
+            gone = [(p,) for p in paths if p not in keep and (holds is None or holds(p))]
             if gone:
                 conn.executemany("DELETE FROM documents WHERE path = ?", gone)
         return len(gone)

@@ -18,7 +18,7 @@ import datetime as dt
 import hashlib
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -58,6 +58,7 @@ def parse_collection(
     *,
     root: Path | None = None,
     policy: WalkPolicy | None = None,
+    holds: Callable[[str], bool] | None = None,
 ) -> ParsedCollection:
     """Parse every file of one collection folder, keeping the failures with their reasons.
 
@@ -66,25 +67,30 @@ def parse_collection(
     not ``content_dir/collection`` (a note vault anywhere on disk); paths are then still
     ``<collection>/<path in the folder>``. ``policy`` is the walk's (see
     :mod:`rag_assets.ingest.boundaries`); it must be the one the content hash was computed with.
+    ``holds`` keeps only the files (and skipped entries) of one shard (see ingest/shards.py).
+
+    The skipped files are sorted by path, so the shards of a collection rejoin into the
+    same list as the collection parsed whole.
     """
     reuse = reuse or {}
+    keep = holds or (lambda _: True)
     policy = policy or default_policy(root or content_dir)
     cached_chunks: dict[str, list[Chunk]] = {}
     root = root or content_dir / collection
     if not root.is_dir():
+        missing = [SkippedFile(path=collection, reason="collection folder does not exist")]
         return ParsedCollection(
-            collection=collection,
-            content_hash=content_hash,
-            documents=[],
-            skipped=[SkippedFile(path=collection, reason="collection folder does not exist")],
+            collection=collection, content_hash=content_hash, documents=[], skipped=[s for s in missing if keep(s.path)]
         )
     documents: list[Document] = []
     listing = list_folder(root, policy, prefix=f"{collection}/")
-    skipped: list[SkippedFile] = list(listing.skipped)
+    skipped: list[SkippedFile] = [s for s in listing.skipped if keep(s.path)]
     slug_owner: dict[str, str] = {}
     for item in listing.files:
         path = item.path
         rel = f"{collection}/{item.rel}"
+        if not keep(rel):
+            continue
         if rel in reuse:
             result, chunks = reuse[rel]
             cached_chunks[rel] = chunks
@@ -94,16 +100,17 @@ def parse_collection(
             skipped.append(result)
             continue
         if result.slug in slug_owner:
-            skipped.append(
-                SkippedFile(
-                    path=rel,
-                    reason=f"same slug '{result.slug}' as {slug_owner[result.slug]}; rename one of them",
-                )
-            )
+            skipped.append(slug_taken(rel, result.slug, slug_owner[result.slug]))
             continue
         slug_owner[result.slug] = rel
         documents.append(result)
+    skipped.sort(key=lambda item: item.path)
     return ParsedCollection(collection, content_hash, documents, skipped, cached_chunks)
+
+
+def slug_taken(path: str, slug: str, owner: str) -> SkippedFile:
+    """The file at ``path`` is skipped: ``owner`` (first in path order) already has its slug."""
+    return SkippedFile(path=path, reason=f"same slug '{slug}' as {owner}; rename one of them")
 
 
 def parse_markdown_file(

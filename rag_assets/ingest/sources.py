@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 import orjson
 
@@ -99,8 +99,12 @@ class StatCache:
         self._dirty = True
         return digest
 
-    def forget_missing(self, prefix: str, seen: set[str]) -> None:
-        stale = [rel for rel in self._entries if rel.startswith(prefix) and rel not in seen]
+    def forget_missing(self, prefix: str, seen: set[str], holds: Callable[[str], bool] | None = None) -> None:
+        """Drop the entries under ``prefix`` not ``seen``; with ``holds``, only those it holds
+        (a shard forgets its own departed files, not the other shards' ones)."""
+        stale = [
+            rel for rel in self._entries if rel.startswith(prefix) and rel not in seen and (holds is None or holds(rel))
+        ]
         for rel in stale:
             del self._entries[rel]
         self._dirty = self._dirty or bool(stale)
@@ -118,10 +122,12 @@ def snapshot_collection(
     *,
     root: Path | None = None,
     policy: WalkPolicy | None = None,
+    holds: Callable[[str], bool] | None = None,
 ) -> CollectionSnapshot:
     """Hash one collection folder (``root``, default ``content_dir/collection``); a missing
     folder is an empty collection. ``policy`` defaults to staying inside ``content_dir``
-    (or ``root`` when given) and out of its vaults folder."""
+    (or ``root`` when given) and out of its vaults folder. ``holds`` keeps only the files
+    (and skipped entries) whose ``<collection>/...`` path it accepts: one shard's."""
     policy = policy or default_policy(root or content_dir)
     root = root or content_dir / collection
     cache = stat_cache or StatCache(None)
@@ -130,9 +136,11 @@ def snapshot_collection(
     total = 0
     if root.is_dir():
         listing = list_folder(root, policy, prefix=f"{collection}/")
-        skipped.extend(listing.skipped)
+        skipped.extend(s for s in listing.skipped if holds is None or holds(s.path))
         for item in listing.files:
             rel = f"{collection}/{item.rel}"
+            if holds is not None and not holds(rel):
+                continue
             try:
                 files[rel] = cache.sha256(rel, item.path, item.stat, policy.max_file_bytes)
             except (OSError, FileRefused) as exc:
@@ -141,16 +149,18 @@ def snapshot_collection(
                 skipped.append(SkippedFile(rel, unreadable_reason(exc)))
                 continue
             total += item.stat.st_size
-    cache.forget_missing(f"{collection}/", set(files))
-    markers = {s.path: skip_marker(s.reason) for s in skipped if s.path not in files}
-    return CollectionSnapshot(
-        collection=collection,
-        root=str(root),
-        content_hash=combine_hashes({**markers, **files}),
-        files=files,
-        total_bytes=total,
-        skipped=skipped,
+    cache.forget_missing(f"{collection}/", set(files), holds)
+    snapshot = CollectionSnapshot(
+        collection=collection, root=str(root), content_hash="", files=files, total_bytes=total, skipped=skipped
     )
+    snapshot.content_hash = combine_hashes(snapshot_entries(snapshot))
+    return snapshot
+
+
+def snapshot_entries(snapshot: CollectionSnapshot) -> dict[str, str]:
+    """What the content hash covers: each file's SHA-256, and each skipped entry's marker."""
+    markers = {s.path: skip_marker(s.reason) for s in snapshot.skipped if s.path not in snapshot.files}
+    return {**markers, **snapshot.files}
 
 
 def unreadable_reason(exc: BaseException) -> str:

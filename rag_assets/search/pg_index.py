@@ -118,11 +118,18 @@ class PgSearchIndex(SearchIndex):
     def nearest_ids(self, qvec: np.ndarray, depth: int, documents: list[str] | None = None) -> list[str]:
         """The ``depth`` chunk ids nearest to ``qvec`` by cosine (HNSW, or exact with ``exact``),
         among ``documents``' chunks when given."""
+        return [r[0] for r in self._nearest(qvec, depth, documents)]
+
+    def query_plan(self, qvec: np.ndarray, depth: int, documents: list[str] | None = None) -> str:
+        """PostgreSQL's plan for :meth:`nearest_ids` (which index it scans, if any)."""
+        return "\n".join(r[0] for r in self._nearest(qvec, depth, documents, explain=True))
+
+    def _nearest(self, qvec: np.ndarray, depth: int, documents: list[str] | None, explain: bool = False) -> list[tuple]:
         dimension = int(qvec.shape[0])
         column = pg_schema.vector_type(dimension)[0]
         where = "WHERE embedding IS NOT NULL" + (" AND document_id = ANY(%(docs)s)" if documents is not None else "")
         sql = (
-            f"SELECT id FROM {self.schema}.chunks {where}"
+            ("EXPLAIN " if explain else "") + f"SELECT id FROM {self.schema}.chunks {where}"
             f" ORDER BY embedding <=> %(q)s::{column} LIMIT %(n)s"
         )
         conn = self._pg()
@@ -133,12 +140,13 @@ class PgSearchIndex(SearchIndex):
                 # (pgvector 0.8); "relaxed" order is fine: the candidates are re-sorted exactly.
                 "hnsw.iterative_scan": "relaxed_order",
             }
-            if self.exact:
-                settings["enable_indexscan"] = "off"
+            # Exact: no index scan, every row's distance. Else no sequential scan: the planner
+            # would pick one (exact, and slow on large stores) when a high ef_search makes the
+            # HNSW scan look dearer on a small store; a filter may still use the document index.
+            settings["enable_indexscan" if self.exact else "enable_seqscan"] = "off"
             for name, value in settings.items():
                 conn.execute("SELECT set_config(%s, %s, true)", (name, value))
-            rows = conn.execute(sql, {"q": np.asarray(qvec, dtype=np.float32), "n": depth, "docs": documents}).fetchall()
-        return [r[0] for r in rows]
+            return conn.execute(sql, {"q": np.asarray(qvec, dtype=np.float32), "n": depth, "docs": documents}).fetchall()
 
     def close(self) -> None:
         super().close()

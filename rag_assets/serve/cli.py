@@ -122,6 +122,36 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="per collection: files added, changed, removed and chunks that would be embedded; writes nothing",
     )
+    build.add_argument(
+        "--executor",
+        choices=("in_process", "celery"),
+        default=os.environ.get("RAG_EXECUTOR") or "in_process",
+        help="in_process (default; $RAG_EXECUTOR): one run over the collections in this process; celery: one run "
+        "per collection on Celery workers (the distributed extra; needs DAGSTER_HOME shared with the workers)",
+    )
+    build.add_argument(
+        "--celery-config",
+        metavar="PATH",
+        default=os.environ.get("RAG_CELERY_CONFIG") or "celery.yaml",
+        help="with --executor celery: the dagster-celery config the workers were started with (-y); default "
+        "$RAG_CELERY_CONFIG or ./celery.yaml",
+    )
+    build.add_argument(
+        "--parallel-runs",
+        type=int,
+        metavar="N",
+        default=None,
+        help="with --executor celery: collection runs in flight at once (default 4; about the number of workers "
+        "and more)",
+    )
+    build.add_argument(
+        "--partitions-per-run",
+        type=int,
+        metavar="N",
+        default=1,
+        help="with --executor celery: collections per run (default 1); more amortise the per-step cost of a "
+        "Celery task, fewer spread the work more evenly",
+    )
     build.add_argument("-v", "--verbose", action="store_true", help="show Dagster's step logs")
     build.set_defaults(handler=cmd_build)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 import yaml
 
@@ -86,11 +87,12 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     for damage in discard_damaged_caches(cfg):
         print(f"note: discarded {damage}; it is rebuilt by this build")
     publish = bool(targets)
+    partitions: list[str] | None = None  # every partition of the targets
     if not args.force and not args.collection and not args.vault:
         plan = _incremental_plan(cfg)
         if plan is None:
             return EXIT_OK
-        targets, vault_targets, publish = plan
+        targets, vault_targets, publish, partitions = plan
 
     # Imported only now: Dagster takes a second to import, and a no-op build should not pay it.
     from rag_assets.defs.runner import cli_instance, run_build
@@ -98,31 +100,56 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     selection = select_embedder(cfg.embedding)
     print(f"Embedder: {selection.provider}, {selection.embedder.model} ({selection.reason})")
     published = index_json.read_meta(cfg.meta_path)
-    if args.collection and published and published.get("model") != selection.embedder.model:
-        # One index, one model: a partial build with another model would mix them.
+    if targets and _model_changed(published, selection.embedder):
+        # One index, one model: a partial build with another model (or the same model at another
+        # dimension) would mix them, also within a sharded collection, whose untouched shards the
+        # ledger calls current.
         print(
-            f"note: the index was built with {published.get('model')}; switching to {selection.embedder.model} "
-            "re-embeds every collection"
+            f"note: the index was built with {published.get('model')} ({published.get('dimension')}); switching to "
+            f"{selection.embedder.model} ({selection.embedder.dimension}) re-embeds every collection"
         )
-        targets = list(discovery.collections)
+        targets, partitions = list(discovery.collections), None
     if targets:
         print(f"Building {len(targets)} collection(s) from {cfg.content_dir}", flush=True)
     elif publish:
         print("Republishing the public index without the removed collection(s)", flush=True)
     if vault_targets:
         print(f"Building {len(vault_targets)} vault(s) into the Safe and Private stores", flush=True)
+    celery = None
+    cannot_start: tuple[type[Exception], ...] = ()  # the distributed build's "no broker, no worker"
+    if args.executor not in ("in_process", "celery"):  # argparse checks the flag, not $RAG_EXECUTOR
+        print(f"rag: $RAG_EXECUTOR must be in_process or celery, not {args.executor!r}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.executor == "celery":
+        from rag_assets.defs.distributed import DistributedBuildError, load_celery_config
+
+        cannot_start = (DistributedBuildError,)
+
+        try:
+            celery = load_celery_config(Path(args.celery_config).resolve())
+        except DistributedBuildError as error:
+            print(f"rag: {error}", file=sys.stderr)
+            return EXIT_USAGE
     with cli_instance() as instance:
-        outcome = run_build(
-            cfg,
-            instance,
-            collections=targets,
-            vaults=vault_targets,
-            publish=publish,
-            verbose=args.verbose,
-            on_collection=_print_collection_progress,
-            on_vault=_print_vault_progress,
-            full=True if args.force else None,
-        )
+        try:
+            outcome = run_build(
+                cfg,
+                instance,
+                collections=targets,
+                partitions=partitions,
+                vaults=vault_targets,
+                publish=publish,
+                verbose=args.verbose,
+                on_collection=_print_collection_progress,
+                on_vault=_print_vault_progress,
+                full=True if args.force else None,
+                celery=celery,
+                parallel_runs=args.parallel_runs,
+                partitions_per_run=args.partitions_per_run,
+            )
+        except cannot_start as error:
+            print(f"rag: build not started: {error}", file=sys.stderr)
+            return EXIT_FAILED
     skipped = [s for c in outcome.collections for s in c.skipped]
     if skipped:
         print(f"\nSkipped {len(skipped)} file(s):")
@@ -141,9 +168,17 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     return EXIT_FAILED if outcome.failed_checks else EXIT_OK
 
 
-def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool] | None:
-    """(collections, vaults) that changed since their last build and whether the public outputs
-    must be republished; None (after saying so) when everything is current."""
+def _model_changed(published: dict | None, embedder) -> bool:
+    """Whether the published index was embedded with another model or dimension than ``embedder``."""
+    if not published:
+        return False
+    return (published.get("model"), published.get("dimension")) != (embedder.model, embedder.dimension)
+
+
+def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool, list[str] | None] | None:
+    """(collections, vaults) that changed since their last build, whether the public outputs
+    must be republished, and the partitions to re-index (None: all of those collections; a
+    sharded collection's changed shards only); None (after saying so) when everything is current."""
     report = detect_changes(cfg)
     vault_changes = detect_vault_changes(cfg)
     for change in vault_changes:
@@ -157,23 +192,25 @@ def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool] | Non
         if not stale_vaults and not departed:
             print("No public collections; the Safe and Private stores are up to date. Use --force to rebuild.")
             return None
-        return [], stale_vaults, False
+        return [], stale_vaults, False, None
     for damage in report.damage:
         print(f"damaged output {damage}: republishing every collection")
     if report.damage:
-        return collections, stale_vaults, True
+        return collections, stale_vaults, True, None
     if report.has_index and (change := encoding_change(cfg)):
         print(f"public_index.vector_encoding changed ({change}): republishing every collection")
-        return collections, stale_vaults, True
+        return collections, stale_vaults, True, None
     if report.up_to_date and not stale_vaults and not departed:
         print(f"Index is up to date (content hash {report.current_hash[:12]}); nothing to build. Use --force to rebuild.")
         generations.tidy(cfg)  # what a build killed after its swap left (it published, then died)
         return None
     targets = collections
+    partitions: list[str] | None = None
     if report.up_to_date:
         targets = []
     elif report.has_index:
         targets = [c.collection for c in report.changed if c.status != "removed"]
+        partitions = [key for c in report.changed if c.status != "removed" for key in c.partitions]
         for change in report.changed:
             print(f"[{change.collection}] {change.summary()}")
     for change in vault_changes:
@@ -181,7 +218,7 @@ def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool] | Non
             print(f"[vault {change.vault}] {change.tier} tier: {'not built yet' if change.status == 'new' else 'notes or rules changed'}")
     for tier, names in departed.items():
         print(f"[{tier} tier] vault(s) {', '.join(names)} left the tier: their rows will be purged")
-    return targets, stale_vaults, not report.up_to_date
+    return targets, stale_vaults, not report.up_to_date, partitions
 
 
 def _print_collection_progress(outcome) -> None:

@@ -518,7 +518,9 @@ export class RagSearch {
     const lexical = meta.lexical || { file: "embeddings-bm25.json", sha256: "" };
     const indexChanged = !old || old.indexSha256 !== meta.indexSha256;
     const lexicalChanged = !old || !old.lexical || old.lexical.sha256 !== lexical.sha256;
-    const vectorsChanged = !!meta.vectors && (indexChanged || !old.vectors || old.vectors.sha256 !== meta.vectors.sha256);
+    // A vector file left unusable (not fetched, or not matching) is fetched again: the failure
+    // may have been the network's, and its URL carries the digest, so a good copy is cached.
+    const vectorsChanged = !!meta.vectors && (indexChanged || !old.vectors || old.vectors.sha256 !== meta.vectors.sha256 || !!this.vectorProblem);
     if (!indexChanged && !lexicalChanged && !vectorsChanged) return false;
     // The digest in the URL: a cache may keep a file as long as the sidecar names it.
     const [index, bm25, vectors] = await Promise.all([

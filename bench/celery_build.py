@@ -1,0 +1,65 @@
+"""Build throughput on Celery workers: `rag build --executor celery` with 1 and with 2 workers.
+
+Each build gets a fresh PostgreSQL database for its Dagster instance, a queue of its own on
+RabbitMQ (127.0.0.1:5672) and freshly started workers (dagster-celery's CLI, `--pool solo`),
+exactly as rag_assets_tests/test_distributed.py runs them; the time is the `rag build`
+subprocess's wall time, workers already up. Needs the postgres and distributed extras.
+
+    .venv/bin/python bench/celery_build.py --content ../shared/corpora/hugo-docs/content --workers 1 2 --repeat 3
+
+Call :func:`celery_build` from another benchmark for one timed build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(ROOT))
+
+from rag_assets_tests.celery_workers import celery_cluster  # noqa: E402
+
+
+def celery_build(content: Path, workers: int, partitions_per_run: int = 1, parallel_runs: int | None = None) -> float:
+    """Seconds of one forced `rag build --executor celery` of ``content`` on ``workers`` fresh workers."""
+    with tempfile.TemporaryDirectory(prefix="rag-celery-bench-") as folder:
+        with celery_cluster(Path(folder)) as cluster:
+            cluster.start_workers(*[f"bench{i}" for i in range(workers)])
+            extra = ["--partitions-per-run", str(partitions_per_run)]
+            if parallel_runs:
+                extra += ["--parallel-runs", str(parallel_runs)]
+            started = time.perf_counter()
+            done = cluster.rag(*cluster.build_args(content, Path(folder) / "out", *extra), timeout=3600)
+            seconds = time.perf_counter() - started
+            if done.returncode != 0:
+                raise RuntimeError(f"the build failed:\n{done.stderr[-3000:]}")
+            return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--content", type=Path, default=ROOT / "content")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--partitions-per-run", type=int, default=1)
+    parser.add_argument("--parallel-runs", type=int, default=None)
+    args = parser.parse_args()
+    medians = {}
+    for count in args.workers:
+        times = [celery_build(args.content, count, args.partitions_per_run, args.parallel_runs) for _ in range(args.repeat)]
+        medians[count] = statistics.median(times)
+        print(f"{count} worker(s): median {medians[count]:.1f} s of {', '.join(f'{t:.1f}' for t in times)}", flush=True)
+    if 1 in medians:
+        for count, median in medians.items():
+            if count != 1:
+                print(f"speed-up with {count} workers: {medians[1] / median:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

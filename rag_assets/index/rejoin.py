@@ -1,0 +1,142 @@
+"""Publishing sharded collections: the shards' records rejoined into one record per collection.
+
+A sharded collection's partitions (``docs~0``, ``docs~1``, ...) each hold the documents,
+chunks and vectors of their own files. Publishing needs the collection whole, and exactly
+as it would be unsharded, so that the published outputs do not depend on the shard count:
+documents in path order (the walker's), chunks in document order, the skipped files in path
+order, the content hash over every file, and one document per slug (the first in path
+order, as the parser keeps it; shards parse apart, so two of them may each keep one).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Collection, Mapping, Sequence
+
+import numpy as np
+
+from rag_assets.config import RagConfig
+from rag_assets.ingest.parsing import slug_taken
+from rag_assets.ingest.shards import Shard, collection_shards
+from rag_assets.ingest.sources import combine_hashes
+from rag_assets.records import Document, EmbeddedCollection, SkippedFile
+
+_SLUG_TAKEN = re.compile(r"^same slug '(?P<slug>.*)' as .*; rename one of them$", re.DOTALL)
+
+
+class IncompleteShardsError(ValueError):
+    """Some shards of a collection have no current record: publishing it would lose files."""
+
+
+def rejoin_collections(
+    cfg: RagConfig, records: Mapping[str, EmbeddedCollection], ledger: Collection[str] | None = None
+) -> list[EmbeddedCollection]:
+    """One record per collection, in name order, from ``{partition key: record}``.
+
+    A collection with no record at all (never built) is left out, as an unbuilt unsharded
+    collection is. One with only some of its shards current (a shard never built, or built
+    under another shard count) is refused: publishing it would drop the other shards' files,
+    and the previous outputs stay. ``ledger``, the partitions the indexed ledger names (see
+    rag_assets.index.freshness), tells a current record from one left by an earlier layout of
+    the same count (3 shards, then 2, then 3 again: ``docs~2``'s record is of the first 3).
+    """
+    by_collection: dict[str, dict[str, EmbeddedCollection]] = defaultdict(dict)
+    for key, record in records.items():
+        by_collection[record.collection][key] = record
+    joined = []
+    for name in sorted(by_collection):
+        parts = by_collection[name]
+        shards = collection_shards(cfg, name)
+        # Records under keys of another shard count (partitions not yet synced away) are not
+        # the collection's; records under the current keys but made under another count are stale.
+        current = {
+            s.key: parts[s.key]
+            for s in shards
+            if s.key in parts and _made_as(parts[s.key], s) and _in_ledger(s, ledger)
+        }
+        missing = [s.key for s in shards if s.key not in current]
+        if missing:
+            raise IncompleteShardsError(
+                f"collection {name}: no current record for {', '.join(missing)} (of {len(shards)} shard(s)); "
+                "build every shard of the collection before publishing it (rag build, or materialize its partitions)"
+            )
+        records_in_order = [current[s.key] for s in shards]
+        joined.append(records_in_order[0] if len(shards) == 1 else rejoin(name, records_in_order))
+    return joined
+
+
+def _in_ledger(shard: Shard, ledger: Collection[str] | None) -> bool:
+    """Whether the ledger names the shard. A layout change drops the other layout's entries
+    from it, so a shard's record it does not name was made before the last change (as with
+    freshness.records_current, an unsharded collection is trusted without an entry)."""
+    return ledger is None or not shard.sharded or shard.key in ledger
+
+
+def _made_as(record: EmbeddedCollection, shard: Shard) -> bool:
+    """Whether the record was built as this shard (an unsharded record for an unsharded collection)."""
+    if not shard.sharded:
+        return record.shard is None
+    return record.shard is not None and (record.shard.index, record.shard.count) == (shard.index, shard.count)
+
+
+def rejoin(collection: str, shards: Sequence[EmbeddedCollection]) -> EmbeddedCollection:
+    """The collection's record from all of its shards' records (see the module docstring)."""
+    models = {(s.model, s.dimension) for s in shards}
+    if len(models) > 1:
+        raise ValueError(f"collection {collection}: its shards were embedded with different models {sorted(models)}")
+    owned = sorted(((doc, i) for i, s in enumerate(shards) for doc in s.documents), key=lambda pair: pair[0].path)
+    owner: dict[str, str] = {}
+    kept: list[tuple[Document, int]] = []
+    skipped: list[SkippedFile] = []
+    for doc, i in owned:
+        if doc.slug in owner:
+            skipped.append(slug_taken(doc.path, doc.slug, owner[doc.slug]))
+        else:
+            owner[doc.slug] = doc.path
+            kept.append((doc, i))
+    for shard in shards:
+        skipped.extend(_with_global_owner(item, owner) for item in shard.skipped)
+    rows = [_rows_by_document(s) for s in shards]
+    order = [(i, row) for doc, i in kept for row in rows[i].get(doc.id, [])]
+    kept_ids = {(i, doc.id) for doc, i in kept}
+    first = shards[0]
+    vectors = (
+        np.vstack([shards[i].vectors[row] for i, row in order]).astype(np.float32, copy=False)
+        if order
+        else np.zeros((0, first.dimension), dtype=np.float32)
+    )
+    entries = {path: digest for s in shards if s.shard for path, digest in s.shard.hash_entries.items()}
+    return EmbeddedCollection(
+        collection=collection,
+        content_hash=combine_hashes(entries),
+        documents=[doc for doc, _ in kept],
+        chunks=[shards[i].chunks[row] for i, row in order],
+        vectors=vectors,
+        model=first.model,
+        dimension=first.dimension,
+        skipped=sorted(dict.fromkeys(skipped), key=lambda item: item.path),
+        provider=first.provider,
+        failed_chunk_ids=[
+            chunk_id
+            for i, s in enumerate(shards)
+            for chunk_id in s.failed_chunk_ids
+            if (i, chunk_id.rsplit("/chunk-", 1)[0]) in kept_ids
+        ],
+    )
+
+
+def _rows_by_document(record: EmbeddedCollection) -> dict[str, list[int]]:
+    rows: dict[str, list[int]] = defaultdict(list)
+    for row, chunk in enumerate(record.chunks):
+        rows[chunk.document_id].append(row)
+    return rows
+
+
+def _with_global_owner(item: SkippedFile, owner: dict[str, str]) -> SkippedFile:
+    """A shard names the first owner of a slug *in the shard*; unsharded, the parser names the
+    first in the whole collection, which may sit in another shard."""
+    match = _SLUG_TAKEN.match(item.reason)
+    if match is None or match["slug"] not in owner:
+        return item
+    return slug_taken(item.path, match["slug"], owner[match["slug"]])

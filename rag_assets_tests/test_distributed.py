@@ -1,0 +1,211 @@
+"""Distributed builds on real Celery workers (`rag build --executor celery`, defs/distributed.py).
+
+Real pieces throughout: RabbitMQ on 127.0.0.1:5672, workers started with dagster-celery's
+documented command as separate processes, a Dagster instance on PostgreSQL shared by the
+workers and the build, the `rag` command as a subprocess. The workers are shared by the
+module's tests (starting one costs ~10 s of imports); the queue is the module's own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from rag_assets.config import load_config
+from rag_assets.defs.distributed import DistributedBuildError, load_celery_config, run_slices
+from rag_assets.defs.runner import run_build
+
+from .celery_workers import CeleryCluster, celery_cluster, clean_environ, require_celery
+from .conftest import CORPORA, REPO_ROOT, SAMPLE_CONTENT
+from .embedding_server import EmbeddingServer
+
+HUGO = CORPORA / "hugo-docs" / "content"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> CeleryCluster:
+    """Two workers; the `embedding_api` pool limited to one step at a time across them."""
+    with celery_cluster(tmp_path_factory.mktemp("celery"), pool_limit=1) as cluster:
+        cluster.start_workers("w1", "w2")
+        yield cluster
+
+
+def published(output: Path) -> dict[str, bytes]:
+    """Every published file: the current generation, and public/ through its links."""
+    current = output / "data" / "current"
+    return {
+        f"{root.name}/{path.relative_to(root)}": path.read_bytes()
+        for root in (current, output / "public")
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def published_files(output: Path) -> dict[str, bytes]:
+    """:func:`published`, with the values that name the build itself (its instant and generation
+    id, and the digests of the two files that hold them) replaced by placeholders of the same length."""
+    meta = json.loads((output / "data" / "current" / "embeddings-meta.json").read_text())
+    own = [meta["builtAt"], meta["generation"], meta["indexSha256"], meta["lexical"]["sha256"]]
+    files = {}
+    for name, data in published(output).items():
+        for value in own:
+            data = data.replace(value.encode(), b"#" * len(value))
+        files[name] = data
+    return files
+
+
+def digests(output: Path) -> dict[str, str]:
+    """SHA-256 of every published file, as it is."""
+    return {name: hashlib.sha256(data).hexdigest() for name, data in published(output).items()}
+
+
+def step_intervals(instance: dg.DagsterInstance, job: str) -> list[tuple[str, str, float, float]]:
+    """(run id, step key, start, end) of every successful step of ``job``'s runs, from the event log."""
+    intervals = []
+    for run in instance.get_runs(filters=dg.RunsFilter(job_name=job)):
+        starts: dict[str, float] = {}
+        for entry in instance.all_logs(run.run_id):
+            kind = entry.dagster_event_type
+            if kind == dg.DagsterEventType.STEP_START:
+                starts[entry.step_key] = entry.timestamp
+            elif kind == dg.DagsterEventType.STEP_SUCCESS:
+                intervals.append((run.run_id, entry.step_key, starts[entry.step_key], entry.timestamp))
+    return intervals
+
+
+@pytest.mark.skipif(not HUGO.is_dir(), reason="hugo-docs corpus not available")
+def test_hugo_docs_on_two_workers_publish_what_the_in_process_build_publishes(cluster, tmp_path):
+    build = cluster.rag_background(*cluster.build_args(HUGO, tmp_path / "celery", "--partitions-per-run", "10"))
+    try:
+        # The in-process build meanwhile, in this process: the workers do the other.
+        cfg = load_config(None, content_dir=HUGO, output_dir=tmp_path / "in_process", embedder="hashing", environ={})
+        assert run_build(cfg, dg.DagsterInstance.ephemeral(), full=True).success
+        _, stderr = build.communicate(timeout=600)
+    finally:
+        if build.poll() is None:
+            build.kill()
+    assert build.returncode == 0, stderr[-3000:]
+
+    expected, got = published_files(tmp_path / "in_process"), published_files(tmp_path / "celery")
+    assert sorted(got) == sorted(expected)
+    assert len(expected) >= 8  # index, meta, manifest, store, BM25, script, page, and their public links
+    different = [name for name in expected if got[name] != expected[name]]
+    assert not different, different
+    # Both workers took steps: the build was spread, not run by whichever answered first.
+    assert all("succeeded in" in cluster.log(name) for name in ("w1", "w2"))
+
+    with cluster.instance() as instance:
+        steps = step_intervals(instance, "index_collection_celery")
+    assert len({run for run, *_ in steps}) == 2  # 20 collections, 10 a run
+    embedding = sorted((start, end) for _, key, start, end in steps if key == "embeddings")
+    assert len(embedding) == 2
+    # The pool (limit 1 in this instance) held across workers: no two embedding steps overlapped...
+    assert all(later[0] >= earlier[1] for earlier, later in zip(embedding, embedding[1:])), embedding
+    # ...while other steps of different runs did run at the same time, on the two workers.
+    assert any(
+        a[0] != b[0] and a[2] < b[3] and b[2] < a[3] for a in steps for b in steps
+    ), "no two runs' steps overlapped: the build was not distributed"
+
+
+def _write_config(folder: Path, content: Path, output: Path, server: EmbeddingServer) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "rag.yaml").write_text(
+        f"content_dir: {content}\noutput_dir: {output}\nidentity_map: null\n"
+        f"embedder:\n  name: ollama\n  batch_size: 16\n  ollama:\n    host: {server.url}\n"
+        "private_tier:\n  embedder: hashing\n"
+    )
+    return folder
+
+
+def test_a_worker_killed_mid_step_leaves_the_outputs_and_the_next_worker_finishes_the_build(cluster, tmp_path):
+    content = tmp_path / "content"
+    shutil.copytree(SAMPLE_CONTENT, content, ignore=shutil.ignore_patterns("*vault*"))
+    output = tmp_path / "out"
+    with EmbeddingServer(ollama_dimension=64) as server:
+        cwd = _write_config(tmp_path / "site", content, output, server)
+        first = cluster.rag("build", cwd=cwd)  # the previous outputs: any build's will do
+        assert first.returncode == 0, first.stderr[-3000:]
+        before = digests(output)
+
+        # One worker left, and the next embedding request hangs: the step is mid-way when its worker dies.
+        for name in [n for n in cluster.workers if n != "w1"]:
+            cluster.kill(name)
+        (content / "docs" / "killed-mid-run.md").write_text("# Killed mid-run\n\nA page about unicorns.\n")
+        server.script("slow:60")
+        requests = len(server.embedding_requests)
+        # One run over the five collections: its embedding step is the one that hangs.
+        build = cluster.rag_background(
+            "build", "--executor", "celery", "--celery-config", str(cluster.celery_yaml), "--partitions-per-run", "5",
+            cwd=cwd,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while len(server.embedding_requests) == requests:
+                assert build.poll() is None, build.communicate()
+                assert time.monotonic() < deadline, "the embedding step never started"
+                time.sleep(0.2)
+            cluster.kill("w1")
+            time.sleep(2)
+            assert build.poll() is None  # waiting for a worker, its step back in the queue
+            assert digests(output) == before  # the published outputs are untouched
+
+            cluster.start_workers("w3")
+            stdout, stderr = build.communicate(timeout=180)
+        finally:
+            if build.poll() is None:
+                build.kill()
+    assert build.returncode == 0, stderr[-3000:]
+    assert "succeeded in" in cluster.log("w3")  # the fresh worker ran the step again
+    meta = json.loads((output / "public" / "embeddings-meta.json").read_text())
+    assert meta["collections"]["docs"]["documents"] == 7
+    assert digests(output) != before
+
+
+def test_an_unreachable_broker_fails_fast_naming_it_and_what_to_start(tmp_path):
+    require_celery()
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    broker = f"amqp://guest:guest@127.0.0.1:{port}//"
+    env = {**clean_environ(), "DAGSTER_HOME": str(home), "RAG_CELERY_BROKER": broker, "PYTHONPATH": str(REPO_ROOT)}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "rag_assets.serve.cli", "build", "--content-dir", str(SAMPLE_CONTENT),
+         "--output-dir", str(tmp_path / "out"), "--embedder", "hashing", "--executor", "celery",
+         "--celery-config", str(REPO_ROOT / "celery.yaml")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"cannot reach the Celery broker at amqp://guest:***@127.0.0.1:{port}//" in done.stderr
+    assert "start the broker there" in done.stderr and "dagster-celery worker start" in done.stderr
+    assert "guest:guest" not in done.stderr  # the password is not printed
+    assert elapsed < 30, elapsed  # Python and Dagster's import included; the broker check itself gives up in seconds
+    assert not (tmp_path / "out" / "public").exists()
+
+
+def test_the_celery_config_names_its_broker_and_the_runs_cover_every_key_in_order(tmp_path):
+    celery = load_celery_config(REPO_ROOT / "celery.yaml", {"RAG_CELERY_BROKER": "amqp://u:p@h:5672//"})
+    assert celery.broker == "amqp://u:p@h:5672//"
+    assert celery.queue == "dagster"
+    source = celery.execution["config"]["config_source"]
+    assert source["task_acks_late"] is True and source["worker_prefetch_multiplier"] == 1
+    with pytest.raises(DistributedBuildError, match=r"\$RAG_CELERY_BROKER, which is not set"):
+        load_celery_config(REPO_ROOT / "celery.yaml", {})
+    with pytest.raises(DistributedBuildError, match="no Celery config at"):
+        load_celery_config(tmp_path / "missing.yaml", {})
+    keys = ["docs", "docs~0", "docs~1", "posts", "learn"]
+    assert run_slices(keys, 1) == [[k] for k in keys]
+    assert run_slices(keys, 2) == [["docs", "docs~0"], ["docs~1", "posts"], ["learn"]]
