@@ -13,6 +13,7 @@ its sidecar must never be used.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -253,7 +254,12 @@ def test_refresh_refetches_the_index_only_when_the_sidecar_changed(write_tree, t
         assert page.evaluate("window.ragSearch.refresh()") is False
         assert fetched == ["embeddings-meta.json"]
         (content / "docs" / "b.md").write_text("---\ntitle: Beta\n---\nBeta decay emits an electron.\n")
+        sidecar = cfg.public_dir / "embeddings-meta.json"
+        first_mtime = sidecar.stat().st_mtime
         build(content, tmp_path / "out")
+        # As if the new build landed within the same second: a server that dates files to the
+        # second then answers a revalidation (If-Modified-Since) with 304, the old sidecar.
+        os.utime(sidecar, (first_mtime, first_mtime))
         fetched.clear()
         assert page.evaluate("window.ragSearch.refresh()") is True
         assert sorted(fetched) == ["embeddings-bm25.json", "embeddings-index.json", "embeddings-meta.json"]

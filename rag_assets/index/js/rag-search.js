@@ -513,7 +513,10 @@ export class RagSearch {
    * says they changed. Returns true when something was reloaded. A build published between the
    * fetches would pair files of two builds (each names its generation): then it starts over. */
   async refresh(attempts = 3) {
-    const meta = await this.getJson("embeddings-meta.json", { cache: "no-cache" });
+    // no-store, not no-cache: revalidating asks If-Modified-Since, and a server that dates files
+    // to the second (python -m http.server, many static hosts) answers 304 for a sidecar that a
+    // build rewrote within the same second, so a new build went unseen. The sidecar is small.
+    const meta = await this.getJson("embeddings-meta.json", { cache: "no-store" });
     const old = this.meta;
     const lexical = meta.lexical || { file: "embeddings-bm25.json", sha256: "" };
     const indexChanged = !old || old.indexSha256 !== meta.indexSha256;
