@@ -351,8 +351,13 @@ def in_process_build(content: Path, config: Path, output: Path) -> float:
 
 
 def published_chunks(output: Path) -> int:
-    manifest = json.loads((output / "public" / "rag-manifest.json").read_text())
-    return int(manifest.get("totalChunks") or sum(c.get("chunks", 0) for c in manifest.get("collections", [])))
+    """Chunks in the public store the build wrote."""
+    path = RagConfig(content_dir=output / "content", output_dir=output).public_store_path
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+    finally:
+        conn.close()
 
 
 def part_build(args) -> dict:
