@@ -26,12 +26,15 @@ sys.path.insert(0, str(ROOT))
 from rag_assets_tests.celery_workers import celery_cluster  # noqa: E402
 
 
-def celery_build(content: Path, workers: int, partitions_per_run: int = 1, parallel_runs: int | None = None) -> float:
-    """Seconds of one forced `rag build --executor celery` of ``content`` on ``workers`` fresh workers."""
+def celery_build(
+    content: Path, workers: int, partitions_per_run: int = 1, parallel_runs: int | None = None, config: Path | None = None
+) -> float:
+    """Seconds of one forced `rag build --executor celery` of ``content`` on ``workers`` fresh workers
+    (``config``: a rag.yaml, e.g. one that shards the collection)."""
     with tempfile.TemporaryDirectory(prefix="rag-celery-bench-") as folder:
         with celery_cluster(Path(folder)) as cluster:
             cluster.start_workers(*[f"bench{i}" for i in range(workers)])
-            extra = ["--partitions-per-run", str(partitions_per_run)]
+            extra = ["--partitions-per-run", str(partitions_per_run), *(["--config", str(config)] if config else [])]
             if parallel_runs:
                 extra += ["--parallel-runs", str(parallel_runs)]
             started = time.perf_counter()

@@ -112,7 +112,10 @@ def match_share(chunks: list[set[str]], query: str) -> float:
     return sum(1 for c in chunks if c & words) / len(chunks)
 
 
-def generate_store(path: Path, n: int, pages, vocab, probs, seed: int = 7) -> None:
+def generate_store(
+    path: Path, n: int, pages, vocab, probs, seed: int = 7, embed=None, model: str = MODEL, provider: str = "bench"
+) -> None:
+    """Write n synthetic chunks to a store at path; ``embed(texts) -> matrix`` replaces the random vectors."""
     rng = np.random.default_rng(seed)
     n_docs = (n + CHUNKS_PER_DOC - 1) // CHUNKS_PER_DOC
     tag_pool = [w for w in vocab[:2000] if w not in STOP_WORDS and len(w) > 3][:60]
@@ -121,6 +124,7 @@ def generate_store(path: Path, n: int, pages, vocab, probs, seed: int = 7) -> No
     starts = rng.integers(0, len(stream) - WINDOW_WORDS, size=n)
     vectors = rng.standard_normal((n, DIMENSION), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    texts: list[str] = [] if embed else None  # row order, for embed
     by_collection: dict[str, tuple[list, list, list]] = {c: ([], [], []) for c in COLLECTIONS}
     for d in range(n_docs):
         collection = COLLECTIONS[d % len(COLLECTIONS)]
@@ -150,10 +154,14 @@ def generate_store(path: Path, n: int, pages, vocab, probs, seed: int = 7) -> No
                 )
             )
             rows.append(i)
+            if embed:
+                texts.append(chunks[-1].text)
+    if embed:
+        vectors = np.asarray(embed(texts), dtype=np.float32)  # texts are in row order (i)
     records = [
         EmbeddedCollection(
             collection=c, content_hash=f"bench-{n}-{c}", documents=docs, chunks=chunks, vectors=vectors[rows],
-            model=MODEL, dimension=DIMENSION, provider="bench",
+            model=model, dimension=vectors.shape[1], provider=provider,
         )
         for c, (docs, chunks, rows) in by_collection.items()
     ]
@@ -161,7 +169,7 @@ def generate_store(path: Path, n: int, pages, vocab, probs, seed: int = 7) -> No
     tmp = path.with_name(path.name + ".partial")
     for p in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
         p.unlink(missing_ok=True)
-    store.replace_contents(tmp, records, model=MODEL, dimension=DIMENSION, built_at="2026-01-01T00:00:00Z", provider="bench")
+    store.replace_contents(tmp, records, model=model, dimension=vectors.shape[1], built_at="2026-01-01T00:00:00Z", provider=provider)
     import sqlite3
 
     conn = sqlite3.connect(tmp)
