@@ -99,7 +99,11 @@ export class SearchPanel {
   render(query, body) {
     const pattern = termPattern(queryTerms(query));
     const hits = body.hits || [];
+    // A search that lands while the reader is arrowing through the results must not drop their
+    // focus to the page: the title at the same place gets it back.
+    const focused = this.list.contains(document.activeElement) ? document.activeElement.closest(".result-title button") : null;
     this.list.replaceChildren(...hits.map((hit, i) => this.result(hit, i, pattern)));
+    if (focused && hits.length) this.focusResult(Number(focused.dataset.index));
     const count = hits.length ? `${hits.length} result${hits.length === 1 ? "" : "s"} in the ${body.tier} tier` : "";
     const parts = [body.fallback, count || body.message || "No results."];
     if (typeof body.latencyMs === "number") parts.push(`(${Math.round(body.latencyMs)} ms)`);

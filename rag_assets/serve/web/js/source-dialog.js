@@ -29,7 +29,13 @@ export function openSource(source, pattern = null) {
   link.hidden = !href;
   if (href) link.href = href;
   else link.removeAttribute("href");
-  el.addEventListener("close", () => opener?.focus?.(), { once: true });
+  // The "close" event comes a task after the dialog closed (and the browser put focus back):
+  // by then a key may have moved the focus on, which must not be taken back. Only a focus left
+  // on nothing (the opener re-rendered away, a browser that restores nothing) goes to the opener.
+  el.addEventListener("close", () => {
+    const active = document.activeElement;
+    if (!active || active === document.body) opener?.focus?.();
+  }, { once: true });
   el.showModal();
   textEl.scrollTop = 0;
   el.querySelector(".close").focus();
