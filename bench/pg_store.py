@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import resource
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -51,23 +50,15 @@ RECALL_EF = (40, 100, 200, 400, 1000)  # hnsw.ef_search values whose recall@10 i
 
 
 def hashing_store(cache_dir: Path, n: int) -> Path:
-    """bench/search.py's synthetic store of n chunks, its vectors replaced by hashing embeddings."""
+    """bench/search.py's synthetic store of n chunks, embedded with the hashing embedder."""
     path = cache_dir / f"pg-bench-{n}-v{search_bench.GENERATOR_VERSION}" / "rag-store-public.db"
-    if path.is_file():
-        return path
-    corpus = search_bench.load_corpus(search_bench.CORPUS)
-    partial = path.with_name("partial.db")
-    search_bench.generate_store(partial, n, *corpus)
-    embedder = HashingEmbedder()
-    with closing(sqlite3.connect(partial)) as conn:
-        rows = conn.execute("SELECT rowid, text FROM chunks").fetchall()
-        for start in range(0, len(rows), 5000):
-            part = rows[start : start + 5000]
-            vectors = np.asarray(embedder.embed_documents([t for _, t in part]), dtype=np.float32)
-            conn.executemany("UPDATE chunks SET embedding = ? WHERE rowid = ?", [(v.tobytes(), r) for (r, _), v in zip(part, vectors)])
-        conn.execute("UPDATE embeddings_meta SET model = ?", (embedder.model,))
-        conn.commit()
-    partial.rename(path)
+    if not path.is_file():
+        embedder = HashingEmbedder()
+        # provider "bench", as the store written before with random vectors then re-embedded: the
+        # same search profile, so the README's figures still hold.
+        search_bench.generate_store(
+            path, n, *search_bench.load_corpus(search_bench.CORPUS), embed=embedder.embed_documents, model=embedder.model
+        )
     return path
 
 

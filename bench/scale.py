@@ -27,6 +27,7 @@ from ``os.wait4``) is its alone:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sqlite3
@@ -50,8 +51,9 @@ GENERATOR_VERSION = 1  # bump when the generated store changes
 CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 
 
+@functools.cache
 def search_bench():
-    """bench/search.py, imported by path (bench/ is not a package and holds secrets.py)."""
+    """bench/search.py, imported by path (bench/ is not a package and holds secrets.py), once."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("bench_search", ROOT / "bench" / "search.py")
@@ -100,14 +102,9 @@ def part_store(args) -> dict:
 
 
 def timed_queries(search, queries: list[str]) -> list[float]:
-    for q in queries[:10]:  # warm-up
-        search(q)
-    out = []
-    for q in queries:
-        t0 = time.perf_counter()
-        search(q)
-        out.append((time.perf_counter() - t0) * 1000)
-    return out
+    """Milliseconds per query (bench/search.py's timer), after a warm-up over the first ten."""
+    search_bench().timed(search, queries[:10])
+    return search_bench().timed(search, queries)
 
 
 def latency(ms: list[float]) -> dict:
@@ -191,36 +188,25 @@ def server_url(args) -> str:
 
 
 def server_memory_mb(url: str) -> float:
-    """Proportional set size (PSS) of every process of the PostgreSQL server, in MB: its
-    shared buffers counted once, not once per backend as RSS would."""
+    """Proportional set size (PSS) of the PostgreSQL server's processes (the postmaster and its
+    children), in MB: its shared buffers counted once, not once per backend as RSS would."""
     import psycopg
 
     with psycopg.connect(url) as conn:
-        postmaster = conn.execute("SELECT pg_postmaster_start_time()").fetchone()  # noqa: F841 (reachable)
-        data_dir = conn.execute("SHOW data_directory").fetchone()[0]
-    total = 0
+        data_dir = Path(conn.execute("SHOW data_directory").fetchone()[0])
+    postmaster = int((data_dir / "postmaster.pid").read_text().split()[0])
+    total_kib = 0
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
         try:
-            if not (proc / "cmdline").read_bytes().startswith(b"postgres"):
-                continue
-            environ_ok = data_dir.encode() in (proc / "cmdline").read_bytes() or _child_of_postmaster(proc, data_dir)
-            if environ_ok:
-                for line in (proc / "smaps_rollup").read_text().splitlines():
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1])
-        except OSError:
+            if proc.name.isdigit() and (int(proc.name) == postmaster or parent_pid(proc) == postmaster):
+                total_kib += sum(int(line.split()[1]) for line in (proc / "smaps_rollup").read_text().splitlines() if line.startswith("Pss:"))
+        except OSError:  # a backend that ended meanwhile
             continue
-    return total / 1024
+    return total_kib / 1024
 
 
-def _child_of_postmaster(proc: Path, data_dir: str) -> bool:
-    try:
-        ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        return data_dir.encode() in Path(f"/proc/{ppid}/cmdline").read_bytes()
-    except (OSError, ValueError, IndexError):
-        return False
+def parent_pid(proc: Path) -> int:
+    return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def part_postgres(args) -> dict:
