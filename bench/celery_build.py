@@ -27,10 +27,12 @@ from rag_assets_tests.celery_workers import celery_cluster  # noqa: E402
 
 
 def celery_build(
-    content: Path, workers: int, partitions_per_run: int = 1, parallel_runs: int | None = None, config: Path | None = None
-) -> float:
+    content: Path, workers: int, partitions_per_run: int = 1, parallel_runs: int | None = None, config: Path | None = None,
+    count_chunks=None,
+):
     """Seconds of one forced `rag build --executor celery` of ``content`` on ``workers`` fresh workers
-    (``config``: a rag.yaml, e.g. one that shards the collection)."""
+    (``config``: a rag.yaml, e.g. one that shards the collection); with ``count_chunks`` (a
+    function of the output folder), (seconds, what it returns for the build's output)."""
     with tempfile.TemporaryDirectory(prefix="rag-celery-bench-") as folder:
         with celery_cluster(Path(folder)) as cluster:
             cluster.start_workers(*[f"bench{i}" for i in range(workers)])
@@ -38,11 +40,11 @@ def celery_build(
             if parallel_runs:
                 extra += ["--parallel-runs", str(parallel_runs)]
             started = time.perf_counter()
-            done = cluster.rag(*cluster.build_args(content, Path(folder) / "out", *extra), timeout=3600)
+            done = cluster.rag(*cluster.build_args(content, Path(folder) / "out", *extra), timeout=4 * 3600)
             seconds = time.perf_counter() - started
             if done.returncode != 0:
                 raise RuntimeError(f"the build failed:\n{done.stderr[-3000:]}")
-            return seconds
+            return (seconds, count_chunks(Path(folder) / "out")) if count_chunks else seconds
 
 
 def main() -> None:

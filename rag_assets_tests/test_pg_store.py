@@ -141,6 +141,33 @@ def test_hnsw_mode_scans_the_index_and_exact_mode_does_not(built):
         exact.close()
 
 
+def test_exact_vector_search_scans_the_loaded_vectors_not_the_index(built, monkeypatch):
+    """store.vector_search: exact takes the vector candidates from the search process's own
+    vectors (no HNSW query at all), and gives the SQLite path's JSON in every mode."""
+    from rag_assets.search.pg_index import PgSearchIndex
+
+    lite, pg, _ = built
+    exact_cfg = dataclasses.replace(pg, store=dataclasses.replace(pg.store, vector_search="exact"))
+
+    def no_hnsw(*args, **kwargs):
+        raise AssertionError("vector_search exact queried PostgreSQL for vector candidates")
+
+    monkeypatch.setattr(PgSearchIndex, "_nearest", no_hnsw)
+    for query in QUERIES:
+        for params in PARAMS:
+            assert search_json(exact_cfg, "public", query, params) == search_json(lite, "public", query, params), (query, params)
+    with pytest.raises(AssertionError, match="queried PostgreSQL"):  # the default still uses the index
+        search_json(pg, "public", QUERIES[0], SearchParams(mode="vector"))
+
+
+def test_vector_search_setting_is_validated(tmp_path):
+    (tmp_path / "rag.yaml").write_text("store: {backend: postgres, url: 'postgresql://127.0.0.1/rag', vector_search: exact}\n")
+    assert load_config(tmp_path / "rag.yaml", environ={}).store.vector_search == "exact"
+    (tmp_path / "rag.yaml").write_text("store: {vector_search: ivfflat}\n")
+    with pytest.raises(ConfigError, match="vector_search"):
+        load_config(tmp_path / "rag.yaml", environ={})
+
+
 def test_rag_search_and_rag_serve_read_postgres(built, monkeypatch, capsys):
     lite, pg, url = built
     args = ["search", "vlan proxmox", "--output-dir", str(pg.output_dir), "--json", "--tier"]

@@ -157,6 +157,7 @@ class StoreSettings:
     backend: str = "sqlite"  # sqlite | postgres
     url: str | None = None  # postgresql://...; each tier in its own schema (rag_public, ...)
     ef_search: int = 400
+    vector_search: str = "hnsw"  # hnsw | exact (the search process's own copy of the vectors)
     hnsw_m: int = 16
     hnsw_ef_construction: int = 64
 

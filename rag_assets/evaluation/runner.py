@@ -206,7 +206,8 @@ def postgres_eval_index(cfg: RagConfig, dataset_name: str, store_path: Path, log
     sync = pg_sync.sync_tier(cfg.store.url, name, store_path, cfg.store.hnsw)
     log(f"PostgreSQL schema rag_{name}: {sync.chunks_written} chunks written, {sync.chunks_deleted} deleted")
     mirror = store_path.with_name(store_path.stem + "-pg-mirror.db")
-    return open_postgres_index(cfg.store.url, name, mirror, log_searches=False, ef_search=cfg.store.ef_search)
+    return open_postgres_index(cfg.store.url, name, mirror, log_searches=False, ef_search=cfg.store.ef_search,
+                                vector_search=cfg.store.vector_search)
 
 
 def select_eval_embedder(cfg: RagConfig, embedder_name: str | None) -> tuple[Embedder, str]:

@@ -37,7 +37,8 @@ def open_index(
     backend = backend or cfg.store.backend
     if backend == "postgres":
         return open_postgres_index(cfg.store.url, tier, mirror_path(cfg.data_dir, tier), cfg.collection_weights,
-                                   ef_search=cfg.store.ef_search, exact=exact, mixin=mixin, **kwargs)
+                                   ef_search=cfg.store.ef_search, exact=exact, mixin=mixin,
+                                   vector_search=cfg.store.vector_search, **kwargs)
     if backend != "sqlite":
         raise ValueError(f"unknown store backend {backend!r}; use one of {', '.join(BACKENDS)}")
     return _with(mixin, SearchIndex)(cfg.store_path(tier), cfg.collection_weights, **kwargs)

@@ -13,7 +13,10 @@ relevance):
   that rejects most neighbours still fills the list. ``exact=True`` turns index scans off:
   the same query then scans every row (exact search, for measuring the index's recall).
   The candidates are then scored with the loaded float32 vectors, as the SQLite path
-  scores them, so equal candidates mean equal scores to the last digit.
+  scores them, so equal candidates mean equal scores to the last digit. With
+  ``vector_search="exact"`` (``store.vector_search: exact``) the candidates come from those
+  loaded vectors instead, scanned whole as the SQLite path scans them: exact at any size,
+  PostgreSQL then serving the rows and the mirror.
 - **BM25**: FTS5 over the mirror, with the same field weights (PostgreSQL's ``tsvector``
   column is kept for other readers; its ranking is not BM25).
 """
@@ -43,9 +46,13 @@ class PgSearchIndex(SearchIndex):
         tier: str,
         ef_search: int = 400,
         exact: bool = False,
+        vector_search: str = "hnsw",
         **kwargs: Any,
     ) -> None:
         super().__init__(mirror_path, weights, **kwargs)
+        if vector_search not in ("hnsw", "exact"):
+            raise ValueError(f"vector_search must be hnsw or exact, not {vector_search!r}")
+        self.vector_search = vector_search
         self.url = url
         self.tier = tier
         self.schema = pg_schema.schema_name(tier)
@@ -101,6 +108,8 @@ class PgSearchIndex(SearchIndex):
         return self._ids[1]
 
     def _vector_ranks(self, data: _Loaded, qvec: np.ndarray, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
+        if self.vector_search == "exact":  # the loaded vectors, scanned as the SQLite path scans them
+            return super()._vector_ranks(data, qvec, mask, depth)
         allowed = None
         if mask is not None:
             allowed = sorted({data.document_ids[r] for r in np.flatnonzero(mask)})
