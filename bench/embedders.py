@@ -307,7 +307,7 @@ def print_report(args: argparse.Namespace, distinct: int, compute: float, overhe
     print(f"corpus      {args.corpus}: {distinct} distinct passages of {args.words} words (reused in order)")
     print(f"vectors     {args.dimension} dimensions, batches of {args.batch_size}, "
           f"server in a child process, {os.cpu_count()} CPUs")
-    print(f"note        the loopback server shares these cores: the figures bound the client, not a provider")
+    print("note        the loopback server shares these cores: the figures bound the client, not a provider")
     print()
     print(f"1. per batch of {args.batch_size}, median of {args.batches} batches (ms)")
     print(f"   {'client':<8}{'call':>8}{'raw':>8}{'overhead':>10}{'share':>7}   {'encode':>7}{'decode':>7}{'check':>7}")

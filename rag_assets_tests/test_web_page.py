@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 import dagster as dg
-import httpx
 import pytest
 from filelock import FileLock  # a dagster dependency
 from rag_assets.config import load_config
