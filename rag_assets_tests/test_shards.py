@@ -419,3 +419,36 @@ def test_a_shard_record_left_from_an_earlier_layout_of_the_same_count_is_not_pub
         # rag build re-indexes the shard and publishes the edit.
         assert run_build(three, instance, partitions=detect_changes(three).changed[0].partitions).success
         assert "uqlayoutx" in three.index_path.read_text()
+
+
+def _record_partitions(output: str, content: str, keys: list[str]) -> None:
+    """One shard run's ledger updates, one partition at a time (a child process)."""
+    from rag_assets.index.freshness import record_indexed_partitions
+
+    cfg = sharded(RagConfig(content_dir=Path(content), output_dir=Path(output)), docs=64)
+    for key in keys:
+        record_indexed_partitions(cfg, {key: "pending"})
+        record_indexed_partitions(cfg, {key: f"hash-of-{key}"})
+
+
+def test_concurrent_shard_runs_keep_every_ledger_entry(tmp_path: Path) -> None:
+    """Runs of different shards note their records in the one ledger at the same time (Celery
+    workers, concurrent partition runs); each read-modify-write must keep the others' entries."""
+    import multiprocessing
+
+    from rag_assets.index.freshness import read_indexed_collections
+
+    (tmp_path / "content" / "docs").mkdir(parents=True)
+    keys = [f"docs~{i}" for i in range(64)]
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(target=_record_partitions, args=(str(tmp_path / "out"), str(tmp_path / "content"), keys[w::4]))
+        for w in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+        assert worker.exitcode == 0
+    cfg = sharded(RagConfig(content_dir=tmp_path / "content", output_dir=tmp_path / "out"), docs=64)
+    assert read_indexed_collections(cfg) == {key: f"hash-of-{key}" for key in keys}

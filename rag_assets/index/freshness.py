@@ -18,6 +18,7 @@ from rag_assets.config import RagConfig
 from rag_assets.index import generations
 from rag_assets.index import manifest as manifest_io
 from rag_assets.index.atomic import atomic_write_bytes
+from rag_assets.index.file_lock import exclusive_lock
 from rag_assets.index.index_json import read_meta
 from rag_assets.index.integrity import Damage, published_damage, read_json_object
 from rag_assets.ingest.boundaries import collection_policy
@@ -212,16 +213,18 @@ def record_indexed_partitions(cfg: RagConfig, hashes: dict[str, str]) -> None:
     A build killed between the two leaves them different, and ``rag build`` uses this
     ledger to re-index such a collection instead of publishing a stale record.
     """
-    # One read and one write per run, so concurrent runs of other shards lose little:
-    # an entry lost to a race only makes the next build re-index that partition.
-    ledger = read_indexed_collections(cfg)
-    ledger.update(hashes)
-    # Entries of another shard count of these collections describe records no publish loads.
-    for collection in {collection_of(key) for key in hashes}:
-        layout = {shard.key for shard in collection_shards(cfg, collection)}
-        for key in [k for k in ledger if collection_of(k) == collection and k not in layout]:
-            del ledger[key]
-    atomic_write_bytes(cfg.indexed_ledger_path, orjson.dumps(ledger, option=orjson.OPT_SORT_KEYS))
+    # Runs of other shards update the ledger at the same time (Celery workers, concurrent
+    # partition runs): the lock keeps each read-modify-write whole, so none loses another's
+    # entry (a lost "pending" would let a stopped run's stale record pass for current).
+    with exclusive_lock(cfg.indexed_ledger_path.with_name(cfg.indexed_ledger_path.name + ".lock")):
+        ledger = read_indexed_collections(cfg)
+        ledger.update(hashes)
+        # Entries of another shard count of these collections describe records no publish loads.
+        for collection in {collection_of(key) for key in hashes}:
+            layout = {shard.key for shard in collection_shards(cfg, collection)}
+            for key in [k for k in ledger if collection_of(k) == collection and k not in layout]:
+                del ledger[key]
+        atomic_write_bytes(cfg.indexed_ledger_path, orjson.dumps(ledger, option=orjson.OPT_SORT_KEYS))
 
 
 def read_indexed_collections(cfg: RagConfig) -> dict[str, str]:

@@ -28,7 +28,6 @@ reads every file from that folder.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import secrets
 import shutil
@@ -39,6 +38,7 @@ from typing import Iterator
 
 from rag_assets.config import RagConfig
 from rag_assets.index import store
+from rag_assets.index.file_lock import exclusive_lock
 from rag_assets.index.sqlite_cache import sqlite_problem
 
 INDEX_NAME = "embeddings-index.json"
@@ -110,13 +110,8 @@ def new_generation_id(built_at: str) -> str:
 @contextlib.contextmanager
 def publish_lock(cfg: RagConfig) -> Iterator[None]:
     """One publisher at a time (a CLI build and a `dagster dev` run could otherwise meet)."""
-    cfg.data_dir.mkdir(parents=True, exist_ok=True)
-    with open(cfg.data_dir / LOCK_NAME, "a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    with exclusive_lock(cfg.data_dir / LOCK_NAME):
+        yield
 
 
 def start_generation(cfg: RagConfig, built_at: str) -> Generation:
