@@ -267,19 +267,19 @@ def _write_generation(
         content_hash=content_hash_of(collections), generation=gen.id, vector_encoding=cfg.vector_encoding,
     )
     fragments = index_json.FragmentCache(cfg.data_dir / "index-fragments")
-    index_payload = index_json.render_index(header, collections, cfg.vector_decimals, fragments)
+    # Written as it is rendered: the index of a large build is never held whole in memory.
+    index = index_json.write_index(gen.index_path, header, collections, cfg.vector_decimals, fragments)
     manifest_data = manifest.build_manifest(
         collections,
         model=m.model,
         dimension=m.dimension,
         provider=m.provider,
         built_at=built_at,
-        index_size_bytes=len(index_payload),
+        index_size_bytes=index.size,
         full_build=full_build,
         previous=manifest.read_manifest(before.manifest_path),
         generation=gen.id,
     )
-    gen.index_path.write_bytes(index_payload)
     gen.manifest_path.write_bytes(manifest.render_manifest(manifest_data))
     # The store starts as a copy of the current one (so only the diff is written, and the
     # search log carries over); a damaged or missing one is rebuilt whole.
@@ -292,12 +292,12 @@ def _write_generation(
         gen.folder, gen.store_path, collections, cfg.collection_weights, m.provider, generation=gen.id
     )
     vectors = _write_vector_file(collections, cfg, m, gen)
-    meta_payload = index_json.render_meta(header, collections, index_payload, lexical, vectors)
+    meta_payload = index_json.render_meta(header, collections, index, lexical, vectors)
     gen.meta_path.write_bytes(meta_payload)
     summary = store.summarise(gen.store_path)
     assert summary is not None
     vector_bytes = vectors["sizeBytes"] if vectors else 0
-    return Published(header, len(index_payload), len(meta_payload), vector_bytes, summary, sync, manifest_data)
+    return Published(header, index.size, len(meta_payload), vector_bytes, summary, sync, manifest_data)
 
 
 def _write_vector_file(
