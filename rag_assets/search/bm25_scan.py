@@ -272,20 +272,31 @@ class InstanceScan:
     def tf_postings(self) -> dict:
         """The raw material of the weights, for a reader that computes them itself (the
         browser search, rag_assets.index.lexical_json): ``terms``, ``df`` (per term),
-        ``term``, ``rowid`` and ``tf`` (per posting: its term's index, its FTS rowid, its
-        column-weighted tf), ``doc_len`` (per FTS row, by ``rowids``) and ``statistics``."""
+        ``term``, ``row`` and ``tf`` (per posting: its term's index, its FTS row as an index
+        into ``rowids``, its column-weighted tf as float32, which holds the sums of column
+        weights exactly), ``doc_len`` (per FTS row, by ``rowids``) and ``statistics``.
+
+        Compact types, and the scan's per-batch arrays let go of as they are joined: this
+        runs once per publish over every posting (about 150 per chunk), so each byte per
+        posting is 15 MB at 100,000 chunks. The scan holds no postings afterwards."""
         ids = self._row_indexes()
         doc_len = np.zeros(len(ids), dtype=np.float64)
         offsets = np.cumsum([0] + [len(df) for df in self.df])
         for at, count in zip(self.at, self.count):
             doc_len += np.bincount(at, weights=count, minlength=len(ids))
-        empty = np.zeros(0, dtype=np.int64)
+        self.count, self.orphans = [], []
+        term = np.concatenate([t.astype(np.int32) + np.int32(o) for t, o in zip(self.term, offsets)]) if self.term else np.zeros(0, dtype=np.int32)
+        self.term = []
+        row = np.concatenate(self.at) if self.at else np.zeros(0, dtype=np.int32)
+        self.at = []
+        tf = np.concatenate([x.astype(np.float32) for x in self.tf]) if self.tf else np.zeros(0, dtype=np.float32)
+        self.tf = []
         return {
             "terms": self.terms,
-            "df": np.concatenate(self.df) if self.df else empty,
-            "term": np.concatenate([t.astype(np.int64) + o for t, o in zip(self.term, offsets)]) if self.term else empty,
-            "rowid": ids[np.concatenate(self.at)] if self.at else empty,
-            "tf": np.concatenate(self.tf) if self.tf else np.zeros(0),
+            "df": np.concatenate(self.df) if self.df else np.zeros(0, dtype=np.int64),
+            "term": term,
+            "row": row,
+            "tf": tf,
             "rowids": ids,
             "doc_len": doc_len,
             "statistics": _statistics(doc_len),
