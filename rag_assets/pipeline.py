@@ -266,7 +266,7 @@ def _write_generation(
         collections, model=m.model, dimension=m.dimension, provider=m.provider, built_at=built_at,
         content_hash=content_hash_of(collections), generation=gen.id, vector_encoding=cfg.vector_encoding,
     )
-    fragments = index_json.FragmentCache(cfg.data_dir / "index-fragments")
+    fragments = index_json.FragmentCache(cfg.data_dir / "index-fragments", staging=gen.folder)
     # Written as it is rendered: the index of a large build is never held whole in memory.
     index = index_json.write_index(gen.index_path, header, collections, cfg.vector_decimals, fragments)
     manifest_data = manifest.build_manifest(

@@ -140,8 +140,11 @@ class FragmentCache:
     Bodies are read, checked, rendered and written piece by piece (:meth:`pieces`): a large
     collection's is hundreds of megabytes."""
 
-    def __init__(self, folder: Path | None) -> None:
+    def __init__(self, folder: Path | None, staging: Path | None = None) -> None:
         self.folder = folder
+        # Where a fragment is written while it renders (with the index, so for as long):
+        # the generation's folder, which a kill's leftovers go with (see atomic_open).
+        self.staging = staging
 
     def get(self, col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> bytes:
         return b"".join(self.pieces(col, vector_decimals, encoding))
@@ -162,7 +165,7 @@ class FragmentCache:
                     yield block
             return
         digest = hashlib.sha256()
-        with atomic_open(path) as handle:
+        with atomic_open(path, self.staging) as handle:
             # The body's digest is known only at the end: a placeholder of its length, filled in then.
             handle.write(key.encode("ascii") + b"\n" + b"0" * digest.digest_size * 2 + b"\n")
             for piece in iter_collection(col, vector_decimals, encoding):
