@@ -190,13 +190,14 @@ def _fragment_current(path: Path, key: str) -> bool:
 
 @dataclass(frozen=True)
 class WrittenIndex:
-    """What :func:`write_index` wrote: the index's size and SHA-256 (the sidecar carries both)."""
+    """What :func:`write_index` wrote: the index's size and SHA-256 (the sidecar carries both;
+    also what rag_assets.index.lexical_json.write_lexical wrote)."""
 
     size: int
     sha256: str
 
 
-class _Digesting:
+class DigestingWriter:
     """A binary file that also counts and hashes what goes through it."""
 
     def __init__(self, handle: BinaryIO) -> None:
@@ -211,7 +212,7 @@ class _Digesting:
 
 
 def _write_index_to(
-    out: _Digesting,
+    out: DigestingWriter,
     header: IndexHeader,
     collections: Iterable[EmbeddedCollection],
     vector_decimals: int,
@@ -245,7 +246,7 @@ def render_index(
 ) -> bytes:
     """The whole index as compact JSON bytes, chunks in collection then chunk order."""
     buffer = io.BytesIO()
-    _write_index_to(_Digesting(buffer), header, collections, vector_decimals, fragments)
+    _write_index_to(DigestingWriter(buffer), header, collections, vector_decimals, fragments)
     return buffer.getvalue()
 
 
@@ -259,7 +260,7 @@ def write_index(
     """:func:`render_index`'s bytes written to ``path`` as they are made, never held whole
     (the index of a million chunks is gigabytes); its size and SHA-256."""
     with path.open("wb") as handle:
-        return _write_index_to(_Digesting(handle), header, collections, vector_decimals, fragments)
+        return _write_index_to(DigestingWriter(handle), header, collections, vector_decimals, fragments)
 
 
 def chunk_ids_digest(ids: Iterable[str]) -> str:

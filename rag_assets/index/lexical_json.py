@@ -17,14 +17,16 @@ are base64 of little-endian typed arrays, so the file stays small and decodes fa
 from __future__ import annotations
 
 import base64
+import io
 import sqlite3
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import BinaryIO, Mapping, Sequence
 
 import numpy as np
 import orjson
 
 from rag_assets.index import store
+from rag_assets.index.index_json import DigestingWriter, WrittenIndex
 from rag_assets.search.bm25_scan import (
     B,
     K1,
@@ -44,8 +46,18 @@ LEXICAL_NAME = "embeddings-bm25.json"
 LEXICAL_FORMAT_VERSION = 1
 
 
-def _b64(array: np.ndarray, dtype: str) -> bytes:
-    return base64.b64encode(np.ascontiguousarray(array, dtype=dtype).tobytes())
+# Elements base64-encoded at a time: a multiple of 3, so that with 4-byte items every block
+# but the last is a whole number of base64 quanta and the blocks' encodings concatenate.
+_B64_ITEMS = 3 << 18
+# The instance scan's batch for this file (rag_assets.search.bm25_scan): the parsing of one
+# batch is the scan's largest temporary, and this one-off read needs no large batches.
+_SCAN_BATCH_CHARS = 4_000_000
+
+
+def _write_b64(out: BinaryIO, array: np.ndarray, dtype: str) -> None:
+    """Base64 of ``array`` as little-endian ``dtype`` (4-byte items), written block by block."""
+    for start in range(0, len(array), _B64_ITEMS):
+        out.write(base64.b64encode(np.ascontiguousarray(array[start : start + _B64_ITEMS], dtype=dtype).tobytes()))
 
 
 def render_lexical(
@@ -59,12 +71,42 @@ def render_lexical(
     """The BM25 postings and search settings of the store at ``store_path``, with chunks
     numbered by their position in ``chunk_ids`` (the index's order). ``generation``: the
     published generation, as the index names it, so a reader can tell the two files of one build."""
+    buffer = io.BytesIO()
+    _write_lexical_to(buffer, store_path, chunk_ids, collection_weights, provider, fields, generation)
+    return buffer.getvalue()
+
+
+def write_lexical(
+    path: Path,
+    store_path: Path,
+    chunk_ids: Sequence[str],
+    collection_weights: Mapping[str, float],
+    provider: str | None,
+    fields: FieldWeights = FieldWeights(),
+    generation: str | None = None,
+) -> WrittenIndex:
+    """:func:`render_lexical`'s bytes written to ``path`` as they are made; their size and SHA-256."""
+    with path.open("wb") as handle:
+        out = DigestingWriter(handle)
+        _write_lexical_to(out, store_path, chunk_ids, collection_weights, provider, fields, generation)
+    return WrittenIndex(out.size, out.digest.hexdigest())
+
+
+def _write_lexical_to(
+    out: BinaryIO | DigestingWriter,
+    store_path: Path,
+    chunk_ids: Sequence[str],
+    collection_weights: Mapping[str, float],
+    provider: str | None,
+    fields: FieldWeights,
+    generation: str | None,
+) -> None:
     conn = store.connect(store_path)
     try:
         conn.execute("BEGIN")
         fts = fts_table(conn)
         scan = InstanceScan(conn, fts, RowPositions(content_rowids(conn, fts)), fields.for_columns(fts.columns))
-        scan.run()
+        scan.run(batch_chars=_SCAN_BATCH_CHARS)
         raw = scan.tf_postings()
         rowid_of = dict(conn.execute("SELECT id, rowid FROM chunks").fetchall())
         profile = read_profile(conn, provider)
@@ -131,20 +173,22 @@ def render_lexical(
             "maxRepeats": MAX_REPEATS,
         },
     }
-    # orjson.dumps of the whole object, spliced: an object is its members joined by commas,
-    # and base64 needs no escaping. orjson reserves several times a string's length to
-    # escape it, so the posting arrays (tens of megabytes of base64) are kept out of it.
+    # orjson.dumps of the whole object, written in parts: an object is its members joined by
+    # commas, and base64 needs no escaping. orjson reserves several times a string's length
+    # to escape it, and the posting arrays are tens of megabytes of base64 per 100,000
+    # chunks, so they are kept out of it and written a block at a time.
     arrays = [
         ("postingChunks", position, "<u4"),
         ("postingTf", tf, "<f4"),  # sums of column weights: exact in float32
         ("docLength", doc_len, "<u4"),
         ("rowOrder", rank, "<u4"),
     ]
-    parts = [orjson.dumps(head)[:-1]]
+    out.write(orjson.dumps(head)[:-1])
     for name, array, dtype in arrays:
-        parts.append(b',"' + name.encode("ascii") + b'":"' + _b64(array, dtype) + b'"')
-    parts.append(b"," + orjson.dumps(tail)[1:])
-    return b"".join(parts)
+        out.write(b',"' + name.encode("ascii") + b'":"')
+        _write_b64(out, array, dtype)
+        out.write(b'"')
+    out.write(b"," + orjson.dumps(tail)[1:])
 
 
 def _term_major(term: np.ndarray, position: np.ndarray, block: int = 1 << 20) -> bool:

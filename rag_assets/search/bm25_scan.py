@@ -194,8 +194,9 @@ class InstanceScan:
         index = " ".join(f"WHEN '{name}' THEN {i}" for i, name in enumerate(self.table.columns))
         return f"SELECT term, count(*), group_concat(doc * {n} + CASE col {index} END) FROM {vocab} GROUP BY term"
 
-    def run(self, should_stop: Callable[[], bool] | None = None) -> None:
-        """Read the instances, term by term, in batches of about ``_BATCH_CHARS``."""
+    def run(self, should_stop: Callable[[], bool] | None = None, batch_chars: int = _BATCH_CHARS) -> None:
+        """Read the instances, term by term, in batches of about ``batch_chars`` (the batching
+        changes nothing in the postings, only the size of the temporaries)."""
         vocab = f"temp.bm25_vocab_{os.getpid()}_{threading.get_ident()}"
         conn = self.conn
         conn.execute(f"DROP TABLE IF EXISTS {vocab}")
@@ -209,7 +210,7 @@ class InstanceScan:
                 batch[1].append(n)
                 batch[2].append(text)
                 size += len(text)
-                if size >= _BATCH_CHARS:
+                if size >= batch_chars:
                     self.timing["sql"] += time.perf_counter() - t
                     self._add_batch(*batch)
                     batch, size = ([], [], []), 0
