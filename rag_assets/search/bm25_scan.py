@@ -163,6 +163,22 @@ def bm25_weights(
 # ------------------------------------------------------------------------------ the scan
 
 
+def _drain(parts: list[np.ndarray], dtype: type, offsets: Sequence[int] | None = None) -> np.ndarray:
+    """``np.concatenate(parts)`` as ``dtype`` (plus ``offsets[i]`` on part i), emptying ``parts``
+    as it goes: each part is let go once copied, so the parts and the whole are never all held."""
+    out = np.empty(sum(len(p) for p in parts), dtype=dtype)
+    at = 0
+    for i in range(len(parts)):
+        part, parts[i] = parts[i], None
+        out[at : at + len(part)] = part
+        if offsets is not None:
+            out[at : at + len(part)] += dtype(offsets[i])
+        at += len(part)
+        del part
+    parts.clear()
+    return out
+
+
 class InstanceScan:
     """Every (term, row, weighted tf, count) of an FTS5 table, read through an ``fts5vocab``
     'instance' table, and from them the BM25 statistics and weights (see the module
@@ -286,12 +302,9 @@ class InstanceScan:
         for at, count in zip(self.at, self.count):
             doc_len += np.bincount(at, weights=count, minlength=len(ids))
         self.count, self.orphans = [], []
-        term = np.concatenate([t.astype(np.int32) + np.int32(o) for t, o in zip(self.term, offsets)]) if self.term else np.zeros(0, dtype=np.int32)
-        self.term = []
-        row = np.concatenate(self.at) if self.at else np.zeros(0, dtype=np.int32)
-        self.at = []
-        tf = np.concatenate([x.astype(np.float32) for x in self.tf]) if self.tf else np.zeros(0, dtype=np.float32)
-        self.tf = []
+        term = _drain(self.term, np.int32, offsets)
+        row = _drain(self.at, np.int32)
+        tf = _drain(self.tf, np.float32)
         return {
             "terms": self.terms,
             "df": np.concatenate(self.df) if self.df else np.zeros(0, dtype=np.int64),
