@@ -105,9 +105,17 @@ def embed_collection(
     started = time.perf_counter()
     prepare = getattr(embedder, "prepare_document", lambda text: text)
     sent_texts = [prepare(c.text) for c in chunked.chunks]
-    vectors: dict[int, np.ndarray] = cache.get_many(embedder.model, embedder.dimension, sent_texts) if cache else {}
-    stats.cache_hits = len(vectors)
-    missing = [i for i in range(len(chunked.chunks)) if i not in vectors]
+    cached: dict[int, np.ndarray] = cache.get_many(embedder.model, embedder.dimension, sent_texts) if cache else {}
+    stats.cache_hits = len(cached)
+    # Every vector goes straight into its row of one float32 matrix (as np.vstack(...).astype
+    # would have made it), rather than a dict of row arrays stacked at the end: that held
+    # each vector twice, plus an array object per chunk.
+    matrix = np.zeros((len(chunked.chunks), embedder.dimension), dtype=np.float32)
+    have = np.zeros(len(chunked.chunks), dtype=bool)
+    for i, vector in cached.items():
+        matrix[i], have[i] = vector, True
+    del cached
+    missing = [i for i in range(len(chunked.chunks)) if not have[i]]
     stats.cache_misses = len(missing)
     if stats.cache_hits:
         log(f"[{chunked.collection}] {stats.cache_hits} chunks from the embedding cache, {len(missing)} to embed")
@@ -134,8 +142,8 @@ def embed_collection(
             continue
         if cache:
             cache.put_many(embedder.model, [sent_texts[i] for i in positions], batch_vectors)
-        for i, vector in zip(positions, batch_vectors):
-            vectors[i] = vector
+        matrix[positions] = batch_vectors
+        have[positions] = True
         log(
             f"[{chunked.collection}] Batch {number}/{len(batches)}: "
             f"{len(texts)} chunks embedded ({time.perf_counter() - t0:.1f}s)"
@@ -143,12 +151,9 @@ def embed_collection(
     usage = _usage(embedder).since(usage_before) if usage_before else None
     if usage:
         stats.requests, stats.retries, stats.tokens = usage.requests, usage.retries, usage.tokens
-    kept = [i for i in range(len(chunked.chunks)) if i in vectors]
-    matrix = (
-        np.vstack([vectors[i] for i in kept]).astype(np.float32, copy=False)
-        if kept
-        else np.zeros((0, embedder.dimension), dtype=np.float32)
-    )
+    kept = [i for i in range(len(chunked.chunks)) if have[i]]
+    if len(kept) < len(chunked.chunks):
+        matrix = matrix[kept] if kept else np.zeros((0, embedder.dimension), dtype=np.float32)
     stats.seconds = time.perf_counter() - started
     embedded = EmbeddedCollection(
         collection=chunked.collection,
