@@ -105,9 +105,17 @@ def embed_collection(
     started = time.perf_counter()
     prepare = getattr(embedder, "prepare_document", lambda text: text)
     sent_texts = [prepare(c.text) for c in chunked.chunks]
-    vectors: dict[int, np.ndarray] = cache.get_many(embedder.model, embedder.dimension, sent_texts) if cache else {}
-    stats.cache_hits = len(vectors)
-    missing = [i for i in range(len(chunked.chunks)) if i not in vectors]
+    cached: dict[int, np.ndarray] = cache.get_many(embedder.model, embedder.dimension, sent_texts) if cache else {}
+    stats.cache_hits = len(cached)
+    # Every vector goes straight into its row of one float32 matrix (as np.vstack(...).astype
+    # would have made it), rather than a dict of row arrays stacked at the end: that held
+    # each vector twice, plus an array object per chunk.
+    matrix = np.zeros((len(chunked.chunks), embedder.dimension), dtype=np.float32)
+    have = np.zeros(len(chunked.chunks), dtype=bool)
+    for i, vector in cached.items():
+        matrix[i], have[i] = vector, True
+    del cached
+    missing = [i for i in range(len(chunked.chunks)) if not have[i]]
     stats.cache_misses = len(missing)
     if stats.cache_hits:
         log(f"[{chunked.collection}] {stats.cache_hits} chunks from the embedding cache, {len(missing)} to embed")
@@ -134,8 +142,8 @@ def embed_collection(
             continue
         if cache:
             cache.put_many(embedder.model, [sent_texts[i] for i in positions], batch_vectors)
-        for i, vector in zip(positions, batch_vectors):
-            vectors[i] = vector
+        matrix[positions] = batch_vectors
+        have[positions] = True
         log(
             f"[{chunked.collection}] Batch {number}/{len(batches)}: "
             f"{len(texts)} chunks embedded ({time.perf_counter() - t0:.1f}s)"
@@ -143,12 +151,9 @@ def embed_collection(
     usage = _usage(embedder).since(usage_before) if usage_before else None
     if usage:
         stats.requests, stats.retries, stats.tokens = usage.requests, usage.retries, usage.tokens
-    kept = [i for i in range(len(chunked.chunks)) if i in vectors]
-    matrix = (
-        np.vstack([vectors[i] for i in kept]).astype(np.float32, copy=False)
-        if kept
-        else np.zeros((0, embedder.dimension), dtype=np.float32)
-    )
+    kept = [i for i in range(len(chunked.chunks)) if have[i]]
+    if len(kept) < len(chunked.chunks):
+        matrix = matrix[kept] if kept else np.zeros((0, embedder.dimension), dtype=np.float32)
     stats.seconds = time.perf_counter() - started
     embedded = EmbeddedCollection(
         collection=chunked.collection,
@@ -266,20 +271,20 @@ def _write_generation(
         collections, model=m.model, dimension=m.dimension, provider=m.provider, built_at=built_at,
         content_hash=content_hash_of(collections), generation=gen.id, vector_encoding=cfg.vector_encoding,
     )
-    fragments = index_json.FragmentCache(cfg.data_dir / "index-fragments")
-    index_payload = index_json.render_index(header, collections, cfg.vector_decimals, fragments)
+    fragments = index_json.FragmentCache(cfg.data_dir / "index-fragments", staging=gen.folder)
+    # Written as it is rendered: the index of a large build is never held whole in memory.
+    index = index_json.write_index(gen.index_path, header, collections, cfg.vector_decimals, fragments)
     manifest_data = manifest.build_manifest(
         collections,
         model=m.model,
         dimension=m.dimension,
         provider=m.provider,
         built_at=built_at,
-        index_size_bytes=len(index_payload),
+        index_size_bytes=index.size,
         full_build=full_build,
         previous=manifest.read_manifest(before.manifest_path),
         generation=gen.id,
     )
-    gen.index_path.write_bytes(index_payload)
     gen.manifest_path.write_bytes(manifest.render_manifest(manifest_data))
     # The store starts as a copy of the current one (so only the diff is written, and the
     # search log carries over); a damaged or missing one is rebuilt whole.
@@ -292,12 +297,12 @@ def _write_generation(
         gen.folder, gen.store_path, collections, cfg.collection_weights, m.provider, generation=gen.id
     )
     vectors = _write_vector_file(collections, cfg, m, gen)
-    meta_payload = index_json.render_meta(header, collections, index_payload, lexical, vectors)
+    meta_payload = index_json.render_meta(header, collections, index, lexical, vectors)
     gen.meta_path.write_bytes(meta_payload)
     summary = store.summarise(gen.store_path)
     assert summary is not None
     vector_bytes = vectors["sizeBytes"] if vectors else 0
-    return Published(header, len(index_payload), len(meta_payload), vector_bytes, summary, sync, manifest_data)
+    return Published(header, index.size, len(meta_payload), vector_bytes, summary, sync, manifest_data)
 
 
 def _write_vector_file(

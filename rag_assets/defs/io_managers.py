@@ -11,7 +11,7 @@ import dagster as dg
 from pydantic import Field
 from upath import UPath
 
-from rag_assets.index.atomic import atomic_write_bytes
+from rag_assets.index.atomic import atomic_open
 
 
 class AtomicPickleIOManager(dg.UPathIOManager):
@@ -35,16 +35,19 @@ class AtomicPickleIOManager(dg.UPathIOManager):
         super().__init__(base_path=self.base_dir)
 
     def dump_to_path(self, context: dg.OutputContext | None, obj: Any, path: UPath) -> None:
-        atomic_write_bytes(Path(str(path)), pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
+        # Pickled straight into the file: a large partition's pickle is hundreds of megabytes.
+        with atomic_open(Path(str(path))) as handle:
+            pickle.dump(obj, handle, pickle.HIGHEST_PROTOCOL)
 
     def load_from_path(self, context: dg.InputContext | None, path: UPath) -> Any:
         # Unpickling tens of thousands of chunk records triggers the cyclic garbage collector
         # over and over although they hold no cycles; pausing it makes loads ~3x faster.
-        payload = Path(str(path)).read_bytes()
+        # Read from the file as it unpickles, without its whole bytes beside the records.
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return pickle.loads(payload)
+            with Path(str(path)).open("rb") as handle:
+                return pickle.load(handle)
         finally:
             if was_enabled:
                 gc.enable()

@@ -6,7 +6,9 @@ import glob
 import os
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO, Iterator
 
 
 def stage_bytes(path: Path, data: bytes) -> Path:
@@ -48,6 +50,30 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     the temporary file is removed when the write fails (or, after a kill, by a later write).
     """
     commit_staged(stage_bytes(path, data), path)
+
+
+@contextmanager
+def atomic_open(path: Path, staging: Path | None = None) -> Iterator[BinaryIO]:
+    """:func:`atomic_write_bytes` for a file written piece by piece: the handle writes a
+    temporary file beside ``path``, synced and renamed over it when the block ends, removed
+    when it raises (so a large file never has to be held whole in memory).
+
+    ``staging``: a folder on the same file system to hold the temporary file instead, for a
+    write that lasts long: one a kill leaves there is removed with that folder (the
+    generation being written, see rag_assets.index.generations) rather than an hour later."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned_temp_files(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=staging or path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_current_umask())
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        discard_staged(Path(tmp_name))
+        raise
+    commit_staged(Path(tmp_name), path)
 
 
 def _current_umask() -> int:

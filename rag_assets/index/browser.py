@@ -9,12 +9,11 @@ re-fetches either file only when the sidecar says it changed.
 
 from __future__ import annotations
 
-import hashlib
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from rag_assets.index.lexical_json import LEXICAL_NAME, render_lexical
+from rag_assets.index.lexical_json import LEXICAL_NAME, write_lexical
 from rag_assets.records import EmbeddedCollection
 
 STATIC_FILES = ("rag-search.js", "rag-vectors.js", "search.html")
@@ -35,8 +34,7 @@ def write_browser_files(
 ) -> dict[str, Any]:
     """Write the BM25 data and the static files into ``folder``; the sidecar's ``lexical`` entry."""
     ids = [chunk.id for col in sorted(collections, key=lambda c: c.collection) for chunk in col.chunks]
-    payload = render_lexical(store_path, ids, collection_weights, provider, generation=generation)
-    (folder / LEXICAL_NAME).write_bytes(payload)
+    written = write_lexical(folder / LEXICAL_NAME, store_path, ids, collection_weights, provider, generation=generation)
     for name in STATIC_FILES:
         (folder / name).write_bytes(static_file(name))
-    return {"file": LEXICAL_NAME, "sizeBytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
+    return {"file": LEXICAL_NAME, "sizeBytes": written.size, "sha256": written.sha256}

@@ -15,14 +15,15 @@ sidecar names in ``vectors``; the index then says so in ``vectorEncoding``.
 from __future__ import annotations
 
 import hashlib
+import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Iterable, Iterator
 
 import numpy as np
 import orjson
 
-from rag_assets.index.atomic import atomic_write_bytes
+from rag_assets.index.atomic import atomic_open
 from rag_assets.index.vector_codec import encode_rows
 from rag_assets.records import EmbeddedCollection
 
@@ -89,14 +90,31 @@ def index_header(
     )
 
 
+# Chunks rendered at a time: a whole collection's vectors as Python float lists took about
+# 15 times the memory of the float32 matrix (a 100,000-chunk build peaked here).
+RENDER_ROWS = 1024
+_READ_BLOCK = 1 << 20
+
+
+def iter_collection(col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> Iterator[bytes]:
+    """:func:`render_collection` in pieces of :data:`RENDER_ROWS` chunks (their concatenation)."""
+    vectors = np.asarray(col.vectors)
+    for start in range(0, len(col.chunks), RENDER_ROWS):
+        part = col.chunks[start : start + RENDER_ROWS]
+        rows = encode_rows(vectors[start : start + len(part)], encoding, vector_decimals)
+        chunks = [
+            {"id": chunk.id, "text": chunk.text, **vector, "metadata": chunk.metadata()}
+            for chunk, vector in zip(part, rows)
+        ]
+        if not chunks:
+            break  # fewer vectors than chunks: the rest pairs with none, as zip over the whole had it
+        # A JSON array is its items joined by commas, so the pieces join into the whole's bytes.
+        yield (b"," if start else b"") + orjson.dumps(chunks)[1:-1]
+
+
 def render_collection(col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> bytes:
     """One collection's chunk objects as comma-separated JSON (no brackets), to splice in."""
-    rows = encode_rows(np.asarray(col.vectors), encoding, vector_decimals)
-    chunks = [
-        {"id": chunk.id, "text": chunk.text, **vector, "metadata": chunk.metadata()}
-        for chunk, vector in zip(col.chunks, rows)
-    ]
-    return orjson.dumps(chunks)[1:-1]
+    return b"".join(iter_collection(col, vector_decimals, encoding))
 
 
 def fragment_key(col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> str:
@@ -108,28 +126,116 @@ def fragment_key(col: EmbeddedCollection, vector_decimals: int, encoding: str = 
     return digest.hexdigest()
 
 
+def _line(handle: BinaryIO) -> bytes:
+    line = handle.readline()
+    return line[:-1] if line.endswith(b"\n") else line
+
+
 class FragmentCache:
     """Each collection's rendered chunks from the last publish, so an update re-renders only
     the collections that changed (rendering is most of the cost of a 50 MB index).
 
     A fragment file is ``<key>\n<SHA-256 of the body>\n<body>``: the body is spliced into the
-    index as it is, so a damaged one must be noticed (and re-rendered), never published."""
+    index as it is, so a damaged one must be noticed (and re-rendered), never published.
+    Bodies are read, checked, rendered and written piece by piece (:meth:`pieces`): a large
+    collection's is hundreds of megabytes."""
 
-    def __init__(self, folder: Path | None) -> None:
+    def __init__(self, folder: Path | None, staging: Path | None = None) -> None:
         self.folder = folder
+        # Where a fragment is written while it renders (with the index, so for as long):
+        # the generation's folder, which a kill's leftovers go with (see atomic_open).
+        self.staging = staging
 
     def get(self, col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> bytes:
+        return b"".join(self.pieces(col, vector_decimals, encoding))
+
+    def pieces(self, col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> Iterator[bytes]:
+        """The collection's rendered chunks in pieces: from its fragment when that is current
+        and intact, else rendered (and the fragment rewritten as they pass)."""
         key = fragment_key(col, vector_decimals, encoding)
         path = self.folder / f"{col.collection}.json" if self.folder else None
-        if path is not None and path.is_file():
-            head, _, rest = path.read_bytes().partition(b"\n")
-            digest, _, body = rest.partition(b"\n")
-            if head.decode("ascii", "replace") == key and hashlib.sha256(body).hexdigest().encode() == digest:
-                return body
-        body = render_collection(col, vector_decimals, encoding)
-        if path is not None:
-            atomic_write_bytes(path, b"\n".join((key.encode("ascii"), hashlib.sha256(body).hexdigest().encode(), body)))
-        return body
+        if path is None:
+            yield from iter_collection(col, vector_decimals, encoding)
+            return
+        if path.is_file() and _fragment_current(path, key):
+            with path.open("rb") as handle:
+                _line(handle)  # the key
+                _line(handle)  # the digest, checked above
+                while block := handle.read(_READ_BLOCK):
+                    yield block
+            return
+        digest = hashlib.sha256()
+        with atomic_open(path, self.staging) as handle:
+            # The body's digest is known only at the end: a placeholder of its length, filled in then.
+            handle.write(key.encode("ascii") + b"\n" + b"0" * digest.digest_size * 2 + b"\n")
+            for piece in iter_collection(col, vector_decimals, encoding):
+                handle.write(piece)
+                digest.update(piece)
+                yield piece
+            handle.seek(len(key.encode("ascii")) + 1)
+            handle.write(digest.hexdigest().encode())
+
+
+def _fragment_current(path: Path, key: str) -> bool:
+    """Whether the fragment at ``path`` was rendered under ``key`` and its body matches its digest."""
+    with path.open("rb") as handle:
+        if _line(handle).decode("ascii", "replace") != key:
+            return False
+        expected = _line(handle)
+        digest = hashlib.sha256()
+        while block := handle.read(_READ_BLOCK):
+            digest.update(block)
+    return digest.hexdigest().encode() == expected
+
+
+@dataclass(frozen=True)
+class WrittenIndex:
+    """What :func:`write_index` wrote: the index's size and SHA-256 (the sidecar carries both;
+    also what rag_assets.index.lexical_json.write_lexical wrote)."""
+
+    size: int
+    sha256: str
+
+
+class DigestingWriter:
+    """A binary file that also counts and hashes what goes through it."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.size = 0
+        self.digest = hashlib.sha256()
+
+    def write(self, data: bytes) -> None:
+        self.handle.write(data)
+        self.size += len(data)
+        self.digest.update(data)
+
+
+def _write_index_to(
+    out: DigestingWriter,
+    header: IndexHeader,
+    collections: Iterable[EmbeddedCollection],
+    vector_decimals: int,
+    fragments: FragmentCache | None,
+) -> WrittenIndex:
+    """The index's bytes into ``out``: the header's fields, then every collection's chunks
+    (in collection name order) in one array, a comma between collections that have any."""
+    cache = fragments or FragmentCache(None)
+    head = orjson.dumps(header.as_json())
+    out.write(head[:-1] + b',"chunks":[')
+    any_before = False
+    for col in sorted(collections, key=lambda c: c.collection):
+        started = False
+        for piece in cache.pieces(col, vector_decimals, header.vector_encoding):
+            if not piece:
+                continue
+            if not started:
+                if any_before:
+                    out.write(b",")
+                started = any_before = True
+            out.write(piece)
+    out.write(b"]}")
+    return WrittenIndex(out.size, out.digest.hexdigest())
 
 
 def render_index(
@@ -139,10 +245,22 @@ def render_index(
     fragments: FragmentCache | None = None,
 ) -> bytes:
     """The whole index as compact JSON bytes, chunks in collection then chunk order."""
-    cache = fragments or FragmentCache(None)
-    parts = [cache.get(col, vector_decimals, header.vector_encoding) for col in sorted(collections, key=lambda c: c.collection)]
-    head = orjson.dumps(header.as_json())
-    return head[:-1] + b',"chunks":[' + b",".join(p for p in parts if p) + b"]}"
+    buffer = io.BytesIO()
+    _write_index_to(DigestingWriter(buffer), header, collections, vector_decimals, fragments)
+    return buffer.getvalue()
+
+
+def write_index(
+    path: Path,
+    header: IndexHeader,
+    collections: Iterable[EmbeddedCollection],
+    vector_decimals: int,
+    fragments: FragmentCache | None = None,
+) -> WrittenIndex:
+    """:func:`render_index`'s bytes written to ``path`` as they are made, never held whole
+    (the index of a million chunks is gigabytes); its size and SHA-256."""
+    with path.open("wb") as handle:
+        return _write_index_to(DigestingWriter(handle), header, collections, vector_decimals, fragments)
 
 
 def chunk_ids_digest(ids: Iterable[str]) -> str:
@@ -156,17 +274,20 @@ def chunk_ids_digest(ids: Iterable[str]) -> str:
 def render_meta(
     header: IndexHeader,
     collections: Iterable[EmbeddedCollection],
-    index_payload: bytes,
+    index_payload: bytes | WrittenIndex,
     lexical: dict[str, Any] | None = None,
     vectors: dict[str, Any] | None = None,
 ) -> bytes:
     """The sidecar: the header, the index's size and SHA-256 (so a reader can tell a damaged
     or foreign index), a digest of its chunk IDs, the browser search's BM25 file
     (``lexical``: file, sizeBytes, sha256; rag_assets.index.browser) when one was written, and
-    the binary vector file (``vectors``, the same fields) for ``int16-bin``."""
+    the binary vector file (``vectors``, the same fields) for ``int16-bin``. ``index_payload``:
+    the index's bytes, or what :func:`write_index` says of them."""
+    if not isinstance(index_payload, WrittenIndex):
+        index_payload = WrittenIndex(len(index_payload), hashlib.sha256(index_payload).hexdigest())
     meta = header.as_json()
-    meta["sizeBytes"] = len(index_payload)
-    meta["indexSha256"] = hashlib.sha256(index_payload).hexdigest()
+    meta["sizeBytes"] = index_payload.size
+    meta["indexSha256"] = index_payload.sha256
     meta["chunkIdsSha256"] = chunk_ids_digest(c.id for col in collections for c in col.chunks)
     if lexical is not None:
         meta["lexical"] = lexical

@@ -17,14 +17,16 @@ are base64 of little-endian typed arrays, so the file stays small and decodes fa
 from __future__ import annotations
 
 import base64
+import io
 import sqlite3
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import BinaryIO, Mapping, Sequence
 
 import numpy as np
 import orjson
 
 from rag_assets.index import store
+from rag_assets.index.index_json import DigestingWriter, WrittenIndex
 from rag_assets.search.bm25_scan import (
     B,
     K1,
@@ -44,8 +46,18 @@ LEXICAL_NAME = "embeddings-bm25.json"
 LEXICAL_FORMAT_VERSION = 1
 
 
-def _b64(array: np.ndarray, dtype: str) -> str:
-    return base64.b64encode(np.ascontiguousarray(array, dtype=dtype).tobytes()).decode("ascii")
+# Elements base64-encoded at a time: a multiple of 3, so that with 4-byte items every block
+# but the last is a whole number of base64 quanta and the blocks' encodings concatenate.
+_B64_ITEMS = 3 << 18
+# The instance scan's batch for this file (rag_assets.search.bm25_scan): the parsing of one
+# batch is the scan's largest temporary, and this one-off read needs no large batches.
+_SCAN_BATCH_CHARS = 4_000_000
+
+
+def _write_b64(out: BinaryIO, array: np.ndarray, dtype: str) -> None:
+    """Base64 of ``array`` as little-endian ``dtype`` (4-byte items), written block by block."""
+    for start in range(0, len(array), _B64_ITEMS):
+        out.write(base64.b64encode(np.ascontiguousarray(array[start : start + _B64_ITEMS], dtype=dtype).tobytes()))
 
 
 def render_lexical(
@@ -59,12 +71,42 @@ def render_lexical(
     """The BM25 postings and search settings of the store at ``store_path``, with chunks
     numbered by their position in ``chunk_ids`` (the index's order). ``generation``: the
     published generation, as the index names it, so a reader can tell the two files of one build."""
+    buffer = io.BytesIO()
+    _write_lexical_to(buffer, store_path, chunk_ids, collection_weights, provider, fields, generation)
+    return buffer.getvalue()
+
+
+def write_lexical(
+    path: Path,
+    store_path: Path,
+    chunk_ids: Sequence[str],
+    collection_weights: Mapping[str, float],
+    provider: str | None,
+    fields: FieldWeights = FieldWeights(),
+    generation: str | None = None,
+) -> WrittenIndex:
+    """:func:`render_lexical`'s bytes written to ``path`` as they are made; their size and SHA-256."""
+    with path.open("wb") as handle:
+        out = DigestingWriter(handle)
+        _write_lexical_to(out, store_path, chunk_ids, collection_weights, provider, fields, generation)
+    return WrittenIndex(out.size, out.digest.hexdigest())
+
+
+def _write_lexical_to(
+    out: BinaryIO | DigestingWriter,
+    store_path: Path,
+    chunk_ids: Sequence[str],
+    collection_weights: Mapping[str, float],
+    provider: str | None,
+    fields: FieldWeights,
+    generation: str | None,
+) -> None:
     conn = store.connect(store_path)
     try:
         conn.execute("BEGIN")
         fts = fts_table(conn)
         scan = InstanceScan(conn, fts, RowPositions(content_rowids(conn, fts)), fields.for_columns(fts.columns))
-        scan.run()
+        scan.run(batch_chars=_SCAN_BATCH_CHARS)
         raw = scan.tf_postings()
         rowid_of = dict(conn.execute("SELECT id, rowid FROM chunks").fetchall())
         profile = read_profile(conn, provider)
@@ -73,20 +115,33 @@ def render_lexical(
         conn.close()
         raise
     conn.close()
+    del scan  # tf_postings took its postings; what it still holds is in raw
     chunk_rowids = np.array([rowid_of[c] for c in chunk_ids], dtype=np.int64)
-    order = np.argsort(chunk_rowids, kind="stable")
-    # Each posting's FTS rowid -> the chunk's position in the index (-1: not in it, an orphan).
-    at = positions(chunk_rowids[order], raw["rowid"])
-    keep = at >= 0
-    term, position, tf = raw["term"][keep], order[at[keep]], raw["tf"][keep]
-    by_term = np.lexsort((position, term))  # term-major, chunks ascending within a term
+    order = np.argsort(chunk_rowids, kind="stable").astype(np.int32)
+    # Each FTS row -> its chunk's position in the index (-1: not in it, an orphan), then each
+    # posting's through its row: per row first, so no per-posting rowid array is made.
+    rank = positions(chunk_rowids[order], raw["rowids"])
+    if len(order):
+        row_position = np.where(rank >= 0, order[np.maximum(rank, 0)], -1).astype(np.int32)
+    else:
+        row_position = np.full(len(rank), -1, dtype=np.int32)
+    term, position, tf = raw.pop("term"), row_position[raw.pop("row")], raw.pop("tf")
+    keep = position >= 0
+    if not keep.all():
+        term, position, tf = term[keep], position[keep], tf[keep]
+    del keep
     counts = np.bincount(term, minlength=len(raw["terms"]))
+    if not _term_major(term, position):
+        by_term = np.lexsort((position, term))  # term-major, chunks ascending within a term
+        position, tf = position[by_term], tf[by_term]
+        del by_term
+    del term
     fts_row = {int(r): i for i, r in enumerate(raw["rowids"])}  # content rows, then any orphan
     doc_len = np.array([raw["doc_len"][fts_row[r]] if r in fts_row else 0 for r in chunk_rowids.tolist()])
     rank = np.empty(len(chunk_ids), dtype=np.int64)
     rank[order] = np.arange(len(chunk_ids))  # the store's row order (rowid ascending)
     defaults = SearchParams()
-    payload = {
+    head = {
         "version": LEXICAL_FORMAT_VERSION,
         "generation": generation,
         "tokenize": "porter unicode61",
@@ -100,10 +155,8 @@ def render_lexical(
         "terms": raw["terms"],
         "df": raw["df"].astype(int).tolist(),
         "counts": counts.astype(int).tolist(),
-        "postingChunks": _b64(position[by_term], "<u4"),
-        "postingTf": _b64(tf[by_term], "<f4"),  # sums of column weights: exact in float32
-        "docLength": _b64(doc_len, "<u4"),
-        "rowOrder": _b64(rank, "<u4"),
+    }
+    tail = {
         "search": {
             "profile": {
                 "fusion": profile.fusion,
@@ -120,4 +173,33 @@ def render_lexical(
             "maxRepeats": MAX_REPEATS,
         },
     }
-    return orjson.dumps(payload)
+    # orjson.dumps of the whole object, written in parts: an object is its members joined by
+    # commas, and base64 needs no escaping. orjson reserves several times a string's length
+    # to escape it, and the posting arrays are tens of megabytes of base64 per 100,000
+    # chunks, so they are kept out of it and written a block at a time.
+    arrays = [
+        ("postingChunks", position, "<u4"),
+        ("postingTf", tf, "<f4"),  # sums of column weights: exact in float32
+        ("docLength", doc_len, "<u4"),
+        ("rowOrder", rank, "<u4"),
+    ]
+    out.write(orjson.dumps(head)[:-1])
+    for name, array, dtype in arrays:
+        out.write(b',"' + name.encode("ascii") + b'":"')
+        _write_b64(out, array, dtype)
+        out.write(b'"')
+    out.write(b"," + orjson.dumps(tail)[1:])
+
+
+def _term_major(term: np.ndarray, position: np.ndarray, block: int = 1 << 20) -> bool:
+    """Whether the postings already run term by term, chunks ascending within a term (as
+    the scan lists them when the store's rows are in the index's order: a full rebuild),
+    so that sorting them would change nothing. Checked in blocks: no posting-sized temporaries."""
+    pairs = len(term) - 1  # each posting against the next
+    for start in range(0, max(pairs, 0), block):
+        stop = min(start + block, pairs)
+        t0, t1 = term[start:stop], term[start + 1 : stop + 1]
+        p0, p1 = position[start:stop], position[start + 1 : stop + 1]
+        if not np.all((t1 > t0) | ((t1 == t0) & (p1 > p0))):
+            return False
+    return True

@@ -297,17 +297,21 @@ def sync_contents(
                 )
             }
             # Vectors are not compared: with the model unchanged (else the store is rewritten
-            # whole, above), the same text always has the same vector.
-            old_chunks = {
-                r[0]: tuple(r[1:6])
-                for r in conn.execute(
-                    "SELECT c.id, c.document_id, c.chunk_index, c.text, c.heading_path, c.word_count"
-                    f" FROM chunks c JOIN documents d ON d.id = c.document_id {where}",
-                    params,
-                )
-            }
-            stale_chunks = [cid for cid, row in old_chunks.items() if cid not in new_chunks or new_chunks[cid][0] != row]
-            fresh_chunks = [cid for cid, value in new_chunks.items() if old_chunks.get(cid) != value[0]]
+            # whole, above), the same text always has the same vector. The stored rows are
+            # compared as they are read, never held (their texts are the store's bulk).
+            stale_chunks: list[str] = []
+            unchanged: set[str] = set()
+            for r in conn.execute(
+                "SELECT c.id, c.document_id, c.chunk_index, c.text, c.heading_path, c.word_count"
+                f" FROM chunks c JOIN documents d ON d.id = c.document_id {where}",
+                params,
+            ):
+                new = new_chunks.get(r[0])
+                if new is None or new[0] != tuple(r[1:6]):
+                    stale_chunks.append(r[0])
+                else:
+                    unchanged.add(r[0])
+            fresh_chunks = [cid for cid in new_chunks if cid not in unchanged]
             conn.executemany("DELETE FROM chunks WHERE id = ?", [(cid,) for cid in stale_chunks])
             gone_docs = [did for did in old_docs if did not in new_docs]
             conn.executemany("DELETE FROM documents WHERE id = ?", [(did,) for did in gone_docs])
@@ -322,7 +326,7 @@ def sync_contents(
             conn.executemany(
                 "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count, embedding)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(cid, *new_chunks[cid][0], new_chunks[cid][2][new_chunks[cid][1]].tobytes()) for cid in fresh_chunks],
+                ((cid, *new_chunks[cid][0], new_chunks[cid][2][new_chunks[cid][1]].tobytes()) for cid in fresh_chunks),
             )
             _index_cjk_chunks(conn, fresh_chunks, [new_chunks[cid][0][2] for cid in fresh_chunks])
             conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
@@ -428,10 +432,12 @@ def _insert_collection(conn: sqlite3.Connection, col: EmbeddedCollection) -> Non
         [(d.id, *_document_row(d, counts.get(d.id, 0))) for d in col.documents],
     )
     vectors = np.ascontiguousarray(col.vectors, dtype=np.float32)
+    # A generator, not a list: the rows (texts and vector bytes) of a large collection are
+    # made one at a time as SQLite takes them.
     conn.executemany(
         "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count, embedding)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [
+        (
             (
                 c.id,
                 c.document_id,
@@ -442,7 +448,7 @@ def _insert_collection(conn: sqlite3.Connection, col: EmbeddedCollection) -> Non
                 vectors[i].tobytes(),
             )
             for i, c in enumerate(col.chunks)
-        ],
+        ),
     )
     _index_cjk_chunks(conn, [c.id for c in col.chunks], [c.text for c in col.chunks])
 

@@ -68,7 +68,12 @@ class DocumentCache(SqliteCache):
         return found
 
     def store(self, entries: Iterable[tuple[Document, list[Chunk]]]) -> None:
-        rows = [
+        entries = list(entries)
+        if not entries:
+            return
+        # Encoded one entry at a time as SQLite takes them: a list of every row held a second
+        # copy of a whole collection's chunk texts.
+        rows = (
             (
                 doc.path,
                 doc.content_sha256,
@@ -77,9 +82,7 @@ class DocumentCache(SqliteCache):
                 orjson.dumps([c.__dict__ for c in chunks]),
             )
             for doc, chunks in entries
-        ]
-        if not rows:
-            return
+        )
         with closing(self._connect()) as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany("INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?)", rows)
