@@ -171,15 +171,15 @@ def run_build(
         return then_vaults(outcome)
     t0 = time.perf_counter()
     if keys:
-        result = execute_without_capture(
-            defs.resolve_job_def(UPDATE_COLLECTION_JOB), instance=instance, run_config=run_config,
-            **partition_args(keys, tags),
+        result = defs.resolve_job_def(UPDATE_COLLECTION_JOB).execute_in_process(
+            instance=instance, raise_on_error=False, run_config=run_config, **partition_args(keys, tags)
         )
     else:
-        result = execute_without_capture(
-            defs.resolve_job_def(PUBLISH_JOB), instance=instance, run_config=run_config, tags=tags
+        result = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(
+            instance=instance, raise_on_error=False, run_config=run_config, tags=tags
         )
-    outcomes = collection_outcomes(result, keys, skipped_records(cfg, result, keys), t0)
+    skipped = result.output_for_node("parsed_documents") if _produced(result, "parsed_documents") else {}
+    outcomes = collection_outcomes(result, keys, skipped, t0)
     for outcome in outcomes:
         on_collection(outcome)
     error = failure_message(result) if not result.success else ""
@@ -196,75 +196,6 @@ def run_build(
         seconds=time.perf_counter() - started,
     )
     return then_vaults(outcome)
-
-
-def execute_without_capture(
-    job: dg.JobDefinition,
-    *,
-    instance: dg.DagsterInstance,
-    run_config: dict,
-    tags: dict[str, str],
-    partition_key: str | None = None,
-) -> dg.ExecuteInProcessResult:
-    """``job.execute_in_process(..., raise_on_error=False)``, without keeping every step's output.
-
-    ``execute_in_process`` also hands each step's return value to the result (its
-    ``output_for_node``), so a build held every record of the run at once (parsed documents
-    with their bodies, chunks, embeddings) until it ended, besides the copies each step loads
-    from the IO manager: about two thirds of the peak memory of a large build. The records
-    are on disk anyway (the IO manager's); this runs the same in-process execution with
-    Dagster's output capture off. Through Dagster's internals (``core_execute_in_process``),
-    as ``execute_in_process`` offers no switch: should they change, the public call is used.
-    """
-    try:
-        from dagster._core.definitions.job_base import InMemoryJob
-        from dagster._core.definitions.partitions.context import partition_loading_context
-        from dagster._core.execution.execute_in_process import (
-            core_execute_in_process,
-            merge_run_tags,
-            type_check_and_normalize_args,
-        )
-    except ImportError:  # another Dagster: the public call, capture and all
-        return job.execute_in_process(
-            instance=instance, raise_on_error=False, run_config=run_config, partition_key=partition_key, tags=tags
-        )
-    # As JobDefinition.execute_in_process does it, but for output_capturing_enabled.
-    run_config, _, asset_selection, resource_defs, partition_key, input_values = type_check_and_normalize_args(
-        run_config=run_config, partition_key=partition_key
-    )
-    ephemeral = job.as_ephemeral_job(resource_defs=resource_defs, input_values=input_values, asset_selection=asset_selection)
-    if partition_key and ephemeral.partitions_def:
-        with partition_loading_context(dynamic_partitions_store=instance) as ctx:
-            ephemeral.validate_partition_key(partition_key=partition_key, selected_asset_keys=set(asset_selection), context=ctx)
-    if not run_config and ephemeral.partitioned_config and partition_key:
-        run_config = ephemeral.partitioned_config.get_run_config_for_partition_key(partition_key)
-    return core_execute_in_process(
-        job=InMemoryJob(job_def=ephemeral),
-        run_config=run_config,
-        instance=instance,
-        output_capturing_enabled=False,
-        raise_on_error=False,
-        run_tags=merge_run_tags(
-            job_def=job, partition_key=partition_key, tags=tags, asset_selection=asset_selection,
-            instance=instance, run_config=run_config,
-        ),
-        run_id=None,
-        asset_selection=frozenset(asset_selection),
-    )
-
-
-def skipped_records(cfg: RagConfig, result: dg.ExecuteInProcessResult, keys: Sequence[str]) -> dict[str, Any]:
-    """The parsed records of the partitions whose parsed_documents listed skipped files (the
-    outcomes report them), loaded from the IO manager's files as the Celery runs do: the run
-    keeps no output in memory (see execute_without_capture)."""
-    from rag_assets.defs.io_managers import load_record
-
-    by_partition = partition_metadata(result)
-    return {
-        key: load_record(cfg.intermediate_dir, "parsed_documents", key)
-        for key in keys
-        if by_partition.get(key, {}).get("parsed_documents", {}).get("skipped_files")
-    }
 
 
 def collection_outcomes(
@@ -431,6 +362,10 @@ def _describe_check(evaluation) -> str:
     else:
         detail = ", ".join(f"{k}={v}" for k, v in values.items() if len(str(v)) <= 80 and "\n" not in str(v))
     return f"{evaluation.check_name}: {detail}"
+
+
+def _produced(result: dg.ExecuteInProcessResult, node: str) -> bool:
+    return any(e.is_successful_output and e.node_name == node for e in result.all_node_events)
 
 
 def _materializations(result: dg.ExecuteInProcessResult) -> Iterator[tuple[str, str | None, dict[str, Any]]]:
