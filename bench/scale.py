@@ -392,10 +392,12 @@ def graph_settings(url: str) -> list[int] | None:
     return list(found) if found else None
 
 
-def build_config(folder: Path, shards: int) -> Path:
-    """A rag.yaml with the generated collection split into ``shards`` shards (no vaults)."""
+def build_config(folder: Path, shards: int, collection: str = "c0") -> Path:
+    """A rag.yaml with the generated collection (write_build_corpus's ``c0``) split into
+    ``shards`` shards (no vaults). Until 2026-12-02 this named a collection ``docs`` the corpus
+    does not have, so the build figures before then were of one unsharded partition."""
     path = folder / f"rag-{shards}.yaml"
-    path.write_text(f"shards:\n  docs: {shards}\n" if shards > 1 else "{}\n")
+    path.write_text(f"shards:\n  {collection}: {shards}\n" if shards > 1 else "{}\n")
     return path
 
 
@@ -439,6 +441,9 @@ def part_build(args) -> dict:
             output.mkdir()
             out["in_process_s"] = in_process_build(content, config, output)
             out["chunks"] = published_chunks(output)
+            built = sorted(p.name for p in (output / "data" / "intermediate" / "embeddings").iterdir())
+            if len(built) != max(1, args.build_shards):  # the shards setting must reach the collection
+                raise SystemExit(f"expected {args.build_shards} shard partitions, the build made {built}")
             shutil.rmtree(output)
     for workers in args.workers:
         seconds, chunks = celery_bench.celery_build(content, workers, config=config, count_chunks=published_chunks)
