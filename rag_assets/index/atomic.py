@@ -17,19 +17,28 @@ def stage_bytes(path: Path, data: bytes) -> Path:
     Staging several outputs first and renaming them together keeps the moment in which
     a kill could leave them from different builds down to a few renames.
     """
+    with _staged_file(path) as (handle, tmp):
+        handle.write(data)
+    return tmp
+
+
+@contextmanager
+def _staged_file(path: Path, staging: Path | None = None) -> Iterator[tuple[BinaryIO, Path]]:
+    """A temporary file for ``path`` (in ``staging``, else beside it), open for writing and
+    synced when the block ends, removed when it raises; (its handle, its path)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned_temp_files(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=staging or path.parent)
+    tmp = Path(tmp_name)
     try:
         os.fchmod(fd, 0o666 & ~_current_umask())
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle, tmp
             handle.flush()
             os.fsync(handle.fileno())
     except BaseException:
-        discard_staged(Path(tmp_name))
+        discard_staged(tmp)
         raise
-    return Path(tmp_name)
 
 
 def commit_staged(tmp: Path, path: Path) -> None:
@@ -61,19 +70,9 @@ def atomic_open(path: Path, staging: Path | None = None) -> Iterator[BinaryIO]:
     ``staging``: a folder on the same file system to hold the temporary file instead, for a
     write that lasts long: one a kill leaves there is removed with that folder (the
     generation being written, see rag_assets.index.generations) rather than an hour later."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned_temp_files(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=staging or path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_current_umask())
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        discard_staged(Path(tmp_name))
-        raise
-    commit_staged(Path(tmp_name), path)
+    with _staged_file(path, staging) as (handle, tmp):
+        yield handle
+    commit_staged(tmp, path)
 
 
 def _current_umask() -> int:

@@ -97,7 +97,8 @@ _READ_BLOCK = 1 << 20
 
 
 def iter_collection(col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> Iterator[bytes]:
-    """:func:`render_collection` in pieces of :data:`RENDER_ROWS` chunks (their concatenation)."""
+    """One collection's chunk objects as comma-separated JSON (no brackets), to splice in, in
+    pieces of :data:`RENDER_ROWS` chunks whose concatenation is the whole."""
     vectors = np.asarray(col.vectors)
     for start in range(0, len(col.chunks), RENDER_ROWS):
         part = col.chunks[start : start + RENDER_ROWS]
@@ -110,11 +111,6 @@ def iter_collection(col: EmbeddedCollection, vector_decimals: int, encoding: str
             break  # fewer vectors than chunks: the rest pairs with none, as zip over the whole had it
         # A JSON array is its items joined by commas, so the pieces join into the whole's bytes.
         yield (b"," if start else b"") + orjson.dumps(chunks)[1:-1]
-
-
-def render_collection(col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> bytes:
-    """One collection's chunk objects as comma-separated JSON (no brackets), to splice in."""
-    return b"".join(iter_collection(col, vector_decimals, encoding))
 
 
 def fragment_key(col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> str:
@@ -145,9 +141,6 @@ class FragmentCache:
         # Where a fragment is written while it renders (with the index, so for as long):
         # the generation's folder, which a kill's leftovers go with (see atomic_open).
         self.staging = staging
-
-    def get(self, col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> bytes:
-        return b"".join(self.pieces(col, vector_decimals, encoding))
 
     def pieces(self, col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> Iterator[bytes]:
         """The collection's rendered chunks in pieces: from its fragment when that is current

@@ -17,10 +17,9 @@ are base64 of little-endian typed arrays, so the file stays small and decodes fa
 from __future__ import annotations
 
 import base64
-import io
 import sqlite3
 from pathlib import Path
-from typing import BinaryIO, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import orjson
@@ -54,26 +53,10 @@ _B64_ITEMS = 3 << 18
 _SCAN_BATCH_CHARS = 4_000_000
 
 
-def _write_b64(out: BinaryIO, array: np.ndarray, dtype: str) -> None:
+def _write_b64(out: DigestingWriter, array: np.ndarray, dtype: str) -> None:
     """Base64 of ``array`` as little-endian ``dtype`` (4-byte items), written block by block."""
     for start in range(0, len(array), _B64_ITEMS):
         out.write(base64.b64encode(np.ascontiguousarray(array[start : start + _B64_ITEMS], dtype=dtype).tobytes()))
-
-
-def render_lexical(
-    store_path: Path,
-    chunk_ids: Sequence[str],
-    collection_weights: Mapping[str, float],
-    provider: str | None,
-    fields: FieldWeights = FieldWeights(),
-    generation: str | None = None,
-) -> bytes:
-    """The BM25 postings and search settings of the store at ``store_path``, with chunks
-    numbered by their position in ``chunk_ids`` (the index's order). ``generation``: the
-    published generation, as the index names it, so a reader can tell the two files of one build."""
-    buffer = io.BytesIO()
-    _write_lexical_to(buffer, store_path, chunk_ids, collection_weights, provider, fields, generation)
-    return buffer.getvalue()
 
 
 def write_lexical(
@@ -85,22 +68,10 @@ def write_lexical(
     fields: FieldWeights = FieldWeights(),
     generation: str | None = None,
 ) -> WrittenIndex:
-    """:func:`render_lexical`'s bytes written to ``path`` as they are made; their size and SHA-256."""
-    with path.open("wb") as handle:
-        out = DigestingWriter(handle)
-        _write_lexical_to(out, store_path, chunk_ids, collection_weights, provider, fields, generation)
-    return WrittenIndex(out.size, out.digest.hexdigest())
-
-
-def _write_lexical_to(
-    out: BinaryIO | DigestingWriter,
-    store_path: Path,
-    chunk_ids: Sequence[str],
-    collection_weights: Mapping[str, float],
-    provider: str | None,
-    fields: FieldWeights,
-    generation: str | None,
-) -> None:
+    """Write to ``path`` the BM25 postings and search settings of the store at ``store_path``,
+    with chunks numbered by their position in ``chunk_ids`` (the index's order); return the
+    file's size and SHA-256. ``generation``: the published generation, as the index names it,
+    so a reader can tell the two files of one build."""
     conn = store.connect(store_path)
     try:
         conn.execute("BEGIN")
@@ -183,12 +154,15 @@ def _write_lexical_to(
         ("docLength", doc_len, "<u4"),
         ("rowOrder", rank, "<u4"),
     ]
-    out.write(orjson.dumps(head)[:-1])
-    for name, array, dtype in arrays:
-        out.write(b',"' + name.encode("ascii") + b'":"')
-        _write_b64(out, array, dtype)
-        out.write(b'"')
-    out.write(b"," + orjson.dumps(tail)[1:])
+    with path.open("wb") as handle:
+        out = DigestingWriter(handle)
+        out.write(orjson.dumps(head)[:-1])
+        for name, array, dtype in arrays:
+            out.write(b',"' + name.encode("ascii") + b'":"')
+            _write_b64(out, array, dtype)
+            out.write(b'"')
+        out.write(b"," + orjson.dumps(tail)[1:])
+    return WrittenIndex(out.size, out.digest.hexdigest())
 
 
 def _term_major(term: np.ndarray, position: np.ndarray, block: int = 1 << 20) -> bool:
