@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -27,6 +28,7 @@ from rag_assets.defs.runner import run_build
 from .celery_workers import CeleryCluster, celery_cluster, clean_environ, require_celery
 from .conftest import CORPORA, REPO_ROOT, SAMPLE_CONTENT
 from .embedding_server import EmbeddingServer
+from .postgres import postgres_home, scratch_database
 
 HUGO = CORPORA / "hugo-docs" / "content"
 
@@ -209,3 +211,51 @@ def test_the_celery_config_names_its_broker_and_the_runs_cover_every_key_in_orde
     keys = ["docs", "docs~0", "docs~1", "posts", "learn"]
     assert run_slices(keys, 1) == [[k] for k in keys]
     assert run_slices(keys, 2) == [["docs", "docs~0"], ["docs~1", "posts"], ["learn"]]
+
+
+CLAIM_IN_PARALLEL = """
+import sys, time
+from pathlib import Path
+import dagster as dg
+from rag_assets.defs.distributed import _claim_op
+
+@dg.job(name="claim_in_parallel")
+def claim():
+    _claim_op("embedding_api")()
+
+instance = dg.DagsterInstance.get()
+go = Path(sys.argv[1])
+while not go.exists():  # every process starts its run at the same instant
+    time.sleep(0.005)
+print("ok" if claim.execute_in_process(instance=instance, raise_on_error=False).success else "failed")
+"""
+
+
+def test_the_pools_are_recorded_before_parallel_runs_claim_them(tmp_path):
+    """On PostgreSQL, runs that first claim a pool at the same instant fail (Dagster inserts the
+    pool's default limit from each; all but one hit the unique key): the build records the
+    pools in one run first, after which parallel claims succeed."""
+    require_celery()
+    from rag_assets.defs.distributed import POOLS, prepare_pools
+
+    with scratch_database() as (settings, _connect):
+        env = {**clean_environ(), **settings, "DAGSTER_HOME": str(postgres_home(tmp_path / "home")),
+               "PYTHONPATH": str(REPO_ROOT)}
+        saved = {key: os.environ.get(key) for key in settings}
+        os.environ.update(settings)  # the instance's yaml reads them when it opens
+        try:
+            instance = dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
+            prepare_pools(instance)
+            limit = instance.get_concurrency_config().pool_config.default_pool_limit
+            for pool in POOLS:
+                assert instance.event_log_storage.get_concurrency_info(pool).slot_count == limit
+        finally:
+            for key, value in saved.items():
+                os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+        go = tmp_path / "go"
+        runs = [subprocess.Popen([sys.executable, "-c", CLAIM_IN_PARALLEL, str(go)], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        time.sleep(8)  # their imports
+        go.touch()
+        outcomes = [run.communicate(timeout=120) for run in runs]
+        assert [out.strip() for out, _ in outcomes] == ["ok"] * 4, [err[-2000:] for _, err in outcomes]

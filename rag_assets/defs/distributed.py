@@ -208,6 +208,36 @@ class RunReport:
     warnings: list[str]
 
 
+# The op concurrency pools the build's steps claim (defs/embeddings.py, defs/tiers.py).
+POOLS = ("embedding_api",)
+
+
+def prepare_pools(instance: dg.DagsterInstance, pools: Sequence[str] = POOLS) -> None:
+    """Have ``instance`` record each pool's limit before runs claim it in parallel.
+
+    The first claim of a pool inserts its default limit. On PostgreSQL, two runs doing that at
+    once make one fail (a unique-key violation aborts its transaction, Dagster's fallback
+    update then fails too), and with it the run. One tiny run, alone, claims every pool first.
+    """
+
+    @dg.job(name="rag_prepare_pools", description="Records the op concurrency pools' limits (distributed builds).")
+    def prepare():
+        for pool in pools:
+            _claim_op(pool)()
+
+    result = prepare.execute_in_process(instance=instance, raise_on_error=False)
+    if not result.success:
+        raise DistributedBuildError(f"could not record the concurrency pools {', '.join(pools)}: {failure_message(result)}")
+
+
+def _claim_op(pool: str) -> dg.OpDefinition:
+    @dg.op(name=f"claim_{pool}", pool=pool)
+    def claim() -> None:
+        """Nothing: claiming the pool's slot is the point."""
+
+    return claim
+
+
 def run_slices(keys: Sequence[str], partitions_per_run: int) -> list[list[str]]:
     """``keys`` in order, cut into runs of at most ``partitions_per_run`` contiguous partitions."""
     size = max(1, partitions_per_run)
@@ -302,6 +332,7 @@ def build_collections_on_celery(
     require_shared_instance(instance)
     check_broker(celery.broker)
     check_workers(celery)
+    prepare_pools(instance)
     reports = execute_partition_runs(
         cfg, instance, celery, keys, tags, parallel or DEFAULT_PARALLEL_RUNS, partitions_per_run,
         lambda report: [on_collection(outcome) for outcome in report.outcomes],
