@@ -13,9 +13,11 @@ Call :func:`celery_build` from another benchmark for one timed build.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -26,22 +28,69 @@ sys.path.insert(0, str(ROOT))
 from rag_assets_tests.celery_workers import celery_cluster  # noqa: E402
 
 
+# The processes of a distributed build, told apart by their command lines.
+# First match wins: the build's own command line names --celery-config.
+ROLES = (("build", "rag_assets.serve.cli"), ("run", "multiprocessing"), ("worker", "celery"), ("postgres", "postgres: "))
+
+
+class MemorySampler(threading.Thread):
+    """Samples every process's RSS (Linux /proc) once a second: the peak of the largest process
+    of each role (ROLES), and the peak of the machine's used memory (MemTotal - MemAvailable)."""
+
+    def __init__(self, interval: float = 1.0):
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.peaks: dict[str, float] = {}
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            self.sample()
+
+    def sample(self) -> None:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                rss = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                           if line.startswith("VmRSS"))
+            except (OSError, StopIteration):
+                continue  # gone, or a kernel thread
+            role = next((name for name, marker in ROLES if marker in cmdline), None)
+            if role:
+                self.peaks[f"{role}_mb"] = max(self.peaks.get(f"{role}_mb", 0.0), rss / 1024)
+        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+        used = (int(info["MemTotal"].split()[0]) - int(info["MemAvailable"].split()[0])) / 1024
+        self.peaks["machine_used_mb"] = max(self.peaks.get("machine_used_mb", 0.0), used)
+
+    def __enter__(self) -> "MemorySampler":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.join()
+
+
 def celery_build(
     content: Path, workers: int, partitions_per_run: int = 1, parallel_runs: int | None = None, config: Path | None = None,
-    count_chunks=None,
+    count_chunks=None, memory: dict | None = None,
 ):
     """Seconds of one forced `rag build --executor celery` of ``content`` on ``workers`` fresh workers
     (``config``: a rag.yaml, e.g. one that shards the collection); with ``count_chunks`` (a
-    function of the output folder), (seconds, what it returns for the build's output)."""
+    function of the output folder), (seconds, what it returns for the build's output). With
+    ``memory`` (a dict), the peak RSS of each kind of process goes into it (MemorySampler)."""
     with tempfile.TemporaryDirectory(prefix="rag-celery-bench-") as folder:
         with celery_cluster(Path(folder)) as cluster:
             cluster.start_workers(*[f"bench{i}" for i in range(workers)])
             extra = ["--partitions-per-run", str(partitions_per_run), *(["--config", str(config)] if config else [])]
             if parallel_runs:
                 extra += ["--parallel-runs", str(parallel_runs)]
-            started = time.perf_counter()
-            done = cluster.rag(*cluster.build_args(content, Path(folder) / "out", *extra), timeout=4 * 3600)
-            seconds = time.perf_counter() - started
+            with MemorySampler() as sampler:
+                started = time.perf_counter()
+                done = cluster.rag(*cluster.build_args(content, Path(folder) / "out", *extra), timeout=4 * 3600)
+                seconds = time.perf_counter() - started
+            if memory is not None:
+                memory.update(sampler.peaks)
             if done.returncode != 0:
                 raise RuntimeError(f"the build failed:\n{done.stderr[-3000:]}")
             return (seconds, count_chunks(Path(folder) / "out")) if count_chunks else seconds
