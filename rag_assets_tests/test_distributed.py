@@ -204,6 +204,7 @@ def test_the_celery_config_names_its_broker_and_the_runs_cover_every_key_in_orde
     assert celery.queue == "dagster"
     source = celery.execution["config"]["config_source"]
     assert source["task_acks_late"] is True and source["worker_prefetch_multiplier"] == 1
+    assert source["broker_heartbeat"] == 0  # a busy solo worker cannot answer heartbeats: its step would run twice
     with pytest.raises(DistributedBuildError, match=r"\$RAG_CELERY_BROKER, which is not set"):
         load_celery_config(REPO_ROOT / "celery.yaml", {})
     with pytest.raises(DistributedBuildError, match="no Celery config at"):
@@ -254,8 +255,8 @@ def test_the_pools_are_recorded_before_parallel_runs_claim_them(tmp_path):
                 os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
         go = tmp_path / "go"
         runs = [subprocess.Popen([sys.executable, "-c", CLAIM_IN_PARALLEL, str(go)], env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True) for _ in range(4)]
-        time.sleep(8)  # their imports
+                                 stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        time.sleep(5)  # their imports (one not ready by then starts later: no failure, less overlap)
         go.touch()
         outcomes = [run.communicate(timeout=120) for run in runs]
-        assert [out.strip() for out, _ in outcomes] == ["ok"] * 4, [err[-2000:] for _, err in outcomes]
+        assert [out.strip() for out, _ in outcomes] == ["ok"] * 3, [err[-2000:] for _, err in outcomes]
