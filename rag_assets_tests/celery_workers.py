@@ -139,6 +139,10 @@ def celery_cluster(folder: Path, pool_limit: int | None = None) -> Iterator[Cele
             "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
         }
         cluster = CeleryCluster(folder, env, celery_yaml, queue)
+        # The instance's tables, made once: workers started together on an empty database each
+        # run Dagster's schema creation, and one of them fails ("alembic_version" already exists).
+        with cluster.instance():
+            pass
         try:
             yield cluster
         finally:
