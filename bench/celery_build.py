@@ -74,13 +74,13 @@ class MemorySampler(threading.Thread):
 
 def celery_build(
     content: Path, workers: int, partitions_per_run: int = 1, parallel_runs: int | None = None, config: Path | None = None,
-    count_chunks=None, memory: dict | None = None,
+    count_chunks=None, report: dict | None = None,
 ):
     """Seconds of one forced `rag build --executor celery` of ``content`` on ``workers`` fresh workers
     (``config``: a rag.yaml, e.g. one that shards the collection); with ``count_chunks`` (a
-    function of the output folder), (seconds, what it returns for the build's output). With
-    ``memory`` (a dict), the peak RSS of each kind of process goes into it (MemorySampler), and
-    the time `rag build` reports for the build itself (``built_in_s``), without its status report."""
+    function of the output folder), (seconds, what it returns for the build's output). Into
+    ``report`` (a dict): the peak RSS of each kind of process (MemorySampler) and the time
+    `rag build` prints for the build itself (``built_in_s``), without its closing summary."""
     with tempfile.TemporaryDirectory(prefix="rag-celery-bench-") as folder:
         with celery_cluster(Path(folder)) as cluster:
             cluster.start_workers(*[f"bench{i}" for i in range(workers)])
@@ -91,12 +91,11 @@ def celery_build(
                 started = time.perf_counter()
                 done = cluster.rag(*cluster.build_args(content, Path(folder) / "out", *extra), timeout=4 * 3600)
                 seconds = time.perf_counter() - started
-            if memory is not None:
-                memory.update(sampler.peaks)
-                # `rag build` prints "Built in N s" before the status report (which checks every
-                # output and cache: minutes at a million chunks); the wall time includes both.
+            if report is not None:
+                report.update(sampler.peaks)
+                # `rag build` prints "Built in N s" before its closing summary; the wall time has both.
                 built = re.search(r"^Built in ([0-9.]+)s$", done.stdout, re.MULTILINE)
-                memory["built_in_s"] = float(built.group(1)) if built else None
+                report["built_in_s"] = float(built.group(1)) if built else None
             if done.returncode != 0:
                 raise RuntimeError(f"the build failed:\n{done.stderr[-3000:]}")
             return (seconds, count_chunks(Path(folder) / "out")) if count_chunks else seconds

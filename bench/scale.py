@@ -446,12 +446,12 @@ def part_build(args) -> dict:
                 raise SystemExit(f"expected {args.build_shards} shard partitions, the build made {built}")
             shutil.rmtree(output)
     for workers in args.workers:
-        memory: dict = {}
-        seconds, chunks = celery_bench.celery_build(content, workers, config=config, count_chunks=published_chunks, memory=memory)
+        report: dict = {}
+        seconds, chunks = celery_bench.celery_build(content, workers, config=config, count_chunks=published_chunks, report=report)
         out[f"celery_{workers}_s"] = seconds
-        out[f"celery_{workers}_peak_mb"] = memory
+        out[f"celery_{workers}_report"] = report  # peak RSS by process kind (MB), built_in_s
         out["chunks"] = chunks
-        print(f"  {workers} worker(s): {seconds:.0f} s, {chunks:,} chunks, peaks {memory}", flush=True)
+        print(f"  {workers} worker(s): {seconds:.0f} s, {chunks:,} chunks, {report}", flush=True)
     for key in [k for k in out if k.endswith("_s")]:
         out[key.replace("_s", "_chunks_per_s")] = out["chunks"] / out[key]
     if "celery_1_s" in out and "celery_2_s" in out:
