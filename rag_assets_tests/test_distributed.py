@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -232,7 +231,7 @@ print("ok" if claim.execute_in_process(instance=instance, raise_on_error=False).
 """
 
 
-def test_the_pools_are_recorded_before_parallel_runs_claim_them(tmp_path):
+def test_the_pools_are_recorded_before_parallel_runs_claim_them(tmp_path, monkeypatch):
     """On PostgreSQL, runs that first claim a pool at the same instant fail (Dagster inserts the
     pool's default limit from each; all but one hit the unique key): the build records the
     pools in one run first, after which parallel claims succeed."""
@@ -242,17 +241,13 @@ def test_the_pools_are_recorded_before_parallel_runs_claim_them(tmp_path):
     with scratch_database() as (settings, _connect):
         env = {**clean_environ(), **settings, "DAGSTER_HOME": str(postgres_home(tmp_path / "home")),
                "PYTHONPATH": str(REPO_ROOT)}
-        saved = {key: os.environ.get(key) for key in settings}
-        os.environ.update(settings)  # the instance's yaml reads them when it opens
-        try:
-            instance = dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
+        for key, value in settings.items():  # the instance's yaml reads them when it opens
+            monkeypatch.setenv(key, value)
+        with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
             prepare_pools(instance)
             limit = instance.get_concurrency_config().pool_config.default_pool_limit
             for pool in POOLS:
                 assert instance.event_log_storage.get_concurrency_info(pool).slot_count == limit
-        finally:
-            for key, value in saved.items():
-                os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
         go = tmp_path / "go"
         runs = [subprocess.Popen([sys.executable, "-c", CLAIM_IN_PARALLEL, str(go)], env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True) for _ in range(3)]
