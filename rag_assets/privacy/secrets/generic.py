@@ -71,7 +71,7 @@ _PREFIX_EXCLUDE = frozenset(
 _KEYWORDS = ("pass", "pw", "psw", "secret", "token", "key", "cred", "contrase", "senha", "pin")
 
 
-def _keyword_hits(low: str) -> list[tuple[int, int]]:
+def keyword_hits(low: str) -> list[tuple[int, int]]:
     """Where the keywords occur: one str.find loop each beats one regex alternation."""
     hits = []
     for kw in _KEYWORDS:
@@ -149,7 +149,7 @@ def spans(text: str, low: str) -> Iterable[tuple[int, int, str]]:
     """``password = hunter2``-style findings: (start, end, kind) of each value."""
     seen_idents: set[int] = set()
     kinds: dict[str, tuple[str | None, list[str]]] = {}  # per call: identifiers repeat within a text
-    for hit_start, hit_end in _keyword_hits(low):
+    for hit_start, hit_end in keyword_hits(low):
         # Grow the hit to the whole identifier around it (DB_PASSWORD, aws.secretKey, --password).
         # Bounded: a keyword inside a long run (base64 data, minified code) names nothing, and an
         # unbounded walk back from every hit in such a run would be quadratic.
