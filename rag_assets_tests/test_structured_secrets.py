@@ -227,7 +227,7 @@ def test_get_document_over_mcp_returns_no_secret(site):
         ({"db": {"password": "Db9xPassQ7wLm2", "port": 5432}}, {"db": {"port": 5432}}),
         ({"credentials": {"nas": "Cr3dNasQ8xLm2Wv7Zt5Rk"}}, {}),
         ({"api_tokens": ["Tk4Bn8Qm2Wx6Zr9Lp3Vc", "Tk5Bn8Qm2Wx6Zr9Lp3Vd"]}, {}),
-        ({"keys": {"save": "Ctrl+S"}, "tokens": {"max": 4096}, "password": {"policy": "strict"}},
+        ({"keys": {"save": "Ctrl+S"}, "tokens": {"max": 4096}, "password": {"policy": "strict", "value": "Pv8Lm3Qx7Zr2"}},
          {"keys": {"save": "Ctrl+S"}, "tokens": {"max": 4096}, "password": {"policy": "strict"}}),
     ],
 )
