@@ -33,12 +33,14 @@ MAX_NAME = 64  # a longer header, term or label is prose, not a name
 _MAX_LABEL_WORDS = 6
 _MAX_VALUE_LINE = 1000  # the generic scanner reads at most 200 characters of a value
 
-# A table's delimiter row (| --- | :---: |); a pipe is required, since "---" alone is a
-# thematic break or a heading underline.
-_DELIMITER_ROW_RE = re.compile(r"^[ \t]{0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$", re.M)
+# A table's delimiter row (| --- | :---: |) after the header line; a pipe is required, since
+# "---" alone is a thematic break or a heading underline. The patterns start with the newline,
+# a literal the regex engine skips to, rather than "^" tried at every position.
+_DELIMITER_ROW_RE = re.compile(r"\n[ \t]{0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*(?=\n|\Z)")
 _PIPE_RE = re.compile(r"(?<!\\)\|")
 # A definition: ": value" right under its term (Pandoc, PHP Markdown Extra, Obsidian plugins).
-_DEFINITION_RE = re.compile(r"^[ \t]{0,3}:[ \t]+(?=\S)", re.M)
+_DEFINITION_RE = re.compile(r"\n[ \t]{0,3}:[ \t]+(?=\S)")
+
 # "- **Password** — value", "Root password (nas): value", "NAS password → value".
 _LABEL_RE = re.compile(
     r"""
@@ -57,7 +59,7 @@ _NAME_JUNK_RE = re.compile(r"[^A-Za-z0-9]+")
 def spans(text: str, low: str) -> Iterable[tuple[int, int, str]]:
     """Values a table header or row label, a definition term or a line label names a secret."""
     if "|" in text:
-        yield from _table_spans(text)
+        yield from _table_spans(text, low)
     if ":" in text:
         yield from _definition_spans(text)
     yield from _label_spans(text, low)
@@ -66,7 +68,7 @@ def spans(text: str, low: str) -> Iterable[tuple[int, int, str]]:
 def name_ident(name: str) -> str | None:
     """``name`` as an identifier the generic scanner reads ("Root password (nas)" becomes
     ``Root_password_nas``), or None when it names no secret."""
-    if len(name) > MAX_NAME:
+    if len(name) > MAX_NAME or not _has_keyword(name.lower()):
         return None
     ident = _NAME_JUNK_RE.sub("_", name).strip("_")
     if not ident or generic.classify_ident(generic.ident_parts(ident)) is None:
@@ -89,20 +91,27 @@ def value_spans(ident: str, value: str, offset: int) -> Iterator[tuple[int, int,
 # --------------------------------------------------------------------------------------
 
 
-def _table_spans(text: str) -> Iterator[tuple[int, int, str]]:
+def _has_keyword(low: str) -> bool:
+    """``low`` holds one of the generic scanner's keywords: only then can it name a secret."""
+    return any(kw in low for kw in generic.KEYWORDS)
+
+
+def _table_spans(text: str, low: str) -> Iterator[tuple[int, int, str]]:
     scanned_to = 0  # a delimiter-looking row inside a table already read starts nothing
     for delimiter in _DELIMITER_ROW_RE.finditer(text):
-        if delimiter.start() < scanned_to or delimiter.start() == 0 or "|" not in delimiter.group():
+        if delimiter.start() < scanned_to or "|" not in delimiter.group():
             continue
-        header_end = delimiter.start() - 1
+        header_end = delimiter.start()  # the delimiter match starts with the header's newline
         header_start = text.rfind("\n", 0, header_end) + 1
         headers = [name_ident(_stripped(text, s, e)[2]) for s, e in _cells(text, header_start, header_end)]
+        named = any(headers)
         pos = delimiter.end() + 1
         while pos < len(text):
             line_end = _line_end(text, pos)
             if text.find("|", pos, line_end) < 0:
                 break  # a blank line or a paragraph ends the table
-            yield from _row_spans(text, _cells(text, pos, line_end), headers)
+            if named or _has_keyword(low[pos:line_end]):  # else no cell of the row is named
+                yield from _row_spans(text, _cells(text, pos, line_end), headers)
             pos = line_end + 1
         scanned_to = pos
 
@@ -132,7 +141,7 @@ def _definition_spans(text: str) -> Iterator[tuple[int, int, str]]:
     previous: tuple[int, str] | None = None  # (end of the last definition's line, its term)
     for m in _DEFINITION_RE.finditer(text):
         v_start, v_end = m.end(), _line_end(text, m.end())
-        term = _term_before(text, m.start(), previous)
+        term = _term_before(text, m.start() + 1, previous)
         previous = (v_end, term) if term else None
         if term:
             yield from value_spans(term, text[v_start : min(v_end, v_start + _MAX_VALUE_LINE)], v_start)
