@@ -131,6 +131,16 @@ PATTERNS: dict[str, Callable[[], str]] = {
     "artifactory_tokens": lambda: repeat("AKCp8abcdefghij "),
     "artifactory_short_lines": artifactory_tokens_on_short_lines,
     "aws_key_ids": lambda: repeat("AKIAIOSFODNN7ABCDEFG "),
+    # The structured scanner (tables, definition lists, labels; issue 23): a delimiter row per
+    # line, a table whose every row has secrets, one endless row, a definition or a label per line.
+    "table_delimiter_rows": lambda: repeat("|-|\n"),
+    "table_secret_columns": lambda: "| password | token | API key |\n|---|---|---|\n" + repeat("| Xy7pQ2wZ | Tk4Bn8Qm2Wx6 | a |\n", SIZE - 45),
+    "table_one_wide_row": lambda: "| password |\n|---|\n" + repeat("| Xy7pQ2wZ ", SIZE - 19),
+    "table_row_labels": lambda: "| a | b |\n|---|---|\n" + repeat("| Password | Rl9Kd3Mx7Vq2 |\n", SIZE - 20),
+    "definitions": lambda: repeat("Password\n: Gw5Lp8Qz2Rk7\n"),
+    "definition_markers": lambda: repeat(": x\n"),
+    "label_lines": lambda: repeat("- Password \u2014 Pr7Dash9Wq2Lx\n"),
+    "labels_on_one_line": lambda: repeat("Root password (nas) - "),
 }
 
 

@@ -245,8 +245,8 @@ private_store = _tier_store_asset(
 @dg.asset_check(
     asset=safe_store,
     blocking=True,
-    description="Leak audit: rescans every stored chunk and document field with the full secret detector and "
-    "the identity map; any finding fails.",
+    description="Leak audit: rescans every text field of the store (chunks, documents and their frontmatter, the "
+    "search and answer logs) with the full secret detector and the identity map; any finding fails.",
 )
 def safe_store_leak_audit(rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource) -> dg.AssetCheckResult:
     cfg = tiers.apply(rag.to_config(), embedder.settings())
@@ -260,6 +260,7 @@ def safe_store_leak_audit(rag: RagSettings, tiers: TiersResource, embedder: Embe
         metadata={
             "chunks_scanned": report.chunks_scanned,
             "documents_scanned": report.documents_scanned,
+            "rows_scanned": dg.MetadataValue.json(report.rows_scanned),
             "findings": len(report.findings),
             "kinds": dg.MetadataValue.json(report.kinds()),
             "details": dg.MetadataValue.md("\n".join(rows) if report.findings else "_no findings_"),

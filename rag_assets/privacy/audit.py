@@ -1,28 +1,40 @@
-"""The leak audit: rescan every stored chunk of a tier with the full detector.
+"""The leak audit: rescan every text field a tier's store holds with the full detector.
 
 Independent of the build: it reads the store as written, so a bug anywhere upstream
 (a field the sanitiser missed, a rule added after the build, a store copied from
-elsewhere) shows up here. A finding names the chunk, the field and the kind, with a
-masked preview; the secret itself is never printed.
+elsewhere) shows up here. Every ordinary table is read, every text column of every row:
+chunks (text, heading path, IDs), documents (title, slug, tags, frontmatter), the
+``search_log`` and ``answer_log`` (questions, queries, answers, sources; the session history
+is the ``answer_log``), and any table added later. Only the full-text indexes are left out:
+they are derived from the chunks, which are read. JSON values are read by structure, each
+value with its key path (``frontmatter.db.password``), as the sanitiser reads them.
+
+A finding names the row, the field and the kind, with a masked preview; the secret itself is
+never printed.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from rag_assets.index import store
 from rag_assets.privacy.identity import IdentityMap
-from rag_assets.privacy.secrets import SecretDetector, SecretFinding, masked_preview
+from rag_assets.privacy.secrets import SecretDetector, SecretFinding, item_path, masked_preview
+
+# Tables whose rows are named by their own column names (the store's two main tables);
+# the fields of any other table are named "<table>.<column>".
+_MAIN_TABLES = ("chunks", "documents")
 
 
 @dataclass(frozen=True)
 class AuditFinding:
-    item_id: str  # a chunk ID, or a document ID for document fields
-    field: str  # text, heading_path, title, slug, tags
+    item_id: str  # a chunk ID, a document ID, or <table>#<id> for a row of another table
+    field: str  # text, heading_path, title, slug, tags, frontmatter.<keys>, search_log.query, ...
     kind: str  # a secret kind, or identity:<kind> for a value the identity map should have replaced
     preview: str
 
@@ -34,6 +46,7 @@ class AuditReport:
     exists: bool
     chunks_scanned: int = 0
     documents_scanned: int = 0
+    rows_scanned: dict[str, int] = field(default_factory=dict)  # every table read, with its rows
     findings: list[AuditFinding] = field(default_factory=list)
 
     @property
@@ -47,38 +60,91 @@ class AuditReport:
         return dict(sorted(counts.items()))
 
 
+@dataclass(frozen=True)
+class StoredText:
+    """One text a reader of the store can see, and the key path it sits under (JSON values)."""
+
+    item_id: str
+    field: str
+    text: str
+    path: tuple[str, ...] = ()
+
+
 def audit_store(
     path: Path, tier: str, detector: SecretDetector, identity_map: IdentityMap | None = None
 ) -> AuditReport:
     report = AuditReport(tier=tier, store_path=str(path), exists=path.is_file())
     if not report.exists:
         return report
-    for item_id, field_name, text, is_chunk in _stored_texts(path):
-        if is_chunk and field_name == "text":
-            report.chunks_scanned += 1
-        elif not is_chunk and field_name == "title":
-            report.documents_scanned += 1
-        for finding in detector.find(text):
-            report.findings.append(AuditFinding(item_id, field_name, finding.kind, masked_preview(text, finding)))
-        for kind, start, end in identity_map.find(text) if identity_map else ():
-            masked = masked_preview(text, SecretFinding(f"identity:{kind}", start, end, "identity-map"))
-            report.findings.append(AuditFinding(item_id, field_name, f"identity:{kind}", masked))
+    with closing(store.connect(path, readonly=True)) as conn:
+        for table in audited_tables(conn):
+            for stored in _table_texts(conn, table, report):
+                report.findings.extend(_findings(stored, detector, identity_map))
+    report.chunks_scanned = report.rows_scanned.get("chunks", 0)
+    report.documents_scanned = report.rows_scanned.get("documents", 0)
     return report
 
 
-def _stored_texts(path: Path) -> Iterator[tuple[str, str, str, bool]]:
-    """(id, field, text, is_chunk) for every text a reader of the store can see."""
-    with closing(store.connect(path, readonly=True)) as conn:
-        for chunk_id, text, heading_path in conn.execute("SELECT id, text, heading_path FROM chunks"):
-            yield chunk_id, "text", text, True
-            headings = " › ".join(json.loads(heading_path or "[]"))
-            if headings:
-                yield chunk_id, "heading_path", headings, True
-            # The chunk ID embeds the document slug, which came from a file name.
-            yield chunk_id, "id", chunk_id, True
-        for doc_id, slug, title, tags in conn.execute("SELECT id, slug, title, tags FROM documents"):
-            yield doc_id, "title", title or "", False
-            yield doc_id, "slug", slug, False
-            tag_text = ", ".join(json.loads(tags or "[]"))
-            if tag_text:
-                yield doc_id, "tags", tag_text, False
+def _findings(stored: StoredText, detector: SecretDetector, identity_map: IdentityMap | None) -> Iterator[AuditFinding]:
+    text = stored.text
+    secrets = detector.find_in_field(stored.path, text) if stored.path else detector.find(text)
+    for finding in secrets:
+        yield AuditFinding(stored.item_id, stored.field, finding.kind, masked_preview(text, finding))
+    for kind, start, end in identity_map.find(text) if identity_map else ():
+        masked = masked_preview(text, SecretFinding(f"identity:{kind}", start, end, "identity-map"))
+        yield AuditFinding(stored.item_id, stored.field, f"identity:{kind}", masked)
+
+
+def audited_tables(conn: sqlite3.Connection) -> list[str]:
+    """Every ordinary table of the store; full-text tables and their shadow tables are derived."""
+    tables = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()
+    virtual = [name for name, sql in tables if (sql or "").upper().startswith("CREATE VIRTUAL TABLE")]
+    return [
+        name
+        for name, _ in tables
+        if not name.startswith("sqlite_") and name not in virtual and not any(name.startswith(v + "_") for v in virtual)
+    ]
+
+
+def _table_texts(conn: sqlite3.Connection, table: str, report: AuditReport) -> Iterator[StoredText]:
+    cursor = conn.execute(f'SELECT * FROM "{table}"')  # noqa: S608 (a name read from sqlite_master)
+    columns = [d[0] for d in cursor.description]
+    report.rows_scanned[table] = 0
+    for row in cursor:
+        report.rows_scanned[table] += 1
+        values = dict(zip(columns, row, strict=True))
+        row_id = values.get("id")
+        item_id = str(row_id) if table in _MAIN_TABLES and row_id is not None else f"{table}#{row_id or report.rows_scanned[table]}"
+        for column, value in values.items():
+            if isinstance(value, str) and value:
+                name = column if table in _MAIN_TABLES else f"{table}.{column}"
+                yield from column_texts(item_id, name, value)
+
+
+def column_texts(item_id: str, name: str, value: str) -> Iterator[StoredText]:
+    """A column's text; a JSON object or array is read by structure (keys, and each value
+    with its key path), like the sanitiser reads frontmatter."""
+    if value[:1] in "[{":
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, (dict, list)):
+            yield from _json_texts(item_id, name, parsed, ())
+            return
+    yield StoredText(item_id, name, value)
+
+
+def _json_texts(item_id: str, name: str, value: Any, path: tuple[str, ...]) -> Iterator[StoredText]:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            key_path = (*path, str(key))
+            yield StoredText(item_id, ".".join((name, *path)), str(key))
+            yield from _json_texts(item_id, name, inner, key_path)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _json_texts(item_id, name, inner, item_path(path))
+    elif isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        text = str(value)
+        if text:
+            yield StoredText(item_id, ".".join((name, *path)), text, path)

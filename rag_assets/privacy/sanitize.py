@@ -7,6 +7,11 @@ sanitised, not just the body: the title, description, tags, frontmatter values, 
 and path (file names can name hosts too), and the reasons of skipped files (a YAML error
 quotes the line it failed on).
 
+Sanitised by structure, not string by string: a frontmatter value is read with its key path
+(``password: x``, ``db: {password: x}``, a list under ``passwords:``), and in the body a
+table cell with its column header, a definition with its term, a value with its label
+(the detector's structured scanner, ``secrets/structured.py``).
+
 Secrets go first, then the identity map: a hostname inside a database URI must not break
 the URI pattern before its password is found.
 """
@@ -17,10 +22,10 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from rag_assets.privacy.identity import IdentityMap
-from rag_assets.privacy.secrets import SecretDetector, source_digest
+from rag_assets.privacy.secrets import Redaction, SecretDetector, item_path, source_digest
 from rag_assets.records import Document, ParsedCollection, SkippedFile
 
 
@@ -60,21 +65,36 @@ class Sanitizer:
     def text(self, text: str, tally: SanitizeTally | None = None) -> str:
         if not text:
             return text
-        redaction = self.detector.redact(text)
+        return self._apply(self.detector.redact(text), tally)
+
+    def field(self, path: Sequence[str], value: str, tally: SanitizeTally | None = None) -> str:
+        """One structured value, read with its key path (``db.password: value``) so that a
+        secret the key names is found although the value alone looks like a word."""
+        if not value:
+            return value
+        return self._apply(self.detector.redact_field(path, value), tally)
+
+    def _apply(self, redaction: Redaction, tally: SanitizeTally | None) -> str:
+        """Secrets first, then the identity map (a host inside a URI must not hide its password)."""
         replaced, identity_counts = self.identity_map.apply(redaction.text)
         if tally is not None:
             tally.secrets.update(redaction.counts)
             tally.identities.update(identity_counts)
         return replaced
 
-    def value(self, value: Any, tally: SanitizeTally) -> Any:
-        """Frontmatter values, recursively (keys too: a key can be a hostname)."""
+    def value(self, value: Any, tally: SanitizeTally, path: tuple[str, ...] = ()) -> Any:
+        """Frontmatter values, recursively, each with its key path (keys are sanitised too: a key
+        can be a hostname). Numbers are read as text: ``pin: 48213907`` is an int to YAML."""
         if isinstance(value, str):
-            return self.text(value, tally)
+            return self.field(path, value, tally)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            as_text = str(value)
+            sanitised = self.field(path, as_text, tally)
+            return value if sanitised == as_text else sanitised
         if isinstance(value, list):
-            return [self.value(v, tally) for v in value]
+            return [self.value(v, tally, item_path(path)) for v in value]
         if isinstance(value, dict):
-            return {self.text(str(k), tally): self.value(v, tally) for k, v in value.items()}
+            return {self.text(str(k), tally): self.value(v, tally, (*path, str(k))) for k, v in value.items()}
         return value
 
     def document(self, doc: Document, tally: SanitizeTally) -> Document:

@@ -175,11 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     audit = commands.add_parser(
         "audit",
         parents=[common],
-        help="rescan a tier's stored chunks for secrets and identifying values; exit 1 on findings",
+        help="rescan every field of a tier's store for secrets and identifying values; exit 1 on findings",
         description=(
-            "Leak audit: every stored chunk (text, headings, ID) and document field (title, slug, tags) of the "
-            "tier's SQLite store is rescanned with the full secret detector (and, for the Safe tier, the identity "
-            "map). Findings show the chunk ID, field, kind and a masked preview, never the secret. The Private "
+            "Leak audit: every text field of the tier's SQLite store (chunks: text, headings, IDs; documents: "
+            "title, slug, tags, frontmatter; the search and answer logs, sessions included) is rescanned with the "
+            "full secret detector (and, for the Safe tier, the identity map). Findings show the row, field, kind "
+            "and a masked preview, never the secret. The Private "
             "tier keeps secrets on purpose and is not audited."
         ),
     )

@@ -40,9 +40,10 @@ def _print_audit(report) -> None:
     if not report.exists:
         print(f"{label} tier: no store at {report.store_path}; run `rag build` first.")
         return
+    others = ", ".join(f"{t} ({n})" for t, n in report.rows_scanned.items() if t not in ("chunks", "documents"))
     print(
         f"{label} tier ({report.store_path}): {report.chunks_scanned} chunks and {report.documents_scanned} "
-        f"documents scanned, {len(report.findings)} finding(s)"
+        f"documents scanned{f', and the rows of {others}' if others else ''}, {len(report.findings)} finding(s)"
     )
     for f in report.findings:
         print(f"  {f.item_id}  [{f.field}]  {f.kind}: {f.preview}")

@@ -15,9 +15,11 @@ drops what a sanitiser must leave alone: placeholders (``<password>``, ``xxxx``,
 ``your-api-key-here``, ``changeme``, ``****``, ``...EXAMPLE``), environment and template
 references (``${X}``, ``$X``, ``%X%``, ``$(cmd)``, ``{{ x }}``, ``!secret x``), calls and
 attribute paths, type hints, hashes/UUIDs/digests/versions unless a keyword says "secret",
-and public keys.  Two scanners are code and listed in the same table: private-key blocks
-(``pem.py``) and ``password``/``secret``/``token``/``api_key``/``PIN`` assignments in prose,
-YAML, JSON, INI, TOML, XML and ``.env`` files (``generic.py``).  ``engine.py`` compiles the
+and public keys.  Three scanners are code and listed in the same table: private-key blocks
+(``pem.py``), ``password``/``secret``/``token``/``api_key``/``PIN`` assignments in prose,
+YAML, JSON, INI, TOML, XML and ``.env`` files (``generic.py``), and values named by the
+structure around them: a table's column header or row label, a definition list's term, a
+line's label, a frontmatter key path (``structured.py``).  ``engine.py`` compiles the
 table once; ``detector.py`` merges the findings into sorted, non-overlapping spans.
 
 The cost stays linear in the text, whatever it holds: regexes are anchored on literals with
@@ -50,5 +52,6 @@ Known gaps, on purpose
 from rag_assets.privacy.secrets.detector import Redaction, SecretDetector, SecretFinding
 from rag_assets.privacy.secrets.engine import source_digest
 from rag_assets.privacy.secrets.preview import masked_preview
+from rag_assets.privacy.secrets.structured import item_path
 
-__all__ = ["Redaction", "SecretDetector", "SecretFinding", "masked_preview", "source_digest"]
+__all__ = ["Redaction", "SecretDetector", "SecretFinding", "item_path", "masked_preview", "source_digest"]

@@ -72,3 +72,11 @@ def short_line_at(text: str, pos: int) -> str | None:
     """The whole line around ``pos`` if it has at most ``SHORT_LINE_MAX`` characters, else None."""
     start, end = line_bounds(text, pos, SHORT_LINE_MAX + 1)
     return text[start:end] if end - start <= SHORT_LINE_MAX else None
+
+
+def lower_same_length(text: str) -> str:
+    """``text.lower()`` with the same offsets (a few characters, like 'İ', lower to two)."""
+    low = text.lower()
+    if len(low) == len(text):
+        return low
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from rag_assets.privacy.secrets.engine import Raw, RuleTable, load_table
+from rag_assets.privacy.secrets.structured import field_line
 
 
 @dataclass(frozen=True)
@@ -44,17 +46,40 @@ class SecretDetector:
 
     def redact(self, text: str) -> Redaction:
         """``text`` with every finding replaced by ``[REDACTED:<kind>]``."""
-        findings = self.find(text)
-        if not findings:
-            return Redaction(text, {})
-        out: list[str] = []
-        pos = 0
-        for f in findings:
-            out.append(text[pos : f.start])
-            out.append(f"[REDACTED:{f.kind}]")
-            pos = f.end
-        out.append(text[pos:])
-        return Redaction("".join(out), dict(Counter(f.kind for f in findings)))
+        return redacted(text, self.find(text))
+
+    def find_in_field(self, path: Sequence[str], value: str) -> list[SecretFinding]:
+        """Findings in one structured value (a frontmatter entry), offsets into ``value``.
+
+        ``FmPassw0rd`` alone is a word; under ``password:`` it is a secret. So the value is read
+        with its key path, as ``<keys>: <value>`` (``structured.field_line``), and the findings
+        that cover it are kept, clipped to it.
+        """
+        line, start, end = field_line(path, value)
+        found = []
+        for f in self.find(line):
+            lo, hi = max(f.start, start), min(f.end, end)
+            if lo < hi:
+                found.append(SecretFinding(f.kind, lo - start, hi - start, f.rule))
+        return found
+
+    def redact_field(self, path: Sequence[str], value: str) -> Redaction:
+        """``value`` redacted by :meth:`find_in_field`."""
+        return redacted(value, self.find_in_field(path, value))
+
+
+def redacted(text: str, findings: list[SecretFinding]) -> Redaction:
+    """``text`` with each of the sorted, non-overlapping ``findings`` replaced by its label."""
+    if not findings:
+        return Redaction(text, {})
+    out: list[str] = []
+    pos = 0
+    for f in findings:
+        out.append(text[pos : f.start])
+        out.append(f"[REDACTED:{f.kind}]")
+        pos = f.end
+    out.append(text[pos:])
+    return Redaction("".join(out), dict(Counter(f.kind for f in findings)))
 
 
 def merge(raw: list[Raw]) -> list[SecretFinding]:

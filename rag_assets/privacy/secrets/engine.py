@@ -21,7 +21,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any, Callable, Iterable, Iterator
 
-from rag_assets.privacy.secrets import generic, pem
+from rag_assets.privacy.secrets import generic, pem, structured
 from rag_assets.privacy.secrets.checks import (
     CHECKS,
     KINDS,
@@ -30,6 +30,7 @@ from rag_assets.privacy.secrets.checks import (
     KindOf,
     Span,
 )
+from rag_assets.privacy.secrets.context import lower_same_length
 
 RULES_FILE = "rules.toml"
 _PACKAGE = __package__ or "rag_assets.privacy.secrets"
@@ -40,7 +41,11 @@ VENDOR = PRIORITIES["vendor"]
 
 # Code that finds what one regex cannot: (text, lower-cased text) -> (start, end, kind).
 ScannerFn = Callable[[str, str], Iterable[tuple[int, int, str]]]
-SCANNERS: dict[str, ScannerFn] = {"private_key_blocks": pem.spans, "generic_assignments": generic.spans}
+SCANNERS: dict[str, ScannerFn] = {
+    "private_key_blocks": pem.spans,
+    "generic_assignments": generic.spans,
+    "structured_fields": structured.spans,
+}
 
 # start, end, kind, rule label, priority: what the detector merges into findings.
 Raw = tuple[int, int, str, str, int]
@@ -121,7 +126,7 @@ class RuleTable:
 
     def candidates(self, text: str) -> list[Raw]:
         """Raw findings of every rule, then of every scanner (overlapping; the detector merges them)."""
-        low = _lower_same_length(text)
+        low = lower_same_length(text)
         raw: list[Raw] = []
         for i in sorted(self._active(text, low)):
             raw.extend(self.rules[i].candidates(text))
@@ -148,14 +153,6 @@ def _keyword_index(rules: tuple[Rule, ...]) -> dict[tuple[str, bool], tuple[tupl
         for keyword in rule.keywords:
             index.setdefault((rule.scope, rule.case_sensitive), {}).setdefault(keyword, set()).add(i)
     return {key: tuple((k, frozenset(ids)) for k, ids in by_keyword.items()) for key, by_keyword in index.items()}
-
-
-def _lower_same_length(text: str) -> str:
-    """``text.lower()`` with the same offsets (a few characters, like 'İ', lower to two)."""
-    low = text.lower()
-    if len(low) == len(text):
-        return low
-    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
 
 
 # --------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ once, and the value regex is bounded (200 characters).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable
 
@@ -68,18 +69,19 @@ _PREFIX_EXCLUDE = frozenset(
 )
 
 # Substrings that start every secret-naming identifier part ("pw" also finds "pwd").
-_KEYWORDS = ("pass", "pw", "psw", "secret", "token", "key", "cred", "contrase", "senha", "pin")
+KEYWORDS = ("pass", "pw", "psw", "secret", "token", "key", "cred", "contrase", "senha", "pin")
 
 
-def _keyword_hits(low: str) -> list[tuple[int, int]]:
+@functools.lru_cache(maxsize=1)  # the structured scanner asks again for the same text
+def keyword_hits(low: str) -> tuple[tuple[int, int], ...]:
     """Where the keywords occur: one str.find loop each beats one regex alternation."""
     hits = []
-    for kw in _KEYWORDS:
+    for kw in KEYWORDS:
         i = low.find(kw)
         while i >= 0:
             hits.append((i, i + len(kw)))
             i = low.find(kw, i + 1)
-    return hits
+    return tuple(hits)
 
 
 _MAX_IDENT = 64
@@ -149,7 +151,7 @@ def spans(text: str, low: str) -> Iterable[tuple[int, int, str]]:
     """``password = hunter2``-style findings: (start, end, kind) of each value."""
     seen_idents: set[int] = set()
     kinds: dict[str, tuple[str | None, list[str]]] = {}  # per call: identifiers repeat within a text
-    for hit_start, hit_end in _keyword_hits(low):
+    for hit_start, hit_end in keyword_hits(low):
         # Grow the hit to the whole identifier around it (DB_PASSWORD, aws.secretKey, --password).
         # Bounded: a keyword inside a long run (base64 data, minified code) names nothing, and an
         # unbounded walk back from every hit in such a run would be quadratic.
