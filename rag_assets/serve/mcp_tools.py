@@ -351,7 +351,17 @@ def check_arguments(tool: ToolSpec, arguments: dict[str, Any] | None) -> dict[st
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "arguments"
         raise ToolError(f"invalid {where}: {error.message} (see the {tool.name} tool's input schema)")
-    return args
+    return whole_integers(tool.input_schema, args)
+
+
+def whole_integers(schema: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` with the integer properties as ints: JSON Schema counts 5.0 as an integer, and
+    a float k or budget would fail deep inside the search (a slice needs an int)."""
+    properties = schema.get("properties", {})
+    return {
+        name: int(value) if isinstance(value, float) and properties.get(name, {}).get("type") == "integer" else value
+        for name, value in args.items()
+    }
 
 
 def call_tool(env: ToolEnv, caller: Caller, tool: ToolSpec, arguments: dict[str, Any] | None) -> dict[str, Any]:
