@@ -26,6 +26,11 @@ Routes (``GET`` unless marked; all but ``/`` answer JSON)::
     POST /embed -> the Public tier's query vectors for rag-search.js (:mod:`.embed_routes`)
     /        -> the page for people: search, chat and status in a browser (:mod:`.web_routes`)
 
+Every POST (``/ask``, ``/embed``, ``/mcp``) must be sent as ``application/json`` (else 415) and,
+when it carries an ``Origin``, come from the server's own origin or one of ``serve.cors_origins``
+(else 403): a page of another site cannot make the server answer, log or spend on its behalf
+(:mod:`.origin_check`).
+
 A parameter the API cannot use (a non-integer ``k``, an unknown tier or mode, an empty
 query, a malformed filter, a tier whose store is not built yet, ...) gets a 400 with
 ``{"error": "<what is wrong and what to do>"}``; an embedding provider that cannot be
@@ -69,7 +74,7 @@ from rag_assets.config.providers import is_loopback_host
 from rag_assets.embed.errors import EmbeddingError
 from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.context import pack_context
-from rag_assets.search.params import SearchError, SearchParams, SearchResult
+from rag_assets.search.params import MAX_BUDGET, SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
 from rag_assets.serve.ask_routes import ask_routes
 from rag_assets.serve.embed_routes import embed_routes
@@ -84,6 +89,7 @@ from rag_assets.serve.http_params import (
     parse_search_params,
 )
 from rag_assets.serve.mcp_server import mcp_http
+from rag_assets.serve.origin_check import SameOriginJsonPosts
 from rag_assets.serve.status import chat_service_summary, embedding_service_summary, status_report
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 from rag_assets.serve.web_routes import web_routes
@@ -93,7 +99,6 @@ log = logging.getLogger("rag_assets.serve.http")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_BUDGET = 1500
-MAX_BUDGET = 200_000
 DEFAULT_CONTEXT_K = 20  # more hits than fit, so the budget decides (as `rag context`)
 __all__ = ["MAX_QUERY_CHARS", "BadRequest", "Refused", "Tiers", "create_app", "limit_blas_threads", "serve"]
 CONTEXT_PARAMS = SEARCH_PARAMS + ("budget",)
@@ -233,8 +238,12 @@ def create_app(
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
-        # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
-        middleware=[Middleware(LoopbackHostOnly)] if is_loopback_host(host) else [],
+        middleware=[
+            # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
+            *([Middleware(LoopbackHostOnly)] if is_loopback_host(host) else []),
+            # No POST from another site's page: JSON only, and a foreign Origin refused
+            Middleware(SameOriginJsonPosts, allowed_origins=cfg.serve.cors_origins),
+        ],
     )
     app.state.tiers = tiers
     return app
