@@ -89,7 +89,7 @@ from rag_assets.serve.http_params import (
     parse_search_params,
 )
 from rag_assets.serve.mcp_server import mcp_http
-from rag_assets.serve.origin_check import SameOriginJsonPosts
+from rag_assets.serve.origin_check import SameOriginJsonPosts, posting_paths
 from rag_assets.serve.status import chat_service_summary, embedding_service_summary, status_report
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 from rag_assets.serve.web_routes import web_routes
@@ -225,24 +225,25 @@ def create_app(
         finally:
             tiers.close()
 
+    routes = [
+        Route("/search", search, methods=["GET"]),
+        Route("/context", context, methods=["GET"]),
+        Route("/status", status, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        *ask_routes(cfg, tiers),  # POST /ask (rag_assets.serve.ask_routes)
+        mcp.route,
+        *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
+        *web_routes(),  # the page for people at / (rag_assets/serve/web/)
+    ]
     app = Starlette(
-        routes=[
-            Route("/search", search, methods=["GET"]),
-            Route("/context", context, methods=["GET"]),
-            Route("/status", status, methods=["GET"]),
-            Route("/health", health, methods=["GET"]),
-            *ask_routes(cfg, tiers),  # POST /ask (rag_assets.serve.ask_routes)
-            mcp.route,
-            *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
-            *web_routes(),  # the page for people at / (rag_assets/serve/web/)
-        ],
+        routes=routes,
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
         middleware=[
             # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
             *([Middleware(LoopbackHostOnly)] if is_loopback_host(host) else []),
             # No POST from another site's page: JSON only, and a foreign Origin refused
-            Middleware(SameOriginJsonPosts, allowed_origins=cfg.serve.cors_origins),
+            Middleware(SameOriginJsonPosts, allowed_origins=cfg.serve.cors_origins, guarded=posting_paths(routes)),
         ],
     )
     app.state.tiers = tiers

@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 from typing import Any, Awaitable, Callable, Iterable
 
+from starlette.routing import BaseRoute, Route
+
 from rag_assets.config.schema import normal_origin
 
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
@@ -31,14 +33,17 @@ JSON_TYPE = "application/json"
 
 
 class SameOriginJsonPosts:
-    """ASGI middleware: 415 for a non-JSON body, 403 for a foreign Origin (see the module docstring)."""
+    """ASGI middleware: 415 for a non-JSON body, 403 for a foreign Origin (see the module docstring),
+    on the ``guarded`` paths: those of routes that take more than GET, HEAD and OPTIONS
+    (:func:`posting_paths`; a POST to a GET-only route stays the router's 405)."""
 
-    def __init__(self, app: ASGIApp, allowed_origins: Iterable[str] = ()) -> None:
+    def __init__(self, app: ASGIApp, allowed_origins: Iterable[str] = (), guarded: Iterable[str] = ()) -> None:
         self.app = app
         self.allowed = frozenset(allowed_origins)  # normalised by the config (normal_origin)
+        self.guarded = frozenset(guarded)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
+        if scope["type"] == "http" and scope["method"] not in SAFE_METHODS and scope["path"] in self.guarded:
             headers = _headers(scope)
             problem = content_type_problem(headers.get("content-type", ""))
             if problem:
@@ -63,6 +68,15 @@ class SameOriginJsonPosts:
             return bool(host) and theirs == normal_origin(f"{scheme}://{host}")
         except ValueError:
             return False
+
+
+def posting_paths(routes: Iterable[BaseRoute]) -> frozenset[str]:
+    """The paths of the routes that take a method other than GET, HEAD and OPTIONS (a route
+    around an ASGI app, such as /mcp, takes every method)."""
+    return frozenset(
+        route.path for route in routes
+        if isinstance(route, Route) and (route.methods is None or set(route.methods) - SAFE_METHODS)
+    )
 
 
 def content_type_problem(value: str) -> str | None:
