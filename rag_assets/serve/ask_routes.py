@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from dataclasses import replace
 from typing import Any, Iterator
 
 import orjson
@@ -68,6 +69,8 @@ def ask_routes(cfg: RagConfig, tiers: Tiers) -> list[Route]:
 
     def prepare_answer(request: AskRequest) -> Prepared:
         tiers.check_tier(request.tier)
+        # Sanitised before the rewrite, the search, the model and the answer log see it
+        request = replace(request, question=tiers.question(request.tier, request.question))
         selection = models.get(request.tier)
         index = tiers.index(request.tier)
         stage = tiers.rerank_stage(request.tier, None)

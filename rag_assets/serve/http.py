@@ -42,7 +42,8 @@ embedder per tier is kept too, replaced when the store's model changes. Searches
 Starlette's thread pool, so concurrent clients are served in parallel (numpy and SQLite
 release the GIL); the index gives each thread its own SQLite connection.
 
-The Private tier's queries are embedded only locally (``tier_embedder`` enforces it). The
+A Safe-tier query is sanitised (secrets redacted, the identity map applied) before it is
+embedded, reranked, logged or echoed (:mod:`.questions`). The Private tier's queries are embedded only locally (``tier_embedder`` enforces it). The
 server binds 127.0.0.1 by default; bound to any other address it refuses the Private tier
 unless started with ``allow_private_remote=True``.
 
@@ -143,8 +144,8 @@ def create_app(
     async def search(request: Request) -> JSONResponse:
         def work() -> dict[str, Any]:
             check_known(request, SEARCH_PARAMS)
-            query = parse_query(request)
             tier, params = parse_search_params(request)
+            query = tiers.question(tier, parse_query(request))
             result = run_search(query, tier, params, bool_param(request, "rerank"))
             out = {
                 "query": query,
@@ -167,9 +168,9 @@ def create_app(
     async def context(request: Request) -> JSONResponse:
         def work() -> dict[str, Any]:
             check_known(request, CONTEXT_PARAMS)
-            query = parse_query(request)
             budget = int_param(request, "budget", 1, MAX_BUDGET) or DEFAULT_BUDGET
             tier, params = parse_search_params(request, default_k=DEFAULT_CONTEXT_K)
+            query = tiers.question(tier, parse_query(request))
             params = replace(params, view="chunks")  # packing merges a page's chunks itself
             started = time.perf_counter()
             result = run_search(query, tier, params, bool_param(request, "rerank"))

@@ -152,6 +152,7 @@ def _run_search(env: ToolEnv, caller: Caller, args: dict[str, Any], k: int, view
     tier = args.get("tier", "public")
     index = tier_index(env, caller, tier)
     params = _search_params(args, index, k, view)
+    query = env.tiers.question(tier, query)  # sanitised on the Safe tier before it is embedded or logged
     stage = env.tiers.rerank_stage(tier, None)
     return query, tier, search_reranked(index, query, env.tiers.embedder(tier, index), params, stage)
 
