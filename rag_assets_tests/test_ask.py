@@ -304,7 +304,7 @@ def test_post_ask_rejects_bad_input_with_a_message(built, chat, payload, status,
     with ServerThread(create_app(with_llm(built, chat.url), preload=False)) as api:
         r = api.post("/ask", json=payload)
         assert r.status_code == status and message in r.json()["error"]
-        assert api.post("/ask", content=b"{not json").status_code == 400
+        assert api.post("/ask", content=b"{not json", headers={"Content-Type": "application/json"}).status_code == 400
     assert chat.chat_requests == []
 
 

@@ -31,7 +31,8 @@ def test_a_lone_surrogate_in_the_question_is_a_400(built, chat):
         raw = b'{"question": "restic prune \\ud800 snapshots"}'
         r = api.post("/ask", content=raw, headers={"Content-Type": "application/json"})
         assert r.status_code == 400, r.text
-        with api.client.stream("POST", "/ask", content=raw.replace(b"}", b', "stream": true}')) as streamed:
+        with api.client.stream("POST", "/ask", content=raw.replace(b"}", b', "stream": true}'),
+                               headers={"Content-Type": "application/json"}) as streamed:
             assert streamed.status_code == 400
 
 

@@ -3,12 +3,14 @@ browser's fallback to BM25 alone when the endpoint cannot be reached."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 
 import dagster as dg
 import numpy as np
 import pytest
 
+from rag_assets.config.settings import ServeSettings
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import MODEL_NAME, HashingEmbedder
 from rag_assets.serve.http import create_app
@@ -67,7 +69,8 @@ def test_embed_answers_cors_preflight_and_only_post(served):
     assert preflight.status_code == 204
     assert "POST" in preflight.headers["access-control-allow-methods"]
     assert server.get("/embed").status_code == 405
-    assert server.client.post("/embed", content=b"not json").status_code == 400
+    assert server.client.post("/embed", content=b"not json", headers={"Content-Type": "application/json"}).status_code == 400
+    assert server.client.post("/embed", content=b'{"text": "vlan"}').status_code == 415  # JSON only (origin_check)
 
 
 def test_browser_uses_the_endpoint_and_falls_back_to_bm25_when_it_is_down(served, page):
@@ -76,20 +79,27 @@ def test_browser_uses_the_endpoint_and_falls_back_to_bm25_when_it_is_down(served
         probe.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{probe.getsockname()[1]}/embed"
     with static_server(cfg.public_dir) as url:
-        open_search(page, url)
-        results = page.evaluate(
-            """async ([live, dead]) => {
-                const { RagSearch } = await import("./rag-search.js");
-                const local = await RagSearch.open("./");
-                const remote = await RagSearch.open("./", { embedUrl: live, queryEmbedding: "endpoint" });
-                const down = await RagSearch.open("./", { embedUrl: dead, queryEmbedding: "endpoint" });
-                const q = "vlan aware bridge";
-                const ids = (r) => [r.mode, r.hits.map((h) => [h.id, h.vectorScore])];
-                return [ids(await local.search(q)), ids(await remote.search(q)), ids(await down.search(q))];
-            }""",
-            [server.url + "/embed", dead],
-        )
-    local, remote, down = results
+        # The site is another origin than the server: it must be listed in serve.cors_origins
+        # (the module's server, which does not list it, refuses it: 403, so BM25 alone).
+        listed = dataclasses.replace(cfg, serve=ServeSettings(cors_origins=(url,)))
+        with ServerThread(create_app(listed, preload=False)) as allowing:
+            open_search(page, url)
+            results = page.evaluate(
+                """async ([live, dead, unlisted]) => {
+                    const { RagSearch } = await import("./rag-search.js");
+                    const local = await RagSearch.open("./");
+                    const remote = await RagSearch.open("./", { embedUrl: live, queryEmbedding: "endpoint" });
+                    const down = await RagSearch.open("./", { embedUrl: dead, queryEmbedding: "endpoint" });
+                    const refused = await RagSearch.open("./", { embedUrl: unlisted, queryEmbedding: "endpoint" });
+                    const q = "vlan aware bridge";
+                    const ids = (r) => [r.mode, r.hits.map((h) => [h.id, h.vectorScore])];
+                    return [ids(await local.search(q)), ids(await remote.search(q)), ids(await down.search(q)),
+                            ids(await refused.search(q))];
+                }""",
+                [allowing.url + "/embed", dead, server.url + "/embed"],
+            )
+    local, remote, down, refused = results
+    assert refused[0] == "bm25"
     assert local[0] == remote[0] == "hybrid"
     assert [h[0] for h in remote[1]] == [h[0] for h in local[1]]
     assert np.allclose([h[1] for h in remote[1]], [h[1] for h in local[1]], atol=1e-6)

@@ -38,6 +38,7 @@ from rag_assets.config.settings import (
     AutomationConfig,
     EvaluationConfig,
     RagConfig,
+    ServeSettings,
     StoreSettings,
     VaultConfig,
     chunking_params,
@@ -425,6 +426,7 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         evaluation=evaluation,
         llm=llm_settings(model.llm),
         store=StoreSettings(**model.store.model_dump()),
+        serve=ServeSettings(cors_origins=tuple(model.serve.cors_origins)),
     )
 
 

@@ -24,6 +24,7 @@ from rag_assets.config.settings import (
     OpenAISettings,
     RagConfig,
     RerankerSettings,
+    ServeSettings,
     StoreSettings,
     VaultConfig,
 )
@@ -61,6 +62,7 @@ def config_from_dict(data: Mapping[str, Any]) -> RagConfig:
         "config_path": path,
         "llm": _llm_from_dict,
         "store": lambda v: StoreSettings(**v),
+        "serve": lambda v: ServeSettings(cors_origins=tuple(v["cors_origins"])),
     }
     return RagConfig(**{k: converters.get(k, lambda v: v)(v) for k, v in data.items()})
 
@@ -128,6 +130,7 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
             "hit_at_5_floor": cfg.evaluation.hit_at_5_floor,
         },
         "store": asdict(cfg.store),
+        "serve": {"cors_origins": list(cfg.serve.cors_origins)},
     }
     return mask_secrets(data)
 

@@ -171,6 +171,13 @@ class StoreSettings:
         return self.backend == "postgres"
 
 
+@dataclass(frozen=True)
+class ServeSettings:
+    """What ``rag serve`` accepts from other sites (``serve:`` in rag.yaml; defaults: :class:`ServeSection`)."""
+
+    cors_origins: tuple[str, ...] = ()  # normalised origins whose pages may POST (rag_assets.serve.origin_check)
+
+
 # --- The configuration the pipeline uses ------------------------------------------------
 
 
@@ -276,6 +283,8 @@ class RagConfig:
     llm: LlmSettings = field(default_factory=LlmSettings)
     # SQLite files (the default), or PostgreSQL + pgvector synced from them (rag_assets.index.pg_sync).
     store: StoreSettings = field(default_factory=StoreSettings)
+    # Other sites whose pages may POST to `rag serve` (its own origin always may).
+    serve: ServeSettings = field(default_factory=ServeSettings)
 
     @property
     def embedder(self) -> str:

@@ -3,6 +3,7 @@ and the errors a caller can act on."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,6 +24,12 @@ DEFAULT_MIN_RELEVANCE = 0.5
 
 
 LEXICAL = ("fts5", "memory", "auto")
+
+
+# Far past any useful value; bounded so a huge number cannot overflow float arithmetic.
+MAX_RRF_K = 1_000_000
+MAX_PER_DOCUMENT = 1000
+MAX_BUDGET = 200_000  # tokens of a packed context (rag context, /context)
 
 
 class SearchError(ValueError):
@@ -63,19 +70,27 @@ class SearchParams:
             raise SearchError(f"mode must be one of {', '.join(MODES)}")
         if self.fusion is not None and self.fusion not in FUSIONS:
             raise SearchError(f"fusion must be one of {', '.join(FUSIONS)}")
-        if self.rrf_k is not None and self.rrf_k < 0:
-            raise SearchError("rrf_k must be 0 or more")
+        if self.rrf_k is not None and not 0 <= self.rrf_k <= MAX_RRF_K:
+            raise SearchError(f"rrf_k must be between 0 and {MAX_RRF_K}")
+        for name in ("vector_weight", "bm25_weight", "min_score", "mmr_lambda"):
+            value = getattr(self, name)
+            # NaN passes every comparison below, and infinities make the fusion's sums NaN
+            if value is not None and not math.isfinite(value):
+                raise SearchError(f"{name} must be a finite number, got {value}")
         wv, wb = self.vector_weight, self.bm25_weight
         if (wv is not None and wv < 0) or (wb is not None and wb < 0) or (wv is not None and wb is not None and wv + wb <= 0):
-            raise SearchError("vector_weight and bm25_weight must be >= 0 and not both 0")
+            raise SearchError(
+                "vector_weight and bm25_weight must be >= 0 and not both 0 (a weight of 0 switches that list off; "
+                "mode=vector or mode=bm25 searches with one list alone)"
+            )
         if self.view not in VIEWS:
             raise SearchError(f"view must be one of {', '.join(VIEWS)}")
         if not 1 <= self.sections <= 20:
             raise SearchError("sections must be between 1 and 20")
         if self.mmr_lambda is not None and not 0.0 <= self.mmr_lambda <= 1.0:
             raise SearchError("mmr_lambda must be between 0 and 1")
-        if self.max_per_document is not None and self.max_per_document < 1:
-            raise SearchError("max_per_document must be at least 1")
+        if self.max_per_document is not None and not 1 <= self.max_per_document <= MAX_PER_DOCUMENT:
+            raise SearchError(f"max_per_document must be between 1 and {MAX_PER_DOCUMENT}")
         if self.candidates < self.k:
             raise SearchError("candidates must be at least k")
 

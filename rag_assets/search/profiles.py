@@ -18,6 +18,7 @@ profiles) gets its embedder's profile from here.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING
@@ -78,10 +79,32 @@ def read_profile(conn: sqlite3.Connection, provider: str | None) -> SearchProfil
 def apply_profile(params: "SearchParams", profile: SearchProfile | None = None) -> "SearchParams":
     """``params`` with the fusion fields it leaves open (None) taken from ``profile``."""
     profile = profile or PROFILES["default"]
+    wv = profile.vector_weight if params.vector_weight is None else params.vector_weight
+    wb = profile.bm25_weight if params.bm25_weight is None else params.bm25_weight
+    wv, wb = usable_weights(wv, wb, vector_given=params.vector_weight, bm25_given=params.bm25_weight)
     return replace(
         params,
         fusion=params.fusion or profile.fusion,
-        vector_weight=profile.vector_weight if params.vector_weight is None else params.vector_weight,
-        bm25_weight=profile.bm25_weight if params.bm25_weight is None else params.bm25_weight,
+        vector_weight=wv,
+        bm25_weight=wb,
         rrf_k=profile.rrf_k if params.rrf_k is None else params.rrf_k,
     )
+
+
+def usable_weights(wv: float, wb: float, *, vector_given: float | None, bm25_given: float | None) -> tuple[float, float]:
+    """Fusion weights whose sum is positive and finite, so the fusion can divide by it.
+
+    A weight of 0 switches its list off. When the other weight is 0 too because the profile
+    left it there (the hashing profile weighs vectors 0), ``bm25_weight=0`` means the vector
+    list alone and ``vector_weight=0`` BM25 alone: the list not switched off counts with
+    weight 1. Two weights too large to add (1e308 each) are scaled down to their ratio, which
+    is all the fusion uses. Both given as 0 is refused earlier (SearchParams.validate)."""
+    if wv + wb <= 0:
+        if bm25_given == 0 and vector_given is None:
+            wv = 1.0
+        elif vector_given == 0 and bm25_given is None:
+            wb = 1.0
+    if not math.isfinite(wv + wb):
+        top = max(wv, wb)
+        wv, wb = wv / top, wb / top
+    return wv, wb

@@ -25,7 +25,8 @@ Server-sent events when the ``Accept`` header contains ``text/event-stream`` or 
 
 Statuses: 400 bad input (empty or over-long question, unknown tier or key, malformed JSON),
 403 the Private tier off loopback (as for /search) or a non-local chat model for it, 413 a
-body over ``MAX_BODY_BYTES``, 415 a body sent as other than ``application/json``; in JSON mode 502/503 as above with ``retrieval`` (the sources)
+body over ``MAX_BODY_BYTES``, 415 a body sent as other than ``application/json`` (none included)
+and 403 a page of another site (:mod:`.origin_check`); in JSON mode 502/503 as above with ``retrieval`` (the sources)
 in the body. An abstained answer (nothing relevant enough) is a 200 with ``abstained: true``
 and no model call.
 """
@@ -35,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from dataclasses import replace
 from typing import Any, Iterator
 
 import orjson
@@ -67,6 +69,8 @@ def ask_routes(cfg: RagConfig, tiers: Tiers) -> list[Route]:
 
     def prepare_answer(request: AskRequest) -> Prepared:
         tiers.check_tier(request.tier)
+        # Sanitised before the rewrite, the search, the model and the answer log see it
+        request = replace(request, question=tiers.question(request.tier, request.question))
         selection = models.get(request.tier)
         index = tiers.index(request.tier)
         stage = tiers.rerank_stage(request.tier, None)
@@ -87,8 +91,6 @@ def ask_routes(cfg: RagConfig, tiers: Tiers) -> list[Route]:
             return _error(403, str(exc))
         except TooLarge as exc:
             return _error(413, str(exc))
-        except WrongType as exc:
-            return _error(415, str(exc))
         except EmbeddingError as exc:
             return _error(503, f"cannot embed the question: {exc}")
         if streamed:
@@ -128,22 +130,8 @@ class ChatModels:
             return chosen
 
 
-class WrongType(ValueError):
-    """A body sent as something else than JSON (HTTP 415)."""
-
-
-def check_content_type(value: str) -> None:
-    """WrongType unless the body is declared JSON (or not declared). A web page on any site can
-    POST text/plain, a form or multipart to 127.0.0.1 without a CORS preflight; JSON needs one,
-    which this server never grants, so a foreign page cannot make /ask answer (and log into a
-    session's history) on the user's behalf."""
-    kind = value.split(";", 1)[0].strip().lower()
-    if kind and kind != "application/json":
-        raise WrongType(f"the body must be sent as Content-Type: application/json, not {kind[:60]!r}")
-
-
 async def read_body(request: Request) -> Any:
-    check_content_type(request.headers.get("content-type", ""))
+    # The Content-Type (JSON only) and the Origin were checked before any route ran (.origin_check).
     raw = b""
     async for chunk in request.stream():
         raw += chunk

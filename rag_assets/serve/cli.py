@@ -18,6 +18,7 @@ from rag_assets.config import (
     load_config,
 )
 from rag_assets.embed import UnknownEmbedderError
+from rag_assets.search.params import MAX_BUDGET, MAX_PER_DOCUMENT
 from rag_assets.serve.cli_ask import add_ask_parser
 from rag_assets.serve.cli_build import cmd_build, cmd_check, cmd_config
 from rag_assets.serve.cli_query import (
@@ -29,6 +30,7 @@ from rag_assets.serve.cli_query import (
     cmd_serve,
 )
 from rag_assets.serve.cli_mcp import add_mcp_command
+from rag_assets.serve.cli_numbers import finite_float, int_between
 from rag_assets.serve.exit_codes import EXIT_OK, EXIT_USAGE
 from rag_assets.serve.status import cmd_status
 
@@ -195,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     def add_search_options(cmd: argparse.ArgumentParser) -> None:
         cmd.add_argument("query", help="what to look for, in plain words (no query syntax needed)")
         cmd.add_argument("--tier", choices=tiers, default="public", help="which store to search (default: public)")
-        cmd.add_argument("-k", type=int, default=None, help="number of results: pages, or chunks with --chunks (default: 10)")
+        cmd.add_argument("-k", type=int_between(1, 1000), default=None, help="number of results: pages, or chunks with --chunks (default: 10)")
         cmd.add_argument("--collections", metavar="A,B", help="only these collections (or vaults), comma-separated")
         cmd.add_argument(
             "--filter", action="append", default=[], metavar="KEY=VALUE",
@@ -208,19 +210,19 @@ def build_parser() -> argparse.ArgumentParser:
             "--fusion", choices=("zscore", "rrf", "convex"),
             help="how vector and BM25 lists combine (default: the store's profile, chosen per embedder; see README)",
         )
-        cmd.add_argument("--vector-weight", type=float, help="weight of the vector list in the fusion")
-        cmd.add_argument("--bm25-weight", type=float, help="weight of the BM25 list in the fusion")
+        cmd.add_argument("--vector-weight", type=finite_float(0), help="weight of the vector list in the fusion (0: off)")
+        cmd.add_argument("--bm25-weight", type=finite_float(0), help="weight of the BM25 list in the fusion (0: off)")
         cmd.add_argument(
-            "--min-score", type=float, metavar="R",
+            "--min-score", type=finite_float(), metavar="R",
             help="drop results whose calibrated relevance (0-1, comparable across queries) is under R "
             "(default: 0.5, the line chosen on held-in data; 0 shows everything)",
         )
-        cmd.add_argument("--mmr", type=float, metavar="LAMBDA", help="MMR re-ranking: 1.0 relevance only, lower = more diverse")
+        cmd.add_argument("--mmr", type=finite_float(0, 1), metavar="LAMBDA", help="MMR re-ranking: 1.0 relevance only, lower = more diverse")
         cmd.add_argument(
             "--chunks", action="store_true",
             help="one result per chunk instead of one per page (a page's matching sections listed beneath it)",
         )
-        cmd.add_argument("--per-doc", type=int, metavar="N", help="chunk results, at most N per document (implies --chunks)")
+        cmd.add_argument("--per-doc", type=int_between(1, MAX_PER_DOCUMENT), metavar="N", help="chunk results, at most N per document (implies --chunks)")
         cmd.add_argument(
             "--rerank", action=argparse.BooleanOptionalAction, default=None,
             help="re-score the top fused candidates with the reranker of rag.yaml (default: on when one is configured)",
@@ -254,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     add_search_options(context)
-    context.add_argument("--budget", type=int, default=1500, help="token budget (default: 1500)")
+    context.add_argument("--budget", type=int_between(1, MAX_BUDGET), default=1500, help="token budget (default: 1500)")
     context.set_defaults(handler=cmd_context)
 
     add_ask_parser(commands, common)
@@ -266,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Reads the search_log table of a tier's store: what was asked, how well it matched, how fast.",
     )
     log.add_argument("--tier", choices=tiers, default="public", help="which store's log (default: public)")
-    log.add_argument("-n", type=int, default=10, help="rows per list (default: 10)")
+    log.add_argument("-n", type=int_between(1, 10_000), default=10, help="rows per list (default: 10)")
     log.add_argument("--json", action="store_true", help="print JSON")
     log.set_defaults(handler=cmd_log)
 
@@ -277,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve the search API with uvicorn. Bad parameters get a 400 with a message, never a 500.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
+    serve.add_argument("--port", type=int_between(0, 65535), default=8765, help="port (default: 8765)")
     serve.add_argument(
         "--allow-private-remote",
         action="store_true",

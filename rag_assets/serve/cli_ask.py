@@ -58,10 +58,13 @@ def cmd_ask(cfg: RagConfig, args: argparse.Namespace) -> int:
     from rag_assets.privacy.egress import PrivacyError
     from rag_assets.search.params import SearchError
 
+    from rag_assets.serve.questions import TierQuestions
+
     question = " ".join(args.question).strip()
     try:
         if not question:
             raise ValueError("the question is empty")
+        question = TierQuestions(cfg)(args.tier, question)  # sanitised on the Safe tier before anything sees it
         session = check_session_name(args.session) if args.session is not None else None
         selection = chat_for_tier(cfg.llm, args.tier, private_hosts=cfg.private_hosts)
     except (ValueError, PrivacyError) as exc:

@@ -89,12 +89,15 @@ def _run_search(cfg: RagConfig, args: argparse.Namespace):
     from rag_assets.search.backends import open_index
     from rag_assets.search.retrieval import tier_embedder
 
+    from rag_assets.serve.questions import TierQuestions
+
     params = _search_params(cfg, args)
+    query = TierQuestions(cfg)(args.tier, args.query)  # sanitised on the Safe tier before it is embedded or logged
     index = open_index(cfg, args.tier)
     stage = rerank_stage(cfg, args.tier, args.rerank)  # a refused reranker stops the search before it starts
     embedder = None if params.mode == "bm25" else tier_embedder(cfg, args.tier, index)
     try:
-        return search_reranked(index, args.query, embedder, params, stage)
+        return search_reranked(index, query, embedder, params, stage)
     finally:
         if stage is not None:
             stage.reranker.close()

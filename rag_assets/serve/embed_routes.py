@@ -4,8 +4,9 @@ a remote model (a browser cannot call the provider: the key must stay on the ser
 Request ``{"text": "...", "model": "..."?}``; answer ``{"model", "dimension", "vector"}``, the
 vector the server itself would search with (the public store's provider and model). Public
 tier only: the route takes no tier, so Safe and Private text never reaches it. A site served
-from another origin calls it across origins, hence the CORS headers (any origin: it embeds
-public queries with the public index's model). Errors are JSON ``{"error"}``: 400 for bad
+from another origin calls it across origins, hence the CORS headers; the POST itself is
+refused (403) unless that origin is listed in ``serve.cors_origins`` (:mod:`.origin_check`: a
+foreign page must not spend the provider's quota). Errors are JSON ``{"error"}``: 400 for bad
 input, 409 when ``model`` is not the index's (the page holds an older index), 503 when the
 provider cannot embed; the script then falls back to BM25 alone.
 """

@@ -26,6 +26,11 @@ Routes (``GET`` unless marked; all but ``/`` answer JSON)::
     POST /embed -> the Public tier's query vectors for rag-search.js (:mod:`.embed_routes`)
     /        -> the page for people: search, chat and status in a browser (:mod:`.web_routes`)
 
+Every POST (``/ask``, ``/embed``, ``/mcp``) must be sent as ``application/json`` (else 415) and,
+when it carries an ``Origin``, come from the server's own origin or one of ``serve.cors_origins``
+(else 403): a page of another site cannot make the server answer, log or spend on its behalf
+(:mod:`.origin_check`).
+
 A parameter the API cannot use (a non-integer ``k``, an unknown tier or mode, an empty
 query, a malformed filter, a tier whose store is not built yet, ...) gets a 400 with
 ``{"error": "<what is wrong and what to do>"}``; an embedding provider that cannot be
@@ -37,7 +42,8 @@ embedder per tier is kept too, replaced when the store's model changes. Searches
 Starlette's thread pool, so concurrent clients are served in parallel (numpy and SQLite
 release the GIL); the index gives each thread its own SQLite connection.
 
-The Private tier's queries are embedded only locally (``tier_embedder`` enforces it). The
+A Safe-tier query is sanitised (secrets redacted, the identity map applied) before it is
+embedded, reranked, logged or echoed (:mod:`.questions`). The Private tier's queries are embedded only locally (``tier_embedder`` enforces it). The
 server binds 127.0.0.1 by default; bound to any other address it refuses the Private tier
 unless started with ``allow_private_remote=True``.
 
@@ -69,7 +75,7 @@ from rag_assets.config.providers import is_loopback_host
 from rag_assets.embed.errors import EmbeddingError
 from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.context import pack_context
-from rag_assets.search.params import SearchError, SearchParams, SearchResult
+from rag_assets.search.params import MAX_BUDGET, SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
 from rag_assets.serve.ask_routes import ask_routes
 from rag_assets.serve.embed_routes import embed_routes
@@ -84,6 +90,7 @@ from rag_assets.serve.http_params import (
     parse_search_params,
 )
 from rag_assets.serve.mcp_server import mcp_http
+from rag_assets.serve.origin_check import SameOriginJsonPosts, posting_paths
 from rag_assets.serve.status import chat_service_summary, embedding_service_summary, status_report
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 from rag_assets.serve.web_routes import web_routes
@@ -93,7 +100,6 @@ log = logging.getLogger("rag_assets.serve.http")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_BUDGET = 1500
-MAX_BUDGET = 200_000
 DEFAULT_CONTEXT_K = 20  # more hits than fit, so the budget decides (as `rag context`)
 __all__ = ["MAX_QUERY_CHARS", "BadRequest", "Refused", "Tiers", "create_app", "limit_blas_threads", "serve"]
 CONTEXT_PARAMS = SEARCH_PARAMS + ("budget",)
@@ -138,8 +144,8 @@ def create_app(
     async def search(request: Request) -> JSONResponse:
         def work() -> dict[str, Any]:
             check_known(request, SEARCH_PARAMS)
-            query = parse_query(request)
             tier, params = parse_search_params(request)
+            query = tiers.question(tier, parse_query(request))
             result = run_search(query, tier, params, bool_param(request, "rerank"))
             out = {
                 "query": query,
@@ -162,9 +168,9 @@ def create_app(
     async def context(request: Request) -> JSONResponse:
         def work() -> dict[str, Any]:
             check_known(request, CONTEXT_PARAMS)
-            query = parse_query(request)
             budget = int_param(request, "budget", 1, MAX_BUDGET) or DEFAULT_BUDGET
             tier, params = parse_search_params(request, default_k=DEFAULT_CONTEXT_K)
+            query = tiers.question(tier, parse_query(request))
             params = replace(params, view="chunks")  # packing merges a page's chunks itself
             started = time.perf_counter()
             result = run_search(query, tier, params, bool_param(request, "rerank"))
@@ -220,21 +226,26 @@ def create_app(
         finally:
             tiers.close()
 
+    routes = [
+        Route("/search", search, methods=["GET"]),
+        Route("/context", context, methods=["GET"]),
+        Route("/status", status, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        *ask_routes(cfg, tiers),  # POST /ask (rag_assets.serve.ask_routes)
+        mcp.route,
+        *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
+        *web_routes(),  # the page for people at / (rag_assets/serve/web/)
+    ]
     app = Starlette(
-        routes=[
-            Route("/search", search, methods=["GET"]),
-            Route("/context", context, methods=["GET"]),
-            Route("/status", status, methods=["GET"]),
-            Route("/health", health, methods=["GET"]),
-            *ask_routes(cfg, tiers),  # POST /ask (rag_assets.serve.ask_routes)
-            mcp.route,
-            *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
-            *web_routes(),  # the page for people at / (rag_assets/serve/web/)
-        ],
+        routes=routes,
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
-        # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
-        middleware=[Middleware(LoopbackHostOnly)] if is_loopback_host(host) else [],
+        middleware=[
+            # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
+            *([Middleware(LoopbackHostOnly)] if is_loopback_host(host) else []),
+            # No POST from another site's page: JSON only, and a foreign Origin refused
+            Middleware(SameOriginJsonPosts, allowed_origins=cfg.serve.cors_origins, guarded=posting_paths(routes)),
+        ],
     )
     app.state.tiers = tiers
     return app

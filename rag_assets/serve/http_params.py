@@ -8,7 +8,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from rag_assets.search.params import MODES, VIEWS, SearchError, SearchParams, parse_filters
+from rag_assets.search.params import MAX_RRF_K, MODES, VIEWS, SearchError, SearchParams, parse_filters
 from rag_assets.serve.tiers import BadRequest
 
 MAX_QUERY_CHARS = 4000  # far beyond any question; keeps one request from tying up a worker
@@ -109,9 +109,9 @@ def parse_search_params(request: Request, *, default_k: int = 10) -> tuple[str, 
         "bm25_weight": float_param(request, "bm25_weight"),
         "min_score": float_param(request, "min_score"),
         "mmr_lambda": float_param(request, "mmr"),
-        "max_per_document": int_param(request, "per_doc", 1),
+        "max_per_document": int_param(request, "per_doc", 1),  # at most MAX_PER_DOCUMENT: validate()
         "candidates": int_param(request, "candidates", 1, 10_000),
-        "rrf_k": int_param(request, "rrf_k", 0),
+        "rrf_k": int_param(request, "rrf_k", 0, MAX_RRF_K),
         "sections": int_param(request, "sections", 1, 20),
     }
     if overrides["max_per_document"] is not None and view is None:

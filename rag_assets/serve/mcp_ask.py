@@ -49,6 +49,7 @@ def ask_tool(cfg: RagConfig) -> ToolSpec:
             raise ToolError("question is empty; ask a question in plain words")
         tier = args.get("tier", "public")
         index = tier_index(env, caller, tier)  # the Private-tier guard comes first
+        question = env.tiers.question(tier, question)  # sanitised on the Safe tier before anything sees it
         request = AskRequest(question=question, tier=tier, collections=tuple(args.get("collections") or ()))
         selection = models.get(tier)  # PrivacyError for a non-local model on the Private tier
         stage = env.tiers.rerank_stage(tier, None)

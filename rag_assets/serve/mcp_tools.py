@@ -152,6 +152,7 @@ def _run_search(env: ToolEnv, caller: Caller, args: dict[str, Any], k: int, view
     tier = args.get("tier", "public")
     index = tier_index(env, caller, tier)
     params = _search_params(args, index, k, view)
+    query = env.tiers.question(tier, query)  # sanitised on the Safe tier before it is embedded or logged
     stage = env.tiers.rerank_stage(tier, None)
     return query, tier, search_reranked(index, query, env.tiers.embedder(tier, index), params, stage)
 
@@ -351,7 +352,17 @@ def check_arguments(tool: ToolSpec, arguments: dict[str, Any] | None) -> dict[st
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "arguments"
         raise ToolError(f"invalid {where}: {error.message} (see the {tool.name} tool's input schema)")
-    return args
+    return whole_integers(tool.input_schema, args)
+
+
+def whole_integers(schema: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` with the integer properties as ints: JSON Schema counts 5.0 as an integer, and
+    a float k or budget would fail deep inside the search (a slice needs an int)."""
+    properties = schema.get("properties", {})
+    return {
+        name: int(value) if isinstance(value, float) and properties.get(name, {}).get("type") == "integer" else value
+        for name, value in args.items()
+    }
 
 
 def call_tool(env: ToolEnv, caller: Caller, tool: ToolSpec, arguments: dict[str, Any] | None) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Shared by every route that searches (``/search``, ``/context``, ``/ask``, MCP): a tier's
 matrix is loaded once and reloads itself when a build changes the store; its query embedder
 is replaced when the store's model changes. ``check_tier`` is where the Private tier is
-refused on a server not bound to loopback.
+refused on a server not bound to loopback; ``question`` sanitises a Safe-tier question before
+any of them sees it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rag_assets.search.rerank.selection import rerank_stage
 from rag_assets.search.rerank.stage import RerankStage
 from rag_assets.search.backends import open_index
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
+from rag_assets.serve.questions import TierQuestions
 
 log = logging.getLogger("rag_assets.serve.tiers")
 
@@ -97,6 +99,12 @@ class Tiers:
         self._embedders: dict[str, tuple[tuple, Embedder]] = {}
         self._stages: dict[str, RerankStage] = {}
         self._lock = threading.Lock()
+        self._questions = TierQuestions(cfg)
+
+    def question(self, tier: str, text: str) -> str:
+        """``text`` as it may be searched, embedded, sent and logged for ``tier``: sanitised on
+        the Safe tier (:mod:`rag_assets.serve.questions`)."""
+        return self._questions(tier, text)
 
     def check_tier(self, tier: str) -> None:
         if tier not in TIERS:
