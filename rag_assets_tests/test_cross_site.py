@@ -167,3 +167,51 @@ def test_a_page_of_another_origin_cannot_make_ask_answer(site, chat, page, tmp_p
             assert recorder.wait_for(sent), f"only {recorder.asks} of {sent} requests reached the server"
     assert chat.chat_requests == []
     assert "attacker" not in logged_sessions(cfg, "safe") + logged_sessions(cfg, "private")
+
+
+def logged_queries(cfg, tier: str) -> list[str]:
+    path = cfg.store_path(tier)
+    with closing(sqlite3.connect(path)) as conn:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_log'").fetchone():
+            return []
+        return [row[0] for row in conn.execute("SELECT query FROM search_log")]
+
+
+def test_a_search_another_sites_page_started_is_refused_unless_listed(site, chat):
+    cfg = served_config(site, chat.url, "https://notes.example.org")
+    query = {"q": "zigbee coordinator firmware", "tier": "safe"}
+    with ServerThread(create_app(cfg, preload=False)) as api:
+        for route in ("/search", "/context"):
+            r = api.client.get(route, params=query, headers={"Sec-Fetch-Site": "cross-site"})  # an <img>: no Origin
+            assert r.status_code == 403 and "serve.cors_origins" in r.json()["error"], r.text
+            r = api.client.get(route, params=query, headers={"Sec-Fetch-Site": "same-site", "Origin": EVIL})
+            assert r.status_code == 403
+            listed = {"Sec-Fetch-Site": "cross-site", "Origin": "https://notes.example.org"}
+            assert api.client.get(route, params=query, headers=listed).status_code == 200
+            assert api.client.get(route, params=query, headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
+            assert api.client.get(route, params=query).status_code == 200  # a program sends no Sec-Fetch-Site
+
+
+IMG_PAGE = """<!doctype html><title>evil</title><body><script>
+const target = new URLSearchParams(location.search).get("target");
+window.attack = () => new Promise((done) => {
+  const img = new Image();
+  img.onload = img.onerror = () => done(true);
+  img.src = target;
+});
+</script>"""
+
+
+def test_a_page_of_another_origin_cannot_make_the_server_search_and_log(site, chat, page, tmp_path):
+    cfg = served_config(site, chat.url)
+    folder = tmp_path / "evil"
+    folder.mkdir()
+    (folder / "index.html").write_text(IMG_PAGE)
+    (folder / "embeddings-meta.json").write_text("{}")  # what static_server waits for
+    before = logged_queries(cfg, "safe")
+    with ServerThread(create_app(cfg, preload=False)) as api, static_server(folder) as evil:
+        page.goto(f"{evil}/index.html?target={api.url}/search%3Fq%3Dimgattackquery%26tier%3Dsafe")
+        assert page.evaluate("() => window.attack()") is True
+        page.evaluate("() => fetch(new URLSearchParams(location.search).get('target'), {mode: 'no-cors'}).catch(() => 0)")
+    assert "imgattackquery" not in logged_queries(cfg, "safe")
+    assert len(logged_queries(cfg, "safe")) == len(before)

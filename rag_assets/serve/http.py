@@ -111,6 +111,10 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+# The GET routes that call the embedding provider (and the reranker) and write the search log.
+MODEL_CALLING_READS = frozenset({"/search", "/context"})
+
+
 def create_app(
     cfg: RagConfig, *, serve_private: bool = True, log_searches: bool = True, preload: bool = True, host: str = DEFAULT_HOST
 ) -> Starlette:
@@ -243,8 +247,12 @@ def create_app(
         middleware=[
             # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
             *([Middleware(LoopbackHostOnly)] if is_loopback_host(host) else []),
-            # No POST from another site's page: JSON only, and a foreign Origin refused
-            Middleware(SameOriginJsonPosts, allowed_origins=cfg.serve.cors_origins, guarded=posting_paths(routes)),
+            # No POST from another site's page: JSON only, and a foreign Origin refused; nor a
+            # search (it embeds the query and logs it) that another site's page started
+            Middleware(
+                SameOriginJsonPosts, allowed_origins=cfg.serve.cors_origins, guarded=posting_paths(routes),
+                reading=MODEL_CALLING_READS,
+            ),
         ],
     )
     app.state.tiers = tiers

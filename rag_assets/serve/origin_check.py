@@ -16,6 +16,13 @@ embedding provider's quota. So every request other than GET, HEAD and OPTIONS mu
 
 Programs (``curl``, httpx, the MCP SDK) send no Origin and are unaffected, as long as they
 send JSON.
+
+A GET can call a model and write a log too: ``/search`` and ``/context`` embed the query and
+add a ``search_log`` row. A foreign page reaches them with an ``<img>`` or a no-cors fetch,
+which carry no Origin; browsers mark every such request ``Sec-Fetch-Site: cross-site`` (or
+``same-site``). On those ``reading`` paths a request marked so is refused unless its Origin is
+a listed one (a static search page on another host, which fetches with CORS and so sends
+its Origin). Programs send no ``Sec-Fetch-Site`` and are unaffected.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from rag_assets.config.schema import normal_origin
 
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# What browsers send as Sec-Fetch-Site for a request another site's page started.
+FOREIGN_FETCH_SITES = frozenset({"cross-site", "same-site"})
 JSON_TYPE = "application/json"
 
 
@@ -37,12 +46,22 @@ class SameOriginJsonPosts:
     on the ``guarded`` paths: those of routes that take more than GET, HEAD and OPTIONS
     (:func:`posting_paths`; a POST to a GET-only route stays the router's 405)."""
 
-    def __init__(self, app: ASGIApp, allowed_origins: Iterable[str] = (), guarded: Iterable[str] = ()) -> None:
+    def __init__(
+        self, app: ASGIApp, allowed_origins: Iterable[str] = (), guarded: Iterable[str] = (), reading: Iterable[str] = ()
+    ) -> None:
         self.app = app
         self.allowed = frozenset(allowed_origins)  # normalised by the config (normal_origin)
         self.guarded = frozenset(guarded)
+        self.reading = frozenset(reading)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] in self.reading and scope["method"] in SAFE_METHODS:
+            headers = _headers(scope)
+            if headers.get("sec-fetch-site") in FOREIGN_FETCH_SITES and not self.listed(headers.get("origin")):
+                return await _refuse(send, 403, (
+                    "a page of another site may not make this server search (it embeds the query and logs it); "
+                    "list the page's origin in serve.cors_origins of rag.yaml to allow it"
+                ))
         if scope["type"] == "http" and scope["method"] not in SAFE_METHODS and scope["path"] in self.guarded:
             headers = _headers(scope)
             problem = content_type_problem(headers.get("content-type", ""))
@@ -55,6 +74,13 @@ class SameOriginJsonPosts:
                     "list that origin in serve.cors_origins of rag.yaml to allow it"
                 ))
         await self.app(scope, receive, send)
+
+    def listed(self, origin: str | None) -> bool:
+        """Is ``origin`` one of ``serve.cors_origins``? (A missing or "null" Origin is not.)"""
+        try:
+            return origin is not None and normal_origin(origin) in self.allowed
+        except ValueError:
+            return False
 
     def origin_allowed(self, origin: str, scheme: str, host: str) -> bool:
         """Is ``origin`` the server's own (as the request reached it) or a configured one?"""
