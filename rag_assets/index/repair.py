@@ -48,11 +48,11 @@ def repair_in_place(cfg: RagConfig, damage: list[Damage]) -> list[Path]:
 
 
 def _relink_lost_current(cfg: RagConfig, damage: list[Damage]) -> list[Path]:
-    """A missing or dangling ``data/current``: point it at the newest generation that is whole
-    (the one it named, unless a killed publish left a newer whole one)."""
+    """A ``data/current`` that is missing, dangling or points at anything but a generation: point
+    it at the newest generation that is whole (the one it named, unless a killed publish left a
+    newer whole one)."""
     link = generations.current_link(cfg)
-    current = generations.published(cfg)
-    if link not in {d.path for d in damage} or (current.id is not None and current.folder.is_dir()):
+    if link not in {d.path for d in damage}:
         return []
     for candidate in generations.candidates(cfg):
         if candidate.meta_path.is_file() and not published_damage(candidate):
