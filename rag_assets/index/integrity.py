@@ -116,8 +116,8 @@ def _named_files_damage(g: Generation, meta: dict[str, Any]) -> list[Damage]:
     for name, entry in sidecar_entries(meta).items():
         path = g.manifest_path if name == generations.MANIFEST_NAME else g.folder / name
         if not path.is_file():
-            if g.id is None and name in generations.BROWSER_NAMES:
-                continue  # the single-folder layout of older versions published no browser search
+            if name == generations.MANIFEST_NAME or (g.id is None and name in generations.BROWSER_NAMES):
+                continue  # said above; the single-folder layout of older versions had no browser search
             damage.append(Damage(path, "missing (the sidecar names it)"))
         else:
             damage.extend(_digest_damage(path, entry.get("sizeBytes"), entry.get("sha256")))
