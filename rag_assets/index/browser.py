@@ -41,6 +41,6 @@ def write_browser_files(
     return {"file": LEXICAL_NAME, "sizeBytes": written.size, "sha256": written.sha256}
 
 
-def static_entries() -> dict[str, dict[str, Any]]:
+def static_entries() -> dict[str, str]:
     """The sidecar's ``files`` entries of the static files (what write_browser_files writes)."""
     return {name: digest_entry(static_file(name)) for name in STATIC_FILES}

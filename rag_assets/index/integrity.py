@@ -17,13 +17,14 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
 from rag_assets.config import RagConfig
 from rag_assets.index import generations
 from rag_assets.index.generations import Generation
+from rag_assets.index.index_json import FILE_DIGEST_CHARS
 from rag_assets.index.sqlite_cache import discard_if_damaged, sqlite_problem
 
 _READ_BLOCK = 1 << 20
@@ -95,32 +96,49 @@ def _index_damage(index_path: Path, meta: dict[str, Any]) -> list[Damage]:
     return _digest_damage(index_path, meta.get("sizeBytes"), meta.get("indexSha256"))
 
 
-def sidecar_entries(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every file besides the index that the sidecar names, by file name, with its size and
-    SHA-256: the BM25 file (``lexical``), the vector file (``vectors``, int16-bin) and
-    ``files`` (the manifest and the static files; sidecars of older versions have none)."""
+@dataclass(frozen=True)
+class Recorded:
+    """What the sidecar records of one file: its size (when it does) and its SHA-256 (or the
+    start of it: the ``files`` entries, see rag_assets.index.index_json.FILE_DIGEST_CHARS)."""
+
+    size: int | None
+    sha256: str
+
+    def problem(self, size: int, digest: Callable[[], str]) -> str | None:
+        """Why a file of ``size`` bytes whose SHA-256 ``digest()`` gives is not this one (None: it is)."""
+        if self.size is not None and self.size != size:
+            return f"is {size} bytes but its sidecar says {self.size} (truncated or replaced)"
+        if len(self.sha256) < FILE_DIGEST_CHARS or not digest().startswith(self.sha256):
+            return "content does not match the SHA-256 its sidecar records (damaged)"
+        return None
+
+
+def sidecar_entries(meta: dict[str, Any]) -> dict[str, Recorded]:
+    """Every file besides the index that the sidecar names, by file name: the BM25 file
+    (``lexical``), the vector file (``vectors``, int16-bin) and ``files`` (the manifest and the
+    static files; sidecars of older versions have none)."""
     entries = {
-        str(entry.get("file") or ""): entry
+        Path(str(entry.get("file") or "")).name: Recorded(entry.get("sizeBytes"), str(entry.get("sha256") or ""))
         for entry in (meta.get("lexical"), meta.get("vectors"))
         if isinstance(entry, dict)
     }
     files = meta.get("files")
     if isinstance(files, dict):
-        entries.update((name, entry) for name, entry in files.items() if isinstance(entry, dict))
-    return {Path(name).name: entry for name, entry in entries.items() if Path(name).name}
+        entries.update((Path(name).name, Recorded(None, str(sha))) for name, sha in files.items())
+    return {name: recorded for name, recorded in entries.items() if name}
 
 
 def _named_files_damage(g: Generation, meta: dict[str, Any]) -> list[Damage]:
     """Each file the sidecar names: there, of its size and digest."""
     damage = []
-    for name, entry in sidecar_entries(meta).items():
+    for name, recorded in sidecar_entries(meta).items():
         path = g.manifest_path if name == generations.MANIFEST_NAME else g.folder / name
         if not path.is_file():
             if name == generations.MANIFEST_NAME or (g.id is None and name in generations.BROWSER_NAMES):
                 continue  # said above; the single-folder layout of older versions had no browser search
             damage.append(Damage(path, "missing (the sidecar names it)"))
-        else:
-            damage.extend(_digest_damage(path, entry.get("sizeBytes"), entry.get("sha256")))
+        elif problem := recorded.problem(path.stat().st_size, lambda: sha256_of(path)):
+            damage.append(Damage(path, problem))
     return damage
 
 

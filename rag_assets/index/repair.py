@@ -25,7 +25,7 @@ from rag_assets.index import generations, index_json
 from rag_assets.index.atomic import commit_staged, discard_staged, stage_bytes
 from rag_assets.index.browser import STATIC_FILES, static_file
 from rag_assets.index.generations import Generation
-from rag_assets.index.integrity import Damage, published_damage, sidecar_entries
+from rag_assets.index.integrity import Damage, Recorded, published_damage, sidecar_entries
 from rag_assets.index.lexical_json import LEXICAL_NAME, write_lexical
 from rag_assets.index.vector_file import VECTORS_NAME, render_vector_file
 
@@ -74,16 +74,16 @@ def _restore_files(cfg: RagConfig, gen: Generation, damaged: set[Path]) -> list[
         makers[LEXICAL_NAME] = lambda: _lexical_bytes(cfg, gen, meta)
         makers[VECTORS_NAME] = lambda: _vector_bytes(gen)
     repaired = []
-    for name, entry in sidecar_entries(meta).items():
+    for name, recorded in sidecar_entries(meta).items():
         path = gen.folder / name
-        if path in damaged and name in makers and _put_back(path, makers[name](), entry):
+        if path in damaged and name in makers and _put_back(path, makers[name](), recorded):
             repaired.append(path)
     return repaired
 
 
-def _put_back(path: Path, data: bytes | None, entry: dict[str, Any]) -> bool:
+def _put_back(path: Path, data: bytes | None, recorded: Recorded) -> bool:
     """Replace ``path`` with ``data`` in one rename when ``data`` is what the sidecar records."""
-    if data is None or len(data) != entry.get("sizeBytes") or hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+    if data is None or recorded.problem(len(data), lambda: hashlib.sha256(data).hexdigest()):
         return False
     commit_staged(stage_bytes(path, data), path)
     return True

@@ -303,7 +303,7 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
     damage = report.damage + cache_damage(cfg)  # the published generation was verified just above
     if damage:
         stale = True
-        print("Damaged: run `rag build` to rebuild what is listed here.")
+        print("Damaged: run `rag build` to repair what is listed here (it republishes what it cannot repair).")
         for item in damage:
             print(f"  {item}")
     if not report.has_index:

@@ -138,7 +138,7 @@ def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:
 def _print_status(cfg: RagConfig, check_damage: bool = True) -> int:
     report = status_report(cfg, check_damage)
     for item in report["damaged"]:
-        print(f"Damaged     {item['path']}: {item['reason']}; run `rag build` to rebuild it")
+        print(f"Damaged     {item['path']}: {item['reason']}; run `rag build` to repair it")
     if not report["built"]:
         print(f"No index at {cfg.index_path} yet; run `rag build`.")
         return EXIT_FAILED
