@@ -49,7 +49,11 @@ EXTRA = {"float": ((), ()), "int16-bin": (("embeddings-vectors.bin",), ("public/
 IN_PLACE_FILES = {"embeddings-bm25.json", "rag-search.js", "rag-vectors.js", "search.html", "embeddings-vectors.bin"}
 # What a republish changes in a file besides its bytes' generation name: build times, and the
 # digests of files that name the generation.
-VOLATILE_KEYS = {"generation", "builtAt", "lastFullBuild", "lastIncrementalUpdate", "indexedAt", "indexSha256", "sha256"}
+# (The sidecar's "files" entry of the manifest is its digest, and the manifest names the generation.)
+VOLATILE_KEYS = {
+    "generation", "builtAt", "lastFullBuild", "lastIncrementalUpdate", "indexedAt", "indexSha256", "sha256",
+    "rag-manifest.json",
+}
 
 
 def published_files(encoding: str) -> tuple[str, ...]:
