@@ -19,7 +19,7 @@ from rag_assets.embed import Embedder, EmbeddingBatchError
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.embed.http import RemoteEmbedder, Usage
 from rag_assets.index import generations, index_json, manifest, pg_sync, store
-from rag_assets.index.browser import write_browser_files
+from rag_assets.index.browser import static_entries, write_browser_files
 from rag_assets.index.vector_codec import FILE_ENCODINGS
 from rag_assets.index.vector_file import VECTORS_NAME, render_vector_file, vectors_entry
 from rag_assets.ingest.chunking import chunk_document
@@ -285,7 +285,8 @@ def _write_generation(
         previous=manifest.read_manifest(before.manifest_path),
         generation=gen.id,
     )
-    gen.manifest_path.write_bytes(manifest.render_manifest(manifest_data))
+    manifest_payload = manifest.render_manifest(manifest_data)
+    gen.manifest_path.write_bytes(manifest_payload)
     # The store starts as a copy of the current one (so only the diff is written, and the
     # search log carries over); a damaged or missing one is rebuilt whole.
     generations.seed_store(before.store_path, gen.store_path)
@@ -297,7 +298,9 @@ def _write_generation(
         gen.folder, gen.store_path, collections, cfg.collection_weights, m.provider, generation=gen.id
     )
     vectors = _write_vector_file(collections, cfg, m, gen)
-    meta_payload = index_json.render_meta(header, collections, index, lexical, vectors)
+    # The sidecar names every other file of the generation with its digest (rag_assets.index.integrity).
+    files = {generations.MANIFEST_NAME: index_json.digest_entry(manifest_payload), **static_entries()}
+    meta_payload = index_json.render_meta(header, collections, index, lexical, vectors, files)
     gen.meta_path.write_bytes(meta_payload)
     summary = store.summarise(gen.store_path)
     assert summary is not None

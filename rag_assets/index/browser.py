@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from rag_assets.index.index_json import digest_entry
 from rag_assets.index.lexical_json import LEXICAL_NAME, write_lexical
 from rag_assets.records import EmbeddedCollection
 
@@ -38,3 +39,8 @@ def write_browser_files(
     for name in STATIC_FILES:
         (folder / name).write_bytes(static_file(name))
     return {"file": LEXICAL_NAME, "sizeBytes": written.size, "sha256": written.sha256}
+
+
+def static_entries() -> dict[str, str]:
+    """The sidecar's ``files`` entries of the static files (what write_browser_files writes)."""
+    return {name: digest_entry(static_file(name)) for name in STATIC_FILES}

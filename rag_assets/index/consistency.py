@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from rag_assets.config import RagConfig
 from rag_assets.index import generations, index_json, manifest, store
-from rag_assets.index.integrity import published_damage
+from rag_assets.index.integrity import publication_damage
 
 
 @dataclass
@@ -30,7 +30,7 @@ def check_public_outputs(cfg: RagConfig) -> ConsistencyReport:
     if missing:
         report.problems.append("missing outputs: " + ", ".join(str(p) for p in missing) + "; run rag build")
         return report
-    damage = published_damage(gen)
+    damage = publication_damage(cfg, gen)
     if damage:
         report.problems.extend(f"damaged output {d}" for d in damage)
         return report

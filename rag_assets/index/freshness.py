@@ -20,7 +20,7 @@ from rag_assets.index import manifest as manifest_io
 from rag_assets.index.atomic import atomic_write_bytes
 from rag_assets.index.file_lock import exclusive_lock
 from rag_assets.index.index_json import read_meta
-from rag_assets.index.integrity import Damage, published_damage, read_json_object
+from rag_assets.index.integrity import Damage, publication_damage, read_json_object
 from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.sources import (
@@ -131,7 +131,7 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
     if save_stat_cache:
         stat_cache.save()
     meta = read_meta(gen.meta_path)
-    damage = published_damage(gen)
+    damage = publication_damage(cfg, gen)
     return ChangeReport(
         changes, overall_content_hash(hashes), meta.get("contentHash") if meta else None, gen.index_path.is_file(), damage
     )

@@ -185,6 +185,55 @@ def fixed_links(cfg: RagConfig) -> dict[Path, str]:
     }
 
 
+def expected_links(cfg: RagConfig, generation: Generation) -> dict[Path, str]:
+    """Every link a publish of ``generation`` leaves, with its relative target: ``data/current``,
+    the fixed links and the optional files' links (those ``generation`` has)."""
+    links = {current_link(cfg): os.path.join(GENERATIONS_FOLDER, generation.folder.name), **fixed_links(cfg)}
+    for name in OPTIONAL_NAMES:
+        if (generation.folder / name).is_file():
+            path = cfg.public_dir / name
+            links[path] = os.path.relpath(current_link(cfg) / name, path.parent)
+    return links
+
+
+def stray_links(cfg: RagConfig, generation: Generation) -> list[Path]:
+    """The public/ links of optional files that ``generation`` does not have (dangling)."""
+    return [
+        cfg.public_dir / name
+        for name in OPTIONAL_NAMES
+        if (cfg.public_dir / name).is_symlink() and not (generation.folder / name).is_file()
+    ]
+
+
+def candidates(cfg: RagConfig) -> list[Generation]:
+    """The generation folders on disk, newest first (the current one, the previous one, and
+    any a killed publish left)."""
+    folder = generations_dir(cfg)
+    if not folder.is_dir():
+        return []
+    return [Generation.in_folder(p) for p in sorted(folder.iterdir(), reverse=True) if p.is_dir()]
+
+
+def relink_current(cfg: RagConfig, generation: Generation) -> None:
+    """Point a lost ``data/current`` at ``generation`` again, in one rename."""
+    _ensure_link(current_link(cfg), os.path.join(GENERATIONS_FOLDER, generation.folder.name))
+
+
+def restore_links(cfg: RagConfig, generation: Generation) -> list[Path]:
+    """Put back the links of the current ``generation`` that are missing or point elsewhere
+    (not ``data/current``, which names the generation: a republish swaps it) and remove stray
+    ones, each in one rename; the links changed."""
+    changed = []
+    for path, target in expected_links(cfg, generation).items():
+        if path != current_link(cfg) and not (path.is_symlink() and os.readlink(path) == target):
+            _ensure_link(path, target)
+            changed.append(path)
+    for path in stray_links(cfg, generation):
+        path.unlink()
+        changed.append(path)
+    return changed
+
+
 def _ensure_fixed_links(cfg: RagConfig) -> None:
     """Create the fixed links; a file of the older single-folder layout is replaced by its
     link in one rename each (the only publish in which files can switch one at a time)."""

@@ -270,11 +270,14 @@ def render_meta(
     index_payload: bytes | WrittenIndex,
     lexical: dict[str, Any] | None = None,
     vectors: dict[str, Any] | None = None,
+    files: dict[str, str] | None = None,
 ) -> bytes:
     """The sidecar: the header, the index's size and SHA-256 (so a reader can tell a damaged
     or foreign index), a digest of its chunk IDs, the browser search's BM25 file
     (``lexical``: file, sizeBytes, sha256; rag_assets.index.browser) when one was written, and
-    the binary vector file (``vectors``, the same fields) for ``int16-bin``. ``index_payload``:
+    the binary vector file (``vectors``, the same fields) for ``int16-bin``, and the other files
+    of the generation (``files``: name -> the start of its SHA-256, see :data:`FILE_DIGEST_CHARS`;
+    the manifest and the browser's static files), so that every published file is checked against this one. ``index_payload``:
     the index's bytes, or what :func:`write_index` says of them."""
     if not isinstance(index_payload, WrittenIndex):
         index_payload = WrittenIndex(len(index_payload), hashlib.sha256(index_payload).hexdigest())
@@ -286,7 +289,26 @@ def render_meta(
         meta["lexical"] = lexical
     if vectors is not None:
         meta["vectors"] = vectors
+    if files is not None:
+        meta["files"] = files
     return orjson.dumps(meta)
+
+
+# The sidecar's ``files`` hold the first 16 hex digits (64 bits) of each file's SHA-256: enough to
+# notice a torn, replaced or edited file, and the sidecar a browser polls stays small (under 1 KB
+# for the sample content); the index, the BM25 and the vector files keep their full digests.
+FILE_DIGEST_CHARS = 16
+
+
+def digest_entry(data: bytes) -> str:
+    """A file's entry in the sidecar's ``files``: the start of its SHA-256."""
+    return hashlib.sha256(data).hexdigest()[:FILE_DIGEST_CHARS]
+
+
+def chunk_ids_in_order(index_path: Path) -> list[str]:
+    """The chunk IDs of a published index in its order (parses the whole index: for a repair
+    of a file that follows that order, never for a check)."""
+    return [chunk["id"] for chunk in read_index(index_path)["chunks"]]
 
 
 def read_index(index_path: Path) -> dict[str, Any]:

@@ -1,26 +1,30 @@
 """Noticing damaged outputs and caches: what ``rag status``, ``rag check`` and ``rag build``
 verify before they trust a file.
 
-The published generation is checked against its sidecar (the index's size and SHA-256, and
-the binary vector file's when it names one; one generation named by every file) and the SQLite files with ``PRAGMA quick_check``.
-A damaged output is rebuilt by the next ``rag build``; a damaged cache is discarded,
-never trusted.
+The published generation is checked against its sidecar: every file it names (the index,
+the browser's BM25 file, the binary vector file, the manifest and the static files) by size
+and SHA-256, one generation named by every file, and the SQLite files with ``PRAGMA
+quick_check``; every link a publish made must point where that publish pointed it. A damaged
+output is repaired by the next ``rag build`` (rag_assets.index.repair, else a republish); a
+damaged cache is discarded, never trusted.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
 from rag_assets.config import RagConfig
 from rag_assets.index import generations
 from rag_assets.index.generations import Generation
+from rag_assets.index.index_json import FILE_DIGEST_CHARS
 from rag_assets.index.sqlite_cache import discard_if_damaged, sqlite_problem
 
 _READ_BLOCK = 1 << 20
@@ -68,8 +72,8 @@ def published_damage(generation: Generation) -> list[Damage]:
         damage.append(Damage(g.meta_path, "not a JSON object (damaged)"))
     if meta is not None and g.index_path.exists():
         damage.extend(_index_damage(g.index_path, meta))
-    if meta is not None and isinstance(meta.get("vectors"), dict):
-        damage.extend(_vector_file_damage(g.folder, meta["vectors"]))
+    if meta is not None:
+        damage.extend(_named_files_damage(g, meta))
     if g.manifest_path.exists():
         manifest = read_json_object(g.manifest_path)
         if manifest is None or not isinstance(manifest.get("documents"), dict):
@@ -92,12 +96,50 @@ def _index_damage(index_path: Path, meta: dict[str, Any]) -> list[Damage]:
     return _digest_damage(index_path, meta.get("sizeBytes"), meta.get("indexSha256"))
 
 
-def _vector_file_damage(folder: Path, entry: dict[str, Any]) -> list[Damage]:
-    """The binary vector file the sidecar names (vector_encoding int16-bin): there, of its size and digest."""
-    path = folder / Path(str(entry.get("file") or "")).name
-    if not path.is_file():
-        return [Damage(path, "missing (the sidecar names it)")]
-    return _digest_damage(path, entry.get("sizeBytes"), entry.get("sha256"))
+@dataclass(frozen=True)
+class Recorded:
+    """What the sidecar records of one file: its size (when it does) and its SHA-256 (or the
+    start of it: the ``files`` entries, see rag_assets.index.index_json.FILE_DIGEST_CHARS)."""
+
+    size: int | None
+    sha256: str
+
+    def problem(self, size: int, digest: Callable[[], str]) -> str | None:
+        """Why a file of ``size`` bytes whose SHA-256 ``digest()`` gives is not this one (None: it is)."""
+        if self.size is not None and self.size != size:
+            return f"is {size} bytes but its sidecar says {self.size} (truncated or replaced)"
+        if len(self.sha256) < FILE_DIGEST_CHARS or not digest().startswith(self.sha256):
+            return "content does not match the SHA-256 its sidecar records (damaged)"
+        return None
+
+
+def sidecar_entries(meta: dict[str, Any]) -> dict[str, Recorded]:
+    """Every file besides the index that the sidecar names, by file name: the BM25 file
+    (``lexical``), the vector file (``vectors``, int16-bin) and ``files`` (the manifest and the
+    static files; sidecars of older versions have none)."""
+    entries = {
+        Path(str(entry.get("file") or "")).name: Recorded(entry.get("sizeBytes"), str(entry.get("sha256") or ""))
+        for entry in (meta.get("lexical"), meta.get("vectors"))
+        if isinstance(entry, dict)
+    }
+    files = meta.get("files")
+    if isinstance(files, dict):
+        entries.update((Path(name).name, Recorded(None, str(sha))) for name, sha in files.items())
+    return {name: recorded for name, recorded in entries.items() if name}
+
+
+def _named_files_damage(g: Generation, meta: dict[str, Any]) -> list[Damage]:
+    """Each file the sidecar names: there, of its size and digest."""
+    damage = []
+    for name, recorded in sidecar_entries(meta).items():
+        path = g.manifest_path if name == generations.MANIFEST_NAME else g.folder / name
+        if not path.is_file():
+            if name == generations.MANIFEST_NAME or (g.id is None and name in generations.BROWSER_NAMES):
+                continue  # said above; the single-folder layout of older versions had no browser search
+            damage.append(Damage(path, "missing (the sidecar names it)"))
+        elif problem := recorded.problem(path.stat().st_size, lambda: sha256_of(path)):
+            damage.append(Damage(path, problem))
+    return damage
 
 
 def _digest_damage(path: Path, size_bytes: Any, sha256: Any) -> list[Damage]:
@@ -107,6 +149,35 @@ def _digest_damage(path: Path, size_bytes: Any, sha256: Any) -> list[Damage]:
     if sha256 and sha256_of(path) != sha256:
         return [Damage(path, "content does not match the SHA-256 its sidecar records (damaged)")]
     return []
+
+
+def publication_damage(cfg: RagConfig, generation: Generation) -> list[Damage]:
+    """What is wrong with the published generation and with the links that publish it."""
+    link = generations.current_link(cfg)
+    if generation.id is not None and not generation.folder.is_dir():
+        return [Damage(link, f"points to {os.readlink(link)}, a generation that does not exist")]
+    if generation.id is None and not link.exists() and generations.candidates(cfg):
+        # Generations but no data/current: every published path leads nowhere.
+        return [Damage(link, "link missing (the published generation is no longer linked)")]
+    return published_damage(generation) + link_damage(cfg, generation)
+
+
+def link_damage(cfg: RagConfig, generation: Generation) -> list[Damage]:
+    """Each link a publish of ``generation`` made that is missing, not a link, or points
+    elsewhere, and each stray one ([] for the older single-folder layout or a copy made with
+    the links followed: they have no links)."""
+    if generation.id is None:
+        return []
+    damage = []
+    for path, target in generations.expected_links(cfg, generation).items():
+        if not path.is_symlink():
+            reason = "a file where a link should be" if path.exists() else "missing"
+            damage.append(Damage(path, f"link {reason} (to {target})"))
+        elif (found := os.readlink(path)) != target:
+            damage.append(Damage(path, f"link points to {found}, not {target}"))
+    for path in generations.stray_links(cfg, generation):
+        damage.append(Damage(path, "link to a file the published generation does not have"))
+    return damage
 
 
 def store_generation(path: Path) -> str | None:
@@ -135,7 +206,7 @@ def cache_files(cfg: RagConfig) -> tuple[list[Path], list[Path]]:
 
 def output_damage(cfg: RagConfig) -> list[Damage]:
     """Everything damaged: the published generation, the tier stores and the caches."""
-    return published_damage(generations.published(cfg)) + cache_damage(cfg)
+    return publication_damage(cfg, generations.published(cfg)) + cache_damage(cfg)
 
 
 def cache_damage(cfg: RagConfig) -> list[Damage]:

@@ -18,8 +18,9 @@ from rag_assets.config import (
 )
 from rag_assets.embed import select_embedder
 from rag_assets.index import generations, index_json
-from rag_assets.index.freshness import detect_changes, encoding_change
+from rag_assets.index.freshness import ChangeReport, detect_changes, encoding_change
 from rag_assets.index.integrity import cache_damage, discard_damaged_caches
+from rag_assets.index.repair import repair_in_place
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.pipeline import plan_collection
 from rag_assets.privacy.vaults import (
@@ -196,6 +197,8 @@ def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool, list[
             print("No public collections; the Safe and Private stores are up to date. Use --force to rebuild.")
             return None
         return [], stale_vaults, False, None
+    if report.damage:
+        report = _repair(cfg, report)
     for damage in report.damage:
         print(f"damaged output {damage}: republishing every collection")
     if report.damage:
@@ -222,6 +225,15 @@ def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool, list[
     for tier, names in departed.items():
         print(f"[{tier} tier] vault(s) {', '.join(names)} left the tier: their rows will be purged")
     return targets, stale_vaults, not report.up_to_date, partitions
+
+
+def _repair(cfg: RagConfig, report: ChangeReport) -> ChangeReport:
+    """Repair in place what of the damage can be (links, and files made again exactly as
+    published); the changes checked again when anything was, so what is left is republished."""
+    repaired = repair_in_place(cfg, report.damage)
+    for path in repaired:
+        print(f"repaired {path} (damaged: {'; '.join(d.reason for d in report.damage if d.path == path) or 'stray'})")
+    return detect_changes(cfg) if repaired else report
 
 
 def _print_collection_progress(outcome) -> None:
@@ -291,7 +303,7 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
     damage = report.damage + cache_damage(cfg)  # the published generation was verified just above
     if damage:
         stale = True
-        print("Damaged: run `rag build` to rebuild what is listed here.")
+        print("Damaged: run `rag build` to repair what is listed here (it republishes what it cannot repair).")
         for item in damage:
             print(f"  {item}")
     if not report.has_index:

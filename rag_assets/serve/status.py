@@ -33,7 +33,8 @@ def status_report(cfg: RagConfig, check_damage: bool = True) -> dict[str, Any]:
     file: minutes at a million chunks), for the summary a build prints of what it just wrote."""
     gen = generations.published(cfg)  # resolved once: every figure below is of one build
     damage = output_damage(cfg) if check_damage else []
-    damaged = {d.path for d in damage}
+    # With what a damaged link now leads to: a store reached through it is not opened either.
+    damaged = {d.path for d in damage} | {d.path.resolve() for d in damage}
     meta = index_json.read_meta(gen.meta_path)
     summary = store.summarise(gen.store_path) if gen.store_path not in damaged else None
     report: dict[str, Any] = {
@@ -137,7 +138,7 @@ def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:
 def _print_status(cfg: RagConfig, check_damage: bool = True) -> int:
     report = status_report(cfg, check_damage)
     for item in report["damaged"]:
-        print(f"Damaged     {item['path']}: {item['reason']}; run `rag build` to rebuild it")
+        print(f"Damaged     {item['path']}: {item['reason']}; run `rag build` to repair it")
     if not report["built"]:
         print(f"No index at {cfg.index_path} yet; run `rag build`.")
         return EXIT_FAILED
