@@ -383,3 +383,101 @@ def test_urls_printed_anywhere_hide_passwords_and_secret_query_values():
     status = service_status(settings, environ={"OLLAMA_HOST": "http://admin:OLLAMAPW@127.0.0.1:9/?token=QT"})
     shown = "\n".join(status.lines())
     assert "OLLAMAPW" not in shown and "token=QT" not in shown
+
+
+# --- Hostile configuration files: exit 2 with the file, the line and the problem ---------------
+
+
+def _deep_nesting() -> str:
+    return "weights: " + "[" * 100_000 + "]" * 100_000 + "\n"
+
+
+def _comments(size: int) -> bytes:
+    line = b"# " + b"x" * 77 + b"\n"
+    return line * (size // len(line))
+
+
+@pytest.mark.parametrize(
+    "name, body, expected",
+    [
+        ("binary", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "rag.yaml, line 1: not UTF-8 text (byte 0x89 at offset 0)"),
+        ("deep_nesting", _deep_nesting(), "rag.yaml, line 1: settings nest more than 20 levels deep"),
+        ("huge_integer", "max_file_bytes: " + "9" * 5000 + "\n", "rag.yaml, line 1: a number of 5,000 characters"),
+        ("huge_float", "embedder:\n  timeout: " + "9" * 400 + ".5\n", "rag.yaml, line 2: a number of 402 characters"),
+        ("infinite_timeout", "embedder:\n  timeout: .inf\n", "rag.yaml, line 2: embedder.timeout must be a finite number"),
+        ("nan_weight", "weights: {docs: .nan}\n", "rag.yaml, line 1: weights.docs must be a finite number"),
+        ("fifty_megabytes", b"content_dir: content\n" + b"x" * 50_000_000, "rag.yaml is larger than 1,048,576 bytes (1 MiB)"),
+        ("fifty_megabytes_of_comments", _comments(50_000_000), "rag.yaml is larger than 1,048,576 bytes (1 MiB)"),
+        (
+            "root_vault",
+            "identity_map: null\nvaults: [{name: root, path: /, tier: private}]\n",
+            "rag.yaml, line 2: vault 'root': / holds far more than notes",
+        ),
+        (
+            "system_vault",
+            "identity_map: null\nvaults:\n  - {name: etc, path: /etc, tier: private}\n",
+            "rag.yaml, line 3: vault 'etc': /etc is in /etc, a system folder",
+        ),
+        (
+            "shadow_identity_map",
+            "identity_map: /etc/shadow\nvaults:\n  - {name: notes, path: notes, tier: safe}\n",
+            "rag.yaml, line 1: identity_map: /etc/shadow is in /etc, a system folder",
+        ),
+        ("system_content_dir", "content_dir: /usr/share\n", "rag.yaml, line 1: content_dir: /usr/share is in /usr, a system folder"),
+        ("root_output_dir", "output_dir: /\n", "rag.yaml, line 1: output_dir: / holds far more than notes"),
+    ],
+)
+def test_a_hostile_rag_yaml_exits_2_naming_the_file_and_the_problem(tmp_path, name, body, expected):
+    """Each of these was a traceback (binary, nesting, digits, /etc/shadow at build), ran away
+    (50 MB: over 15 minutes and 1.2 GB) or was accepted (a vault of /, timeout: .inf)."""
+    path = write_config(tmp_path, "")
+    (path.parent / "notes").mkdir()
+    path.write_bytes(body if isinstance(body, bytes) else body.encode())
+    result = run_rag("config", cwd=path.parent)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert expected in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "vaults, expected",
+    [
+        (
+            "  - {name: all, path: notes, tier: private}\n  - {name: work, path: notes/work, tier: safe}\n",
+            "rag.yaml, line 5: vault 'all': {site}/notes holds the folder of vault 'work'",
+        ),
+        ("  - {name: site, path: ., tier: private}\n", "vault 'site': {site} holds the content folder {site}/content"),
+        ("  - {name: out, path: notes, tier: private}\n", "vault 'out': {site}/notes holds the output folder {site}/notes/out"),
+        ("  - {name: file, path: rag.yaml, tier: private}\n", "vault 'file': {site}/rag.yaml is not a folder"),
+    ],
+)
+def test_a_vault_holding_another_tier_or_the_outputs_is_refused(tmp_path, vaults, expected):
+    site = tmp_path / "site"
+    (site / "notes/work").mkdir(parents=True)
+    output = "notes/out" if "'out'" in expected else "out"
+    path = write_config(tmp_path, f"content_dir: content\noutput_dir: {output}\nidentity_map: null\nvaults:\n{vaults}")
+    error = config_error(tmp_path, path.read_text())
+    assert expected.format(site=site.resolve()) in str(error)
+
+
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda p: p.mkdir(), "is not a regular file; the identity map is a JSON file"),
+        (lambda p: p.write_text("root:*:19000:0:99999:7:::\n"), "is not valid JSON (line 1, column 1"),
+        (lambda p: p.write_bytes(b"\xff\xfe{}"), "is not UTF-8 text"),
+    ],
+)
+def test_an_identity_map_that_is_no_json_file_is_refused_before_the_build(tmp_path, make, expected):
+    (tmp_path / "site/notes").mkdir(parents=True)
+    make(tmp_path / "site/map.json")
+    error = config_error(tmp_path, "identity_map: map.json\nvaults:\n  - {name: notes, path: notes, tier: safe}\n")
+    assert "rag.yaml, line 1: identity_map: " in str(error) and expected in str(error)
+
+
+def test_a_folder_inside_tmp_or_a_system_looking_name_elsewhere_is_fine(tmp_path):
+    """Only the system folders themselves and what is under them are refused."""
+    (tmp_path / "site/etc/notes").mkdir(parents=True)
+    path = write_config(tmp_path, "identity_map: null\nvaults:\n  - {name: n, path: etc/notes, tier: private}\n")
+    cfg = load_config(path, environ={})
+    assert cfg.vaults[0].path == (tmp_path / "site/etc/notes").resolve()

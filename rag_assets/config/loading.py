@@ -15,9 +15,8 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Mapping, Sequence
 
-import yaml
 from pydantic import (
     BaseModel,
     ValidationError,
@@ -25,7 +24,9 @@ from pydantic import (
 
 from rag_assets.config.errors import ConfigError
 from rag_assets.config.masking import shown_value
+from rag_assets.config.path_checks import path_problems
 from rag_assets.config.providers import private_provider_problem
+from rag_assets.config.source import ConfigSource, display_path, dotted, read_config_source
 from rag_assets.config.store_url import private_store_problem
 from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
@@ -96,20 +97,6 @@ class Override:
 
 
 @dataclass
-class ConfigSource:
-    """A config file's settings with the line of every key, so errors can point at them."""
-
-    path: Path | None
-    data: dict[str, Any]
-    lines: dict[Loc, int]
-    problems: list[str]  # found while reading (duplicate keys)
-
-    @classmethod
-    def empty(cls) -> "ConfigSource":
-        return cls(None, {}, {}, [])
-
-
-@dataclass
 class _Locator:
     """Says where a key path's value came from: the file and line, or the override."""
 
@@ -140,79 +127,6 @@ class _Locator:
             if tuple(loc[: len(path)]) == path:
                 return label
         return None
-
-
-def display_path(path: Path) -> str:
-    """The file as the user would type it: relative to the working directory when inside it."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
-def read_config_source(path: Path) -> ConfigSource:
-    """Parse the file twice over: the values (safe_load) and the nodes with their line marks."""
-    shown = display_path(path)
-    text = path.read_text(encoding="utf-8")
-    try:
-        _refuse_aliases(text, shown)
-        data = yaml.safe_load(text)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{shown}, line {mark.line + 1}" if mark is not None else shown
-        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    if data is None:
-        return ConfigSource(path, {}, {}, [])
-    if not isinstance(data, dict):
-        raise ConfigError(f"{shown} must hold a mapping of settings (key: value lines), not a {type(data).__name__}")
-    lines: dict[Loc, int] = {}
-    problems: list[str] = []
-    _collect_lines(root, (), lines, problems, shown)
-    return ConfigSource(path, data, lines, problems)
-
-
-def _refuse_aliases(text: str, shown: str) -> None:
-    """rag.yaml may not use YAML aliases (``*name``): a few nested ones expand to gigabytes
-    while the file is validated, and a configuration has no need of them."""
-    if "*" not in text:
-        return
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.AliasEvent):
-            raise ConfigError(
-                f"{shown}, line {event.start_mark.line + 1}: YAML alias *{event.anchor} is not allowed in the "
-                "configuration; write the value out"
-            )
-
-
-def _collect_lines(node: yaml.Node, path: Loc, lines: dict[Loc, int], problems: list[str], shown: str) -> None:
-    """Record the line of every key (mapping) and item (sequence) under ``node``."""
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                continue
-            key_path = path + (key_node.value,)
-            line = key_node.start_mark.line + 1
-            if key_path in lines:
-                # safe_load keeps the last silently: two `embedder:` sections lose the first.
-                problems.append(
-                    f"{shown}, line {line}: key '{dotted(key_path)}' appears twice (also at line "
-                    f"{lines[key_path]}); only the last would count, remove one"
-                )
-            lines[key_path] = line
-            _collect_lines(value_node, key_path, lines, problems, shown)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            lines[path + (index,)] = item.start_mark.line + 1
-            _collect_lines(item, path + (index,), lines, problems, shown)
-
-
-def dotted(loc: Sequence[Union[str, int]]) -> str:
-    """``('vaults', 0, 'tier')`` -> ``vaults[0].tier``."""
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
 
 
 def collect_overrides(
@@ -379,7 +293,8 @@ def load_config(
     data, locator = _apply_overrides(source, overrides)
     model = validate_config_data(data, locator)
     cfg = build_config(model, base_dir=path.parent if path else Path.cwd(), config_path=path)
-    problems = [f"{locator.where(loc)}: {message}" for loc, message in _environment_problems(cfg, env)]
+    found = _environment_problems(cfg, env) + path_problems(cfg)
+    problems = [f"{locator.where(loc)}: {message}" for loc, message in found]
     if problems:
         raise ConfigError.from_problems(problems)
     return cfg

@@ -76,7 +76,8 @@ EmbedderName = Literal["auto", "openai", "openrouter", "ollama", "local", "hashi
 
 class _Section(BaseModel):
     # extra="forbid": a misspelt key is an error, never a silently ignored setting.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: `.inf` or `.nan` is no timeout, weight or price.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @field_validator("*", mode="before")
     @classmethod

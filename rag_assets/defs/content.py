@@ -85,6 +85,7 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
                 reuse,
                 policy=collection_policy(cfg),
                 holds=shard.holds if shard.sharded else None,
+                hashed=snapshot.files,
             )
             parsed = replace(parsed, shard=shard_part(shard, snapshot))
             for item in parsed.skipped:

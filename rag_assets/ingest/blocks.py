@@ -33,6 +33,14 @@ BLOCK_START = re.compile(
     r"|<[A-Za-z/!?]|(?:[-*_][ \t]*){3,}$)",
     re.MULTILINE,
 )
+# BLOCK_START less the thematic break, which only the rest of the line can confirm (see
+# Layout.starts_block_mid_line); a fence needs three markers, so longer runs are not read.
+_BLOCK_OPENER = re.compile(
+    r"[ \t]*(?:`{3}|~{3}|[-+*](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$)|>|#{1,6}(?:[ \t]|$)|<[A-Za-z/!?])",
+    re.MULTILINE,
+)
+_THEMATIC_MARK = re.compile(r"[-*_]")
+_THEMATIC_CHARS = "-*_ \t"
 # A line that looks like a fence marker, allowing indentation and blockquote markers.
 _FENCE_LIKE_LINE = re.compile(r"^[ \t>]*(?:`{3,}|~{3,})", re.MULTILINE)
 # Goldmark/Pandoc heading attributes ("## Setup {#setup .wide}"): Hugo does not show them.
@@ -81,6 +89,10 @@ class Layout:
         self.n = len(text)
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
         self.word_starts = [m.start() for m in _WORD.finditer(text)]
+        # Per line, computed once when first asked: a long line must not be re-read for
+        # every word on it (that made one 700 KB line take minutes).
+        self._indent_ends: dict[int, int] = {}
+        self._thematic_tails: dict[int, tuple[int, int]] = {}
         self.closer = ""  # closing fence for a top-level fence left open at end of body
         atomics: list[Atomic] = []
         headings: list[Heading] = []
@@ -120,11 +132,42 @@ class Layout:
     def _line_offset(self, line: int) -> int:
         return self.line_starts[line] if line < len(self.line_starts) else self.n
 
+    def _line_of(self, offset: int) -> int:
+        return bisect_right(self.line_starts, offset) - 1
+
+    def _line_end(self, line: int) -> int:
+        """Offset of the line's newline (or of the end of the text)."""
+        return self.line_starts[line + 1] - 1 if line + 1 < len(self.line_starts) else self.n
+
+    def _indent_end(self, line: int) -> int:
+        """Offset of the line's first non-space character (its end when it is blank)."""
+        if line not in self._indent_ends:
+            end = self._line_end(line)
+            match = _NON_SPACE.search(self.text, self.line_starts[line], end)
+            self._indent_ends[line] = match.start() if match else end
+        return self._indent_ends[line]
+
+    def _thematic_tail(self, line: int) -> tuple[int, int]:
+        """Where the line's closing run of ``-*_`` and blanks starts, and its third-last marker.
+
+        Text from an offset reads as a thematic break when it lies in that run and holds at
+        least three markers, i.e. between the two (-1 when the run has fewer than three).
+        """
+        if line not in self._thematic_tails:
+            start, end = self.line_starts[line], self._line_end(line)
+            tail = start + len(self.text[start:end].rstrip(_THEMATIC_CHARS))
+            marks = [m.start() for m in _THEMATIC_MARK.finditer(self.text, tail, end)]
+            self._thematic_tails[line] = (tail, marks[-3] if len(marks) >= 3 else -1)
+        return self._thematic_tails[line]
+
     def _line_text(self, line: int) -> str:
         return self.text[self._line_offset(line) : self._line_offset(line + 1)].rstrip("\n")
 
     def _next_block_start(self, tokens: list[Token], idx: int) -> int:
-        for tok in tokens[idx:]:
+        # By index, not over a slice: copying ``tokens[idx:]`` for every heading made a
+        # note of 40,000 headings take minutes (the next block is a few tokens away).
+        for j in range(idx, len(tokens)):
+            tok = tokens[j]
             if tok.map is not None and tok.nesting != -1:
                 return self._line_offset(tok.map[0])
         return self.n
@@ -200,20 +243,18 @@ class Layout:
         """
         if offset == 0 or self.text[offset - 1] == "\n":
             return offset
-        line_start = self.text.rfind("\n", 0, offset) + 1
-        if self.text[line_start:offset].isspace():
-            return line_start
-        return offset
+        line = self._line_of(offset)
+        return self.line_starts[line] if self._indent_end(line) >= offset else offset
 
     def next_line_start(self, offset: int) -> int:
-        nl = self.text.find("\n", offset)
-        return self.n if nl < 0 else nl + 1
+        line = self._line_of(offset)
+        return self.line_starts[line + 1] if line + 1 < len(self.line_starts) else self.n
 
     def skip_blank_lines(self, offset: int, limit: int) -> int:
         match = _NON_SPACE.search(self.text, offset, limit)
         if match is None:
             return limit
-        return max(offset, self.text.rfind("\n", 0, match.start()) + 1)
+        return max(offset, self.line_starts[self._line_of(match.start())])
 
     def atomic_containing(self, offset: int) -> Atomic | None:
         """The atomic region strictly containing ``offset`` (its start is not inside)."""
@@ -232,9 +273,12 @@ class Layout:
 
     def starts_block_mid_line(self, offset: int) -> bool:
         """Would a chunk starting here begin with a block (fence, list...) the source lacks?"""
-        return (
-            offset > 0 and self.text[offset - 1] != "\n" and BLOCK_START.match(self.text, offset) is not None
-        )
+        if offset == 0 or self.text[offset - 1] == "\n":
+            return False
+        if _BLOCK_OPENER.match(self.text, offset) is not None:
+            return True
+        tail_start, third_last_mark = self._thematic_tail(self._line_of(offset))
+        return tail_start <= offset <= third_last_mark
 
     def can_cut(self, offset: int, keep_headings: bool = True) -> bool:
         """May a chunk boundary fall here?  ``keep_headings=False`` allows orphaning one."""

@@ -18,15 +18,16 @@ import datetime as dt
 import hashlib
 import re
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 import yaml
 
-from rag_assets.ingest.sources import unreadable_reason
+from rag_assets.ingest.sources import VANISHED_REASON, unreadable_reason
 from rag_assets.ingest.walker import (
     DEFAULT_MAX_FILE_BYTES,
     MARKDOWN_SUFFIXES,
     FileRefused,
+    Listing,
     WalkPolicy,
     default_policy,
     list_folder,
@@ -59,6 +60,7 @@ def parse_collection(
     root: Path | None = None,
     policy: WalkPolicy | None = None,
     holds: Callable[[str], bool] | None = None,
+    hashed: Collection[str] = (),
 ) -> ParsedCollection:
     """Parse every file of one collection folder, keeping the failures with their reasons.
 
@@ -68,6 +70,8 @@ def parse_collection(
     ``<collection>/<path in the folder>``. ``policy`` is the walk's (see
     :mod:`rag_assets.ingest.boundaries`); it must be the one the content hash was computed with.
     ``holds`` keeps only the files (and skipped entries) of one shard (see ingest/shards.py).
+    ``hashed`` names the files the content hash was computed over (``<collection>/...``): one
+    of them that this listing no longer finds vanished in between and is reported as skipped.
 
     The skipped files are sorted by path, so the shards of a collection rejoin into the
     same list as the collection parsed whole.
@@ -104,8 +108,17 @@ def parse_collection(
             continue
         slug_owner[result.slug] = rel
         documents.append(result)
+    skipped += vanished_since_hashing(hashed, listing, collection, keep)
     skipped.sort(key=lambda item: item.path)
     return ParsedCollection(collection, content_hash, documents, skipped, cached_chunks)
+
+
+def vanished_since_hashing(
+    hashed: Collection[str], listing: Listing, collection: str, keep: Callable[[str], bool]
+) -> list[SkippedFile]:
+    """The hashed files the parser's listing lacks: deleted between hashing and parsing."""
+    seen = {f"{collection}/{item.rel}" for item in listing.files} | {s.path for s in listing.skipped}
+    return [SkippedFile(path=rel, reason=VANISHED_REASON) for rel in sorted(hashed) if rel not in seen and keep(rel)]
 
 
 def slug_taken(path: str, slug: str, owner: str) -> SkippedFile:

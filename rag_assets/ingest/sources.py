@@ -163,12 +163,19 @@ def snapshot_entries(snapshot: CollectionSnapshot) -> dict[str, str]:
     return {**markers, **snapshot.files}
 
 
+# A file listed and hashed that is gone when the parser reads the folder: reported, never
+# silently missing from an index whose content hash still covers it.
+VANISHED_REASON = (
+    "file vanished while the build was reading the folder; the next build indexes it if it is back, or drops it"
+)
+
+
 def unreadable_reason(exc: BaseException) -> str:
     """The skip reason for a file that could not be read."""
     if isinstance(exc, FileRefused):
         return str(exc)
     if isinstance(exc, FileNotFoundError):
-        return "file vanished while the build was reading the folder"
+        return VANISHED_REASON
     if isinstance(exc, OSError):
         return f"cannot read file: {exc.strerror or exc}"
     return f"cannot read file: {exc}"

@@ -124,7 +124,12 @@ def build_vault_tier(
     snapshot = snapshot_vault(cfg, vault, stat_cache)
     stat_cache.save()
     parsed = parse_collection(
-        vault.path.parent, vault.name, snapshot.content_hash, root=vault.path, policy=vault_policy(cfg, vault)
+        vault.path.parent,
+        vault.name,
+        snapshot.content_hash,
+        root=vault.path,
+        policy=vault_policy(cfg, vault),
+        hashed=snapshot.files,
     )
     tally = SanitizeTally()
     if tier == "safe":
