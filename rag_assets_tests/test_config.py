@@ -481,3 +481,17 @@ def test_a_folder_inside_tmp_or_a_system_looking_name_elsewhere_is_fine(tmp_path
     path = write_config(tmp_path, "identity_map: null\nvaults:\n  - {name: n, path: etc/notes, tier: private}\n")
     cfg = load_config(path, environ={})
     assert cfg.vaults[0].path == (tmp_path / "site/etc/notes").resolve()
+
+
+def test_an_identity_map_with_wrong_rules_is_a_configuration_error_not_a_traceback(tmp_path, write_tree):
+    content = write_tree({"posts/hello.md": "# Hello\n\nWorld.\n", "v/note.md": "# Note\n"})
+    identity_map = tmp_path / "im.json"
+    identity_map.write_text('{"hosts": ["pve01"], "rules": []}')
+    path = write_config(
+        tmp_path, f"content_dir: {content}\noutput_dir: out\nidentity_map: '{identity_map}'\n"
+        f"vaults:\n  - {{name: v, path: '{content / 'v'}', tier: safe}}\nembedder: hashing\n"
+    )
+    result = run_rag("build", cwd=path.parent)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert "unknown top-level key(s) 'hosts'" in result.stderr and "identity_map in rag.yaml" in result.stderr

@@ -53,6 +53,11 @@ _WORD_BEFORE = r"(?<!\w)"
 _WORD_AFTER = r"(?!\w)"
 
 
+class IdentityMapError(ValueError):
+    """The identity map cannot be used: missing, unreadable, not JSON, or a rule that is wrong.
+    The message names the file (and the rule); the CLI reports it as a configuration error."""
+
+
 @dataclass(frozen=True)
 class IdentityRule:
     """One rule of the map, with its pattern compiled on its own (case and word options applied)."""
@@ -112,13 +117,13 @@ class IdentityMap:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise ValueError(f"identity map {path}: file does not exist") from None
+            raise IdentityMapError(f"identity map {path}: file does not exist") from None
         except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"identity map {path}: cannot read the file ({exc})") from None
+            raise IdentityMapError(f"identity map {path}: cannot read the file ({exc})") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(
+            raise IdentityMapError(
                 f"identity map {path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
             ) from None
         return cls.from_dict(data, source=str(path))
@@ -128,19 +133,19 @@ class IdentityMap:
         """Build a map from already-parsed JSON (same validation as :meth:`load`)."""
         where = f"identity map {source}"
         if not isinstance(data, dict):
-            raise ValueError(f"{where}: the top level must be a JSON object with a 'rules' list")
+            raise IdentityMapError(f"{where}: the top level must be a JSON object with a 'rules' list")
         unknown = sorted(set(data) - _TOP_LEVEL_KEYS)
         if unknown:
-            raise ValueError(f"{where}: unknown top-level key(s) {', '.join(map(repr, unknown))}")
+            raise IdentityMapError(f"{where}: unknown top-level key(s) {', '.join(map(repr, unknown))}")
         version = data.get("version", SUPPORTED_VERSION)
         if isinstance(version, bool) or version != SUPPORTED_VERSION:
-            raise ValueError(f"{where}: unsupported version {version!r} (this code reads version 1)")
+            raise IdentityMapError(f"{where}: unsupported version {version!r} (this code reads version 1)")
         salt = data.get("salt", "")
         if not isinstance(salt, str):
-            raise ValueError(f"{where}: 'salt' must be a string")
+            raise IdentityMapError(f"{where}: 'salt' must be a string")
         raw_rules = data.get("rules")
         if not isinstance(raw_rules, list):
-            raise ValueError(f"{where}: 'rules' must be a list of rule objects")
+            raise IdentityMapError(f"{where}: 'rules' must be a list of rule objects")
         rules = tuple(_parse_rule(raw, i, where) for i, raw in enumerate(raw_rules))
         identity_map = cls(rules, salt, source)
         identity_map._check_placeholders(where)
@@ -230,7 +235,7 @@ class IdentityMap:
                     hits = self._scan(context)
                     if hits:
                         other = hits[0].rule
-                        raise ValueError(
+                        raise IdentityMapError(
                             f"{where}: rule {rule.index} ({rule.kind}): placeholder {rule.placeholder!r} "
                             f"is itself matched by rule {other.index} ({other.kind}, {other.source} "
                             f"{other.value!r}); choose a placeholder that no rule matches"
@@ -240,42 +245,42 @@ class IdentityMap:
 def _parse_rule(raw: Any, index: int, where: str) -> IdentityRule:
     at = f"{where}: rule {index}"
     if not isinstance(raw, dict):
-        raise ValueError(f"{at}: must be an object with kind, literal or regex, and placeholder")
+        raise IdentityMapError(f"{at}: must be an object with kind, literal or regex, and placeholder")
     unknown = sorted(set(raw) - _RULE_KEYS)
     if unknown:
-        raise ValueError(f"{at}: unknown key(s) {', '.join(map(repr, unknown))}")
+        raise IdentityMapError(f"{at}: unknown key(s) {', '.join(map(repr, unknown))}")
     kind = raw.get("kind")
     if not isinstance(kind, str) or not kind.strip():
-        raise ValueError(f"{at}: missing or empty 'kind'")
+        raise IdentityMapError(f"{at}: missing or empty 'kind'")
     placeholder = raw.get("placeholder")
     if not isinstance(placeholder, str) or not placeholder:
-        raise ValueError(f"{at} ({kind}): missing or empty 'placeholder'")
+        raise IdentityMapError(f"{at} ({kind}): missing or empty 'placeholder'")
     if "\n" in placeholder or "\r" in placeholder:
-        raise ValueError(f"{at} ({kind}): the placeholder may not contain a line break")
+        raise IdentityMapError(f"{at} ({kind}): the placeholder may not contain a line break")
     has_literal, has_regex = "literal" in raw, "regex" in raw
     if has_literal == has_regex:
-        raise ValueError(f"{at} ({kind}): needs exactly one of 'literal' or 'regex'")
+        raise IdentityMapError(f"{at} ({kind}): needs exactly one of 'literal' or 'regex'")
     options = {}
     for option, default in (("ignore_case", True), ("word", False)):
         value = raw.get(option, default)
         if not isinstance(value, bool):
-            raise ValueError(f"{at} ({kind}): '{option}' must be true or false")
+            raise IdentityMapError(f"{at} ({kind}): '{option}' must be true or false")
         options[option] = value
     if "comment" in raw and not isinstance(raw["comment"], str):
-        raise ValueError(f"{at} ({kind}): 'comment' must be a string")
+        raise IdentityMapError(f"{at} ({kind}): 'comment' must be a string")
     source = "literal" if has_literal else "regex"
     value = raw[source]
     if not isinstance(value, str) or not value:
-        raise ValueError(f"{at} ({kind}): '{source}' must be a non-empty string")
+        raise IdentityMapError(f"{at} ({kind}): '{source}' must be a non-empty string")
     if source == "literal":
         body = re.escape(value)
     else:
         if _BACKREFERENCE.search(value):
-            raise ValueError(f"{at} ({kind}): regex {value!r} uses a backreference, which is not supported")
+            raise IdentityMapError(f"{at} ({kind}): regex {value!r} uses a backreference, which is not supported")
         try:
             re.compile(value)
         except re.error as exc:
-            raise ValueError(f"{at} ({kind}): invalid regex {value!r}: {exc}") from None
+            raise IdentityMapError(f"{at} ({kind}): invalid regex {value!r}: {exc}") from None
         body = value
     if options["word"]:
         body = f"{_WORD_BEFORE}(?:{body}){_WORD_AFTER}"
@@ -286,12 +291,12 @@ def _parse_rule(raw: Any, index: int, where: str) -> IdentityRule:
         # so an error names the rule instead of the whole map.
         re.compile(f"(?P<_r{index}>{scoped})")
     except re.error as exc:
-        raise ValueError(
+        raise IdentityMapError(
             f"{at} ({kind}): regex {value!r} cannot be used inside the combined pattern: {exc} "
             "(global inline flags such as (?i) are not allowed; use the ignore_case field)"
         ) from None
     if pattern.fullmatch("") is not None:
-        raise ValueError(f"{at} ({kind}): regex {value!r} matches the empty string")
+        raise IdentityMapError(f"{at} ({kind}): regex {value!r} matches the empty string")
     return IdentityRule(
         kind=kind,
         pattern=pattern,
@@ -328,7 +333,7 @@ def _combine(
     try:
         combined = re.compile("|".join(alternatives))
     except re.error as exc:  # pragma: no cover - each rule was checked on its own
-        raise ValueError(f"identity map {source}: the rules cannot be combined: {exc}") from None
+        raise IdentityMapError(f"identity map {source}: the rules cannot be combined: {exc}") from None
     by_group = {combined.groupindex[f"_r{r.index}"]: r for r in rules}
     return combined, by_group
 

@@ -29,6 +29,7 @@ from rag_assets.serve.cli_query import (
     cmd_search,
     cmd_serve,
 )
+from rag_assets.privacy.identity import IdentityMapError
 from rag_assets.serve.cli_mcp import add_mcp_command
 from rag_assets.serve.cli_numbers import finite_float, int_between
 from rag_assets.serve.exit_codes import EXIT_OK, EXIT_USAGE
@@ -52,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(cfg, args)
     except (ConfigError, UnknownEmbedderError) as exc:
         print(f"rag: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except IdentityMapError as exc:
+        print(f"rag: configuration error: {exc}; fix the file that identity_map in rag.yaml names", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         # Output piped into `head` and friends: stop quietly, like other Unix tools.
