@@ -23,7 +23,7 @@ from rag_assets.index.browser import static_entries, write_browser_files
 from rag_assets.index.vector_codec import FILE_ENCODINGS
 from rag_assets.index.vector_file import VECTORS_NAME, render_vector_file, vectors_entry
 from rag_assets.ingest.chunking import chunk_document
-from rag_assets.ingest.doc_cache import DocumentCache
+from rag_assets.ingest.doc_cache import DocumentCache, settings_key
 from rag_assets.ingest.shards import Shard
 from rag_assets.ingest.sources import overall_content_hash
 from rag_assets.records import (
@@ -300,7 +300,9 @@ def _write_generation(
     vectors = _write_vector_file(collections, cfg, m, gen)
     # The sidecar names every other file of the generation with its digest (rag_assets.index.integrity).
     files = {generations.MANIFEST_NAME: index_json.digest_entry(manifest_payload), **static_entries()}
-    meta_payload = index_json.render_meta(header, collections, index, lexical, vectors, files)
+    meta_payload = index_json.render_meta(
+        header, collections, index, lexical, vectors, files, chunking=settings_key(cfg.chunking)
+    )
     gen.meta_path.write_bytes(meta_payload)
     summary = store.summarise(gen.store_path)
     assert summary is not None
