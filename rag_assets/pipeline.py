@@ -187,6 +187,28 @@ def _check_vectors(vectors: np.ndarray, expected: int, embedder: Embedder, batch
         raise EmbeddingBatchError(f"embedder {embedder.model} returned non-finite values for batch {batch}")
 
 
+def reembed_collection(
+    record: EmbeddedCollection,
+    embedder: Embedder,
+    *,
+    cache: EmbeddingCache | None = None,
+    batch_size: int = 50,
+    provider: str | None = None,
+    log: Log = lambda _: None,
+) -> tuple[EmbeddedCollection, EmbeddingStats]:
+    """``record``'s chunks embedded again with ``embedder`` (its chunks and documents as they
+    are): a record of another model, brought to the index's one model before a publish."""
+    chunked = ChunkedCollection(
+        collection=record.collection,
+        content_hash=record.content_hash,
+        documents=record.documents,
+        chunks=record.chunks,
+        skipped=list(record.skipped),
+        shard=record.shard,
+    )
+    return embed_collection(chunked, embedder, cache=cache, batch_size=batch_size, provider=provider, log=log)
+
+
 class MixedModelsError(ValueError):
     """Collections embedded with different models cannot share one index."""
 

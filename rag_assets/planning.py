@@ -162,6 +162,30 @@ def chunking_key(params: ChunkingParams) -> str:
     return settings_key(params)
 
 
+def settings_code_version(cfg: RagConfig) -> str:
+    """The collection records' Dagster code version: a digest of the configured embedder's
+    model settings and the chunker settings, from rag.yaml alone (no service is probed, so
+    loading the definitions stays quick; ``auto`` counts as its own setting)."""
+    e = cfg.embedding
+    text = "|".join(
+        str(part)
+        for part in (
+            e.name, e.openai.model, e.openai.dimension, e.ollama.model, e.ollama.dimension,
+            e.local_model_path, e.hashing_dimension, chunking_key(cfg.chunking),
+        )
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def chunking_code_version(cfg: RagConfig) -> str:
+    """The chunks asset's Dagster code version: its settings, digested."""
+    return hashlib.sha256(chunking_key(cfg.chunking).encode()).hexdigest()[:16]
+
+
+def signature_of(provider: str, model: str, dimension: int, params: ChunkingParams) -> BuildSignature:
+    return BuildSignature(provider, model, dimension, chunking_key(params))
+
+
 def build_signature(cfg: RagConfig) -> BuildSignature:
     """The configured embedder (for ``auto``, the one chosen now) and chunker settings."""
     selection = select_embedder(cfg.embedding)
@@ -372,6 +396,9 @@ __all__ = [
     "Published",
     "Reason",
     "build_signature",
+    "chunking_code_version",
+    "settings_code_version",
+    "signature_of",
     "chunking_key",
     "collection_causes",
     "describe",
