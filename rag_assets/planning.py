@@ -24,9 +24,9 @@ files on disk, so the sensors stay, and call this planner.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable
 
 from rag_assets.config import RagConfig
 from rag_assets.config.settings import ChunkingParams
@@ -397,12 +397,12 @@ __all__ = [
     "Reason",
     "build_signature",
     "chunking_code_version",
-    "settings_code_version",
-    "signature_of",
     "chunking_key",
     "collection_causes",
     "describe",
     "observe",
     "plan",
     "records_to_reembed",
+    "settings_code_version",
+    "signature_of",
 ]

@@ -13,12 +13,15 @@ from pathlib import Path
 
 import dagster as dg
 import orjson
-import pytest
 import yaml
 
 from rag_assets.config import load_config
 from rag_assets.definitions import build_definitions
-from rag_assets.defs.partitions import COLLECTIONS_PARTITION, covering_range, sync_partitions
+from rag_assets.defs.partitions import (
+    COLLECTIONS_PARTITION,
+    covering_range,
+    sync_partitions,
+)
 from rag_assets.defs.runner import run_build
 from rag_assets.defs.schedules import build_nightly_schedule
 from rag_assets.defs.sensors import build_change_sensor, build_vault_sensor
@@ -157,7 +160,7 @@ def test_the_nightly_schedule_runs_the_forced_plan(write_tree, make_config, make
     cfg = make_config(write_tree(TREE))
     with make_instance() as instance:
         sync_partitions(instance, cfg)
-        when = datetime.datetime(2026, 12, 2, 3, 0, tzinfo=datetime.timezone.utc)
+        when = datetime.datetime(2026, 12, 2, 3, 0, tzinfo=datetime.UTC)
         context = dg.build_schedule_context(instance=instance, scheduled_execution_time=when)
         [request] = build_nightly_schedule(cfg).evaluate_tick(context).run_requests
         forced = plan(cfg, observe(cfg), force=True)

@@ -36,8 +36,8 @@ def _nightly(
     )
     def nightly(context: dg.ScheduleEvaluationContext):
         # One run over what the forced plan names, tagged `rag/build=full` (which rehashes every
-        # file); dagster.yaml runs such full rebuilds one at a time. Only the names are needed,
-        # so the files are not hashed here (the run does that).
+        # file); dagster.yaml runs such full rebuilds one at a time. The plan's observation
+        # trusts the stat cache and leaves the published files unread: only names are needed.
         state = observe(cfg, verify_outputs=False, collections=not vaults, vaults=vaults)
         wanted = select(cfg, plan(cfg, state, force=True))
         keys = covering_range(list(context.instance.get_dynamic_partitions(partitions)), wanted)
