@@ -27,6 +27,7 @@ from rag_assets.config.errors import ConfigError
 from rag_assets.config.masking import shown_value
 from rag_assets.config.providers import private_provider_problem
 from rag_assets.config.store_url import private_store_problem
+from rag_assets.config.serving import serve_settings
 from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
     POSTGRES_SCHEMES,
@@ -425,6 +426,7 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         evaluation=evaluation,
         llm=llm_settings(model.llm),
         store=StoreSettings(**model.store.model_dump()),
+        serve=serve_settings(model.serve, resolve),
     )
 
 

@@ -15,6 +15,7 @@ from typing import (
 )
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from rag_assets.config.serving import ServeSection
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -453,6 +454,7 @@ class ConfigFile(_Section):
     evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
     llm: Annotated[LlmSection, BeforeValidator(_llm_shorthand)] = Field(default_factory=LlmSection)
     store: StoreSection = Field(default_factory=StoreSection)
+    serve: ServeSection = Field(default_factory=ServeSection)
 
 
 _FILE_DEFAULTS = ConfigFile()

@@ -14,6 +14,7 @@ from rag_assets.config.providers import (
     OPENAI_DEFAULT_MODEL,
     OPENROUTER_BASE_URL,
 )
+from rag_assets.config.serving import ServeSettings
 from rag_assets.config.schema import (
     _FILE_DEFAULTS,
     DEFAULT_COLLECTION_WEIGHTS,
@@ -276,6 +277,8 @@ class RagConfig:
     llm: LlmSettings = field(default_factory=LlmSettings)
     # SQLite files (the default), or PostgreSQL + pgvector synced from them (rag_assets.index.pg_sync).
     store: StoreSettings = field(default_factory=StoreSettings)
+    # Tokens, per-client limits and CORS of `rag serve` beyond loopback (rag_assets.serve.access).
+    serve: ServeSettings = field(default_factory=ServeSettings)
 
     @property
     def embedder(self) -> str:

@@ -51,6 +51,7 @@ from rag_assets.embed.errors import EmbeddingError
 from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.params import SearchError
 from rag_assets.search.rerank.stage import search_reranked
+from rag_assets.serve.access import TierDenied
 from rag_assets.serve.http_params import MAX_QUERY_CHARS
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 
@@ -65,10 +66,10 @@ def ask_routes(cfg: RagConfig, tiers: Tiers) -> list[Route]:
     """The routes this module serves, for ``create_app``'s route list."""
     models = ChatModels(cfg)
 
-    def prepare_answer(request: AskRequest) -> Prepared:
-        tiers.check_tier(request.tier)
+    def prepare_answer(request: AskRequest, caller: Request) -> Prepared:
+        tiers.check_tier(request.tier, caller)  # before anything is searched or a model chosen
         selection = models.get(request.tier)
-        index = tiers.index(request.tier)
+        index = tiers.index(request.tier, caller)
         stage = tiers.rerank_stage(request.tier, None)
 
         def search(query, params):
@@ -80,11 +81,13 @@ def ask_routes(cfg: RagConfig, tiers: Tiers) -> list[Route]:
         try:
             body = await read_body(request)
             ask_request, streamed = parse_ask(body, request.headers.get("accept", ""))
-            prepared = await run_in_threadpool(prepare_answer, ask_request)
+            prepared = await run_in_threadpool(prepare_answer, ask_request, request)
         except (BadRequest, SearchError) as exc:
             return _error(400, str(exc))
         except (Refused, PrivacyError) as exc:
             return _error(403, str(exc))
+        except TierDenied as exc:
+            return _error(exc.status, str(exc))
         except TooLarge as exc:
             return _error(413, str(exc))
         except WrongType as exc:

@@ -76,8 +76,8 @@ async def _read_capped(request: Request) -> bytes:
 def embed_routes(tiers: Tiers) -> list[Route]:
     """The ``/embed`` routes over the server's tiers (the Public tier's store and embedder)."""
 
-    def embed(text: str, model: str | None) -> dict[str, Any]:
-        index = tiers.index("public")
+    def embed(request: Request, text: str, model: str | None) -> dict[str, Any]:
+        index = tiers.index("public", request)
         embedder = tiers.embedder("public", index)
         if model is not None and model != embedder.model:
             raise _Conflict(f"the public index is built with {embedder.model}, not {model}; reload the index")
@@ -87,7 +87,7 @@ def embed_routes(tiers: Tiers) -> list[Route]:
     async def post(request: Request) -> JSONResponse:
         try:
             text, model = _text_of(await _read_capped(request))
-            return _answer(200, await run_in_threadpool(embed, text, model))
+            return _answer(200, await run_in_threadpool(embed, request, text, model))
         except (BadRequest, SearchError) as exc:
             return _answer(400, {"error": str(exc)})
         except _Conflict as exc:

@@ -60,6 +60,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -71,6 +72,7 @@ from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.context import pack_context
 from rag_assets.search.params import SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
+from rag_assets.serve.access import AccessBackend, TierDenied, auth_error
 from rag_assets.serve.ask_routes import ask_routes
 from rag_assets.serve.embed_routes import embed_routes
 from rag_assets.serve.host_check import LoopbackHostOnly
@@ -83,9 +85,11 @@ from rag_assets.serve.http_params import (
     parse_query,
     parse_search_params,
 )
+from rag_assets.serve.login import CsrfGuard, SessionStore, login_routes
 from rag_assets.serve.mcp_server import mcp_http
-from rag_assets.serve.status import chat_service_summary, embedding_service_summary, status_report
+from rag_assets.serve.status import chat_service_summary, embedding_service_summary, locked_status, status_report
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
+from rag_assets.serve.tokens import TokenStore, token_file_path
 from rag_assets.serve.web_routes import web_routes
 
 log = logging.getLogger("rag_assets.serve.http")
@@ -106,15 +110,30 @@ def error(status: int, message: str) -> JSONResponse:
 
 
 def create_app(
-    cfg: RagConfig, *, serve_private: bool = True, log_searches: bool = True, preload: bool = True, host: str = DEFAULT_HOST
+    cfg: RagConfig,
+    *,
+    serve_private: bool = True,
+    log_searches: bool = True,
+    preload: bool = True,
+    host: str = DEFAULT_HOST,
+    tokens: TokenStore | None = None,
 ) -> Starlette:
     """The Starlette app; ``serve_private=False`` answers Private-tier requests with a 403.
-    ``host``: the address it will be bound to (the MCP endpoint checks Host headers on loopback)."""
+    ``host``: the address it will be bound to (the MCP endpoint checks Host headers on loopback;
+    off loopback, clients need tokens beyond the Public tier: :mod:`rag_assets.serve.access`).
+    ``tokens``: the token store (default: the file of :func:`token_file_path`; TokenError when
+    that path is inside the output folder)."""
+    tokens = tokens if tokens is not None else TokenStore(token_file_path(cfg))
+    bound_loopback = is_loopback_host(host)
+    sessions = SessionStore()
+    backend = AccessBackend(
+        tokens, sessions, bound_loopback=bound_loopback, allow_private_remote=serve_private and not bound_loopback
+    )
     tiers = Tiers(cfg, serve_private=serve_private, log_searches=log_searches)
     mcp = mcp_http(cfg, tiers, host=host)
 
-    def run_search(query: str, tier: str, params: SearchParams, rerank: bool | None) -> SearchResult:
-        index = tiers.index(tier)
+    def run_search(request: Request, query: str, tier: str, params: SearchParams, rerank: bool | None) -> SearchResult:
+        index = tiers.index(tier, request)  # the caller's scopes are checked here
         stage = tiers.rerank_stage(tier, rerank)
         embedder = None if params.mode == "bm25" else tiers.embedder(tier, index)
         return search_reranked(index, query, embedder, params, stage)
@@ -125,6 +144,8 @@ def create_app(
             return JSONResponse(await run_in_threadpool(work))
         except Refused as exc:
             return error(403, str(exc))
+        except TierDenied as exc:
+            return error(exc.status, str(exc))
         except (BadRequest, SearchError) as exc:
             return error(400, str(exc))
         except PrivacyError as exc:
@@ -140,7 +161,7 @@ def create_app(
             check_known(request, SEARCH_PARAMS)
             query = parse_query(request)
             tier, params = parse_search_params(request)
-            result = run_search(query, tier, params, bool_param(request, "rerank"))
+            result = run_search(request, query, tier, params, bool_param(request, "rerank"))
             out = {
                 "query": query,
                 "tier": tier,
@@ -167,7 +188,7 @@ def create_app(
             tier, params = parse_search_params(request, default_k=DEFAULT_CONTEXT_K)
             params = replace(params, view="chunks")  # packing merges a page's chunks itself
             started = time.perf_counter()
-            result = run_search(query, tier, params, bool_param(request, "rerank"))
+            result = run_search(request, query, tier, params, bool_param(request, "rerank"))
             packed = pack_context(result.hits, budget)
             out = dict(packed.to_json())
             if not result.hits:
@@ -195,7 +216,7 @@ def create_app(
             report["embeddingService"] = embedding_service_summary(cfg)
             served = tuple(tier for tier, entry in report.get("tiers", {}).items() if entry.get("served"))
             report["chatService"] = chat_service_summary(cfg, served)
-            return report
+            return locked_status(report, request.auth.scopes, request.user.display_name)
 
         return await guarded(work)
 
@@ -230,11 +251,17 @@ def create_app(
             mcp.route,
             *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
             *web_routes(),  # the page for people at / (rag_assets/serve/web/)
+            *login_routes(tokens, sessions),  # GET/POST /login, POST /logout (rag_assets.serve.login)
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
-        # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
-        middleware=[Middleware(LoopbackHostOnly)] if is_loopback_host(host) else [],
+        middleware=[
+            # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
+            *([Middleware(LoopbackHostOnly)] if bound_loopback else []),
+            # request.auth.scopes and request.user for every route (rag_assets.serve.access)
+            Middleware(AuthenticationMiddleware, backend=backend, on_error=auth_error),
+            Middleware(CsrfGuard),  # a cookie-signed-in page's POSTs must repeat rag_csrf
+        ],
     )
     app.state.tiers = tiers
     return app

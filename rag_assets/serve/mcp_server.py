@@ -2,8 +2,8 @@
 :mod:`rag_assets.serve.mcp_tools` over stdio (``rag mcp``) or streamable HTTP (``/mcp`` of ``rag serve``).
 
 The low-level server is used (not MCPServer) because the tools' JSON schemas are written out,
-not inferred from signatures, and because a call needs its transport and client address: the
-Private tier is served over stdio and to loopback HTTP clients only (:func:`caller_of`).
+not inferred from signatures, and because a call needs its transport, client address and scopes:
+the tiers a caller may read are decided as for every HTTP route (:func:`caller_of`).
 
 Tool work is blocking (numpy, SQLite, an embedding request), so each call runs in a worker
 thread. A bad argument or a refused tier is a tool result with ``isError`` and a message saying
@@ -59,7 +59,10 @@ def caller_of(ctx: ServerRequestContext[Any, Any], transport: str) -> Caller:
         return Caller("stdio")
     request = ctx.request
     client = getattr(request, "client", None)
-    return Caller("http", client.host if client else None)
+    # The authentication middleware's verdict on this HTTP request (rag_assets.serve.access).
+    auth = getattr(request, "scope", {}).get("auth") if isinstance(getattr(request, "scope", None), dict) else None
+    scopes = tuple(auth.scopes) if auth is not None else None
+    return Caller("http", client.host if client else None, scopes)
 
 
 def _tool_json(tool: ToolSpec) -> types.Tool:
