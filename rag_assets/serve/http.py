@@ -61,6 +61,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -85,6 +86,7 @@ from rag_assets.serve.http_params import (
     parse_query,
     parse_search_params,
 )
+from rag_assets.serve.limits import Limits, RateLimits
 from rag_assets.serve.login import CsrfGuard, SessionStore, login_routes
 from rag_assets.serve.mcp_server import mcp_http
 from rag_assets.serve.status import chat_service_summary, embedding_service_summary, locked_status, status_report
@@ -98,6 +100,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_BUDGET = 1500
 MAX_BUDGET = 200_000
+USAGE_FILE = "anonymous-chat-usage.json"  # in the output's data folder: survives a restart
 DEFAULT_CONTEXT_K = 20  # more hits than fit, so the budget decides (as `rag context`)
 __all__ = ["MAX_QUERY_CHARS", "BadRequest", "Refused", "Tiers", "create_app", "limit_blas_threads", "serve"]
 CONTEXT_PARAMS = SEARCH_PARAMS + ("budget",)
@@ -130,7 +133,8 @@ def create_app(
         tokens, sessions, bound_loopback=bound_loopback, allow_private_remote=serve_private and not bound_loopback
     )
     tiers = Tiers(cfg, serve_private=serve_private, log_searches=log_searches)
-    mcp = mcp_http(cfg, tiers, host=host)
+    limits = Limits(cfg.serve, cfg.data_dir / USAGE_FILE)
+    mcp = mcp_http(cfg, tiers, host=host, limits=limits)
 
     def run_search(request: Request, query: str, tier: str, params: SearchParams, rerank: bool | None) -> SearchResult:
         index = tiers.index(tier, request)  # the caller's scopes are checked here
@@ -247,7 +251,7 @@ def create_app(
             Route("/context", context, methods=["GET"]),
             Route("/status", status, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
-            *ask_routes(cfg, tiers),  # POST /ask (rag_assets.serve.ask_routes)
+            *ask_routes(cfg, tiers, limits),  # POST /ask (rag_assets.serve.ask_routes)
             mcp.route,
             *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
             *web_routes(),  # the page for people at / (rag_assets/serve/web/)
@@ -256,10 +260,14 @@ def create_app(
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
         middleware=[
+            # No Access-Control-Allow-Origin unless the Origin is one of serve.cors_origins
+            Middleware(CORSMiddleware, allow_origins=list(cfg.serve.cors_origins), allow_methods=["GET", "POST"],
+                       allow_headers=["content-type", "authorization"], max_age=86400),
             # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
             *([Middleware(LoopbackHostOnly)] if bound_loopback else []),
             # request.auth.scopes and request.user for every route (rag_assets.serve.access)
             Middleware(AuthenticationMiddleware, backend=backend, on_error=auth_error),
+            Middleware(RateLimits, limits=limits),  # per-client buckets; 429 with Retry-After
             Middleware(CsrfGuard),  # a cookie-signed-in page's POSTs must repeat rag_csrf
         ],
     )

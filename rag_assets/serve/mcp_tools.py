@@ -47,6 +47,7 @@ from rag_assets.serve.mcp_schemas import (
     SEARCH_SCHEMA,
 )
 from rag_assets.serve.access import ANONYMOUS_SCOPES, LOOPBACK_SCOPES, TierDenied
+from rag_assets.serve.limits import Limits
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 
 log = logging.getLogger("rag_assets.serve.mcp")
@@ -67,6 +68,7 @@ class Caller:
     transport: str
     client_host: str | None = None
     scopes: tuple[str, ...] | None = None
+    user: str = ""  # the token's name, for its rate-limit bucket ("" anonymous)
 
 
 @dataclass
@@ -75,6 +77,7 @@ class ToolEnv:
 
     cfg: RagConfig
     tiers: Tiers
+    limits: Limits | None = None  # rag serve's limits (rag_assets.serve.limits); none over stdio
 
 
 @dataclass(frozen=True)
