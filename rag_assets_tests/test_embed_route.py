@@ -3,6 +3,7 @@ browser's fallback to BM25 alone when the endpoint cannot be reached."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 
 import dagster as dg
@@ -17,6 +18,8 @@ from .conftest import PROXMOX_POST
 from .live_server import ServerThread
 from .browser import open_search, static_server
 
+SITE = "https://site.example"
+
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
@@ -28,6 +31,8 @@ def served(tmp_path_factory):
     (content / "posts" / "proxmox.md").write_text(PROXMOX_POST)
     (content / "posts" / "backup.md").write_text("---\ntitle: Backups\n---\nZFS snapshots sent to another box.\n")
     cfg = load_config(None, content_dir=content, output_dir=root / "out", embedder="hashing", environ={})
+    # CORS is closed by default: a site calling /embed from another origin is listed in serve.cors_origins.
+    cfg = dataclasses.replace(cfg, serve=dataclasses.replace(cfg.serve, cors_origins=(SITE,)))
     assert run_build(cfg, dg.DagsterInstance.ephemeral(), vaults=[]).success
     with ServerThread(create_app(cfg, preload=False)) as running:
         yield cfg, running
@@ -35,12 +40,12 @@ def served(tmp_path_factory):
 
 def test_embed_returns_the_public_tier_query_vector(served):
     _, server = served
-    answer = server.post("/embed", json={"text": "vlan aware bridge", "model": MODEL_NAME})
+    answer = server.post("/embed", json={"text": "vlan aware bridge", "model": MODEL_NAME}, headers={"Origin": SITE})
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["model"] == MODEL_NAME and body["dimension"] == 384
     assert np.array_equal(np.array(body["vector"], dtype=np.float32), HashingEmbedder(384).embed_query("vlan aware bridge"))
-    assert answer.headers["access-control-allow-origin"] == "*"
+    assert answer.headers["access-control-allow-origin"] == SITE
 
 
 @pytest.mark.parametrize(
@@ -63,8 +68,8 @@ def test_embed_refuses_bad_requests_with_a_json_error(served, body, status, says
 
 def test_embed_answers_cors_preflight_and_only_post(served):
     _, server = served
-    preflight = server.client.options("/embed", headers={"Origin": "https://site.example", "Access-Control-Request-Method": "POST"})
-    assert preflight.status_code == 204
+    preflight = server.client.options("/embed", headers={"Origin": SITE, "Access-Control-Request-Method": "POST"})
+    assert preflight.status_code == 200  # Starlette's CORSMiddleware answers it (the route's own 204 is gone)
     assert "POST" in preflight.headers["access-control-allow-methods"]
     assert server.get("/embed").status_code == 405
     assert server.client.post("/embed", content=b"not json").status_code == 400
@@ -75,7 +80,9 @@ def test_browser_uses_the_endpoint_and_falls_back_to_bm25_when_it_is_down(served
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{probe.getsockname()[1]}/embed"
-    with static_server(cfg.public_dir) as url:
+    with static_server(cfg.public_dir) as url, ServerThread(create_app(
+        dataclasses.replace(cfg, serve=dataclasses.replace(cfg.serve, cors_origins=(url,))), preload=False
+    )) as server:  # the page's origin (the static server's) is the one allowed
         open_search(page, url)
         results = page.evaluate(
             """async ([live, dead]) => {
