@@ -24,10 +24,13 @@ Server-sent events when the ``Accept`` header contains ``text/event-stream`` or 
   503: no chat model is available; the sources were sent already).
 
 Statuses: 400 bad input (empty or over-long question, unknown tier or key, malformed JSON),
+401/403 a tier the caller's token does not open (:mod:`rag_assets.serve.access`), 429 over the
+client's ask rate or ``serve.max_concurrent_asks`` answers in flight (with ``Retry-After``),
 403 the Private tier off loopback (as for /search) or a non-local chat model for it, 413 a
 body over ``MAX_BODY_BYTES``, 415 a body sent as other than ``application/json``; in JSON mode 502/503 as above with ``retrieval`` (the sources)
 in the body. An abstained answer (nothing relevant enough) is a 200 with ``abstained: true``
-and no model call.
+and no model call. An anonymous question past ``serve.anonymous_chat_tokens_per_day`` is
+answered as when no model is available: the sources, and the reason.
 """
 
 from __future__ import annotations

@@ -39,7 +39,11 @@ release the GIL); the index gives each thread its own SQLite connection.
 
 The Private tier's queries are embedded only locally (``tier_embedder`` enforces it). The
 server binds 127.0.0.1 by default; bound to any other address it refuses the Private tier
-unless started with ``allow_private_remote=True``.
+unless started with ``allow_private_remote=True``. Who may read which tier is decided once per
+request by the authentication middleware (:mod:`.access`: loopback, Bearer token or the page's
+session cookie) and checked wherever a tier is opened (401/403); per-client rate limits, the
+cap on answers in flight and CORS come from ``serve:`` in rag.yaml (:mod:`.limits`); ``/login``
+and ``/logout`` sign the page in (:mod:`.login`).
 
 ``rerank`` (default: on when rag.yaml names a reranker) re-scores the top fused candidates
 (:mod:`rag_assets.search.rerank`). A reranker that fails leaves the fused order and says
@@ -306,12 +310,15 @@ def serve(
     if not is_loopback_host(host):
         if allow_private_remote:
             print(
-                f"warning: serving on {host}, a non-loopback address, WITH the private tier: anyone who can reach "
-                "this port can read your private notes"
+                f"warning: serving on {host}, a non-loopback address, WITH the private tier for clients holding a "
+                "token with scope private; the public tier is open to anyone who can reach this port"
             )
         else:
             print(f"warning: serving on {host}, a non-loopback address: the private tier is not served (403)")
+        print("off loopback the public tier is open to all, the safe tier needs a token with scope safe "
+              "(`rag token create --name NAME --scope safe`); limits: serve: in rag.yaml")
     if "OPENBLAS_NUM_THREADS" not in os.environ:
         log.info(limit_blas_threads(1))
+    app = create_app(cfg, serve_private=serve_private, host=host)  # TokenError (exit 2) before anything is bound
     print(f"rag serve: http://{host if ':' not in host else f'[{host}]'}:{port}/search?q=... (Ctrl+C to stop)", flush=True)
-    uvicorn.run(create_app(cfg, serve_private=serve_private, host=host), host=host, port=port, log_level=log_level)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -98,10 +98,9 @@ class ToolSpec:
 
 
 def caller_scopes(caller: Caller, serve_private: bool) -> tuple[str, ...]:
-    """The caller's scopes. Over stdio every one (the user launched the process). Over HTTP the
-    ones the request's authentication granted; without them (a caller made by hand), every one
-    for a loopback address when the server serves the Private tier (``serve_private``), else
-    only public. An unknown transport gets only public."""
+    """Over stdio every scope (the user launched the process); over HTTP what the request's
+    authentication granted, or for a caller made by hand, every scope for a loopback address
+    when the server serves the Private tier, else public; an unknown transport: public."""
     if caller.transport == "stdio":
         return LOOPBACK_SCOPES
     if caller.transport != "http":
@@ -113,11 +112,9 @@ def caller_scopes(caller: Caller, serve_private: bool) -> tuple[str, ...]:
 
 
 def private_allowed(caller: Caller, serve_private: bool) -> bool:
-    """May this caller read the Private tier? Over stdio yes; over HTTP only when the server
-    serves the tier at all (``serve_private``) and the caller's scopes include private."""
-    if caller.transport == "stdio":
-        return True
-    return serve_private and "private" in caller_scopes(caller, serve_private)
+    """May this caller read the Private tier? Over stdio yes; over HTTP when the server serves it
+    (``serve_private``) and the caller's scopes include private."""
+    return caller.transport == "stdio" or (serve_private and "private" in caller_scopes(caller, serve_private))
 
 
 def tier_index(env: ToolEnv, caller: Caller, tier: str) -> SearchIndex:
