@@ -19,9 +19,11 @@ from contextlib import closing
 import pytest
 
 from rag_assets.serve.cli import main as rag
+from rag_assets.serve.http import create_app
 
 from .access_site import PRIVATE_WORD, PUBLIC_WORD, SAFE_WORD, bearer, build_site, wrong_token
 from .chat_server import ChatServer
+from .live_server import ServerThread
 from .netns import network_namespace, rag_serve
 
 WORDS = {"public": PUBLIC_WORD, "safe": SAFE_WORD, "private": PRIVATE_WORD}
@@ -227,3 +229,20 @@ def test_token_commands(site, capsys):
                                                            str(site.root / "out" / "tokens.json")))
     assert rag(["token", "list", "--config", str(inside)]) == 2
     assert "inside the output folder" in capsys.readouterr().err
+
+
+def test_the_scopes_each_caller_gets(site, ns, server, server_private):
+    """The contract routes (and the admin console) rely on: request.auth.scopes and the user's name."""
+    def access(srv, token):
+        (status,) = ns.run_client(srv.url, [{"kind": "http", "path": "/status", "headers": bearer(token)}])
+        return json.loads(status["text"])["access"]
+
+    assert access(server, site.tokens["reader"])["scopes"] == ["authenticated", "public", "safe"]
+    assert access(server, site.tokens["reader"])["user"] == "reader"
+    assert access(server, site.tokens["owner"])["scopes"] == ["authenticated", "public", "safe"]  # private: not here
+    assert access(server_private, site.tokens["owner"])["scopes"] == ["authenticated", "public", "safe", "private"]
+    assert access(server, site.tokens["admin"])["scopes"] == ["authenticated", "public", "admin"]
+    with ServerThread(create_app(site.cfg, preload=False)) as local:
+        mine = local.get("/status").json()["access"]
+    assert mine == {"user": "loopback", "signedIn": False, "locked": [],
+                    "scopes": ["authenticated", "public", "safe", "private", "admin"]}

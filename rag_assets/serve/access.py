@@ -123,7 +123,7 @@ class AccessBackend(AuthenticationBackend):
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser]:
         if self.bound_loopback and is_loopback_client(conn):
-            return OWNER, RagUser("loopback", "loopback")
+            return AuthCredentials(list(LOOPBACK_SCOPES)), RagUser("loopback", "loopback")  # a list per request
         header = conn.headers.get("authorization")
         if header is not None:
             record = await self._bearer(header)
