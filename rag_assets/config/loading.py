@@ -28,6 +28,7 @@ from rag_assets.config.path_checks import path_problems
 from rag_assets.config.providers import private_provider_problem
 from rag_assets.config.source import ConfigSource, display_path, dotted, read_config_source
 from rag_assets.config.store_url import private_store_problem
+from rag_assets.config.serving import serve_settings
 from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
     POSTGRES_SCHEMES,
@@ -39,7 +40,6 @@ from rag_assets.config.settings import (
     AutomationConfig,
     EvaluationConfig,
     RagConfig,
-    ServeSettings,
     StoreSettings,
     VaultConfig,
     chunking_params,
@@ -341,7 +341,7 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         evaluation=evaluation,
         llm=llm_settings(model.llm),
         store=StoreSettings(**model.store.model_dump()),
-        serve=ServeSettings(cors_origins=tuple(model.serve.cors_origins)),
+        serve=serve_settings(model.serve, resolve),
     )
 
 

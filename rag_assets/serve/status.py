@@ -75,6 +75,20 @@ def status_report(cfg: RagConfig, check_damage: bool = True) -> dict[str, Any]:
     return report
 
 
+def locked_status(report: dict[str, Any], scopes: list[str], user: str) -> dict[str, Any]:
+    """``/status`` as a caller with ``scopes`` may see it: a tier it may not read shows only
+    whether it exists (no counts, vault names, paths or chat model), and ``access`` tells the
+    page who it is signed in as and which tiers are locked."""
+    locked = [tier for tier in report.get("tiers", {}) if tier != "public" and tier not in scopes]
+    for tier in locked:
+        entry = report["tiers"][tier]
+        report["tiers"][tier] = {"exists": entry.get("exists"), "served": entry.get("served", False), "locked": True}
+        report.get("chatService", {}).pop(tier, None)
+    report["access"] = {"user": user, "signedIn": "authenticated" in scopes and user != "loopback",
+                        "scopes": list(scopes), "locked": locked}
+    return report
+
+
 def embedding_service_summary(cfg: RagConfig) -> dict[str, Any]:
     """Which embedding provider runs and whether it answers, for ``/status`` (the page's header).
 
