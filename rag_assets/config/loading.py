@@ -38,6 +38,7 @@ from rag_assets.config.settings import (
     AutomationConfig,
     EvaluationConfig,
     RagConfig,
+    ServeSettings,
     StoreSettings,
     VaultConfig,
     chunking_params,
@@ -149,10 +150,11 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-def read_config_source(path: Path) -> ConfigSource:
-    """Parse the file twice over: the values (safe_load) and the nodes with their line marks."""
+def read_config_source(path: Path, text: str | None = None) -> ConfigSource:
+    """Parse the file twice over: the values (safe_load) and the nodes with their line marks.
+    ``text``: the content to parse instead of the file's (a would-be version of it)."""
     shown = display_path(path)
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8") if text is None else text
     try:
         _refuse_aliases(text, shown)
         data = yaml.safe_load(text)
@@ -384,6 +386,19 @@ def load_config(
     return cfg
 
 
+def config_from_text(path: Path, text: str, environ: Mapping[str, str] | None = None) -> RagConfig:
+    """The configuration ``path`` would give if it held ``text`` (no overrides applied): the same
+    validation as :func:`load_config`, so a file about to be rewritten is checked before it is."""
+    env = os.environ if environ is None else environ
+    source = read_config_source(path, text)
+    model = validate_config_data(source.data, _Locator(source))
+    cfg = build_config(model, base_dir=path.parent, config_path=path)
+    problems = [f"{display_path(path)}: {message}" for _, message in _environment_problems(cfg, env)]
+    if problems:
+        raise ConfigError.from_problems(problems)
+    return cfg
+
+
 def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None = None) -> RagConfig:
     """The pipeline's view of a validated file: paths resolved against ``base_dir``."""
 
@@ -425,6 +440,10 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         evaluation=evaluation,
         llm=llm_settings(model.llm),
         store=StoreSettings(**model.store.model_dump()),
+        serve=ServeSettings(
+            admin_vault_roots=tuple(resolve(root) for root in model.serve.admin_vault_roots),
+            dagster_url=model.serve.dagster_url.rstrip("/"),
+        ),
     )
 
 

@@ -425,6 +425,15 @@ class StoreSection(_Section):
         return self
 
 
+class ServeSection(_Section):
+    """``serve:``: settings of ``rag serve``'s admin console (``/admin``)."""
+
+    # Folders (besides rag.yaml's own folder and below) under which the console may add a vault.
+    admin_vault_roots: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    # Where the console links a launched run: <dagster_url>/runs/<run id>.
+    dagster_url: str = Field("http://127.0.0.1:3000", min_length=1)
+
+
 class ConfigFile(_Section):
     """The whole of ``rag.yaml``. Relative paths are relative to the file's folder."""
 
@@ -453,6 +462,7 @@ class ConfigFile(_Section):
     evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
     llm: Annotated[LlmSection, BeforeValidator(_llm_shorthand)] = Field(default_factory=LlmSection)
     store: StoreSection = Field(default_factory=StoreSection)
+    serve: ServeSection = Field(default_factory=ServeSection)
 
 
 _FILE_DEFAULTS = ConfigFile()

@@ -24,6 +24,7 @@ from rag_assets.config.settings import (
     OpenAISettings,
     RagConfig,
     RerankerSettings,
+    ServeSettings,
     StoreSettings,
     VaultConfig,
 )
@@ -61,6 +62,7 @@ def config_from_dict(data: Mapping[str, Any]) -> RagConfig:
         "config_path": path,
         "llm": _llm_from_dict,
         "store": lambda v: StoreSettings(**v),
+        "serve": lambda v: ServeSettings(tuple(Path(r) for r in v["admin_vault_roots"]), v["dagster_url"]),
     }
     return RagConfig(**{k: converters.get(k, lambda v: v)(v) for k, v in data.items()})
 
@@ -128,6 +130,7 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
             "hit_at_5_floor": cfg.evaluation.hit_at_5_floor,
         },
         "store": asdict(cfg.store),
+        "serve": {"admin_vault_roots": [str(r) for r in cfg.serve.admin_vault_roots], "dagster_url": cfg.serve.dagster_url},
     }
     return mask_secrets(data)
 

@@ -151,6 +151,14 @@ def llm_settings(section: LlmSection) -> LlmSettings:
 
 
 @dataclass(frozen=True)
+class ServeSettings:
+    """``serve:`` in rag.yaml: the admin console's vault roots (absolute) and Dagster UI address."""
+
+    admin_vault_roots: tuple[Path, ...] = ()
+    dagster_url: str = "http://127.0.0.1:3000"
+
+
+@dataclass(frozen=True)
 class StoreSettings:
     """Where the tier stores live (``store:`` in rag.yaml; defaults: :class:`StoreSection`)."""
 
@@ -276,6 +284,7 @@ class RagConfig:
     llm: LlmSettings = field(default_factory=LlmSettings)
     # SQLite files (the default), or PostgreSQL + pgvector synced from them (rag_assets.index.pg_sync).
     store: StoreSettings = field(default_factory=StoreSettings)
+    serve: ServeSettings = field(default_factory=ServeSettings)
 
     @property
     def embedder(self) -> str:

@@ -1,0 +1,57 @@
+"""Rewriting rag.yaml's list of vaults: one vault added or removed, validated, written atomically.
+
+The edit itself (comments kept, the new file validated, the vault's folder checked) is
+:mod:`rag_assets.config.vault_edit`; this module adds what the config layer may not do:
+the write, by a temporary file renamed over rag.yaml (:func:`atomic_write_bytes`), under a
+lock beside it, so two admins editing at once never lose each other's vault. Nothing is
+written when the edit is refused: rag.yaml stays as it was, byte for byte.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from rag_assets.config.settings import RagConfig
+from rag_assets.config.vault_edit import VaultEdit, VaultEditRefused, add_vault, remove_vault
+from rag_assets.index.atomic import atomic_write_bytes
+from rag_assets.index.file_lock import exclusive_lock
+
+__all__ = ["VaultEditRefused", "add_vault_to_file", "remove_vault_from_file"]
+
+
+def _lock_path(config_path: Path) -> Path:
+    return config_path.with_name(f".{config_path.name}.lock")
+
+
+def add_vault_to_file(
+    config_path: Path,
+    *,
+    name: str,
+    path: str,
+    tier: str,
+    running: RagConfig | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> VaultEdit:
+    """Append the vault to ``config_path``'s ``vaults:``; VaultEditRefused (file untouched) when refused."""
+    with exclusive_lock(_lock_path(config_path)):
+        text = _read(config_path)
+        edit = add_vault(config_path, text, name=name, path=path, tier=tier, running=running, environ=environ)
+        atomic_write_bytes(config_path, edit.text.encode("utf-8"))
+    return edit
+
+
+def remove_vault_from_file(config_path: Path, *, name: str, environ: Mapping[str, str] | None = None) -> VaultEdit:
+    """Drop the vault from ``config_path``'s ``vaults:`` (its notes stay on disk; the next
+    ingest of its tier purges its rows); VaultEditRefused (file untouched) when refused."""
+    with exclusive_lock(_lock_path(config_path)):
+        edit = remove_vault(config_path, _read(config_path), name=name, environ=environ)
+        atomic_write_bytes(config_path, edit.text.encode("utf-8"))
+    return edit
+
+
+def _read(config_path: Path) -> str:
+    try:
+        return config_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise VaultEditRefused(f"cannot read {config_path}: {exc.strerror or exc}") from None
