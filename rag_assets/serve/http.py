@@ -25,6 +25,7 @@ Routes (``GET`` unless marked; all but ``/`` answer JSON)::
     POST /ask -> an answer with numbered citations, JSON or server-sent events (:mod:`.ask_routes`)
     POST /embed -> the Public tier's query vectors for rag-search.js (:mod:`.embed_routes`)
     /        -> the page for people: search, chat and status in a browser (:mod:`.web_routes`)
+    /admin   -> the admin console (scope admin): tier cards, vaults, ingest, audit (:mod:`.admin_routes`)
 
 A parameter the API cannot use (a non-integer ``k``, an unknown tier or mode, an empty
 query, a malformed filter, a tier whose store is not built yet, ...) gets a 400 with
@@ -71,6 +72,8 @@ from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.context import pack_context
 from rag_assets.search.params import SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
+from rag_assets.serve.admin_auth_stub import with_auth_stub  # replaced by rag_assets.serve.access on merge
+from rag_assets.serve.admin_routes import admin_routes
 from rag_assets.serve.ask_routes import ask_routes
 from rag_assets.serve.embed_routes import embed_routes
 from rag_assets.serve.host_check import LoopbackHostOnly
@@ -229,12 +232,13 @@ def create_app(
             *ask_routes(cfg, tiers),  # POST /ask (rag_assets.serve.ask_routes)
             mcp.route,
             *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
+            *admin_routes(cfg),  # /admin: the admin console and its API (rag_assets.serve.admin_routes)
             *web_routes(),  # the page for people at / (rag_assets/serve/web/)
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
         # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
-        middleware=[Middleware(LoopbackHostOnly)] if is_loopback_host(host) else [],
+        middleware=with_auth_stub([Middleware(LoopbackHostOnly)] if is_loopback_host(host) else []),  # stub: replaced by rag_assets.serve.access on merge
     )
     app.state.tiers = tiers
     return app
