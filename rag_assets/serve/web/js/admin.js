@@ -74,8 +74,8 @@ async function act(pending, work) {
     await refresh();
     if (message) say(message, "ok");
   } catch (error) {
+    await refresh().catch(() => {});  // the refusal is in the log now: show it with the message
     say(error.message, "error");
-    await refresh().catch(() => {});
   }
 }
 
