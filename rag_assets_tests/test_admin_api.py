@@ -29,9 +29,10 @@ def built(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def ollama():
-    """Ollama's /api/tags (and /api/embed), answered by the loopback embedding server."""
+    """Ollama's /api/tags (and /api/embed), answered by the loopback embedding server (one per
+    test: a scripted answer one test leaves unused must not reach the next)."""
     with EmbeddingServer(models=("nomic-embed-text:latest", "llama3.2:latest")) as server:
         yield server
 

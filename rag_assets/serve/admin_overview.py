@@ -19,9 +19,8 @@ from typing import Any
 from rag_assets.config import TIERS, ConfigError, RagConfig
 from rag_assets.config.loading import config_from_text
 from rag_assets.config.masking import mask_url
-from rag_assets.config.providers import ollama_host
 from rag_assets.config.vault_edit import allowed_roots
-from rag_assets.embed.ollama import ollama_health
+from rag_assets.embed.selection import service_status
 from rag_assets.serve.status import TIER_LABELS, chat_service_summary, embedding_service_summary, status_report
 
 log = logging.getLogger("rag_assets.serve.admin_overview")
@@ -95,17 +94,17 @@ def tier_card(report: dict[str, Any], tier: str) -> dict[str, Any]:
 
 
 def services(cfg: RagConfig) -> dict[str, Any]:
-    """The embedding and chat services (``/status``'s summaries) and Ollama's models."""
-    host = ollama_host(cfg.embedding.ollama.host)
-    health = ollama_health(host, timeout=1.0)
+    """The embedding and chat services (``/status``'s summaries) and Ollama's models, from
+    one probe of each provider (the embedding probe asks Ollama's /api/tags)."""
+    service = service_status(cfg.embedding)
     return {
-        "embedding": embedding_service_summary(cfg),
+        "embedding": embedding_service_summary(cfg, service),
         "chat": chat_service_summary(cfg, TIERS),
         "ollama": {
-            "host": mask_url(host),
-            "online": health.online,
-            "models": list(health.models),
-            "error": mask_url(health.error) if health.error else None,
+            "host": mask_url(service.ollama_host),
+            "online": service.ollama_online,
+            "models": list(service.ollama_models),
+            "error": mask_url(service.ollama_error) if service.ollama_error else None,
         },
     }
 
