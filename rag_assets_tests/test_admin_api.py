@@ -272,3 +272,18 @@ def test_the_actions_table_is_added_to_an_existing_store_and_kept(cfg):
     assert [a.who for a in admin_actions.recent_actions(path)] == ["bob", "alice"]
     assert admin_actions.recent_actions(path, limit=1)[0].detail == "run" and first.at.endswith("Z")
     assert store.summarise(path).chunks > 0  # the store's rows are untouched
+
+
+def test_the_action_log_survives_a_publish(cfg):
+    """A publish writes a new generation seeded from the current store: the log goes with it."""
+    from rag_assets.defs.runner import run_build
+    from rag_assets.index import generations
+
+    admin_actions.record_action(cfg.public_store_path, admin_actions.AdminAction("alice", "audit", "ok", tier="safe"))
+    before = generations.published(cfg).id
+    doc = cfg.content_dir / "docs" / "zigbee.md"
+    doc.write_text(doc.read_text(encoding="utf-8") + "\nPair the sensors one at a time.\n", encoding="utf-8")
+    with dg.instance_for_test() as instance:
+        assert run_build(cfg, instance, collections=["docs"], vaults=[]).success
+    assert generations.published(cfg).id != before
+    assert [(a.who, a.action) for a in admin_actions.recent_actions(cfg.public_store_path)] == [("alice", "audit")]
