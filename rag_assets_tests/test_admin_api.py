@@ -122,6 +122,8 @@ def test_adding_and_removing_a_vault_edits_rag_yaml_and_is_logged(server, cfg):
     removed = post(server, "/admin/api/vaults/remove", {"name": "new"})
     assert removed.status_code == 200 and removed.json()["vaults"] == ["lab", "me"]
     assert "name: new" not in cfg.config_path.read_text(encoding="utf-8")
+    # The edits' lock is kept beside the outputs, not left in the user's rag.yaml folder.
+    assert not (cfg.config_path.parent / ".rag.yaml.lock").exists() and (cfg.data_dir / "rag-yaml.lock").is_file()
     rows = logged(cfg)
     assert [(a.action, a.outcome, a.tier, a.target, a.who) for a in rows] == [
         ("remove_vault", "ok", "safe", "new", "loopback"),

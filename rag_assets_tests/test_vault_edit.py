@@ -148,3 +148,11 @@ def test_a_symlink_inside_the_root_to_a_folder_outside_is_refused(site, tmp_path
     with pytest.raises(VaultEditRefused, match="outside the allowed roots"):
         add_vault_to_file(site, name="link", path="vaults/link", tier="private", environ={})
     assert site.read_bytes() == before
+
+
+def test_the_rewritten_file_keeps_its_permissions(site):
+    site.chmod(0o600)  # a private rag.yaml stays private
+    add_vault_to_file(site, name="new", path="vaults/new", tier="safe", environ={})
+    assert site.stat().st_mode & 0o777 == 0o600
+    remove_vault_from_file(site, name="new", environ={})
+    assert site.stat().st_mode & 0o777 == 0o600

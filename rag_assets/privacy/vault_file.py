@@ -2,26 +2,26 @@
 
 The edit itself (comments kept, the new file validated, the vault's folder checked) is
 :mod:`rag_assets.config.vault_edit`; this module adds what the config layer may not do:
-the write, by a temporary file renamed over rag.yaml (:func:`atomic_write_bytes`), under a
-lock beside it, so two admins editing at once never lose each other's vault. Nothing is
-written when the edit is refused: rag.yaml stays as it was, byte for byte.
+the write, by a temporary file renamed over rag.yaml (the staged write of
+:mod:`rag_assets.index.atomic`, keeping the file's permissions), under a lock (the caller's,
+e.g. in the output's data folder; else one beside rag.yaml), so two admins editing at once
+never lose each other's vault. Nothing is written when the edit is refused or the write
+fails: rag.yaml stays as it was, byte for byte.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Mapping
 
 from rag_assets.config.settings import RagConfig
 from rag_assets.config.vault_edit import VaultEdit, VaultEditRefused, add_vault, remove_vault
-from rag_assets.index.atomic import atomic_write_bytes
+from rag_assets.index.atomic import commit_staged, discard_staged, stage_bytes
 from rag_assets.index.file_lock import exclusive_lock
 
 __all__ = ["VaultEditRefused", "add_vault_to_file", "remove_vault_from_file"]
-
-
-def _lock_path(config_path: Path) -> Path:
-    return config_path.with_name(f".{config_path.name}.lock")
 
 
 def add_vault_to_file(
@@ -32,22 +32,29 @@ def add_vault_to_file(
     tier: str,
     running: RagConfig | None = None,
     environ: Mapping[str, str] | None = None,
+    lock: Path | None = None,
 ) -> VaultEdit:
     """Append the vault to ``config_path``'s ``vaults:``; VaultEditRefused (file untouched) when refused."""
-    with exclusive_lock(_lock_path(config_path)):
+    with exclusive_lock(lock or _default_lock(config_path)):
         text = _read(config_path)
         edit = add_vault(config_path, text, name=name, path=path, tier=tier, running=running, environ=environ)
-        atomic_write_bytes(config_path, edit.text.encode("utf-8"))
+        _replace(config_path, edit.text)
     return edit
 
 
-def remove_vault_from_file(config_path: Path, *, name: str, environ: Mapping[str, str] | None = None) -> VaultEdit:
+def remove_vault_from_file(
+    config_path: Path, *, name: str, environ: Mapping[str, str] | None = None, lock: Path | None = None
+) -> VaultEdit:
     """Drop the vault from ``config_path``'s ``vaults:`` (its notes stay on disk; the next
     ingest of its tier purges its rows); VaultEditRefused (file untouched) when refused."""
-    with exclusive_lock(_lock_path(config_path)):
+    with exclusive_lock(lock or _default_lock(config_path)):
         edit = remove_vault(config_path, _read(config_path), name=name, environ=environ)
-        atomic_write_bytes(config_path, edit.text.encode("utf-8"))
+        _replace(config_path, edit.text)
     return edit
+
+
+def _default_lock(config_path: Path) -> Path:
+    return config_path.with_name(f".{config_path.name}.lock")
 
 
 def _read(config_path: Path) -> str:
@@ -55,3 +62,19 @@ def _read(config_path: Path) -> str:
         return config_path.read_text(encoding="utf-8")
     except OSError as exc:
         raise VaultEditRefused(f"cannot read {config_path}: {exc.strerror or exc}") from None
+
+
+def _replace(config_path: Path, text: str) -> None:
+    """Write ``text`` over rag.yaml atomically, with the permissions the file had (a private
+    rag.yaml stays private); a failed write leaves the old file and is a refusal."""
+    try:
+        mode = stat.S_IMODE(config_path.stat().st_mode)
+        staged = stage_bytes(config_path, text.encode("utf-8"))
+        try:
+            os.chmod(staged, mode)
+            commit_staged(staged, config_path)
+        except BaseException:
+            discard_staged(staged)
+            raise
+    except OSError as exc:
+        raise VaultEditRefused(f"cannot write {config_path}: {exc.strerror or exc}; it is unchanged") from None

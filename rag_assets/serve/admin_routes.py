@@ -82,6 +82,8 @@ class AdminConsole:
         self.cfg = cfg
         self.launcher = IngestLauncher()
         self.refusals: tuple[type[Exception], ...] = (VaultEditRefused, AdminError, LaunchRefused)
+        # Beside the outputs (like the build's locks), not beside rag.yaml in the user's folder.
+        self.lock = cfg.data_dir / "rag-yaml.lock"
 
     # --- pages -------------------------------------------------------------------------------
 
@@ -120,7 +122,9 @@ class AdminConsole:
 
         def work() -> dict[str, Any]:
             running = current_config(self.cfg)
-            edit = add_vault_to_file(config_file(self.cfg), name=name, path=body["path"], tier=tier, running=running)
+            edit = add_vault_to_file(
+                config_file(self.cfg), name=name, path=body["path"], tier=tier, running=running, lock=self.lock
+            )
             return {"added": name, "tier": tier, "vaults": [v.name for v in edit.cfg.vaults]}
 
         return await self.logged(request, "add_vault", work, tier=tier, target=name)
@@ -131,7 +135,7 @@ class AdminConsole:
         tier = await run_in_threadpool(lambda: next((v.tier for v in current_config(self.cfg).vaults if v.name == name), None))
 
         def work() -> dict[str, Any]:
-            edit = remove_vault_from_file(config_file(self.cfg), name=name)
+            edit = remove_vault_from_file(config_file(self.cfg), name=name, lock=self.lock)
             return {"removed": name, "vaults": [v.name for v in edit.cfg.vaults]}
 
         return await self.logged(request, "remove_vault", work, tier=tier, target=name)
