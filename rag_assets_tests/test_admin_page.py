@@ -97,6 +97,9 @@ def test_adding_a_safe_vault_asks_first_then_removing_it(server, cfg, page):
     safe.get_by_role("alertdialog").get_by_role("button", name="Remove new").click()
     page.wait_for_selector("#card-safe .vault[data-vault=new]", state="detached")
     assert "name: new" not in cfg.config_path.read_text(encoding="utf-8")
+    # The Private store holds the Safe vaults too: both tiers must be ingested to purge it.
+    page.wait_for_function("() => document.getElementById('admin-status').textContent.includes('removed')")
+    assert "ingest the safe and private tiers" in page.locator("#admin-status").inner_text()
     rows = page.locator("#actions tr")
     assert rows.nth(0).inner_text().split("\t")[1:5] == ["loopback", "remove_vault", "safe", "new"]
     assert rows.nth(1).inner_text().split("\t")[1:5] == ["loopback", "add_vault", "safe", "new"]

@@ -122,13 +122,16 @@ const actions = {
   async remove(tier, name) {
     const ok = await confirmStep(
       document.getElementById(`confirm-${tier}`),
-      `Remove vault "${name}" from rag.yaml? Its notes stay on disk; the next ingest of the tier removes its rows.`,
+      `Remove vault "${name}" from rag.yaml? Its notes stay on disk; the next ingest of ` +
+        `${tier === "safe" ? "the Safe and Private tiers" : "the tier"} removes its rows.`,
       `Remove ${name}`,
     );
     if (!ok) return say("Not removed.");
     await act(`Removing vault ${name}…`, async () => {
       await postJSON("admin/api/vaults/remove", { name });
-      return `Vault ${name} removed from rag.yaml; ingest the ${tier} tier to purge its rows.`;
+      // The Private store holds every vault (a Safe one raw): both hold its rows until ingested.
+      const tiers = tier === "safe" ? "safe and private tiers" : "private tier";
+      return `Vault ${name} removed from rag.yaml; ingest the ${tiers} to purge its rows.`;
     });
   },
 
