@@ -89,7 +89,7 @@ def test_adding_a_safe_vault_asks_first_then_removing_it(server, cfg, page):
     page.wait_for_selector("#card-safe .vault[data-vault=new]")
     assert safe.locator(".vault[data-vault=new] .vault-files").inner_text() == "3 .md files on disk"
     assert "  - {name: new, path: vaults/new, tier: safe}\n" in cfg.config_path.read_text(encoding="utf-8")
-    assert "added to the safe tier" in page.locator("#admin-status").inner_text()
+    assert "added to the safe tier; ingest the tier to index it (and the private tier" in page.locator("#admin-status").inner_text()
     # Every POST declares JSON and carries the login cookie's CSRF token.
     assert sent and all(h["content-type"] == "application/json" and h["x-csrf-token"] == "token-123" for h in sent)
 

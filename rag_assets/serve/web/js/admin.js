@@ -115,7 +115,8 @@ const actions = {
     await act(`Adding vault ${name}…`, async () => {
       await postJSON("admin/api/vaults/add", { name, path, tier });
       for (const field of ["name", "path"]) document.getElementById(`add-${field}-${tier}`).value = "";
-      return `Vault ${name} added to the ${tier} tier; ingest the tier to index it.`;
+      const also = tier === "safe" ? " (and the private tier, which holds every vault)" : "";
+      return `Vault ${name} added to the ${tier} tier; ingest the tier to index it${also}.`;
     });
   },
 
