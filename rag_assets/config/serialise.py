@@ -156,4 +156,5 @@ def _serve_shown(cfg: RagConfig) -> dict[str, Any]:
     """The serve section; the token file shown as configured (None: the default place)."""
     data = asdict(cfg.serve)
     data["token_file"] = str(cfg.serve.token_file) if cfg.serve.token_file else None
+    data["admin_vault_roots"] = [str(root) for root in cfg.serve.admin_vault_roots]
     return data

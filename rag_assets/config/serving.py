@@ -71,8 +71,17 @@ class ServeSection(BaseModel):
         ge=0,
         description="Chat-model tokens anonymous questions may spend per UTC day; past it /ask gives the sources only.",
     )
+    admin_vault_roots: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list,
+        description="Folders (besides rag.yaml's own folder and below) under which the admin console may add a vault.",
+    )
+    dagster_url: str = Field(
+        "http://127.0.0.1:3000",
+        min_length=1,
+        description="The Dagster UI the admin console links a launched run to: <dagster_url>/runs/<run id>.",
+    )
 
-    @field_validator("cors_origins", "search_limit", "ask_limit", mode="before")
+    @field_validator("cors_origins", "search_limit", "ask_limit", "admin_vault_roots", mode="before")
     @classmethod
     def _blank_is_default(cls, value: Any, info: ValidationInfo) -> Any:
         # `cors_origins:` with nothing under it reads as null: the default, as in the other sections.
@@ -102,6 +111,8 @@ class ServeSettings:
     ask_limit: RateLimit = RateLimit(_DEFAULTS.ask_limit.per_second, _DEFAULTS.ask_limit.burst)
     max_concurrent_asks: int = _DEFAULTS.max_concurrent_asks
     anonymous_chat_tokens_per_day: int = _DEFAULTS.anonymous_chat_tokens_per_day
+    admin_vault_roots: tuple[Path, ...] = ()  # absolute
+    dagster_url: str = _DEFAULTS.dagster_url
 
 
 def serve_settings(section: ServeSection, resolve: Callable[[str], Path]) -> ServeSettings:
@@ -113,6 +124,8 @@ def serve_settings(section: ServeSection, resolve: Callable[[str], Path]) -> Ser
         ask_limit=RateLimit(section.ask_limit.per_second, section.ask_limit.burst),
         max_concurrent_asks=section.max_concurrent_asks,
         anonymous_chat_tokens_per_day=section.anonymous_chat_tokens_per_day,
+        admin_vault_roots=tuple(resolve(root) for root in section.admin_vault_roots),
+        dagster_url=section.dagster_url.rstrip("/"),
     )
 
 
@@ -125,4 +138,6 @@ def serve_from_dict(data: dict) -> ServeSettings:
         ask_limit=RateLimit(**data["ask_limit"]),
         max_concurrent_asks=data["max_concurrent_asks"],
         anonymous_chat_tokens_per_day=data["anonymous_chat_tokens_per_day"],
+        admin_vault_roots=tuple(Path(root) for root in data.get("admin_vault_roots", ())),
+        dagster_url=data.get("dagster_url", _DEFAULTS.dagster_url),
     )

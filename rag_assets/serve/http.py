@@ -25,6 +25,7 @@ Routes (``GET`` unless marked; all but ``/`` answer JSON)::
     POST /ask -> an answer with numbered citations, JSON or server-sent events (:mod:`.ask_routes`)
     POST /embed -> the Public tier's query vectors for rag-search.js (:mod:`.embed_routes`)
     /        -> the page for people: search, chat and status in a browser (:mod:`.web_routes`)
+    /admin   -> the admin console (scope admin): tier cards, vaults, ingest, audit (:mod:`.admin_routes`)
 
 Every POST (``/ask``, ``/embed``, ``/mcp``) must be sent as ``application/json`` (else 415) and,
 when it carries an ``Origin``, come from the server's own origin or one of ``serve.cors_origins``
@@ -84,6 +85,7 @@ from rag_assets.search.context import pack_context
 from rag_assets.search.params import MAX_BUDGET, SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
 from rag_assets.serve.access import AccessBackend, TierDenied, auth_error
+from rag_assets.serve.admin_routes import admin_routes
 from rag_assets.serve.ask_routes import ask_routes
 from rag_assets.serve.embed_routes import embed_routes
 from rag_assets.serve.host_check import LoopbackHostOnly
@@ -269,6 +271,7 @@ def create_app(
         *ask_routes(cfg, tiers, limits),  # POST /ask (rag_assets.serve.ask_routes)
         mcp.route,
         *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
+        *admin_routes(cfg),  # /admin: the admin console and its API (rag_assets.serve.admin_routes)
         *web_routes(),  # the page for people at / (rag_assets/serve/web/)
         *login_routes(tokens, sessions),  # GET/POST /login, POST /logout (rag_assets.serve.login)
     ]
