@@ -63,6 +63,8 @@ def add_vault(
     current = _validated(config_path, text, environ, "the current rag.yaml does not validate; fix it first")
     if any(v.name == name for v in current.vaults):
         raise VaultEditRefused(f"a vault named {name!r} exists already; pick another name or remove it first")
+    # Checked before the would-be file is validated, so the refusal names the console's rule.
+    check_vault_folder(_resolved(config_path, path), current, running, name=name)
     yaml, document = _load(text)
     entry = CommentedMap([("name", name), ("path", path), ("tier", tier)])
     entry.fa.set_flow_style()  # one line per vault, as rag.yaml writes them
@@ -93,6 +95,12 @@ def remove_vault(config_path: Path, text: str, *, name: str, environ: Mapping[st
     new_text = _dump(yaml, document)
     cfg = _validated(config_path, new_text, environ, "rag.yaml would not validate without this vault")
     return VaultEdit(new_text, cfg, name, "remove")
+
+
+def _resolved(config_path: Path, path: str) -> Path:
+    """``path`` as rag.yaml's loader resolves it: ``~`` expanded, relative to the file's folder."""
+    folder = Path(os.path.expanduser(path))
+    return (folder if folder.is_absolute() else config_path.parent / folder).resolve()
 
 
 def check_vault_name(name: str) -> None:
