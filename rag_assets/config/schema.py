@@ -13,9 +13,9 @@ from typing import (
     get_args,
     get_origin,
 )
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from rag_assets.config.serving import ServeSection
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -390,33 +390,6 @@ class PublicIndexSection(_Section):
     # base64, for a site's client-side search (sizes and top-10 stability: see the README);
     # int16-bin: int16 in a binary file beside the index (rag_assets.index.vector_file).
     vector_encoding: Literal["float", "float16", "int16", "int8", "int16-bin"] = "float"
-
-
-def normal_origin(value: str) -> str:
-    """A web origin written one way (``scheme://host[:port]``, lower case, no default port), so
-    ``HTTPS://Notes.Example.org:443`` and ``https://notes.example.org`` compare equal.
-    ValueError for anything else (a path, a query, credentials, another scheme, ``null``)."""
-    parts = urlsplit(value.strip())
-    if (
-        parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/")
-        or parts.query or parts.fragment or parts.username is not None
-    ):
-        raise ValueError(f"{value!r} is not an origin: give scheme://host[:port], e.g. https://notes.example.org")
-    port = parts.port  # ValueError for a port that is not a number in 0-65535
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    default = 80 if parts.scheme == "http" else 443
-    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
-
-
-class ServeSection(_Section):
-    """``serve:``: what ``rag serve`` accepts from web pages of other sites."""
-
-    cors_origins: list[Annotated[str, AfterValidator(normal_origin)]] = Field(
-        default_factory=list,
-        description="Origins (scheme://host[:port]) of other sites whose pages may POST to the server "
-        "(/ask, /embed, /mcp), e.g. the site that publishes search.html; the server's own origin always may. "
-        "A POST from any other page's Origin is refused (403).",
-    )
 
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")

@@ -14,6 +14,7 @@ from rag_assets.config.providers import (
     OPENAI_DEFAULT_MODEL,
     OPENROUTER_BASE_URL,
 )
+from rag_assets.config.serving import ServeSettings
 from rag_assets.config.schema import (
     _FILE_DEFAULTS,
     DEFAULT_COLLECTION_WEIGHTS,
@@ -171,13 +172,6 @@ class StoreSettings:
         return self.backend == "postgres"
 
 
-@dataclass(frozen=True)
-class ServeSettings:
-    """What ``rag serve`` accepts from other sites (``serve:`` in rag.yaml; defaults: :class:`ServeSection`)."""
-
-    cors_origins: tuple[str, ...] = ()  # normalised origins whose pages may POST (rag_assets.serve.origin_check)
-
-
 # --- The configuration the pipeline uses ------------------------------------------------
 
 
@@ -283,7 +277,7 @@ class RagConfig:
     llm: LlmSettings = field(default_factory=LlmSettings)
     # SQLite files (the default), or PostgreSQL + pgvector synced from them (rag_assets.index.pg_sync).
     store: StoreSettings = field(default_factory=StoreSettings)
-    # Other sites whose pages may POST to `rag serve` (its own origin always may).
+    # Tokens, per-client limits and the other sites' origins of `rag serve` (rag_assets.serve.access).
     serve: ServeSettings = field(default_factory=ServeSettings)
 
     @property

@@ -6,8 +6,10 @@ arguments)`` that returns a JSON-ready dict or raises :class:`ToolError` (or one
 errors, which :func:`call_tool` turns into ToolError). Arguments are checked against the schema
 before ``run`` sees them, so the schema is the one statement of what is accepted.
 
-Tiers: Public by default, Safe when asked for, Private only to a caller on this machine (stdio,
-or HTTP from a loopback address to a server bound to loopback): :func:`private_allowed`.
+Tiers: Public by default; Safe and Private as the caller's scopes allow (:func:`caller_scopes`:
+everything over stdio and to a loopback client of a server bound to loopback; over HTTP
+otherwise what the request's token grants, see :mod:`rag_assets.serve.access`), checked by
+:func:`tier_index` through the same function as every HTTP route.
 
 ``ask`` (:mod:`rag_assets.serve.mcp_ask`) is one more ToolSpec, appended in :func:`build_tools`
 when a chat model is configured.
@@ -44,6 +46,8 @@ from rag_assets.serve.mcp_schemas import (
     DOCUMENT_SCHEMA,
     SEARCH_SCHEMA,
 )
+from rag_assets.serve.access import ANONYMOUS_SCOPES, LOOPBACK_SCOPES, TierDenied
+from rag_assets.serve.limits import Limits
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 
 log = logging.getLogger("rag_assets.serve.mcp")
@@ -58,10 +62,13 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is calling: ``stdio`` (a process the user launched) or ``http`` from ``client_host``."""
+    """Who is calling: ``stdio`` (a process the user launched) or ``http`` from ``client_host``;
+    ``scopes``: what the HTTP request's authentication granted (None: decided from the rest)."""
 
     transport: str
     client_host: str | None = None
+    scopes: tuple[str, ...] | None = None
+    user: str = ""  # the token's name, for its rate-limit bucket ("" anonymous)
 
 
 @dataclass
@@ -70,6 +77,7 @@ class ToolEnv:
 
     cfg: RagConfig
     tiers: Tiers
+    limits: Limits | None = None  # rag serve's limits (rag_assets.serve.limits); none over stdio
 
 
 @dataclass(frozen=True)
@@ -89,29 +97,41 @@ class ToolSpec:
 # --------------------------------------------------------------------------- tiers
 
 
-def private_allowed(caller: Caller, serve_private: bool) -> bool:
-    """May this caller read the Private tier? Over stdio yes (the user launched the process);
-    over HTTP only when the server serves the tier at all (``serve_private``: bound to loopback,
-    or started with allow_private_remote) *and* the request comes from a loopback address, so
-    not even allow_private_remote opens it to a remote MCP client. Anything else, an unknown
-    transport included, is refused."""
+def caller_scopes(caller: Caller, serve_private: bool) -> tuple[str, ...]:
+    """Over stdio every scope (the user launched the process); over HTTP what the request's
+    authentication granted, or for a caller made by hand, every scope for a loopback address
+    when the server serves the Private tier, else public; an unknown transport: public."""
     if caller.transport == "stdio":
-        return True
-    if caller.transport == "http":
-        return serve_private and bool(caller.client_host) and is_loopback_host(caller.client_host or "")
-    return False
+        return LOOPBACK_SCOPES
+    if caller.transport != "http":
+        return ANONYMOUS_SCOPES
+    if caller.scopes is not None:
+        return caller.scopes
+    loopback = bool(caller.client_host) and is_loopback_host(caller.client_host or "")
+    return LOOPBACK_SCOPES if loopback and serve_private else ANONYMOUS_SCOPES
+
+
+def private_allowed(caller: Caller, serve_private: bool) -> bool:
+    """May this caller read the Private tier? Over stdio yes; over HTTP when the server serves it
+    (``serve_private``) and the caller's scopes include private."""
+    return caller.transport == "stdio" or (serve_private and "private" in caller_scopes(caller, serve_private))
 
 
 def tier_index(env: ToolEnv, caller: Caller, tier: str) -> SearchIndex:
     """The tier's search index, once the caller is allowed to read it (ToolError otherwise)."""
     if tier not in TIERS:
         raise ToolError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)} (public is the default)")
-    if tier == "private" and not private_allowed(caller, env.tiers.serve_private):
+    serve_private = env.tiers.serve_private or caller.transport == "stdio"
+    if tier == "private" and not private_allowed(caller, serve_private):
         raise ToolError(
             "the private tier is only served to this machine: over stdio (`rag mcp`) or over HTTP from a "
-            "loopback address to a server bound to 127.0.0.1; search tier public or safe instead"
+            "loopback address to a server bound to 127.0.0.1 (or with a token with scope private, to a server "
+            "started with --allow-private-remote); search tier public or safe instead"
         )
-    return env.tiers.index(tier)
+    try:
+        return env.tiers.index(tier, list(caller_scopes(caller, serve_private)))
+    except TierDenied as exc:
+        raise ToolError(f"{exc} (for MCP, the Authorization header of the client's HTTP requests)") from None
 
 
 # --------------------------------------------------------------------------- tools
@@ -276,6 +296,11 @@ def run_list_collections(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> 
                 tier_index(env, caller, tier)  # raises the explanation
             out.append({"tier": tier, "available": False, "reason": "served only to a client on this machine"})
             continue
+        if tier not in caller_scopes(caller, env.tiers.serve_private) and tier != "public":
+            if "tier" in args:
+                tier_index(env, caller, tier)  # raises the explanation
+            out.append({"tier": tier, "available": False, "reason": f"needs a token with scope {tier}"})
+            continue
         card = tier_card(env.cfg, tier)
         entry: dict[str, Any] = {
             "tier": tier,
@@ -287,7 +312,7 @@ def run_list_collections(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> 
             "freshness": card.freshness,
         }
         if card.exists:
-            entry["collections"] = [c.to_json() for c in documents.list_collections(env.tiers.index(tier).path)]
+            entry["collections"] = [c.to_json() for c in documents.list_collections(tier_index(env, caller, tier).path)]
         else:
             entry["reason"] = "not built yet (`rag build` builds it)"
         out.append(entry)
@@ -381,6 +406,6 @@ def call_tool(env: ToolEnv, caller: Caller, tool: ToolSpec, arguments: dict[str,
 
 
 __all__ = [
-    "Caller", "ToolEnv", "ToolError", "ToolSpec", "build_tools", "call_tool", "check_arguments", "hit_json",
-    "private_allowed", "tier_index",
+    "Caller", "ToolEnv", "ToolError", "ToolSpec", "build_tools", "call_tool", "caller_scopes", "check_arguments",
+    "hit_json", "private_allowed", "tier_index",
 ]
