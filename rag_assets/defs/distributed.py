@@ -36,6 +36,7 @@ import yaml
 
 from rag_assets.config import RagConfig, config_from_dict, config_to_dict
 from rag_assets.config.masking import mask_url
+from rag_assets.defs.assembly import build_definitions
 from rag_assets.defs.io_managers import load_record
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISHES_TAG, jobs_with_executor
 from rag_assets.defs.jobs import PUBLISH_JOB as PUBLISH_JOB_NAME
@@ -116,8 +117,6 @@ def load_celery_config(path: Path, environ: dict[str, str] | None = None) -> Cel
 
 def distributed_definitions(cfg: RagConfig) -> dg.Definitions:
     """The project's definitions plus the two Celery jobs."""
-    from rag_assets.definitions import build_definitions
-
     from dagster_celery import celery_executor  # the distributed extra
 
     jobs = jobs_with_executor("celery", celery_executor, "on a Celery worker")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import dagster as dg
 
 from rag_assets.config import RagConfig
+from rag_assets.defs.assembly import build_definitions
 from rag_assets.defs.jobs import (
     BUILD_TAG,
     COLLECTION_ASSETS,
@@ -132,8 +133,6 @@ def run_build(
     Celery workers, ``parallel_runs`` at a time, then published by one more run; the vaults
     still build here.
     """
-    from rag_assets.definitions import build_definitions
-
     started = time.perf_counter()
     sync_partitions(instance, cfg)
     sync_vault_partitions(instance, cfg)
