@@ -41,7 +41,7 @@ from rag_assets.defs.io_managers import load_record
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISHES_TAG, jobs_with_executor
 from rag_assets.defs.jobs import PUBLISH_JOB as PUBLISH_JOB_NAME
 from rag_assets.defs.partitions import range_tags
-from rag_assets.defs.runner import (
+from rag_assets.defs.outcomes import (
     BuildOutcome,
     CollectionOutcome,
     check_outcomes,

@@ -17,7 +17,8 @@ from rag_assets.defs.embeddings import _bullets, usage_metadata
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.partitions import private_vault_partitions, safe_vault_partitions
 from rag_assets.defs.publish import INDEX_FRESHNESS
-from rag_assets.defs.ranges import FAILED_PARTITION, SINGLE_RUN, throttled
+from rag_assets.defs.outcomes import failed_partitions_metadata
+from rag_assets.defs.ranges import SINGLE_RUN, throttled
 from rag_assets.defs.resources import EmbedderResource, RagSettings, TiersResource
 from rag_assets.index import store
 from rag_assets.privacy.audit import audit_store
@@ -99,7 +100,7 @@ def _each_vault(
     if failed:
         raise dg.Failure(
             description="; ".join(f"vault {key}: {why}" for key, why in failed.items()),
-            metadata={FAILED_PARTITION: ",".join(failed)},
+            metadata=failed_partitions_metadata(failed),
         )
 
 
