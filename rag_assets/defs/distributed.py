@@ -222,14 +222,15 @@ def prepare_pools(instance: dg.DagsterInstance, pools: Sequence[str] = POOLS) ->
     @dg.job(name="rag_prepare_pools", description="Records the op concurrency pools' limits (distributed builds).")
     def prepare():
         for pool in pools:
-            _claim_op(pool)()
+            claim_op(pool)()
 
     result = prepare.execute_in_process(instance=instance, raise_on_error=False)
     if not result.success:
         raise DistributedBuildError(f"could not record the concurrency pools {', '.join(pools)}: {failure_message(result)}")
 
 
-def _claim_op(pool: str) -> dg.OpDefinition:
+def claim_op(pool: str) -> dg.OpDefinition:
+    """An op that does nothing but claim one slot of ``pool`` (see :func:`prepare_pools`)."""
     @dg.op(name=f"claim_{pool}", pool=pool)
     def claim() -> None:
         """Nothing: claiming the pool's slot is the point."""

@@ -10,21 +10,19 @@ Tiers: Public by default, Safe when asked for, Private only to a caller on this 
 or HTTP from a loopback address to a server bound to loopback): :func:`private_allowed`.
 
 ``ask`` (:mod:`rag_assets.serve.mcp_ask`) is one more ToolSpec, appended in :func:`build_tools`
-when a chat model is configured.
+when a chat model is configured. The pieces both build on (ToolSpec, Caller, ToolEnv, ToolError,
+the tier gate) are in :mod:`rag_assets.serve.mcp_base` and re-exported here.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from rag_assets.config import TIERS, RagConfig
-from rag_assets.config.providers import is_loopback_host
 from rag_assets.embed.errors import EmbeddingError
 from rag_assets.index import cjk
 from rag_assets.index.freshness import FRESH_HOURS, STALE_HOURS
@@ -37,6 +35,8 @@ from rag_assets.search.passages import citation_tag, heading_anchor
 from rag_assets.search.query import STOP_WORDS
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.search.retrieval import SearchIndex
+from rag_assets.serve.mcp_ask import ask_tool, chat_model_available
+from rag_assets.serve.mcp_base import Caller, ToolEnv, ToolError, ToolSpec, private_allowed, tier_index
 from rag_assets.serve.mcp_schemas import (
     COLLECTIONS_SCHEMA,
     CONTEXT_SCHEMA,
@@ -44,74 +44,12 @@ from rag_assets.serve.mcp_schemas import (
     DOCUMENT_SCHEMA,
     SEARCH_SCHEMA,
 )
-from rag_assets.serve.tiers import BadRequest, Refused, Tiers
+from rag_assets.serve.tiers import BadRequest, Refused
 
 log = logging.getLogger("rag_assets.serve.mcp")
 
 SNIPPET_CHARS = 320
 MAX_DOCUMENT_CHARS = 60_000  # a whole page beyond this is cut; one section can be asked for instead
-
-
-class ToolError(Exception):
-    """A call the tool cannot serve as made; the message tells the model what to do instead."""
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling: ``stdio`` (a process the user launched) or ``http`` from ``client_host``."""
-
-    transport: str
-    client_host: str | None = None
-
-
-@dataclass
-class ToolEnv:
-    """What the tools work with: the configuration and the per-tier index/embedder cache."""
-
-    cfg: RagConfig
-    tiers: Tiers
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    run: Callable[[ToolEnv, Caller, dict[str, Any]], dict[str, Any]]  # blocking: run it in a thread
-    read_only: bool = True
-    validator: Draft202012Validator = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        Draft202012Validator.check_schema(self.input_schema)
-        object.__setattr__(self, "validator", Draft202012Validator(self.input_schema))
-
-
-# --------------------------------------------------------------------------- tiers
-
-
-def private_allowed(caller: Caller, serve_private: bool) -> bool:
-    """May this caller read the Private tier? Over stdio yes (the user launched the process);
-    over HTTP only when the server serves the tier at all (``serve_private``: bound to loopback,
-    or started with allow_private_remote) *and* the request comes from a loopback address, so
-    not even allow_private_remote opens it to a remote MCP client. Anything else, an unknown
-    transport included, is refused."""
-    if caller.transport == "stdio":
-        return True
-    if caller.transport == "http":
-        return serve_private and bool(caller.client_host) and is_loopback_host(caller.client_host or "")
-    return False
-
-
-def tier_index(env: ToolEnv, caller: Caller, tier: str) -> SearchIndex:
-    """The tier's search index, once the caller is allowed to read it (ToolError otherwise)."""
-    if tier not in TIERS:
-        raise ToolError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)} (public is the default)")
-    if tier == "private" and not private_allowed(caller, env.tiers.serve_private):
-        raise ToolError(
-            "the private tier is only served to this machine: over stdio (`rag mcp`) or over HTTP from a "
-            "loopback address to a server bound to 127.0.0.1; search tier public or safe instead"
-        )
-    return env.tiers.index(tier)
 
 
 # --------------------------------------------------------------------------- tools
@@ -334,8 +272,6 @@ LIST_COLLECTIONS = ToolSpec(
 def build_tools(cfg: RagConfig) -> list[ToolSpec]:
     """The tools this configuration serves, in the order tools/list shows them: ``ask``
     (:mod:`rag_assets.serve.mcp_ask`) last, and only when a chat model is configured."""
-    from rag_assets.serve.mcp_ask import ask_tool, chat_model_available  # it builds on this module
-
     tools = [SEARCH, GET_CONTEXT, GET_DOCUMENT, LIST_COLLECTIONS]
     if chat_model_available(cfg):
         tools.append(ask_tool(cfg))
