@@ -219,11 +219,11 @@ CLAIM_IN_PARALLEL = """
 import sys, time
 from pathlib import Path
 import dagster as dg
-from rag_assets.defs.distributed import _claim_op
+from rag_assets.defs.distributed import claim_op
 
 @dg.job(name="claim_in_parallel")
 def claim():
-    _claim_op("embedding_api")()
+    claim_op("embedding_api")()
 
 instance = dg.DagsterInstance.get()
 go = Path(sys.argv[1])

@@ -34,7 +34,7 @@ from rag_assets.config.schema import (
     POSTGRES_SCHEMES,
     ConfigFile,
     Loc,
-    _first_model,
+    first_model,
 )
 from rag_assets.config.settings import (
     AutomationConfig,
@@ -263,7 +263,7 @@ def _model_at(path: Loc) -> type[BaseModel] | None:
         if isinstance(part, int) or model is None:
             continue
         field_info = model.model_fields.get(part)
-        model = _first_model(field_info.annotation) if field_info else None
+        model = first_model(field_info.annotation) if field_info else None
     return model
 
 

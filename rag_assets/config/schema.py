@@ -88,7 +88,7 @@ class _Section(BaseModel):
             return value
         field_info = cls.model_fields[info.field_name]
         annotation = field_info.annotation
-        if get_origin(annotation) is list or _first_model(annotation) is annotation:
+        if get_origin(annotation) is list or first_model(annotation) is annotation:
             return field_info.get_default(call_default_factory=True)
         return value
 
@@ -458,14 +458,17 @@ class ConfigFile(_Section):
     serve: ServeSection = Field(default_factory=ServeSection)
 
 
-_FILE_DEFAULTS = ConfigFile()
+# Every section's defaults, as an empty rag.yaml gives them: the settings dataclasses
+# (config/settings.py) take their own defaults from here, so the two cannot drift apart.
+FILE_DEFAULTS = ConfigFile()
 
 
-def _first_model(annotation: Any) -> type[BaseModel] | None:
+def first_model(annotation: Any) -> type[BaseModel] | None:
+    """The first pydantic model in a field's annotation (``X | None``, ``list[X]``), if any."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in get_args(annotation):
-        found = _first_model(arg)
+        found = first_model(arg)
         if found:
             return found
     return None

@@ -5,7 +5,7 @@ abstention without a model call, grounded prompt, citation check and answer log;
 the ``rag ask --json`` document. Served only when a chat model is configured (``llm.name``
 openai or ollama) or ``auto`` finds one when the server starts, so an agent is never offered a
 tool that cannot answer. The Private tier goes through the same guard as the other tools
-(:func:`~rag_assets.serve.mcp_tools.tier_index`) and answers only with a local model.
+(:func:`~rag_assets.serve.mcp_base.tier_index`) and answers only with a local model.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.serve.ask_routes import ChatModels
 from rag_assets.serve.mcp_schemas import ASK_SCHEMA
 from rag_assets.serve.limits import DailyBudget, Limits, counted, exempt, retry_after
-from rag_assets.serve.mcp_tools import Caller, ToolEnv, ToolError, ToolSpec, caller_scopes, tier_index
+from rag_assets.serve.mcp_base import Caller, ToolEnv, ToolError, ToolSpec, caller_scopes, tier_index
 
 ASK_DESCRIPTION = (
     "Answer a question from the notes with a chat model, citing its sources as [n]. Returns the answer, "

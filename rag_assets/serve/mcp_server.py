@@ -30,7 +30,8 @@ from starlette.routing import Route
 
 from rag_assets.config import RagConfig
 from rag_assets.serve.limits import Limits
-from rag_assets.serve.mcp_tools import Caller, ToolEnv, ToolError, ToolSpec, build_tools, call_tool
+from rag_assets.serve.mcp_base import Caller, ToolEnv, ToolError, ToolSpec
+from rag_assets.serve.mcp_tools import build_tools, call_tool
 from rag_assets.serve.tiers import Tiers
 
 log = logging.getLogger("rag_assets.serve.mcp")

@@ -12,21 +12,19 @@ otherwise what the request's token grants, see :mod:`rag_assets.serve.access`), 
 :func:`tier_index` through the same function as every HTTP route.
 
 ``ask`` (:mod:`rag_assets.serve.mcp_ask`) is one more ToolSpec, appended in :func:`build_tools`
-when a chat model is configured.
+when a chat model is configured. The pieces both build on (ToolSpec, Caller, ToolEnv, ToolError,
+the tier gate) are in :mod:`rag_assets.serve.mcp_base` and re-exported here.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from rag_assets.config import TIERS, RagConfig
-from rag_assets.config.providers import is_loopback_host
 from rag_assets.embed.errors import EmbeddingError
 from rag_assets.index import cjk
 from rag_assets.index.freshness import FRESH_HOURS, STALE_HOURS
@@ -39,6 +37,8 @@ from rag_assets.search.passages import citation_tag, heading_anchor
 from rag_assets.search.query import STOP_WORDS
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.search.retrieval import SearchIndex
+from rag_assets.serve.mcp_ask import ask_tool, chat_model_available
+from rag_assets.serve.mcp_base import Caller, ToolEnv, ToolError, ToolSpec, caller_scopes, private_allowed, tier_index
 from rag_assets.serve.mcp_schemas import (
     COLLECTIONS_SCHEMA,
     CONTEXT_SCHEMA,
@@ -46,92 +46,12 @@ from rag_assets.serve.mcp_schemas import (
     DOCUMENT_SCHEMA,
     SEARCH_SCHEMA,
 )
-from rag_assets.serve.access import ANONYMOUS_SCOPES, LOOPBACK_SCOPES, TierDenied
-from rag_assets.serve.limits import Limits
-from rag_assets.serve.tiers import BadRequest, Refused, Tiers
+from rag_assets.serve.tiers import BadRequest, Refused
 
 log = logging.getLogger("rag_assets.serve.mcp")
 
 SNIPPET_CHARS = 320
 MAX_DOCUMENT_CHARS = 60_000  # a whole page beyond this is cut; one section can be asked for instead
-
-
-class ToolError(Exception):
-    """A call the tool cannot serve as made; the message tells the model what to do instead."""
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling: ``stdio`` (a process the user launched) or ``http`` from ``client_host``;
-    ``scopes``: what the HTTP request's authentication granted (None: decided from the rest)."""
-
-    transport: str
-    client_host: str | None = None
-    scopes: tuple[str, ...] | None = None
-    user: str = ""  # the token's name, for its rate-limit bucket ("" anonymous)
-
-
-@dataclass
-class ToolEnv:
-    """What the tools work with: the configuration and the per-tier index/embedder cache."""
-
-    cfg: RagConfig
-    tiers: Tiers
-    limits: Limits | None = None  # rag serve's limits (rag_assets.serve.limits); none over stdio
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    run: Callable[[ToolEnv, Caller, dict[str, Any]], dict[str, Any]]  # blocking: run it in a thread
-    read_only: bool = True
-    validator: Draft202012Validator = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        Draft202012Validator.check_schema(self.input_schema)
-        object.__setattr__(self, "validator", Draft202012Validator(self.input_schema))
-
-
-# --------------------------------------------------------------------------- tiers
-
-
-def caller_scopes(caller: Caller, serve_private: bool) -> tuple[str, ...]:
-    """Over stdio every scope (the user launched the process); over HTTP what the request's
-    authentication granted, or for a caller made by hand, every scope for a loopback address
-    when the server serves the Private tier, else public; an unknown transport: public."""
-    if caller.transport == "stdio":
-        return LOOPBACK_SCOPES
-    if caller.transport != "http":
-        return ANONYMOUS_SCOPES
-    if caller.scopes is not None:
-        return caller.scopes
-    loopback = bool(caller.client_host) and is_loopback_host(caller.client_host or "")
-    return LOOPBACK_SCOPES if loopback and serve_private else ANONYMOUS_SCOPES
-
-
-def private_allowed(caller: Caller, serve_private: bool) -> bool:
-    """May this caller read the Private tier? Over stdio yes; over HTTP when the server serves it
-    (``serve_private``) and the caller's scopes include private."""
-    return caller.transport == "stdio" or (serve_private and "private" in caller_scopes(caller, serve_private))
-
-
-def tier_index(env: ToolEnv, caller: Caller, tier: str) -> SearchIndex:
-    """The tier's search index, once the caller is allowed to read it (ToolError otherwise)."""
-    if tier not in TIERS:
-        raise ToolError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)} (public is the default)")
-    serve_private = env.tiers.serve_private or caller.transport == "stdio"
-    if tier == "private" and not private_allowed(caller, serve_private):
-        raise ToolError(
-            "the private tier is only served to this machine: over stdio (`rag mcp`) or over HTTP from a "
-            "loopback address to a server bound to 127.0.0.1 (or with a token with scope private, to a server "
-            "started with --allow-private-remote); search tier public or safe instead"
-        )
-    try:
-        return env.tiers.index(tier, list(caller_scopes(caller, serve_private)))
-    except TierDenied as exc:
-        raise ToolError(f"{exc} (for MCP, the Authorization header of the client's HTTP requests)") from None
 
 
 # --------------------------------------------------------------------------- tools
@@ -359,8 +279,6 @@ LIST_COLLECTIONS = ToolSpec(
 def build_tools(cfg: RagConfig) -> list[ToolSpec]:
     """The tools this configuration serves, in the order tools/list shows them: ``ask``
     (:mod:`rag_assets.serve.mcp_ask`) last, and only when a chat model is configured."""
-    from rag_assets.serve.mcp_ask import ask_tool, chat_model_available  # it builds on this module
-
     tools = [SEARCH, GET_CONTEXT, GET_DOCUMENT, LIST_COLLECTIONS]
     if chat_model_available(cfg):
         tools.append(ask_tool(cfg))

@@ -143,14 +143,15 @@ def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:
         report["embeddingService"] = dataclasses.asdict(service) | {"reachable": service.selected_reachable}
         print(json.dumps(report, indent=2))
         return EXIT_OK if report["built"] and not report["damaged"] else EXIT_FAILED
-    code = _print_status(cfg)
+    code = print_status(cfg)
     print("Embedding service")
     for line in service.lines():
         print(f"  {line}")
     return code
 
 
-def _print_status(cfg: RagConfig, check_damage: bool = True) -> int:
+def print_status(cfg: RagConfig, check_damage: bool = True) -> int:
+    """Print the status report (`rag status`, and `rag build` after a build); 0 when every output is sound."""
     report = status_report(cfg, check_damage)
     for item in report["damaged"]:
         print(f"Damaged     {item['path']}: {item['reason']}; run `rag build` to repair it")

@@ -57,7 +57,7 @@ class _ServedLog:
             self._log_queue.put(lambda: super(_ServedLog, self)._log(result))
 
 
-class _ServedIndex(_ServedLog, SearchIndex):
+class ServedIndex(_ServedLog, SearchIndex):
     """The SQLite form of a served index (``bench/search.py`` times it as ``rag serve`` runs it)."""
 
 
