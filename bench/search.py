@@ -471,9 +471,9 @@ def run_size(n: int, args, corpus, queries: list[str]) -> None:
     lat = timed(lambda q: logged.search(q, stub, base), few)
     rows["hybrid, log_searches=True, memory"] = {"p50": statistics.median(lat), "p95": pct(lat, 95), "n": len(lat)}
     logged.close()
-    from rag_assets.serve.tiers import _ServedIndex
+    from rag_assets.serve.tiers import ServedIndex
 
-    served = _ServedIndex(path, cfg.collection_weights, log_searches=False, lexical="auto")  # as `rag serve`
+    served = ServedIndex(path, cfg.collection_weights, log_searches=False, lexical="auto")  # as `rag serve`
     served_data = served.loaded()
     t0 = time.perf_counter()
     ready = served_data.bm25_done.wait(300)

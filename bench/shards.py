@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 import dagster as dg  # noqa: E402
 
 from rag_assets.config import RagConfig, load_config  # noqa: E402
-from rag_assets.definitions import build_definitions  # noqa: E402
+from rag_assets.defs.assembly import build_definitions  # noqa: E402
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB, UPDATE_COLLECTION_JOB  # noqa: E402
 from rag_assets.defs.partitions import sync_partitions  # noqa: E402
 from rag_assets.defs.runner import QUIET_RUN_CONFIG, partition_args, run_build  # noqa: E402

@@ -25,6 +25,16 @@ def chunk_preview_markdown(chunks: Sequence[Chunk], limit: int = 3) -> str:
     return "\n\n".join(parts)
 
 
+def bullets_markdown(items: Sequence[str], limit: int = 50) -> str:
+    """Items (chunk ids, errors) as a Markdown list for the Dagster UI, at most ``limit`` of them."""
+    if not items:
+        return "_none_"
+    lines = [f"- `{item}`" for item in items[:limit]]
+    if len(items) > limit:
+        lines.append(f"- … and {len(items) - limit} more")
+    return "\n".join(lines)
+
+
 def skipped_markdown(skipped: Iterable[SkippedFile], limit: int = 50) -> str:
     rows = list(skipped)
     if not rows:

@@ -98,9 +98,11 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """
     for var in (
         "RAG_CONFIG", "RAG_CONTENT_DIR", "RAG_OUTPUT_DIR", "DAGSTER_HOME", "RAG_STORE_URL", "PGHOST", "PGHOSTADDR", "PGSERVICE",
-        "OPENROUTER_API_KEY", "OPENAI_API_KEY", "RAG_OPENAI_BASE_URL", "OLLAMA_HOST",
+        "OPENROUTER_API_KEY", "OPENAI_API_KEY", "RAG_OPENAI_BASE_URL", "OLLAMA_HOST", "RAG_TOKEN_FILE",
     ):
         monkeypatch.delenv(var, raising=False)
+    # `rag token` and `rag serve` keep tokens under $XDG_CONFIG_HOME: never the developer's own.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("RAG_EMBEDDER", "hashing")
     monkeypatch.setenv("RAG_PRIVATE_EMBEDDER", "hashing")
     monkeypatch.chdir(tmp_path)

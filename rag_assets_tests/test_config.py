@@ -269,7 +269,7 @@ def test_the_config_survives_the_trip_through_the_dagster_resource(tmp_path):
 def test_an_asset_sees_what_the_cli_sees(tmp_path):
     import dagster as dg
 
-    from rag_assets.definitions import build_definitions
+    from rag_assets.defs.assembly import build_definitions
 
     cfg = every_field_config(tmp_path)
     seen: dict[str, RagConfig] = {}

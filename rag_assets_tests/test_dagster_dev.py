@@ -116,7 +116,7 @@ class DagsterDev:
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(
-            [str(DAGSTER), "dev", "-h", "127.0.0.1", "-p", str(port), "-m", "rag_assets.definitions"],
+            [str(DAGSTER), "dev", "-h", "127.0.0.1", "-p", str(port), "-w", str(REPO_ROOT / "workspace.yaml")],
             cwd=REPO_ROOT,
             env=env,
             stdin=subprocess.DEVNULL,

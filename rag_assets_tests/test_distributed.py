@@ -53,9 +53,11 @@ def published(output: Path) -> dict[str, bytes]:
 
 def published_files(output: Path) -> dict[str, bytes]:
     """:func:`published`, with the values that name the build itself (its instant and generation
-    id, and the digests of the two files that hold them) replaced by placeholders of the same length."""
+    id, and the digests of the three files that hold them: the index, the BM25 file and the
+    manifest) replaced by placeholders of the same length."""
     meta = json.loads((output / "data" / "current" / "embeddings-meta.json").read_text())
     own = [meta["builtAt"], meta["generation"], meta["indexSha256"], meta["lexical"]["sha256"]]
+    own.append(meta["files"]["rag-manifest.json"])
     files = {}
     for name, data in published(output).items():
         for value in own:
@@ -217,11 +219,11 @@ CLAIM_IN_PARALLEL = """
 import sys, time
 from pathlib import Path
 import dagster as dg
-from rag_assets.defs.distributed import _claim_op
+from rag_assets.defs.distributed import claim_op
 
 @dg.job(name="claim_in_parallel")
 def claim():
-    _claim_op("embedding_api")()
+    claim_op("embedding_api")()
 
 instance = dg.DagsterInstance.get()
 go = Path(sys.argv[1])

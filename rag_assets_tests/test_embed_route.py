@@ -10,7 +10,6 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from rag_assets.config.settings import ServeSettings
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import MODEL_NAME, HashingEmbedder
 from rag_assets.serve.http import create_app
@@ -18,6 +17,8 @@ from rag_assets.serve.http import create_app
 from .conftest import PROXMOX_POST
 from .live_server import ServerThread
 from .browser import open_search, static_server
+
+SITE = "https://site.example"
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +31,8 @@ def served(tmp_path_factory):
     (content / "posts" / "proxmox.md").write_text(PROXMOX_POST)
     (content / "posts" / "backup.md").write_text("---\ntitle: Backups\n---\nZFS snapshots sent to another box.\n")
     cfg = load_config(None, content_dir=content, output_dir=root / "out", embedder="hashing", environ={})
+    # CORS is closed by default: a site calling /embed from another origin is listed in serve.cors_origins.
+    cfg = dataclasses.replace(cfg, serve=dataclasses.replace(cfg.serve, cors_origins=(SITE,)))
     assert run_build(cfg, dg.DagsterInstance.ephemeral(), vaults=[]).success
     with ServerThread(create_app(cfg, preload=False)) as running:
         yield cfg, running
@@ -37,12 +40,12 @@ def served(tmp_path_factory):
 
 def test_embed_returns_the_public_tier_query_vector(served):
     _, server = served
-    answer = server.post("/embed", json={"text": "vlan aware bridge", "model": MODEL_NAME})
+    answer = server.post("/embed", json={"text": "vlan aware bridge", "model": MODEL_NAME}, headers={"Origin": SITE})
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["model"] == MODEL_NAME and body["dimension"] == 384
     assert np.array_equal(np.array(body["vector"], dtype=np.float32), HashingEmbedder(384).embed_query("vlan aware bridge"))
-    assert answer.headers["access-control-allow-origin"] == "*"
+    assert answer.headers["access-control-allow-origin"] == SITE
 
 
 @pytest.mark.parametrize(
@@ -65,8 +68,8 @@ def test_embed_refuses_bad_requests_with_a_json_error(served, body, status, says
 
 def test_embed_answers_cors_preflight_and_only_post(served):
     _, server = served
-    preflight = server.client.options("/embed", headers={"Origin": "https://site.example", "Access-Control-Request-Method": "POST"})
-    assert preflight.status_code == 204
+    preflight = server.client.options("/embed", headers={"Origin": SITE, "Access-Control-Request-Method": "POST"})
+    assert preflight.status_code == 200  # Starlette's CORSMiddleware answers it (the route's own 204 is gone)
     assert "POST" in preflight.headers["access-control-allow-methods"]
     assert server.get("/embed").status_code == 405
     assert server.client.post("/embed", content=b"not json", headers={"Content-Type": "application/json"}).status_code == 400
@@ -81,7 +84,7 @@ def test_browser_uses_the_endpoint_and_falls_back_to_bm25_when_it_is_down(served
     with static_server(cfg.public_dir) as url:
         # The site is another origin than the server: it must be listed in serve.cors_origins
         # (the module's server, which does not list it, refuses it: 403, so BM25 alone).
-        listed = dataclasses.replace(cfg, serve=ServeSettings(cors_origins=(url,)))
+        listed = dataclasses.replace(cfg, serve=dataclasses.replace(cfg.serve, cors_origins=(url,)))
         with ServerThread(create_app(listed, preload=False)) as allowing:
             open_search(page, url)
             results = page.evaluate(

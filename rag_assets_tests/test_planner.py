@@ -16,7 +16,7 @@ import orjson
 import yaml
 
 from rag_assets.config import load_config
-from rag_assets.definitions import build_definitions
+from rag_assets.defs.assembly import build_definitions
 from rag_assets.defs.partitions import (
     COLLECTIONS_PARTITION,
     covering_range,

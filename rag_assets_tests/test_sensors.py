@@ -9,7 +9,7 @@ import time
 
 import dagster as dg
 
-from rag_assets.definitions import build_definitions
+from rag_assets.defs.assembly import build_definitions
 from rag_assets.defs.partitions import (
     COLLECTIONS_PARTITION,
     RANGE_END_TAG,

@@ -21,6 +21,7 @@ from rag_assets.embed.errors import ProviderUnavailable
 from rag_assets.index import store
 from rag_assets.serve import http as server_module
 from rag_assets.serve.http import MAX_QUERY_CHARS, create_app
+from rag_assets.serve.access import OWNER
 
 from .conftest import PROXMOX_POST
 from .live_server import ServerThread
@@ -317,7 +318,7 @@ def test_concurrent_clients_get_consistent_answers(server):
 def test_searches_are_logged_without_reloading_the_matrix(server, cfg):
     server.get("/search", q="warm up")
     tiers = server.server.config.app.state.tiers
-    loaded = tiers.index("public").loaded()
+    loaded = tiers.index("public", OWNER).loaded()
     before = _log_rows(cfg.public_store_path)
     for i in range(5):
         assert server.get("/search", q=f"proxmox logged {i}").status_code == 200
@@ -325,7 +326,7 @@ def test_searches_are_logged_without_reloading_the_matrix(server, cfg):
     while _log_rows(cfg.public_store_path) < before + 5 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _log_rows(cfg.public_store_path) >= before + 5
-    assert tiers.index("public").loaded() is loaded  # the log rows did not trigger a reload
+    assert tiers.index("public", OWNER).loaded() is loaded  # the log rows did not trigger a reload
 
 
 def _log_rows(path: Path) -> int:
@@ -366,7 +367,7 @@ def test_provider_down_is_a_503_and_bugs_are_a_json_500(server, monkeypatch):
     assert r.status_code == 503 and "mode=bm25" in r.json()["error"]
     assert server.get("/search", q="proxmox", mode="bm25").status_code == 200  # BM25 needs no embedder
 
-    def broken(tier):
+    def broken(tier, who):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(tiers, "index", broken)

@@ -18,7 +18,7 @@ import dagster as dg
 import pytest
 
 from rag_assets.config import ConfigError, RagConfig, load_config
-from rag_assets.definitions import build_definitions
+from rag_assets.defs.assembly import build_definitions
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB, UPDATE_COLLECTION_JOB
 from rag_assets.defs.partitions import COLLECTIONS_PARTITION, RANGE_END_TAG, RANGE_START_TAG, sync_partitions
 from rag_assets.defs.runner import QUIET_RUN_CONFIG, run_build

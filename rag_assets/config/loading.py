@@ -28,18 +28,18 @@ from rag_assets.config.path_checks import path_problems
 from rag_assets.config.providers import private_provider_problem
 from rag_assets.config.source import ConfigSource, display_path, dotted, read_config_source
 from rag_assets.config.store_url import private_store_problem
+from rag_assets.config.serving import serve_settings
 from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
     POSTGRES_SCHEMES,
     ConfigFile,
     Loc,
-    _first_model,
+    first_model,
 )
 from rag_assets.config.settings import (
     AutomationConfig,
     EvaluationConfig,
     RagConfig,
-    ServeSettings,
     StoreSettings,
     VaultConfig,
     chunking_params,
@@ -263,7 +263,7 @@ def _model_at(path: Loc) -> type[BaseModel] | None:
         if isinstance(part, int) or model is None:
             continue
         field_info = model.model_fields.get(part)
-        model = _first_model(field_info.annotation) if field_info else None
+        model = first_model(field_info.annotation) if field_info else None
     return model
 
 
@@ -295,6 +295,19 @@ def load_config(
     cfg = build_config(model, base_dir=path.parent if path else Path.cwd(), config_path=path)
     found = _environment_problems(cfg, env) + path_problems(cfg)
     problems = [f"{locator.where(loc)}: {message}" for loc, message in found]
+    if problems:
+        raise ConfigError.from_problems(problems)
+    return cfg
+
+
+def config_from_text(path: Path, text: str, environ: Mapping[str, str] | None = None) -> RagConfig:
+    """The configuration ``path`` would give if it held ``text`` (no overrides applied): the same
+    validation as :func:`load_config`, so a file about to be rewritten is checked before it is."""
+    env = os.environ if environ is None else environ
+    source = read_config_source(path, text)
+    model = validate_config_data(source.data, _Locator(source))
+    cfg = build_config(model, base_dir=path.parent, config_path=path)
+    problems = [f"{display_path(path)}: {message}" for _, message in _environment_problems(cfg, env) + path_problems(cfg)]
     if problems:
         raise ConfigError.from_problems(problems)
     return cfg
@@ -341,7 +354,7 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         evaluation=evaluation,
         llm=llm_settings(model.llm),
         store=StoreSettings(**model.store.model_dump()),
-        serve=ServeSettings(cors_origins=tuple(model.serve.cors_origins)),
+        serve=serve_settings(model.serve, resolve),
     )
 
 

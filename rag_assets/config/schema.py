@@ -13,9 +13,9 @@ from typing import (
     get_args,
     get_origin,
 )
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from rag_assets.config.serving import ServeSection
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -88,7 +88,7 @@ class _Section(BaseModel):
             return value
         field_info = cls.model_fields[info.field_name]
         annotation = field_info.annotation
-        if get_origin(annotation) is list or _first_model(annotation) is annotation:
+        if get_origin(annotation) is list or first_model(annotation) is annotation:
             return field_info.get_default(call_default_factory=True)
         return value
 
@@ -392,33 +392,6 @@ class PublicIndexSection(_Section):
     vector_encoding: Literal["float", "float16", "int16", "int8", "int16-bin"] = "float"
 
 
-def normal_origin(value: str) -> str:
-    """A web origin written one way (``scheme://host[:port]``, lower case, no default port), so
-    ``HTTPS://Notes.Example.org:443`` and ``https://notes.example.org`` compare equal.
-    ValueError for anything else (a path, a query, credentials, another scheme, ``null``)."""
-    parts = urlsplit(value.strip())
-    if (
-        parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/")
-        or parts.query or parts.fragment or parts.username is not None
-    ):
-        raise ValueError(f"{value!r} is not an origin: give scheme://host[:port], e.g. https://notes.example.org")
-    port = parts.port  # ValueError for a port that is not a number in 0-65535
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    default = 80 if parts.scheme == "http" else 443
-    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
-
-
-class ServeSection(_Section):
-    """``serve:``: what ``rag serve`` accepts from web pages of other sites."""
-
-    cors_origins: list[Annotated[str, AfterValidator(normal_origin)]] = Field(
-        default_factory=list,
-        description="Origins (scheme://host[:port]) of other sites whose pages may POST to the server "
-        "(/ask, /embed, /mcp), e.g. the site that publishes search.html; the server's own origin always may. "
-        "A POST from any other page's Origin is refused (403).",
-    )
-
-
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -485,14 +458,17 @@ class ConfigFile(_Section):
     serve: ServeSection = Field(default_factory=ServeSection)
 
 
-_FILE_DEFAULTS = ConfigFile()
+# Every section's defaults, as an empty rag.yaml gives them: the settings dataclasses
+# (config/settings.py) take their own defaults from here, so the two cannot drift apart.
+FILE_DEFAULTS = ConfigFile()
 
 
-def _first_model(annotation: Any) -> type[BaseModel] | None:
+def first_model(annotation: Any) -> type[BaseModel] | None:
+    """The first pydantic model in a field's annotation (``X | None``, ``list[X]``), if any."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in get_args(annotation):
-        found = _first_model(arg)
+        found = first_model(arg)
         if found:
             return found
     return None

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 from rag_assets.config.errors import ConfigError
 from rag_assets.config.masking import mask_secrets
+from rag_assets.config.serving import serve_from_dict
 from rag_assets.config.settings import (
     AutomationConfig,
     ChunkingParams,
@@ -24,7 +25,6 @@ from rag_assets.config.settings import (
     OpenAISettings,
     RagConfig,
     RerankerSettings,
-    ServeSettings,
     StoreSettings,
     VaultConfig,
 )
@@ -62,7 +62,7 @@ def config_from_dict(data: Mapping[str, Any]) -> RagConfig:
         "config_path": path,
         "llm": _llm_from_dict,
         "store": lambda v: StoreSettings(**v),
-        "serve": lambda v: ServeSettings(cors_origins=tuple(v["cors_origins"])),
+        "serve": serve_from_dict,
     }
     return RagConfig(**{k: converters.get(k, lambda v: v)(v) for k, v in data.items()})
 
@@ -130,7 +130,7 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
             "hit_at_5_floor": cfg.evaluation.hit_at_5_floor,
         },
         "store": asdict(cfg.store),
-        "serve": {"cors_origins": list(cfg.serve.cors_origins)},
+        "serve": _serve_shown(cfg),
     }
     return mask_secrets(data)
 
@@ -149,4 +149,12 @@ def _reranker_shown(settings: RerankerSettings, env: Mapping[str, str]) -> dict[
     key_env = settings.api_key_env
     if key_env:
         data["api_key_env"] = f"{key_env} ({'set' if env.get(key_env) else 'not set'})"
+    return data
+
+
+def _serve_shown(cfg: RagConfig) -> dict[str, Any]:
+    """The serve section; the token file shown as configured (None: the default place)."""
+    data = asdict(cfg.serve)
+    data["token_file"] = str(cfg.serve.token_file) if cfg.serve.token_file else None
+    data["admin_vault_roots"] = [str(root) for root in cfg.serve.admin_vault_roots]
     return data

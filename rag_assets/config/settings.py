@@ -14,9 +14,10 @@ from rag_assets.config.providers import (
     OPENAI_DEFAULT_MODEL,
     OPENROUTER_BASE_URL,
 )
+from rag_assets.config.serving import ServeSettings
 from rag_assets.config.schema import (
-    _FILE_DEFAULTS,
     DEFAULT_COLLECTION_WEIGHTS,
+    FILE_DEFAULTS,
     ChunkingSection,
     EmbedderSection,
     LlmSection,
@@ -171,13 +172,6 @@ class StoreSettings:
         return self.backend == "postgres"
 
 
-@dataclass(frozen=True)
-class ServeSettings:
-    """What ``rag serve`` accepts from other sites (``serve:`` in rag.yaml; defaults: :class:`ServeSection`)."""
-
-    cors_origins: tuple[str, ...] = ()  # normalised origins whose pages may POST (rag_assets.serve.origin_check)
-
-
 # --- The configuration the pipeline uses ------------------------------------------------
 
 
@@ -194,10 +188,10 @@ class VaultConfig:
 class AutomationConfig:
     """The change sensor and the nightly rebuild (defaults: :class:`AutomationSection`)."""
 
-    sensor_interval_seconds: int = _FILE_DEFAULTS.automation.sensor_interval_seconds
-    sensor_enabled: bool = _FILE_DEFAULTS.automation.sensor_enabled
-    nightly_cron: str = _FILE_DEFAULTS.automation.nightly_cron
-    timezone: str = _FILE_DEFAULTS.automation.timezone
+    sensor_interval_seconds: int = FILE_DEFAULTS.automation.sensor_interval_seconds
+    sensor_enabled: bool = FILE_DEFAULTS.automation.sensor_enabled
+    nightly_cron: str = FILE_DEFAULTS.automation.nightly_cron
+    timezone: str = FILE_DEFAULTS.automation.timezone
 
 
 # The sample content shipped in this repository and the question set written for it.
@@ -211,7 +205,7 @@ class EvaluationConfig:
     """Question sets scored by ``retrieval_eval`` (defaults: :class:`EvaluationSection`)."""
 
     questions: tuple[Path, ...] = ()
-    hit_at_5_floor: float = _FILE_DEFAULTS.evaluation.hit_at_5_floor
+    hit_at_5_floor: float = FILE_DEFAULTS.evaluation.hit_at_5_floor
 
 
 def default_question_files(content_dir: Path) -> tuple[Path, ...]:
@@ -251,39 +245,39 @@ class RagConfig:
 
     content_dir: Path
     output_dir: Path
-    embedding: EmbedderSettings = field(default_factory=lambda: embedder_settings(_FILE_DEFAULTS.embedder))
+    embedding: EmbedderSettings = field(default_factory=lambda: embedder_settings(FILE_DEFAULTS.embedder))
     collections: tuple[str, ...] | None = None  # None: discover the content dir's folders
     collection_weights: Mapping[str, float] = field(
         default_factory=lambda: dict(DEFAULT_COLLECTION_WEIGHTS)
     )
-    chunking: ChunkingParams = field(default_factory=lambda: chunking_params(_FILE_DEFAULTS.chunking))
+    chunking: ChunkingParams = field(default_factory=lambda: chunking_params(FILE_DEFAULTS.chunking))
     # Shards of the collections split into several partitions; a collection not listed has one.
     collection_shards: Mapping[str, int] = field(default_factory=dict)
     vaults: tuple[VaultConfig, ...] = ()
     # The Private tier embeds only locally (Ollama on loopback or a listed host, the local
     # model, hashing); `private_hosts` lists the non-loopback Ollama hosts trusted with it.
     private_embedding: EmbedderSettings = field(
-        default_factory=lambda: embedder_settings(_FILE_DEFAULTS.embedder, _FILE_DEFAULTS.private_tier.embedder)
+        default_factory=lambda: embedder_settings(FILE_DEFAULTS.embedder, FILE_DEFAULTS.private_tier.embedder)
     )
     private_hosts: tuple[str, ...] = ()
     identity_map_path: Path | None = None  # Safe-tier placeholders for hostnames, users, ...
-    vector_decimals: int = _FILE_DEFAULTS.vector_decimals
-    vector_encoding: str = _FILE_DEFAULTS.public_index.vector_encoding  # float | float16 | int16 | int8 | int16-bin
+    vector_decimals: int = FILE_DEFAULTS.vector_decimals
+    vector_encoding: str = FILE_DEFAULTS.public_index.vector_encoding  # float | float16 | int16 | int8 | int16-bin
     automation: AutomationConfig = AutomationConfig()
     # Off unless rag.yaml names a reranker; the Private tier uses only a local one.
     reranker: RerankerSettings = field(default_factory=RerankerSettings)
     config_path: Path | None = None
     # A symlink whose target lies outside its content folder (or vault) is skipped unless
     # this is set; even then it never leads into another tier's folders.
-    follow_symlinks: bool = _FILE_DEFAULTS.follow_symlinks
+    follow_symlinks: bool = FILE_DEFAULTS.follow_symlinks
     # A larger file is skipped and reported: one huge file must not exhaust a build.
-    max_file_bytes: int = _FILE_DEFAULTS.max_file_bytes
+    max_file_bytes: int = FILE_DEFAULTS.max_file_bytes
     evaluation: EvaluationConfig = EvaluationConfig()
     # The chat model of `rag ask` and POST /ask; the Private tier answers only with a local one.
     llm: LlmSettings = field(default_factory=LlmSettings)
     # SQLite files (the default), or PostgreSQL + pgvector synced from them (rag_assets.index.pg_sync).
     store: StoreSettings = field(default_factory=StoreSettings)
-    # Other sites whose pages may POST to `rag serve` (its own origin always may).
+    # Tokens, per-client limits and the other sites' origins of `rag serve` (rag_assets.serve.access).
     serve: ServeSettings = field(default_factory=ServeSettings)
 
     @property

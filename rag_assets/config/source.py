@@ -60,10 +60,15 @@ def dotted(loc: Sequence[Union[str, int]]) -> str:
     return text
 
 
-def read_config_source(path: Path) -> ConfigSource:
-    """Parse the file twice over: the values (safe_load) and the nodes with their line marks."""
+def read_config_source(path: Path, text: str | None = None) -> ConfigSource:
+    """Parse the file twice over: the values (safe_load) and the nodes with their line marks.
+    ``text``: the content to parse instead of the file's (a would-be version of it, held to
+    the same size cap)."""
     shown = display_path(path)
-    text = _decoded(_bounded_bytes(path, shown), shown)
+    if text is None:
+        text = _decoded(_bounded_bytes(path, shown), shown)
+    elif len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{shown} would be larger than {MAX_CONFIG_BYTES:,} bytes (1 MiB), the most a configuration may be")
     try:
         _check_events(text, shown)
         data = yaml.safe_load(text)

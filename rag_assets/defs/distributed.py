@@ -36,11 +36,12 @@ import yaml
 
 from rag_assets.config import RagConfig, config_from_dict, config_to_dict
 from rag_assets.config.masking import mask_url
+from rag_assets.defs.assembly import build_definitions
 from rag_assets.defs.io_managers import load_record
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISHES_TAG, jobs_with_executor
 from rag_assets.defs.jobs import PUBLISH_JOB as PUBLISH_JOB_NAME
 from rag_assets.defs.partitions import range_tags
-from rag_assets.defs.runner import (
+from rag_assets.defs.outcomes import (
     BuildOutcome,
     CollectionOutcome,
     check_outcomes,
@@ -116,8 +117,6 @@ def load_celery_config(path: Path, environ: dict[str, str] | None = None) -> Cel
 
 def distributed_definitions(cfg: RagConfig) -> dg.Definitions:
     """The project's definitions plus the two Celery jobs."""
-    from rag_assets.definitions import build_definitions
-
     from dagster_celery import celery_executor  # the distributed extra
 
     jobs = jobs_with_executor("celery", celery_executor, "on a Celery worker")
@@ -223,14 +222,15 @@ def prepare_pools(instance: dg.DagsterInstance, pools: Sequence[str] = POOLS) ->
     @dg.job(name="rag_prepare_pools", description="Records the op concurrency pools' limits (distributed builds).")
     def prepare():
         for pool in pools:
-            _claim_op(pool)()
+            claim_op(pool)()
 
     result = prepare.execute_in_process(instance=instance, raise_on_error=False)
     if not result.success:
         raise DistributedBuildError(f"could not record the concurrency pools {', '.join(pools)}: {failure_message(result)}")
 
 
-def _claim_op(pool: str) -> dg.OpDefinition:
+def claim_op(pool: str) -> dg.OpDefinition:
+    """An op that does nothing but claim one slot of ``pool`` (see :func:`prepare_pools`)."""
     @dg.op(name=f"claim_{pool}", pool=pool)
     def claim() -> None:
         """Nothing: claiming the pool's slot is the point."""

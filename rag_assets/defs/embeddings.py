@@ -13,7 +13,7 @@ from rag_assets.index.index_json import read_meta
 from rag_assets.ingest.shards import shard_for_key
 from rag_assets.pipeline import EmbeddingStats, embed_collection
 from rag_assets.records import ChunkedCollection, EmbeddedCollection
-from rag_assets.reporting import chunk_preview_markdown
+from rag_assets.reporting import bullets_markdown, chunk_preview_markdown
 
 GROUP = "collections"
 
@@ -69,8 +69,8 @@ def build_embedding_assets(
                 "documents": len(embedded.documents),
                 **usage_metadata(stats, price),
                 "failed_chunks": len(embedded.failed_chunk_ids),
-                "failed_chunk_ids": dg.MetadataValue.md(_bullets(embedded.failed_chunk_ids)),
-                "errors": dg.MetadataValue.md(_bullets(stats.errors)),
+                "failed_chunk_ids": dg.MetadataValue.md(bullets_markdown(embedded.failed_chunk_ids)),
+                "errors": dg.MetadataValue.md(bullets_markdown(stats.errors)),
                 "preview": dg.MetadataValue.md(chunk_preview_markdown(embedded.chunks, limit=2)),
                 "content_hash": embedded.content_hash,
             }
@@ -121,12 +121,3 @@ def _warn_on_model_change(context: dg.AssetExecutionContext, rag: RagSettings, m
             "One index holds one model: the publish step embeds the other partitions' records again with it "
             "(rag build and the sensors re-index every partition)."
         )
-
-
-def _bullets(items: list[str], limit: int = 50) -> str:
-    if not items:
-        return "_none_"
-    lines = [f"- `{item}`" for item in items[:limit]]
-    if len(items) > limit:
-        lines.append(f"- … and {len(items) - limit} more")
-    return "\n".join(lines)

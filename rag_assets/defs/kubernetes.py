@@ -10,6 +10,7 @@ from __future__ import annotations
 import dagster as dg
 
 from rag_assets.config import RagConfig
+from rag_assets.defs.assembly import build_definitions
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, jobs_with_executor
 from rag_assets.defs.jobs import PUBLISH_JOB as PUBLISH_JOB_NAME
 
@@ -20,8 +21,6 @@ PUBLISH_JOB = f"{PUBLISH_JOB_NAME}_k8s"
 def kubernetes_definitions(cfg: RagConfig) -> dg.Definitions:
     """The project's definitions plus the two Kubernetes jobs."""
     from dagster_k8s import k8s_job_executor  # the k8s extra
-
-    from rag_assets.definitions import build_definitions
 
     jobs = jobs_with_executor("k8s", k8s_job_executor, "in a Kubernetes pod")
     return dg.Definitions.merge(build_definitions(cfg), dg.Definitions(jobs=jobs))

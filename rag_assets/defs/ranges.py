@@ -13,6 +13,8 @@ from typing import Any, Callable, TypeVar
 
 import dagster as dg
 
+from rag_assets.defs.outcomes import failed_partitions_metadata
+
 T = TypeVar("T")
 
 # Every partitioned asset handles its run's whole range in one step; a backfill launched
@@ -21,8 +23,6 @@ SINGLE_RUN = dg.BackfillPolicy.single_run()
 # `backfill_policy` is a beta parameter of @dg.asset; its warning would be printed by every
 # `rag` command that loads the definitions, to users who cannot act on it.
 warnings.filterwarnings("ignore", message=r"Parameter `backfill_policy`", category=dg.BetaWarning)
-# Metadata key of the failed partition on the dg.Failure raised below; the runner reads it.
-FAILED_PARTITION = "partition"
 
 
 def for_each_partition(
@@ -48,9 +48,9 @@ def for_each_partition(
             try:
                 value, metadata = work(key)
             except Exception as error:
+                why = f"{type(error).__name__}: {error}"
                 raise dg.Failure(
-                    description=f"{kind} {key}: {type(error).__name__}: {error}",
-                    metadata={FAILED_PARTITION: key},
+                    description=f"{kind} {key}: {why}", metadata=failed_partitions_metadata({key: why})
                 ) from error
             context.add_asset_metadata({**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key)
             out[key] = value

@@ -13,11 +13,12 @@ from typing import Callable, Sequence
 
 import dagster as dg
 
-from rag_assets.defs.embeddings import _bullets, usage_metadata
+from rag_assets.defs.embeddings import usage_metadata
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.partitions import private_vault_partitions, safe_vault_partitions
 from rag_assets.defs.publish import INDEX_FRESHNESS
-from rag_assets.defs.ranges import FAILED_PARTITION, SINGLE_RUN, throttled
+from rag_assets.defs.outcomes import failed_partitions_metadata
+from rag_assets.defs.ranges import SINGLE_RUN, throttled
 from rag_assets.defs.resources import EmbedderResource, RagSettings, TiersResource
 from rag_assets.index import store
 from rag_assets.privacy.audit import audit_store
@@ -30,7 +31,7 @@ from rag_assets.privacy.vaults import (
     tier_card,
     vaults_riding_along,
 )
-from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
+from rag_assets.reporting import bullets_markdown, chunk_preview_markdown, human_bytes, skipped_markdown
 
 SAFE_GROUP = "safe_tier"
 PRIVATE_GROUP = "private_tier"
@@ -48,7 +49,7 @@ def _vault_metadata(build: VaultBuild) -> dict:
         "chunks": build.chunks,
         "embedded": build.embedded,
         "failed_chunks": len(build.failed_chunk_ids),
-        "failed_chunk_ids": dg.MetadataValue.md(_bullets(build.failed_chunk_ids)),
+        "failed_chunk_ids": dg.MetadataValue.md(bullets_markdown(build.failed_chunk_ids)),
         "skipped_files": len(build.skipped),
         "skipped": dg.MetadataValue.md(skipped_markdown(build.skipped)),
         "provider": build.provider,
@@ -99,7 +100,7 @@ def _each_vault(
     if failed:
         raise dg.Failure(
             description="; ".join(f"vault {key}: {why}" for key, why in failed.items()),
-            metadata={FAILED_PARTITION: ",".join(failed)},
+            metadata=failed_partitions_metadata(failed),
         )
 
 

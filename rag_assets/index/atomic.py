@@ -27,7 +27,7 @@ def _staged_file(path: Path, staging: Path | None = None) -> Iterator[tuple[Bina
     """A temporary file for ``path`` (in ``staging``, else beside it), open for writing and
     synced when the block ends, removed when it raises; (its handle, its path)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned_temp_files(path)
+    remove_abandoned_temp_files(path)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=staging or path.parent)
     tmp = Path(tmp_name)
     try:
@@ -84,7 +84,7 @@ def _current_umask() -> int:
 ABANDONED_AFTER_SECONDS = 3600
 
 
-def _remove_abandoned_temp_files(path: Path) -> None:
+def remove_abandoned_temp_files(path: Path) -> None:
     """Temporary files of this path left by a killed writer (no exception ran to delete them).
 
     Only files older than an hour go, so a concurrent writer's fresh file is never touched.

@@ -17,6 +17,8 @@ Schema (a contract; other tools read it):
 - ``sources(collection, content_hash, documents, indexed_at)``: what each collection or vault
   was built from, written in the same transaction as its rows (the sensors and ``rag build``
   compare it with the files on disk)
+- ``admin_actions(id, at, who, action, tier, target, outcome, detail)``: the public store only,
+  created on first use: what the admin console did (``rag_assets.index.admin_actions``)
 - ``publication(generation)``: the published generation the public store belongs to (see
   ``rag_assets.index.generations``), written in the same transaction as its rows
 

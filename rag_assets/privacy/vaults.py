@@ -359,6 +359,8 @@ def tiers_report(cfg: RagConfig, damaged: set[Path] | frozenset[Path] = frozense
             "builtAt": card.built_at,
             "freshness": card.freshness,
             "ageSeconds": card.age_seconds,
+            # What the rows were built from, in one hash (each collection's or vault's, combined).
+            "contentHash": combine_hashes(store.read_sources(cfg.store_path(tier))) if card.exists else None,
         }
         if tier != "public":
             entry["vaults"] = {

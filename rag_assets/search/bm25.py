@@ -46,7 +46,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from rag_assets.index.atomic import _remove_abandoned_temp_files
+from rag_assets.index.atomic import remove_abandoned_temp_files
 from rag_assets.index.fts import TOKENIZE
 from rag_assets.search.bm25_scan import (
     Bm25Statistics,
@@ -198,7 +198,7 @@ class MemoryBm25:
         path = Path(path)
         meta = json.dumps(self.key, sort_keys=True).encode()
         terms = "\n".join(self.terms).encode("utf-8")  # a term never holds a newline (a separator)
-        _remove_abandoned_temp_files(path)  # left by a killed writer
+        remove_abandoned_temp_files(path)  # left by a killed writer
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             mode = stat.S_IMODE(like.stat().st_mode) if like is not None and like.exists() else 0o600

@@ -31,7 +31,7 @@ import numpy as np
 
 from rag_assets.index import pg_mirror, pg_schema
 from rag_assets.search.params import SearchError
-from rag_assets.search.retrieval import SearchIndex, _Loaded
+from rag_assets.search.retrieval import LoadedIndex, SearchIndex
 
 
 class PgSearchIndex(SearchIndex):
@@ -93,7 +93,7 @@ class PgSearchIndex(SearchIndex):
                 pg_mirror.write_mirror(self._pg(), self.schema, self.path, stamp)
             self._mirrored = stamp
 
-    def loaded(self) -> _Loaded:
+    def loaded(self) -> LoadedIndex:
         try:
             self.refresh()
         except pg_schema.PostgresStoreError as exc:
@@ -101,13 +101,13 @@ class PgSearchIndex(SearchIndex):
         return super().loaded()
 
     # ------------------------------------------------------------------ vectors
-    def _row_of_id(self, data: _Loaded) -> dict[str, int]:
+    def _row_of_id(self, data: LoadedIndex) -> dict[str, int]:
         if self._ids is None or self._ids[0] is not data:
             rowid_to_id = dict(self._connection().execute("SELECT rowid, id FROM chunks WHERE embedding IS NOT NULL"))
             self._ids = (data, {rowid_to_id[int(r)]: i for i, r in enumerate(data.rowids)})
         return self._ids[1]
 
-    def _vector_ranks(self, data: _Loaded, qvec: np.ndarray, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
+    def _vector_ranks(self, data: LoadedIndex, qvec: np.ndarray, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
         if self.vector_search == "exact":  # the loaded vectors, scanned as the SQLite path scans them
             return super()._vector_ranks(data, qvec, mask, depth)
         allowed = None

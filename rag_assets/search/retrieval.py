@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class _Loaded:
+class LoadedIndex:
     """The store's vectors and per-chunk metadata, as of ``stamp``."""
 
     stamp: tuple
@@ -124,7 +124,7 @@ class SearchIndex:
         self.log_searches = log_searches
         self.lexical = lexical
         self.fields = fields
-        self._loaded: _Loaded | None = None
+        self._loaded: LoadedIndex | None = None
         self._lock = threading.Lock()
         self._local = threading.local()
         self._generation = 0  # bumped at every load: an older background BM25 build gives up
@@ -166,7 +166,7 @@ class SearchIndex:
         """True when there is a store to search (``rag build`` has written it)."""
         return self.path.is_file()
 
-    def loaded(self) -> _Loaded:
+    def loaded(self) -> LoadedIndex:
         """The in-memory matrix, reloaded when the store's files changed since the last load."""
         if not self.path.is_file():
             raise SearchError(f"no store at {self.path}; run `rag build` first")
@@ -175,7 +175,7 @@ class SearchIndex:
         except sqlite3.DatabaseError as exc:
             raise damaged_store_error(self.path, exc) from None
 
-    def _loaded_now(self) -> _Loaded:
+    def _loaded_now(self) -> LoadedIndex:
         stamp = self._stamp()
         current = self._loaded
         if current is not None and current.stamp == stamp:
@@ -185,7 +185,7 @@ class SearchIndex:
                 self._loaded = self._load(stamp)
             return self._loaded
 
-    def _load(self, stamp: tuple) -> _Loaded:
+    def _load(self, stamp: tuple) -> LoadedIndex:
         conn = self._connection()
         meta = conn.execute("SELECT model, dimension, provider FROM embeddings_meta LIMIT 1").fetchone()
         model, dimension, provider = meta if meta else (None, None, None)
@@ -212,7 +212,7 @@ class SearchIndex:
         collections = np.array([documents.get(d, {}).get("collection", "") for d in document_ids], dtype=object)
         position = {doc_id: i for i, doc_id in enumerate(documents)}
         doc_index = np.fromiter((position.get(d, len(position)) for d in document_ids), dtype=np.int32, count=len(rows))
-        data = _Loaded(
+        data = LoadedIndex(
             stamp=stamp,
             rowids=rowids,
             matrix=matrix,
@@ -238,7 +238,7 @@ class SearchIndex:
             data.bm25_done.set()
         return data
 
-    def _build_bm25(self, data: _Loaded, conn: sqlite3.Connection | None, generation: int) -> None:
+    def _build_bm25(self, data: LoadedIndex, conn: sqlite3.Connection | None, generation: int) -> None:
         """Give ``data`` its in-memory BM25 postings (from the cache beside the store, or built
         from its FTS5 index), read in one transaction that must still show the loaded rows.
         Any failure leaves ``data.bm25`` None: searches go on with FTS5."""
@@ -331,7 +331,7 @@ class SearchIndex:
             self._log(result)
         return result
 
-    def _relevance(self, data: _Loaded, query: str, mode: str, rows: list[int], vector, lexical, cosines):
+    def _relevance(self, data: LoadedIndex, query: str, mode: str, rows: list[int], vector, lexical, cosines):
         """(row -> calibrated relevance, the rows' features) for ``rows`` (rag_assets.search.relevance)."""
         if not rows:
             return {}, _FeatureTable([], {})
@@ -349,7 +349,7 @@ class SearchIndex:
         model = shipped_models().model(data.profile.embedder, mode)
         return dict(zip(rows, model.predict(features).tolist())), _FeatureTable(rows, features)
 
-    def _filter_mask(self, data: _Loaded, params: SearchParams) -> np.ndarray | None:
+    def _filter_mask(self, data: LoadedIndex, params: SearchParams) -> np.ndarray | None:
         """Rows allowed by the filters, or None when nothing is filtered."""
         if not (params.collections or params.tags or params.filters or params.slug_prefix):
             return None
@@ -374,7 +374,7 @@ class SearchIndex:
             data.allowed_cache[key] = allowed
         return allowed[data.doc_index]
 
-    def _vector_ranks(self, data: _Loaded, qvec: np.ndarray, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
+    def _vector_ranks(self, data: LoadedIndex, qvec: np.ndarray, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
         scores = data.matrix @ qvec
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
@@ -385,7 +385,7 @@ class SearchIndex:
         top = top[np.argsort(-scores[top], kind="stable")]
         return {int(row): (rank, float(scores[row])) for rank, row in enumerate(top, start=1) if np.isfinite(scores[row])}
 
-    def _bm25_ranks(self, data: _Loaded, query: str, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
+    def _bm25_ranks(self, data: LoadedIndex, query: str, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
         conn = self._connection()
         found: list[tuple[int, float]] = []
         memory = data.bm25
@@ -416,7 +416,7 @@ class SearchIndex:
         ordered = sorted(best.items(), key=lambda kv: -kv[1])[:depth]
         return {row: (rank, score) for rank, (row, score) in enumerate(ordered, start=1)}
 
-    def _diversify(self, data: _Loaded, ranked: list[int], scored: dict[int, float], params: SearchParams) -> list[int]:
+    def _diversify(self, data: LoadedIndex, ranked: list[int], scored: dict[int, float], params: SearchParams) -> list[int]:
         if params.mmr_lambda is not None and len(ranked) > 1:
             ranked = mmr(data.matrix, ranked, scored, params.mmr_lambda, limit=max(params.k * 3, params.k))
         if params.max_per_document:

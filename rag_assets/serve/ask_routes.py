@@ -24,11 +24,14 @@ Server-sent events when the ``Accept`` header contains ``text/event-stream`` or 
   503: no chat model is available; the sources were sent already).
 
 Statuses: 400 bad input (empty or over-long question, unknown tier or key, malformed JSON),
+401/403 a tier the caller's token does not open (:mod:`rag_assets.serve.access`), 429 over the
+client's ask rate or ``serve.max_concurrent_asks`` answers in flight (with ``Retry-After``),
 403 the Private tier off loopback (as for /search) or a non-local chat model for it, 413 a
 body over ``MAX_BODY_BYTES``, 415 a body sent as other than ``application/json`` (none included)
 and 403 a page of another site (:mod:`.origin_check`); in JSON mode 502/503 as above with ``retrieval`` (the sources)
 in the body. An abstained answer (nothing relevant enough) is a 200 with ``abstained: true``
-and no model call.
+and no model call. An anonymous question past ``serve.anonymous_chat_tokens_per_day`` is
+answered as when no model is available: the sources, and the reason.
 """
 
 from __future__ import annotations
@@ -37,10 +40,11 @@ import json
 import logging
 import threading
 from dataclasses import replace
-from typing import Any, Iterator
+from typing import Any, AsyncIterator, Iterator
 
 import orjson
-from starlette.concurrency import run_in_threadpool
+from starlette.background import BackgroundTask
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -53,6 +57,8 @@ from rag_assets.embed.errors import EmbeddingError
 from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.params import SearchError
 from rag_assets.search.rerank.stage import search_reranked
+from rag_assets.serve.access import TierDenied
+from rag_assets.serve.limits import Limits, Slot, counted, exempt, too_many
 from rag_assets.serve.http_params import MAX_QUERY_CHARS
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 
@@ -61,18 +67,23 @@ log = logging.getLogger("rag_assets.serve.ask_routes")
 MAX_QUESTION_CHARS = MAX_QUERY_CHARS
 MAX_BODY_BYTES = 64 * 1024
 ASK_KEYS = ("question", "tier", "session", "collections", "stream")
+BUSY_RETRY_SECONDS = 5  # an answer takes seconds; sooner would likely find every slot still taken
 
 
-def ask_routes(cfg: RagConfig, tiers: Tiers) -> list[Route]:
-    """The routes this module serves, for ``create_app``'s route list."""
+def ask_routes(cfg: RagConfig, tiers: Tiers, limits: Limits) -> list[Route]:
+    """The routes this module serves, for ``create_app``'s route list; ``limits``: the cap on
+    answers in flight and the anonymous daily allowance (:mod:`rag_assets.serve.limits`)."""
     models = ChatModels(cfg)
 
-    def prepare_answer(request: AskRequest) -> Prepared:
-        tiers.check_tier(request.tier)
+    def prepare_answer(request: AskRequest, caller: Request) -> Prepared:
+        tiers.check_tier(request.tier, caller)  # before anything is searched or a model chosen
         # Sanitised before the rewrite, the search, the model and the answer log see it
         request = replace(request, question=tiers.question(request.tier, request.question))
         selection = models.get(request.tier)
-        index = tiers.index(request.tier)
+        budget = limits.anonymous_budget(caller)
+        if budget is not None and selection.provider is not None and budget.exhausted():
+            selection = ChatSelection(None, budget.reason())  # the sources only, and why
+        index = tiers.index(request.tier, caller)
         stage = tiers.rerank_stage(request.tier, None)
 
         def search(query, params):
@@ -81,27 +92,58 @@ def ask_routes(cfg: RagConfig, tiers: Tiers) -> list[Route]:
         return prepare(request, search, selection, index.path, cfg.llm)
 
     async def ask(request: Request) -> Response:
+        unlimited = exempt(request)  # admin scope: loopback owner or an admin token
+        slot = None if unlimited else limits.slots.acquire()
+        if slot is None and not unlimited:
+            return too_many(f"{limits.slots.size} answers are being written already", BUSY_RETRY_SECONDS)
         try:
             body = await read_body(request)
             ask_request, streamed = parse_ask(body, request.headers.get("accept", ""))
-            prepared = await run_in_threadpool(prepare_answer, ask_request)
-        except (BadRequest, SearchError) as exc:
-            return _error(400, str(exc))
-        except (Refused, PrivacyError) as exc:
-            return _error(403, str(exc))
-        except TooLarge as exc:
-            return _error(413, str(exc))
-        except EmbeddingError as exc:
-            return _error(503, f"cannot embed the question: {exc}")
+            prepared = await run_in_threadpool(prepare_answer, ask_request, request)
+        except Exception as exc:
+            if slot is not None:
+                slot.release()
+            return _refusal(exc)
+        events = counted(generate(prepared, streamed=streamed), prepared, limits.anonymous_budget(request))
         if streamed:
             return StreamingResponse(
-                sse(generate(prepared)), media_type="text/event-stream",
+                _released(sse(events), slot), media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                background=BackgroundTask(slot.release) if slot is not None else None,
             )
-        collected = await run_in_threadpool(lambda: collect(prepared, generate(prepared, streamed=False)))
+        try:
+            collected = await run_in_threadpool(lambda: collect(prepared, events))
+        finally:
+            if slot is not None:
+                slot.release()
         return JSONResponse(collected.body, status_code=collected.status)
 
     return [Route("/ask", ask, methods=["POST"])]
+
+
+def _refusal(exc: Exception) -> JSONResponse:
+    """The JSON error for what stopped a question before any answer (a bug is re-raised: a 500)."""
+    if isinstance(exc, (BadRequest, SearchError)):
+        return _error(400, str(exc))
+    if isinstance(exc, (Refused, PrivacyError)):
+        return _error(403, str(exc))
+    if isinstance(exc, TierDenied):
+        return _error(exc.status, str(exc))
+    if isinstance(exc, TooLarge):
+        return _error(413, str(exc))
+    if isinstance(exc, EmbeddingError):
+        return _error(503, f"cannot embed the question: {exc}")
+    raise exc
+
+
+async def _released(frames: Iterator[bytes], slot: Slot | None) -> AsyncIterator[bytes]:
+    """The stream's frames; its answer slot is freed when it ends, fails or the client leaves."""
+    try:
+        async for frame in iterate_in_threadpool(frames):
+            yield frame
+    finally:
+        if slot is not None:
+            slot.release()
 
 
 class TooLarge(ValueError):

@@ -32,6 +32,7 @@ from rag_assets.serve.cli_query import (
 from rag_assets.privacy.identity import IdentityMapError
 from rag_assets.serve.cli_mcp import add_mcp_command
 from rag_assets.serve.cli_numbers import finite_float, int_between
+from rag_assets.serve.cli_token import add_token_command
 from rag_assets.serve.exit_codes import EXIT_OK, EXIT_USAGE
 from rag_assets.serve.status import cmd_status
 
@@ -292,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=cmd_serve)
 
     add_mcp_command(commands, common)
+    add_token_command(commands, common)
 
     evaluate = commands.add_parser(
         "eval",

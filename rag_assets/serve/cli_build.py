@@ -29,7 +29,7 @@ from rag_assets.privacy.vaults import (
     detect_vault_changes,
 )
 from rag_assets.serve.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from rag_assets.serve.status import _print_status
+from rag_assets.serve.status import print_status
 
 # --- config ----------------------------------------------------------------------------------
 
@@ -167,7 +167,7 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     # What was just written, without re-reading it all for damage: the build checked the caches
     # and outputs before it started and wrote the new generation itself (`rag status` and `rag
     # check` verify; at a million chunks the checks took about three minutes here).
-    _print_status(cfg, check_damage=False)
+    print_status(cfg, check_damage=False)
     return EXIT_FAILED if outcome.failed_checks else EXIT_OK
 
 

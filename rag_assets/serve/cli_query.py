@@ -215,7 +215,13 @@ def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
 def cmd_serve(cfg: RagConfig, args: argparse.Namespace) -> int:
     from rag_assets.serve.http import serve
 
-    serve(cfg, host=args.host, port=args.port, allow_private_remote=args.allow_private_remote)
+    from rag_assets.serve.tokens import TokenError
+
+    try:
+        serve(cfg, host=args.host, port=args.port, allow_private_remote=args.allow_private_remote)
+    except TokenError as exc:
+        print(f"rag serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 

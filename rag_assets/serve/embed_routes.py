@@ -4,9 +4,10 @@ a remote model (a browser cannot call the provider: the key must stay on the ser
 Request ``{"text": "...", "model": "..."?}``; answer ``{"model", "dimension", "vector"}``, the
 vector the server itself would search with (the public store's provider and model). Public
 tier only: the route takes no tier, so Safe and Private text never reaches it. A site served
-from another origin calls it across origins, hence the CORS headers; the POST itself is
-refused (403) unless that origin is listed in ``serve.cors_origins`` (:mod:`.origin_check`: a
-foreign page must not spend the provider's quota). Errors are JSON ``{"error"}``: 400 for bad
+from another origin calls it across origins: list that origin in ``serve.cors_origins`` (the
+app's CORSMiddleware answers the preflight; no other origin gets CORS headers, and its POST is
+refused by :mod:`.origin_check`: a foreign page must not spend the provider's quota).
+Errors are JSON ``{"error"}``: 400 for bad
 input, 409 when ``model`` is not the index's (the page holds an older index), 503 when the
 provider cannot embed; the script then falls back to BM25 alone.
 """
@@ -18,7 +19,7 @@ from typing import Any
 import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from rag_assets.embed.errors import EmbeddingError
@@ -26,12 +27,6 @@ from rag_assets.search.params import SearchError
 from rag_assets.serve.http_params import MAX_QUERY_CHARS
 from rag_assets.serve.tiers import BadRequest, Tiers
 
-CORS = {
-    "Access-Control-Allow-Origin": "*",
-    "Access-Control-Allow-Methods": "POST, OPTIONS",
-    "Access-Control-Allow-Headers": "content-type",
-    "Access-Control-Max-Age": "86400",
-}
 MAX_BODY_BYTES = 64 * 1024
 
 
@@ -40,7 +35,7 @@ class _Conflict(Exception):
 
 
 def _answer(status: int, body: dict[str, Any]) -> JSONResponse:
-    return JSONResponse(body, status_code=status, headers=CORS)
+    return JSONResponse(body, status_code=status)
 
 
 def _text_of(body: bytes) -> tuple[str, str | None]:
@@ -77,8 +72,8 @@ async def _read_capped(request: Request) -> bytes:
 def embed_routes(tiers: Tiers) -> list[Route]:
     """The ``/embed`` routes over the server's tiers (the Public tier's store and embedder)."""
 
-    def embed(text: str, model: str | None) -> dict[str, Any]:
-        index = tiers.index("public")
+    def embed(request: Request, text: str, model: str | None) -> dict[str, Any]:
+        index = tiers.index("public", request)
         embedder = tiers.embedder("public", index)
         if model is not None and model != embedder.model:
             raise _Conflict(f"the public index is built with {embedder.model}, not {model}; reload the index")
@@ -88,7 +83,7 @@ def embed_routes(tiers: Tiers) -> list[Route]:
     async def post(request: Request) -> JSONResponse:
         try:
             text, model = _text_of(await _read_capped(request))
-            return _answer(200, await run_in_threadpool(embed, text, model))
+            return _answer(200, await run_in_threadpool(embed, request, text, model))
         except (BadRequest, SearchError) as exc:
             return _answer(400, {"error": str(exc)})
         except _Conflict as exc:
@@ -96,7 +91,4 @@ def embed_routes(tiers: Tiers) -> list[Route]:
         except EmbeddingError as exc:
             return _answer(503, {"error": f"cannot embed the query: {exc}; search with BM25 alone"})
 
-    async def preflight(request: Request) -> Response:
-        return Response(status_code=204, headers=CORS)
-
-    return [Route("/embed", post, methods=["POST"]), Route("/embed", preflight, methods=["OPTIONS"])]
+    return [Route("/embed", post, methods=["POST"])]

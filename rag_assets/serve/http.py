@@ -25,6 +25,7 @@ Routes (``GET`` unless marked; all but ``/`` answer JSON)::
     POST /ask -> an answer with numbered citations, JSON or server-sent events (:mod:`.ask_routes`)
     POST /embed -> the Public tier's query vectors for rag-search.js (:mod:`.embed_routes`)
     /        -> the page for people: search, chat and status in a browser (:mod:`.web_routes`)
+    /admin   -> the admin console (scope admin): tier cards, vaults, ingest, audit (:mod:`.admin_routes`)
 
 Every POST (``/ask``, ``/embed``, ``/mcp``) must be sent as ``application/json`` (else 415) and,
 when it carries an ``Origin``, come from the server's own origin or one of ``serve.cors_origins``
@@ -45,7 +46,11 @@ release the GIL); the index gives each thread its own SQLite connection.
 A Safe-tier query is sanitised (secrets redacted, the identity map applied) before it is
 embedded, reranked, logged or echoed (:mod:`.questions`). The Private tier's queries are embedded only locally (``tier_embedder`` enforces it). The
 server binds 127.0.0.1 by default; bound to any other address it refuses the Private tier
-unless started with ``allow_private_remote=True``.
+unless started with ``allow_private_remote=True``. Who may read which tier is decided once per
+request by the authentication middleware (:mod:`.access`: loopback, Bearer token or the page's
+session cookie) and checked wherever a tier is opened (401/403); per-client rate limits, the
+cap on answers in flight and CORS come from ``serve:`` in rag.yaml (:mod:`.limits`); ``/login``
+and ``/logout`` sign the page in (:mod:`.login`).
 
 ``rerank`` (default: on when rag.yaml names a reranker) re-scores the top fused candidates
 (:mod:`rag_assets.search.rerank`). A reranker that fails leaves the fused order and says
@@ -66,6 +71,8 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -77,6 +84,8 @@ from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.context import pack_context
 from rag_assets.search.params import MAX_BUDGET, SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
+from rag_assets.serve.access import AccessBackend, TierDenied, auth_error
+from rag_assets.serve.admin_routes import admin_routes
 from rag_assets.serve.ask_routes import ask_routes
 from rag_assets.serve.embed_routes import embed_routes
 from rag_assets.serve.host_check import LoopbackHostOnly
@@ -89,10 +98,13 @@ from rag_assets.serve.http_params import (
     parse_query,
     parse_search_params,
 )
+from rag_assets.serve.limits import Limits, RateLimits
+from rag_assets.serve.login import CsrfGuard, SessionStore, login_routes
 from rag_assets.serve.mcp_server import mcp_http
 from rag_assets.serve.origin_check import SameOriginJsonPosts, posting_paths
-from rag_assets.serve.status import chat_service_summary, embedding_service_summary, status_report
+from rag_assets.serve.status import chat_service_summary, embedding_service_summary, locked_status, status_report
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
+from rag_assets.serve.tokens import TokenStore, token_file_path
 from rag_assets.serve.web_routes import web_routes
 
 log = logging.getLogger("rag_assets.serve.http")
@@ -100,6 +112,7 @@ log = logging.getLogger("rag_assets.serve.http")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_BUDGET = 1500
+USAGE_FILE = "anonymous-chat-usage.json"  # in the output's data folder: survives a restart
 DEFAULT_CONTEXT_K = 20  # more hits than fit, so the budget decides (as `rag context`)
 __all__ = ["MAX_QUERY_CHARS", "BadRequest", "Refused", "Tiers", "create_app", "limit_blas_threads", "serve"]
 CONTEXT_PARAMS = SEARCH_PARAMS + ("budget",)
@@ -113,18 +126,36 @@ def error(status: int, message: str) -> JSONResponse:
 
 # The GET routes that call the embedding provider (and the reranker) and write the search log.
 MODEL_CALLING_READS = frozenset({"/search", "/context"})
+# The POSTs of HTML forms (sign-in): form-encoded, guarded by their CSRF token and Origin.
+FORM_POSTS = frozenset({"/login", "/logout"})
 
 
 def create_app(
-    cfg: RagConfig, *, serve_private: bool = True, log_searches: bool = True, preload: bool = True, host: str = DEFAULT_HOST
+    cfg: RagConfig,
+    *,
+    serve_private: bool = True,
+    log_searches: bool = True,
+    preload: bool = True,
+    host: str = DEFAULT_HOST,
+    tokens: TokenStore | None = None,
 ) -> Starlette:
     """The Starlette app; ``serve_private=False`` answers Private-tier requests with a 403.
-    ``host``: the address it will be bound to (the MCP endpoint checks Host headers on loopback)."""
+    ``host``: the address it will be bound to (the MCP endpoint checks Host headers on loopback;
+    off loopback, clients need tokens beyond the Public tier: :mod:`rag_assets.serve.access`).
+    ``tokens``: the token store (default: the file of :func:`token_file_path`; TokenError when
+    that path is inside the output folder)."""
+    tokens = tokens if tokens is not None else TokenStore(token_file_path(cfg))
+    bound_loopback = is_loopback_host(host)
+    sessions = SessionStore()
+    backend = AccessBackend(
+        tokens, sessions, bound_loopback=bound_loopback, allow_private_remote=serve_private and not bound_loopback
+    )
     tiers = Tiers(cfg, serve_private=serve_private, log_searches=log_searches)
-    mcp = mcp_http(cfg, tiers, host=host)
+    limits = Limits(cfg.serve, cfg.data_dir / USAGE_FILE)
+    mcp = mcp_http(cfg, tiers, host=host, limits=limits)
 
-    def run_search(query: str, tier: str, params: SearchParams, rerank: bool | None) -> SearchResult:
-        index = tiers.index(tier)
+    def run_search(request: Request, query: str, tier: str, params: SearchParams, rerank: bool | None) -> SearchResult:
+        index = tiers.index(tier, request)  # the caller's scopes are checked here
         stage = tiers.rerank_stage(tier, rerank)
         embedder = None if params.mode == "bm25" else tiers.embedder(tier, index)
         return search_reranked(index, query, embedder, params, stage)
@@ -135,6 +166,8 @@ def create_app(
             return JSONResponse(await run_in_threadpool(work))
         except Refused as exc:
             return error(403, str(exc))
+        except TierDenied as exc:
+            return error(exc.status, str(exc))
         except (BadRequest, SearchError) as exc:
             return error(400, str(exc))
         except PrivacyError as exc:
@@ -150,7 +183,7 @@ def create_app(
             check_known(request, SEARCH_PARAMS)
             tier, params = parse_search_params(request)
             query = tiers.question(tier, parse_query(request))
-            result = run_search(query, tier, params, bool_param(request, "rerank"))
+            result = run_search(request, query, tier, params, bool_param(request, "rerank"))
             out = {
                 "query": query,
                 "tier": tier,
@@ -177,7 +210,7 @@ def create_app(
             query = tiers.question(tier, parse_query(request))
             params = replace(params, view="chunks")  # packing merges a page's chunks itself
             started = time.perf_counter()
-            result = run_search(query, tier, params, bool_param(request, "rerank"))
+            result = run_search(request, query, tier, params, bool_param(request, "rerank"))
             packed = pack_context(result.hits, budget)
             out = dict(packed.to_json())
             if not result.hits:
@@ -205,7 +238,7 @@ def create_app(
             report["embeddingService"] = embedding_service_summary(cfg)
             served = tuple(tier for tier, entry in report.get("tiers", {}).items() if entry.get("served"))
             report["chatService"] = chat_service_summary(cfg, served)
-            return report
+            return locked_status(report, request.auth.scopes, request.user.display_name)
 
         return await guarded(work)
 
@@ -235,24 +268,33 @@ def create_app(
         Route("/context", context, methods=["GET"]),
         Route("/status", status, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
-        *ask_routes(cfg, tiers),  # POST /ask (rag_assets.serve.ask_routes)
+        *ask_routes(cfg, tiers, limits),  # POST /ask (rag_assets.serve.ask_routes)
         mcp.route,
         *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
+        *admin_routes(cfg),  # /admin: the admin console and its API (rag_assets.serve.admin_routes)
         *web_routes(),  # the page for people at / (rag_assets/serve/web/)
+        *login_routes(tokens, sessions),  # GET/POST /login, POST /logout (rag_assets.serve.login)
     ]
     app = Starlette(
         routes=routes,
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
         middleware=[
+            # No Access-Control-Allow-Origin unless the Origin is one of serve.cors_origins
+            Middleware(CORSMiddleware, allow_origins=list(cfg.serve.cors_origins), allow_methods=["GET", "POST"],
+                       allow_headers=["content-type", "authorization"], max_age=86400),
             # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
-            *([Middleware(LoopbackHostOnly)] if is_loopback_host(host) else []),
-            # No POST from another site's page: JSON only, and a foreign Origin refused; nor a
-            # search (it embeds the query and logs it) that another site's page started
+            *([Middleware(LoopbackHostOnly)] if bound_loopback else []),
+            # No POST from another site's page: JSON only (the sign-in forms aside), and a foreign
+            # Origin refused; nor a search (it embeds the query and logs it) another site's page started
             Middleware(
                 SameOriginJsonPosts, allowed_origins=cfg.serve.cors_origins, guarded=posting_paths(routes),
-                reading=MODEL_CALLING_READS,
+                reading=MODEL_CALLING_READS, forms=FORM_POSTS,
             ),
+            # request.auth.scopes and request.user for every route (rag_assets.serve.access)
+            Middleware(AuthenticationMiddleware, backend=backend, on_error=auth_error),
+            Middleware(RateLimits, limits=limits),  # per-client buckets; 429 with Retry-After
+            Middleware(CsrfGuard),  # a cookie-signed-in page's POSTs must repeat rag_csrf
         ],
     )
     app.state.tiers = tiers
@@ -290,12 +332,15 @@ def serve(
     if not is_loopback_host(host):
         if allow_private_remote:
             print(
-                f"warning: serving on {host}, a non-loopback address, WITH the private tier: anyone who can reach "
-                "this port can read your private notes"
+                f"warning: serving on {host}, a non-loopback address, WITH the private tier for clients holding a "
+                "token with scope private; the public tier is open to anyone who can reach this port"
             )
         else:
             print(f"warning: serving on {host}, a non-loopback address: the private tier is not served (403)")
+        print("off loopback the public tier is open to all, the safe tier needs a token with scope safe "
+              "(`rag token create --name NAME --scope safe`); limits: serve: in rag.yaml")
     if "OPENBLAS_NUM_THREADS" not in os.environ:
         log.info(limit_blas_threads(1))
+    app = create_app(cfg, serve_private=serve_private, host=host)  # TokenError (exit 2) before anything is bound
     print(f"rag serve: http://{host if ':' not in host else f'[{host}]'}:{port}/search?q=... (Ctrl+C to stop)", flush=True)
-    uvicorn.run(create_app(cfg, serve_private=serve_private, host=host), host=host, port=port, log_level=log_level)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)

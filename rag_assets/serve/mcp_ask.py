@@ -5,20 +5,22 @@ abstention without a model call, grounded prompt, citation check and answer log;
 the ``rag ask --json`` document. Served only when a chat model is configured (``llm.name``
 openai or ollama) or ``auto`` finds one when the server starts, so an agent is never offered a
 tool that cannot answer. The Private tier goes through the same guard as the other tools
-(:func:`~rag_assets.serve.mcp_tools.tier_index`) and answers only with a local model.
+(:func:`~rag_assets.serve.mcp_base.tier_index`) and answers only with a local model.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from rag_assets.answer.ask import AskRequest, collect, generate, prepare
-from rag_assets.answer.selection import chat_for_tier
+from rag_assets.answer.selection import ChatSelection, chat_for_tier
 from rag_assets.config import RagConfig
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.serve.ask_routes import ChatModels
 from rag_assets.serve.mcp_schemas import ASK_SCHEMA
-from rag_assets.serve.mcp_tools import Caller, ToolEnv, ToolError, ToolSpec, tier_index
+from rag_assets.serve.limits import DailyBudget, Limits, counted, exempt, retry_after
+from rag_assets.serve.mcp_base import Caller, ToolEnv, ToolError, ToolSpec, caller_scopes, tier_index
 
 ASK_DESCRIPTION = (
     "Answer a question from the notes with a chat model, citing its sources as [n]. Returns the answer, "
@@ -48,17 +50,21 @@ def ask_tool(cfg: RagConfig) -> ToolSpec:
         if not question:
             raise ToolError("question is empty; ask a question in plain words")
         tier = args.get("tier", "public")
-        index = tier_index(env, caller, tier)  # the Private-tier guard comes first
-        question = env.tiers.question(tier, question)  # sanitised on the Safe tier before anything sees it
-        request = AskRequest(question=question, tier=tier, collections=tuple(args.get("collections") or ()))
-        selection = models.get(tier)  # PrivacyError for a non-local model on the Private tier
-        stage = env.tiers.rerank_stage(tier, None)
+        index = tier_index(env, caller, tier)  # the tier guard comes first
+        scopes = list(caller_scopes(caller, env.tiers.serve_private))
+        with _ask_allowance(env.limits, caller, scopes) as budget:
+            question = env.tiers.question(tier, question)  # sanitised on the Safe tier before anything sees it
+            request = AskRequest(question=question, tier=tier, collections=tuple(args.get("collections") or ()))
+            selection = models.get(tier)  # PrivacyError for a non-local model on the Private tier
+            if budget is not None and selection.provider is not None and budget.exhausted():
+                selection = ChatSelection(None, budget.reason())
+            stage = env.tiers.rerank_stage(tier, None)
 
-        def search(query, params):
-            return search_reranked(index, query, env.tiers.embedder(tier, index), params, stage)
+            def search(query, params):
+                return search_reranked(index, query, env.tiers.embedder(tier, index), params, stage)
 
-        prepared = prepare(request, search, selection, index.path, env.cfg.llm)
-        collected = collect(prepared, generate(prepared, streamed=False))
+            prepared = prepare(request, search, selection, index.path, env.cfg.llm)
+            collected = collect(prepared, counted(generate(prepared, streamed=False), prepared, budget))
         if collected.status != 200:
             raise ToolError(
                 f"no answer: {collected.body['error']}; the sources found are available through get_context "
@@ -67,3 +73,23 @@ def ask_tool(cfg: RagConfig) -> ToolSpec:
         return collected.body
 
     return ToolSpec("ask", ASK_DESCRIPTION, ASK_SCHEMA, run_ask)
+
+
+@contextmanager
+def _ask_allowance(limits: Limits | None, caller: Caller, scopes: list[str]) -> Iterator[DailyBudget | None]:
+    """The limits of POST /ask for one MCP answer: the caller's ask bucket and an answer slot
+    (ToolError when over either); yields the anonymous budget the answer counts against."""
+    if limits is None or exempt(scopes):
+        yield None
+        return
+    key = f"token:{caller.user}" if caller.user else f"addr:{caller.client_host or 'unknown'}"
+    wait = limits.ask.take(key)
+    if wait > 0:
+        raise ToolError(f"too many questions from this client; retry after {retry_after(wait)} s")
+    slot = limits.slots.acquire()
+    if slot is None:
+        raise ToolError(f"{limits.slots.size} answers are being written already; retry in a few seconds")
+    try:
+        yield limits.anonymous_budget(scopes)
+    finally:
+        slot.release()

@@ -2,8 +2,8 @@
 :mod:`rag_assets.serve.mcp_tools` over stdio (``rag mcp``) or streamable HTTP (``/mcp`` of ``rag serve``).
 
 The low-level server is used (not MCPServer) because the tools' JSON schemas are written out,
-not inferred from signatures, and because a call needs its transport and client address: the
-Private tier is served over stdio and to loopback HTTP clients only (:func:`caller_of`).
+not inferred from signatures, and because a call needs its transport, client address and scopes:
+the tiers a caller may read are decided as for every HTTP route (:func:`caller_of`).
 
 Tool work is blocking (numpy, SQLite, an embedding request), so each call runs in a worker
 thread. A bad argument or a refused tier is a tool result with ``isError`` and a message saying
@@ -29,7 +29,9 @@ from mcp.shared.exceptions import MCPError
 from starlette.routing import Route
 
 from rag_assets.config import RagConfig
-from rag_assets.serve.mcp_tools import Caller, ToolEnv, ToolError, ToolSpec, build_tools, call_tool
+from rag_assets.serve.limits import Limits
+from rag_assets.serve.mcp_base import Caller, ToolEnv, ToolError, ToolSpec
+from rag_assets.serve.mcp_tools import build_tools, call_tool
 from rag_assets.serve.tiers import Tiers
 
 log = logging.getLogger("rag_assets.serve.mcp")
@@ -59,7 +61,12 @@ def caller_of(ctx: ServerRequestContext[Any, Any], transport: str) -> Caller:
         return Caller("stdio")
     request = ctx.request
     client = getattr(request, "client", None)
-    return Caller("http", client.host if client else None)
+    # The authentication middleware's verdict on this HTTP request (rag_assets.serve.access).
+    auth = getattr(request, "scope", {}).get("auth") if isinstance(getattr(request, "scope", None), dict) else None
+    scopes = tuple(auth.scopes) if auth is not None else None
+    user = getattr(request, "scope", {}).get("user") if auth is not None else None
+    name = user.display_name if user is not None and user.is_authenticated else ""
+    return Caller("http", client.host if client else None, scopes, name)
 
 
 def _tool_json(tool: ToolSpec) -> types.Tool:
@@ -144,13 +151,15 @@ class McpHttp:
         return self.session_manager.run()
 
 
-def mcp_http(cfg: RagConfig, tiers: Tiers, *, host: str = "127.0.0.1", path: str = MCP_PATH) -> McpHttp:
+def mcp_http(
+    cfg: RagConfig, tiers: Tiers, *, host: str = "127.0.0.1", path: str = MCP_PATH, limits: Limits | None = None
+) -> McpHttp:
     """Streamable HTTP at ``path``, sharing ``tiers`` (the app's indexes and embedders).
 
     ``host`` is the address the server binds: on loopback the SDK checks Host and Origin
     headers (DNS-rebinding protection: a web page cannot reach the local server through a
     name of its own)."""
-    server = build_server(ToolEnv(cfg, tiers), "http")
+    server = build_server(ToolEnv(cfg, tiers, limits), "http")
     app = server.streamable_http_app(streamable_http_path=path, host=host)
     route = next(r for r in app.routes if isinstance(r, Route) and r.path == path)
     return McpHttp(route, server.session_manager)

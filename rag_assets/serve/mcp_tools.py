@@ -6,25 +6,25 @@ arguments)`` that returns a JSON-ready dict or raises :class:`ToolError` (or one
 errors, which :func:`call_tool` turns into ToolError). Arguments are checked against the schema
 before ``run`` sees them, so the schema is the one statement of what is accepted.
 
-Tiers: Public by default, Safe when asked for, Private only to a caller on this machine (stdio,
-or HTTP from a loopback address to a server bound to loopback): :func:`private_allowed`.
+Tiers: Public by default; Safe and Private as the caller's scopes allow (:func:`caller_scopes`:
+everything over stdio and to a loopback client of a server bound to loopback; over HTTP
+otherwise what the request's token grants, see :mod:`rag_assets.serve.access`), checked by
+:func:`tier_index` through the same function as every HTTP route.
 
 ``ask`` (:mod:`rag_assets.serve.mcp_ask`) is one more ToolSpec, appended in :func:`build_tools`
-when a chat model is configured.
+when a chat model is configured. The pieces both build on (ToolSpec, Caller, ToolEnv, ToolError,
+the tier gate) are in :mod:`rag_assets.serve.mcp_base` and re-exported here.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from rag_assets.config import TIERS, RagConfig
-from rag_assets.config.providers import is_loopback_host
 from rag_assets.embed.errors import EmbeddingError
 from rag_assets.index import cjk
 from rag_assets.index.freshness import FRESH_HOURS, STALE_HOURS
@@ -37,6 +37,8 @@ from rag_assets.search.passages import citation_tag, heading_anchor
 from rag_assets.search.query import STOP_WORDS
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.search.retrieval import SearchIndex
+from rag_assets.serve.mcp_ask import ask_tool, chat_model_available
+from rag_assets.serve.mcp_base import Caller, ToolEnv, ToolError, ToolSpec, caller_scopes, private_allowed, tier_index
 from rag_assets.serve.mcp_schemas import (
     COLLECTIONS_SCHEMA,
     CONTEXT_SCHEMA,
@@ -44,74 +46,12 @@ from rag_assets.serve.mcp_schemas import (
     DOCUMENT_SCHEMA,
     SEARCH_SCHEMA,
 )
-from rag_assets.serve.tiers import BadRequest, Refused, Tiers
+from rag_assets.serve.tiers import BadRequest, Refused
 
 log = logging.getLogger("rag_assets.serve.mcp")
 
 SNIPPET_CHARS = 320
 MAX_DOCUMENT_CHARS = 60_000  # a whole page beyond this is cut; one section can be asked for instead
-
-
-class ToolError(Exception):
-    """A call the tool cannot serve as made; the message tells the model what to do instead."""
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling: ``stdio`` (a process the user launched) or ``http`` from ``client_host``."""
-
-    transport: str
-    client_host: str | None = None
-
-
-@dataclass
-class ToolEnv:
-    """What the tools work with: the configuration and the per-tier index/embedder cache."""
-
-    cfg: RagConfig
-    tiers: Tiers
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    run: Callable[[ToolEnv, Caller, dict[str, Any]], dict[str, Any]]  # blocking: run it in a thread
-    read_only: bool = True
-    validator: Draft202012Validator = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        Draft202012Validator.check_schema(self.input_schema)
-        object.__setattr__(self, "validator", Draft202012Validator(self.input_schema))
-
-
-# --------------------------------------------------------------------------- tiers
-
-
-def private_allowed(caller: Caller, serve_private: bool) -> bool:
-    """May this caller read the Private tier? Over stdio yes (the user launched the process);
-    over HTTP only when the server serves the tier at all (``serve_private``: bound to loopback,
-    or started with allow_private_remote) *and* the request comes from a loopback address, so
-    not even allow_private_remote opens it to a remote MCP client. Anything else, an unknown
-    transport included, is refused."""
-    if caller.transport == "stdio":
-        return True
-    if caller.transport == "http":
-        return serve_private and bool(caller.client_host) and is_loopback_host(caller.client_host or "")
-    return False
-
-
-def tier_index(env: ToolEnv, caller: Caller, tier: str) -> SearchIndex:
-    """The tier's search index, once the caller is allowed to read it (ToolError otherwise)."""
-    if tier not in TIERS:
-        raise ToolError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)} (public is the default)")
-    if tier == "private" and not private_allowed(caller, env.tiers.serve_private):
-        raise ToolError(
-            "the private tier is only served to this machine: over stdio (`rag mcp`) or over HTTP from a "
-            "loopback address to a server bound to 127.0.0.1; search tier public or safe instead"
-        )
-    return env.tiers.index(tier)
 
 
 # --------------------------------------------------------------------------- tools
@@ -276,6 +216,11 @@ def run_list_collections(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> 
                 tier_index(env, caller, tier)  # raises the explanation
             out.append({"tier": tier, "available": False, "reason": "served only to a client on this machine"})
             continue
+        if tier not in caller_scopes(caller, env.tiers.serve_private) and tier != "public":
+            if "tier" in args:
+                tier_index(env, caller, tier)  # raises the explanation
+            out.append({"tier": tier, "available": False, "reason": f"needs a token with scope {tier}"})
+            continue
         card = tier_card(env.cfg, tier)
         entry: dict[str, Any] = {
             "tier": tier,
@@ -287,7 +232,7 @@ def run_list_collections(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> 
             "freshness": card.freshness,
         }
         if card.exists:
-            entry["collections"] = [c.to_json() for c in documents.list_collections(env.tiers.index(tier).path)]
+            entry["collections"] = [c.to_json() for c in documents.list_collections(tier_index(env, caller, tier).path)]
         else:
             entry["reason"] = "not built yet (`rag build` builds it)"
         out.append(entry)
@@ -334,8 +279,6 @@ LIST_COLLECTIONS = ToolSpec(
 def build_tools(cfg: RagConfig) -> list[ToolSpec]:
     """The tools this configuration serves, in the order tools/list shows them: ``ask``
     (:mod:`rag_assets.serve.mcp_ask`) last, and only when a chat model is configured."""
-    from rag_assets.serve.mcp_ask import ask_tool, chat_model_available  # it builds on this module
-
     tools = [SEARCH, GET_CONTEXT, GET_DOCUMENT, LIST_COLLECTIONS]
     if chat_model_available(cfg):
         tools.append(ask_tool(cfg))
@@ -381,6 +324,6 @@ def call_tool(env: ToolEnv, caller: Caller, tool: ToolSpec, arguments: dict[str,
 
 
 __all__ = [
-    "Caller", "ToolEnv", "ToolError", "ToolSpec", "build_tools", "call_tool", "check_arguments", "hit_json",
-    "private_allowed", "tier_index",
+    "Caller", "ToolEnv", "ToolError", "ToolSpec", "build_tools", "call_tool", "caller_scopes", "check_arguments",
+    "hit_json", "private_allowed", "tier_index",
 ]

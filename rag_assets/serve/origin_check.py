@@ -32,7 +32,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from starlette.routing import BaseRoute, Route
 
-from rag_assets.config.schema import normal_origin
+from rag_assets.config.serving import normal_origin
 
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -47,12 +47,18 @@ class SameOriginJsonPosts:
     (:func:`posting_paths`; a POST to a GET-only route stays the router's 405)."""
 
     def __init__(
-        self, app: ASGIApp, allowed_origins: Iterable[str] = (), guarded: Iterable[str] = (), reading: Iterable[str] = ()
+        self,
+        app: ASGIApp,
+        allowed_origins: Iterable[str] = (),
+        guarded: Iterable[str] = (),
+        reading: Iterable[str] = (),
+        forms: Iterable[str] = (),
     ) -> None:
         self.app = app
         self.allowed = frozenset(allowed_origins)  # normalised by the config (normal_origin)
         self.guarded = frozenset(guarded)
         self.reading = frozenset(reading)
+        self.forms = frozenset(forms)  # HTML forms' POSTs: any body type, their Origin still checked
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] in self.reading and scope["method"] in SAFE_METHODS:
@@ -64,7 +70,7 @@ class SameOriginJsonPosts:
                 ))
         if scope["type"] == "http" and scope["method"] not in SAFE_METHODS and scope["path"] in self.guarded:
             headers = _headers(scope)
-            problem = content_type_problem(headers.get("content-type", ""))
+            problem = None if scope["path"] in self.forms else content_type_problem(headers.get("content-type", ""))
             if problem:
                 return await _refuse(send, 415, problem)
             origin = headers.get("origin")

@@ -13,7 +13,7 @@ from rag_assets.config import (
 )
 from rag_assets.answer.selection import chat_for_tier
 from rag_assets.config.masking import mask_url
-from rag_assets.embed.selection import service_status
+from rag_assets.embed.selection import ServiceStatus, service_status
 from rag_assets.index import generations, index_json, store
 from rag_assets.index.freshness import age_label
 from rag_assets.index.integrity import output_damage
@@ -75,13 +75,28 @@ def status_report(cfg: RagConfig, check_damage: bool = True) -> dict[str, Any]:
     return report
 
 
-def embedding_service_summary(cfg: RagConfig) -> dict[str, Any]:
+def locked_status(report: dict[str, Any], scopes: list[str], user: str) -> dict[str, Any]:
+    """``/status`` as a caller with ``scopes`` may see it: a tier it may not read shows only
+    whether it exists (no counts, vault names, paths or chat model), and ``access`` tells the
+    page who it is signed in as and which tiers are locked."""
+    locked = [tier for tier in report.get("tiers", {}) if tier != "public" and tier not in scopes]
+    for tier in locked:
+        entry = report["tiers"][tier]
+        report["tiers"][tier] = {"exists": entry.get("exists"), "served": entry.get("served", False), "locked": True}
+        report.get("chatService", {}).pop(tier, None)
+    report["access"] = {"user": user, "signedIn": "authenticated" in scopes and user != "loopback",
+                        "scopes": list(scopes), "locked": locked}
+    return report
+
+
+def embedding_service_summary(cfg: RagConfig, service: ServiceStatus | None = None) -> dict[str, Any]:
     """Which embedding provider runs and whether it answers, for ``/status`` (the page's header).
 
     A summary, with URLs masked: the full probe (``rag status --json``) names hosts and paths
-    a server bound to a network address has no reason to hand out.
+    a server bound to a network address has no reason to hand out. ``service``: a probe made
+    already (the admin console's, which also lists Ollama's models).
     """
-    service = service_status(cfg.embedding)
+    service = service or service_status(cfg.embedding)
     return {
         "configured": service.configured,
         "selected": service.selected,
@@ -128,14 +143,15 @@ def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:
         report["embeddingService"] = dataclasses.asdict(service) | {"reachable": service.selected_reachable}
         print(json.dumps(report, indent=2))
         return EXIT_OK if report["built"] and not report["damaged"] else EXIT_FAILED
-    code = _print_status(cfg)
+    code = print_status(cfg)
     print("Embedding service")
     for line in service.lines():
         print(f"  {line}")
     return code
 
 
-def _print_status(cfg: RagConfig, check_damage: bool = True) -> int:
+def print_status(cfg: RagConfig, check_damage: bool = True) -> int:
+    """Print the status report (`rag status`, and `rag build` after a build); 0 when every output is sound."""
     report = status_report(cfg, check_damage)
     for item in report["damaged"]:
         print(f"Damaged     {item['path']}: {item['reason']}; run `rag build` to repair it")

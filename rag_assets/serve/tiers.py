@@ -2,9 +2,11 @@
 
 Shared by every route that searches (``/search``, ``/context``, ``/ask``, MCP): a tier's
 matrix is loaded once and reloads itself when a build changes the store; its query embedder
-is replaced when the store's model changes. ``check_tier`` is where the Private tier is
-refused on a server not bound to loopback; ``question`` sanitises a Safe-tier question before
-any of them sees it.
+is replaced when the store's model changes. ``check_tier`` is where every route passes before it
+reads a tier: an unknown tier is a 400, the Private tier on a server that does not serve it a
+403, and a tier the caller's scopes do not include a 401/403
+(:func:`rag_assets.serve.access.check_tier_access`); ``question`` sanitises a Safe-tier
+question before any of them sees it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rag_assets.search.rerank.selection import rerank_stage
 from rag_assets.search.rerank.stage import RerankStage
 from rag_assets.search.backends import open_index
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
+from rag_assets.serve.access import OWNER, check_tier_access
 from rag_assets.serve.questions import TierQuestions
 
 log = logging.getLogger("rag_assets.serve.tiers")
@@ -54,7 +57,7 @@ class _ServedLog:
             self._log_queue.put(lambda: super(_ServedLog, self)._log(result))
 
 
-class _ServedIndex(_ServedLog, SearchIndex):
+class ServedIndex(_ServedLog, SearchIndex):
     """The SQLite form of a served index (``bench/search.py`` times it as ``rag serve`` runs it)."""
 
 
@@ -106,7 +109,8 @@ class Tiers:
         the Safe tier (:mod:`rag_assets.serve.questions`)."""
         return self._questions(tier, text)
 
-    def check_tier(self, tier: str) -> None:
+    def check_tier(self, tier: str, who: Any) -> None:
+        """Refuse what ``who`` (a request, its ASGI scope or AuthCredentials) may not read."""
         if tier not in TIERS:
             raise BadRequest(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
         if tier == "private" and not self.serve_private:
@@ -114,9 +118,11 @@ class Tiers:
                 "the private tier is not served on a non-loopback address; query it on a server bound to "
                 "127.0.0.1 (the default), or start the server with allow_private_remote"
             )
+        check_tier_access(who, tier)
 
-    def index(self, tier: str) -> SearchIndex:
-        self.check_tier(tier)
+    def index(self, tier: str, who: Any) -> SearchIndex:
+        """The tier's index, once ``who`` may read it (``check_tier``)."""
+        self.check_tier(tier, who)
         index = self._indexes.get(tier)
         if index is None:
             with self._lock:
@@ -177,7 +183,7 @@ class Tiers:
             if not self.cfg.store.postgres and not self.cfg.store_path(tier).is_file():
                 continue
             try:
-                self.index(tier).loaded()
+                self.index(tier, OWNER).loaded()
             except Exception:
                 log.warning("could not preload the %s tier", tier, exc_info=True)
 

@@ -27,7 +27,9 @@ CONTENT_SECURITY_POLICY = (
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: with no-referrer a browser sends "Origin: null" on a form's
+    # POST (the sign-in form), which the cross-site guard must refuse; other sites still get nothing.
+    "Referrer-Policy": "same-origin",
     # The page shows private notes on a loopback server: a shared or back-button cache must not keep them.
     "Cache-Control": "no-store",
 }

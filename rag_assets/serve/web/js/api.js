@@ -19,6 +19,15 @@ function url(path, params = {}) {
   return target;
 }
 
+/**
+ * The rag_csrf cookie's value ("" when there is none). A page signed in with a token (its session
+ * cookie) repeats it in X-CSRF-Token on every POST, which a page of another site cannot do.
+ */
+export function csrfToken() {
+  const found = document.cookie.split("; ").find((part) => part.startsWith("rag_csrf="));
+  return found ? decodeURIComponent(found.slice("rag_csrf=".length)) : "";
+}
+
 async function jsonBody(response) {
   try {
     return await response.json();
@@ -43,7 +52,7 @@ export async function getJSON(path, params = {}, signal = undefined) {
 export async function ask(request, onEvent, signal = undefined) {
   const response = await fetch(url("ask"), {
     method: "POST",
-    headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+    headers: { "Content-Type": "application/json", Accept: "text/event-stream", "X-CSRF-Token": csrfToken() },
     body: JSON.stringify({ ...request, stream: true }),
     signal,
   });

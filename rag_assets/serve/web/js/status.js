@@ -1,7 +1,7 @@
 // The header: the tier switch and, for the chosen tier, the index model, build time and
 // freshness, with the embedding and chat services' state. All from GET /status, refreshed
 // every minute; searches and answers correct the services' state as they learn it.
-import { getJSON } from "./api.js";
+import { csrfToken, getJSON } from "./api.js";
 import { h } from "./dom.js";
 
 const REFRESH_MS = 60_000;
@@ -72,6 +72,7 @@ export class StatusHeader {
       return;
     }
     this.renderSwitch();
+    this.renderAccess();
     this.renderTier();
     this.renderServices();
   }
@@ -89,9 +90,13 @@ export class StatusHeader {
         continue;
       }
       label.hidden = false;
-      radio.disabled = entry.exists === false;
-      label.title = radio.disabled ? `the ${TIER_NAMES[radio.value]} tier has no store yet: run rag build` : "";
-      label.classList.toggle("unbuilt", radio.disabled);
+      // A tier this visitor may not read (off loopback, without a token) is locked: sign in to use it.
+      const locked = entry.locked === true;
+      radio.disabled = entry.exists === false || locked;
+      label.title = locked ? `the ${TIER_NAMES[radio.value]} tier needs a token: sign in`
+        : radio.disabled ? `the ${TIER_NAMES[radio.value]} tier has no store yet: run rag build` : "";
+      label.classList.toggle("unbuilt", radio.disabled && !locked);
+      label.classList.toggle("locked", locked);
     }
     if (this.wanted) {
       this.select(this.wanted);
@@ -99,6 +104,24 @@ export class StatusHeader {
     }
     if (!this.switch.querySelector("input[name=tier]:checked:not(:disabled)")) this.select("public");
     if (this.tier !== before) this.onTierChange(this.tier);
+  }
+
+  /** Who the page is signed in as, with Sign out; or which tiers are locked, with a Sign in link. */
+  renderAccess() {
+    const el = document.getElementById("access");
+    const access = this.report.access || {};
+    const shown = (access.locked || []).filter((tier) => tier !== "private" || this.report.server?.privateTierServed);
+    if (access.signedIn) {
+      const form = h("form", { method: "post", action: "logout", class: "sign-out" },
+        h("input", { type: "hidden", name: "csrf_token", value: csrfToken() }),
+        h("button", { type: "submit", class: "secondary" }, "Sign out"));
+      el.replaceChildren(`Signed in as ${access.user}`, form);
+    } else if (shown.length) {
+      const names = shown.map((tier) => TIER_NAMES[tier]).join(" and ");
+      el.replaceChildren(`${names} locked: `, h("a", { href: "login" }, "Sign in"));
+    } else {
+      el.replaceChildren();
+    }
   }
 
   renderTier() {

@@ -1,0 +1,126 @@
+"""Limits for the public, from a genuine non-loopback client (netns.py): per-client rate limits
+with 429 and Retry-After, the cap on answers in flight, the anonymous daily chat allowance (kept
+across a restart), loopback and admin exemptions, and CORS closed unless an origin is listed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from rag_assets.config.serving import RateLimit
+from rag_assets.serve.http import USAGE_FILE, create_app
+
+from .access_site import PUBLIC_WORD, bearer, build_site
+from .chat_server import ChatServer
+from .live_server import ServerThread
+from .netns import network_namespace, rag_serve
+
+TIGHT = "  search_limit: {per_second: 10, burst: 10}\n"
+
+
+@pytest.fixture(scope="module")
+def chat():
+    with ChatServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, chat):
+    return build_site(tmp_path_factory.mktemp("limits"), chat.url, TIGHT)
+
+
+@pytest.fixture(scope="module")
+def ns():
+    with network_namespace() as namespace:
+        yield namespace
+
+
+def served_with(cfg, **serve):
+    return dataclasses.replace(cfg, serve=dataclasses.replace(cfg.serve, **serve))
+
+
+def test_a_client_over_its_rate_gets_429_with_retry_after(site, ns):
+    search = {"q": PUBLIC_WORD, "mode": "bm25"}
+    with rag_serve(site.config_path, ns.host_address, site.root / "rate.log") as server:
+        anonymous, admin = ns.run_client(server.url, [
+            {"kind": "burst", "path": "/search", "params": search, "count": 1000, "seconds": 10},
+            {"kind": "burst", "path": "/search", "params": search, "count": 200, "seconds": 10,
+             "headers": bearer(site.tokens["admin"])},
+        ])
+    served = anonymous["statuses"].get("200", 0)
+    assert anonymous["sent"] == 1000 or anonymous["elapsed"] >= 10
+    assert 10 <= served <= min(110, 10 + 10 * anonymous["elapsed"] + 1), anonymous
+    assert anonymous["statuses"].get("429", 0) == anonymous["sent"] - served
+    assert anonymous["retryAfter"] and all(v.isdigit() and int(v) >= 1 for v in anonymous["retryAfter"])
+    assert admin["statuses"] == {"200": admin["sent"]}  # an admin token is exempt
+
+
+def test_a_loopback_client_is_exempt(site):
+    with ServerThread(create_app(site.cfg, preload=False)) as server:
+        statuses = [server.get("/search", q=PUBLIC_WORD, mode="bm25").status_code for _ in range(100)]
+    assert statuses == [200] * 100  # 100 requests at once, ten times the burst
+
+
+def test_the_ask_rate_applies_to_ask_and_to_mcp_ask(site, ns):
+    cfg = served_with(site.cfg, ask_limit=RateLimit(per_second=0.01, burst=2))
+    ask = {"kind": "http", "method": "POST", "path": "/ask", "json": {"question": f"who is the {PUBLIC_WORD}?"}}
+    mcp = {"kind": "mcp", "tool": "ask", "arguments": {"question": f"who is the {PUBLIC_WORD}?"}}
+    with ServerThread(create_app(cfg, preload=False, serve_private=False, host=ns.host_address), host=ns.host_address) as server:
+        results = ns.run_client(server.url, [ask, ask, ask, mcp])
+    assert [r["status"] for r in results[:3]] == [200, 200, 429]
+    assert int(results[2]["headers"]["retry-after"]) >= 1
+    assert results[3]["isError"] and "too many questions" in results[3]["text"]
+
+
+def test_answers_in_flight_are_capped(site, ns):
+    cfg = served_with(site.cfg, max_concurrent_asks=1)
+    ask = {"kind": "http", "method": "POST", "path": "/ask",
+           "json": {"question": f"who is the {PUBLIC_WORD}?", "stream": True}}
+    with ChatServer(token_delay=0.4) as slow:
+        from .test_ask import with_llm
+
+        app = create_app(with_llm(cfg, slow.url), preload=False, serve_private=False, host=ns.host_address)
+        with ServerThread(app, host=ns.host_address) as server:
+            first, second = ns.run_client(server.url, [{"kind": "parallel", "calls": [ask, ask], "stagger": 1.0}])[0]
+            (third,) = ns.run_client(server.url, [ask])
+    assert first["status"] == 200 and "event: done" in first["text"]
+    assert second["status"] == 429 and int(second["headers"]["retry-after"]) >= 1
+    assert third["status"] == 200 and "event: done" in third["text"]  # the slot was given back
+
+
+def test_the_anonymous_daily_allowance_survives_a_restart(site, ns, chat):
+    cfg = served_with(site.cfg, anonymous_chat_tokens_per_day=50)
+    usage = cfg.data_dir / USAGE_FILE
+    usage.unlink(missing_ok=True)
+    ask = {"kind": "http", "method": "POST", "path": "/ask", "json": {"question": f"who is the {PUBLIC_WORD}?"}}
+    signed_in = {**ask, "headers": bearer(site.tokens["reader"])}
+
+    def serve_and_ask(calls):
+        app = create_app(cfg, preload=False, serve_private=False, host=ns.host_address)
+        with ServerThread(app, host=ns.host_address) as server:
+            return ns.run_client(server.url, calls)
+
+    first, second, member = serve_and_ask([ask, ask, signed_in])
+    assert first["status"] == 200 and json.loads(first["text"])["model"]
+    assert json.loads(usage.read_text())["tokens"] >= 50  # the provider's reported usage, counted
+    refused = json.loads(second["text"])
+    assert second["status"] == 503 and "allowance" in refused["error"]
+    assert refused["retrieval"]["sources"] and PUBLIC_WORD in json.dumps(refused["retrieval"]["sources"])
+    assert member["status"] == 200 and json.loads(member["text"])["model"]  # a token holder is not counted
+    (after_restart,) = serve_and_ask([ask])
+    assert after_restart["status"] == 503 and "allowance" in json.loads(after_restart["text"])["error"]
+
+
+def test_cors_is_closed_unless_the_origin_is_listed(site):
+    cfg = served_with(site.cfg, cors_origins=("https://site.example",))
+    with ServerThread(create_app(cfg, preload=False)) as listed, ServerThread(create_app(site.cfg, preload=False)) as closed:
+        for server, origin, allowed in ((listed, "https://site.example", True), (listed, "https://evil.example", False),
+                                        (closed, "https://site.example", False)):
+            answer = server.client.post("/embed", json={"text": "lamp"}, headers={"Origin": origin})
+            # An unlisted page's POST is refused outright, too (rag_assets.serve.origin_check)
+            assert answer.status_code == (200 if allowed else 403)
+            assert answer.headers.get("access-control-allow-origin") == (origin if allowed else None)
+            preflight = server.client.options("/embed", headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
+            assert preflight.headers.get("access-control-allow-origin") == (origin if allowed else None)
