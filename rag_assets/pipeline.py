@@ -23,7 +23,7 @@ from rag_assets.index.browser import static_entries, write_browser_files
 from rag_assets.index.vector_codec import FILE_ENCODINGS
 from rag_assets.index.vector_file import VECTORS_NAME, render_vector_file, vectors_entry
 from rag_assets.ingest.chunking import chunk_document
-from rag_assets.ingest.doc_cache import DocumentCache
+from rag_assets.ingest.doc_cache import DocumentCache, settings_key
 from rag_assets.ingest.shards import Shard
 from rag_assets.ingest.sources import overall_content_hash
 from rag_assets.records import (
@@ -187,6 +187,28 @@ def _check_vectors(vectors: np.ndarray, expected: int, embedder: Embedder, batch
         raise EmbeddingBatchError(f"embedder {embedder.model} returned non-finite values for batch {batch}")
 
 
+def reembed_collection(
+    record: EmbeddedCollection,
+    embedder: Embedder,
+    *,
+    cache: EmbeddingCache | None = None,
+    batch_size: int = 50,
+    provider: str | None = None,
+    log: Log = lambda _: None,
+) -> tuple[EmbeddedCollection, EmbeddingStats]:
+    """``record``'s chunks embedded again with ``embedder`` (its chunks and documents as they
+    are): a record of another model, brought to the index's one model before a publish."""
+    chunked = ChunkedCollection(
+        collection=record.collection,
+        content_hash=record.content_hash,
+        documents=record.documents,
+        chunks=record.chunks,
+        skipped=list(record.skipped),
+        shard=record.shard,
+    )
+    return embed_collection(chunked, embedder, cache=cache, batch_size=batch_size, provider=provider, log=log)
+
+
 class MixedModelsError(ValueError):
     """Collections embedded with different models cannot share one index."""
 
@@ -300,7 +322,9 @@ def _write_generation(
     vectors = _write_vector_file(collections, cfg, m, gen)
     # The sidecar names every other file of the generation with its digest (rag_assets.index.integrity).
     files = {generations.MANIFEST_NAME: index_json.digest_entry(manifest_payload), **static_entries()}
-    meta_payload = index_json.render_meta(header, collections, index, lexical, vectors, files)
+    meta_payload = index_json.render_meta(
+        header, collections, index, lexical, vectors, files, chunking=settings_key(cfg.chunking)
+    )
     gen.meta_path.write_bytes(meta_payload)
     summary = store.summarise(gen.store_path)
     assert summary is not None

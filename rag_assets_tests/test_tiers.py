@@ -298,14 +298,14 @@ def test_incremental_vault_builds(tmp_path, capsys):
     assert "[vault personal] private tier: notes or rules changed" in capsys.readouterr().out
     assert rag(args) == 0
     out = capsys.readouterr().out
-    assert "[vault personal] private tier: notes or rules changed" in out and "homelab-notes] safe" not in out
+    assert "[vault personal] private tier: the vault's notes changed" in out and "homelab-notes] safe" not in out
     # A new identity rule re-sanitises the Safe tier (its fingerprint changed).
     rules = json.loads((tmp_path / "map.json").read_text())
     rules["rules"].append({"kind": "user", "literal": "dentist-reception", "placeholder": "[USER:desk]", "word": True})
     (tmp_path / "map.json").write_text(json.dumps(rules))
     assert rag(args) == 0
     out = capsys.readouterr().out
-    assert "[vault homelab-notes] safe tier: notes or rules changed" in out
+    assert "[vault homelab-notes] safe tier: the identity map or the secret rules changed" in out
     assert rag(["status", "--config", str(config), "--json"]) == 0
     tiers = json.loads(capsys.readouterr().out)["tiers"]
     assert set(tiers) == {"public", "safe", "private"}

@@ -31,6 +31,7 @@ from rag_assets.defs.schedules import (
 )
 from rag_assets.defs.sensors import build_change_sensor, build_vault_sensor
 from rag_assets.defs.tiers import TIER_ASSETS, TIER_CHECKS
+from rag_assets.planning import chunking_code_version, settings_code_version
 
 
 def build_definitions(cfg: RagConfig) -> dg.Definitions:
@@ -38,8 +39,8 @@ def build_definitions(cfg: RagConfig) -> dg.Definitions:
     partitions = collection_partitions
     return dg.Definitions(
         assets=[
-            *build_content_assets(partitions),
-            *build_embedding_assets(partitions),
+            *build_content_assets(partitions, chunking_code_version(cfg)),
+            *build_embedding_assets(partitions, settings_code_version(cfg)),
             publish,
             *TIER_ASSETS,
             *EVAL_ASSETS,

@@ -31,8 +31,11 @@ def shard_metadata(shard: Shard) -> dict:
     return {"collection": shard.collection, "shard": shard.label()} if shard.sharded else {}
 
 
-def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
-    """The hash, parse and chunk assets over the given collection partitions."""
+def build_content_assets(
+    partitions_def: dg.PartitionsDefinition, chunking_version: str | None = None
+) -> list[dg.AssetsDefinition]:
+    """The hash, parse and chunk assets over the given collection partitions (``chunking_version``:
+    the chunks asset's code version, rag_assets.planning.chunking_code_version)."""
 
     @dg.asset(partitions_def=partitions_def, backfill_policy=SINGLE_RUN, group_name=GROUP, kinds={"markdown"})
     def content_hash(context: dg.AssetExecutionContext, rag: RagSettings) -> dict[str, CollectionSnapshot]:
@@ -110,7 +113,13 @@ def build_content_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
 
         return for_each_partition(context, "collection", one, describe)
 
-    @dg.asset(partitions_def=partitions_def, backfill_policy=SINGLE_RUN, group_name=GROUP, kinds={"python"})
+    @dg.asset(
+        partitions_def=partitions_def,
+        backfill_policy=SINGLE_RUN,
+        group_name=GROUP,
+        kinds={"python"},
+        code_version=chunking_version,
+    )
     def chunks(
         context: dg.AssetExecutionContext, rag: RagSettings, parsed_documents: dict[str, ParsedCollection]
     ) -> dict[str, ChunkedCollection]:

@@ -18,8 +18,14 @@ from rag_assets.reporting import bullets_markdown, chunk_preview_markdown
 GROUP = "collections"
 
 
-def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
-    """The embeddings asset over the given collection partitions (one step per run, see defs/ranges.py)."""
+def build_embedding_assets(
+    partitions_def: dg.PartitionsDefinition, code_version: str | None = None
+) -> list[dg.AssetsDefinition]:
+    """The embeddings asset over the given collection partitions (one step per run, see defs/ranges.py).
+
+    ``code_version`` (rag_assets.planning.settings_code_version: the embedder's model settings
+    and the chunker's) makes Dagster show the partitions made with other settings as stale.
+    """
 
     @dg.asset(
         partitions_def=partitions_def,
@@ -27,6 +33,7 @@ def build_embedding_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.A
         group_name=GROUP,
         kinds={"numpy"},
         pool="embedding_api",
+        code_version=code_version,
     )
     def embeddings(
         context: dg.AssetExecutionContext,
@@ -111,6 +118,6 @@ def _warn_on_model_change(context: dg.AssetExecutionContext, rag: RagSettings, m
     if meta and meta.get("model") != model:
         context.log.warning(
             f"the published index was built with {meta.get('model')}; the configured embedder is {model}. "
-            "One index holds one model: every collection is re-embedded, and the index is republished only "
-            "once all of them are (rag build does this; in the UI, materialize all partitions)."
+            "One index holds one model: the publish step embeds the other partitions' records again with it "
+            "(rag build and the sensors re-index every partition)."
         )

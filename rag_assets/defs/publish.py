@@ -12,7 +12,8 @@ import dagster as dg
 
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.partitions import COLLECTIONS_PARTITION
-from rag_assets.defs.resources import RagSettings
+from rag_assets.defs.resources import EmbedderResource, RagSettings
+from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.index.freshness import (
     FRESH_HOURS,
     STALE_HOURS,
@@ -21,7 +22,8 @@ from rag_assets.index.freshness import (
 )
 from rag_assets.index.rejoin import rejoin_collections
 from rag_assets.ingest.shards import collection_of
-from rag_assets.pipeline import publish_all, utc_now_iso
+from rag_assets.pipeline import publish_all, reembed_collection, utc_now_iso
+from rag_assets.planning import records_to_reembed, signature_of
 from rag_assets.records import EmbeddedCollection
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
@@ -72,6 +74,34 @@ def _common_metadata(context: dg.AssetExecutionContext, collections: list[Embedd
     }
 
 
+def _one_model(
+    context: dg.AssetExecutionContext, cfg, embedder: EmbedderResource, loaded: dict[str, EmbeddedCollection]
+) -> dict[str, EmbeddedCollection]:
+    """``loaded`` with every record of another model or dimension embedded again with the
+    configured one (through the embedding cache); the partitions stay stale in the UI (their
+    code version) until they are materialised themselves."""
+    selection = embedder.select()
+    model = selection.embedder
+    signature = signature_of(selection.provider, model.model, model.dimension, cfg.chunking)
+    causes = records_to_reembed(loaded.values(), signature)
+    if not causes:
+        return loaded
+    context.log.info("; ".join(str(cause) for cause in causes) + ": embedded again before publishing")
+    cache = EmbeddingCache(cfg.embedding_cache_path)
+    out = dict(loaded)
+    try:
+        for key, record in loaded.items():
+            if (record.model, record.dimension) != (model.model, model.dimension):
+                out[key], _ = reembed_collection(
+                    record, model, cache=cache, batch_size=embedder.batch_size, provider=selection.provider
+                )
+    finally:
+        close = getattr(model, "close", None)
+        if close:
+            close()
+    return out
+
+
 PUBLISHED_SPECS = [
     dg.AssetSpec(
         "public_index",
@@ -108,13 +138,21 @@ PUBLISHED_SPECS = [
         )
     ],
 )
-def publish(context: dg.AssetExecutionContext, rag: RagSettings, embeddings: dict[str, EmbeddedCollection]):
+def publish(
+    context: dg.AssetExecutionContext,
+    rag: RagSettings,
+    embedder: EmbedderResource,
+    embeddings: dict[str, EmbeddedCollection],
+):
     """Publish every collection's embeddings: JSON index + sidecar, SQLite store, manifest.
 
     One step writes all of them as one generation, made current by a single atomic swap
     (rag_assets.index.generations), so a kill at any instant leaves readers with one build's files.
+    Records of another model than the configured one (partitions not run since the embedder
+    changed) are embedded again first, as the planner says: one index holds one model.
     """
     cfg = rag.to_config()
+    embeddings = _one_model(context, cfg, embedder, embeddings)
     # Read before the loaded records are noted in it: a shard record it did not name is one
     # left from an earlier shard layout.
     ledger = set(read_indexed_collections(cfg))

@@ -1,4 +1,9 @@
-"""The change sensors: re-index the collections or vaults whose files changed, in one run.
+"""The change sensors: run what the planner (rag_assets/planning.py) says must be rebuilt.
+
+The collection sensor requests one run over the planned partitions (changed collections or
+shards; every partition after a model, chunker or encoding change) or, with nothing to
+re-index, a publish (removed collections); the vault sensor one run per tier over its planned
+vaults, or a purge of vaults that left a tier. Both are the plan `rag build` would run.
 
 A sharded collection is hashed per shard, so an edit re-indexes only the shard holding the
 file; publishing then rejoins every shard of the collection.
@@ -6,8 +11,8 @@ file; publishing then rejoins every shard of the collection.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass
 from typing import Sequence
 
 import dagster as dg
@@ -33,56 +38,24 @@ from rag_assets.defs.partitions import (
     vault_partition_changes,
 )
 from rag_assets.defs.partitions import partition_requests as partition_requests_for
-from rag_assets.index.freshness import read_indexed_collections
-from rag_assets.index.manifest import read_manifest
-from rag_assets.ingest.boundaries import collection_policy
-from rag_assets.ingest.collections import discover_collections
-from rag_assets.ingest.shards import collection_shards, split_snapshot
-from rag_assets.ingest.sources import StatCache, snapshot_collection
-from rag_assets.privacy.vaults import departed_vaults, detect_vault_changes
+from rag_assets.ingest.shards import collection_of
+from rag_assets.planning import ObservedState, Plan, observe, plan
+
+# The cursor's entry for the last publish-only request (removed collections).
+PUBLISH_KEY = "__publish__"
 
 
-@dataclass
-class ContentHashes:
-    """The content as the sensor sees it: a hash per partition (collection or shard) and per collection."""
-
-    partitions: dict[str, str]
-    collections: dict[str, str]
-    collection_of: dict[str, str]  # partition -> its collection
-
-
-def initial_state(cfg: RagConfig, now: ContentHashes) -> dict:
-    """Without a cursor, start from the last published build, so a current index triggers nothing.
-
-    The manifest holds each collection's hash; a shard counts as built when its collection's
-    published hash is the current one and the indexed ledger says its record holds that shard.
-    """
-    published = (read_manifest(cfg.manifest_path) or {}).get("collections", {})
-    hashes = {name: entry.get("contentHash") for name, entry in published.items()}
-    indexed = read_indexed_collections(cfg)
-    sharded = {collection for key, collection in now.collection_of.items() if key != collection}
-    # A sharded collection's state is its shards'; its own name would read as a removed partition.
-    published_hash = {name: hashes.pop(name, None) for name in sharded}
-    for key, collection in now.collection_of.items():
-        if collection in sharded and published_hash[collection] == now.collections[collection]:
-            hashes[key] = indexed.get(key)
-    return {"hashes": hashes, "generation": {}}
+def partition_tokens(cfg: RagConfig, state: ObservedState, keys: list[str]) -> dict[str, str]:
+    """What each planned partition would be built from: its collection's content hash and the
+    build signature (model, dimension, chunker) and encoding, so a change of any re-requests it."""
+    hashes = {c.collection: c.content_hash or "" for c in state.changes.collections}
+    signature = state.signature.code_version if state.signature else ""
+    return {key: f"{hashes.get(collection_of(key), '')}:{signature}:{state.encoding}" for key in keys}
 
 
-def current_hashes(cfg: RagConfig) -> ContentHashes:
-    """Per-partition content hashes; the stat cache keeps this to one stat per unchanged file.
-    A sharded collection is walked once and its snapshot cut into its shards' hashes."""
-    stat_cache = StatCache(cfg.stat_cache_path)
-    policy = collection_policy(cfg)
-    now = ContentHashes({}, {}, {})
-    for name in discover_collections(cfg).collections:
-        snapshot = snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy)
-        now.collections[name] = snapshot.content_hash
-        split = split_snapshot(snapshot, collection_shards(cfg, name))  # {name: hash} when unsharded
-        now.partitions.update(split)
-        now.collection_of.update({key: name for key in split})
-    stat_cache.save()
-    return now
+def publish_token(the_plan: Plan) -> str:
+    """A publish-only plan's identity (its causes), so the same one is not requested twice."""
+    return hashlib.sha256("\n".join(sorted(str(c) for c in the_plan.causes)).encode()).hexdigest()[:16]
 
 
 def range_request(
@@ -113,49 +86,52 @@ def build_change_sensor(cfg: RagConfig) -> dg.SensorDefinition:
         description="Hashes every collection (stat-checked) and re-indexes the ones whose files changed, in one run.",
     )
     def content_change_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        now = current_hashes(cfg)
-        hashes = now.partitions
-        state = json.loads(context.cursor) if context.cursor else initial_state(cfg, now)
-        before: dict = state["hashes"]
-        generation: dict = state["generation"]
+        # The planner decides what must be rebuilt (the content against the manifest and the
+        # ledger, the embedder and chunker against the sidecar, the encoding); the cursor holds
+        # what this sensor last requested per partition, so a run in flight is not requested
+        # twice and an edit later undone runs again (the generation counter).
+        state = observe(cfg, verify_outputs=False, vaults=False)
+        the_plan = plan(cfg, state)
+        cursor = json.loads(context.cursor) if context.cursor else {}
+        requested: dict = cursor.get("requested", {})
+        generation: dict = cursor.get("generation", {})
         existing = list(context.instance.get_dynamic_partitions(COLLECTIONS_PARTITION))
         added, deleted = partition_changes(cfg, existing)
-        changed: list[str] = []
-        for name, digest in sorted(hashes.items()):
-            if before.get(name) == digest and name not in added:
-                continue
-            # The generation counter lets an edit that is later undone run again.
-            generation[name] = generation.get(name, 0) + 1
-            changed.append(name)
+        wanted = partition_tokens(cfg, state, the_plan.keys(cfg))
+        changed = [key for key, token in sorted(wanted.items()) if requested.get(key) != token]
+        # Requested by an earlier tick, but gone now: whether or not its run published it, a
+        # publish makes sure it leaves every output.
+        gone = sorted(key for key in requested if key != PUBLISH_KEY and collection_of(key) not in state.collections)
+        for key in [k for k in requested if k not in wanted and k != PUBLISH_KEY]:
+            del requested[key]  # current again (or gone): a later change to it runs
         requests = []
         if changed:
-            # One run for every changed partition (collection or shard); its key names the content
-            # (partition + hash + generation of each), so one state never runs twice.
-            run_key = ",".join(f"{name}:{hashes[name]}:{generation[name]}" for name in changed)
-            requests.append(
-                range_request(
-                    UPDATE_COLLECTION_JOB,
-                    _after_sync(existing, added, deleted),
-                    changed,
-                    run_key,
-                    {BUILD_TAG: "incremental"},
+            for key in changed:
+                generation[key] = generation.get(key, 0) + 1
+                requested[key] = wanted[key]
+            run_key = ",".join(f"{key}:{wanted[key].split(':', 1)[0]}:{generation[key]}" for key in changed)
+            tag = "full" if the_plan.full else "incremental"
+            order = _after_sync(existing, added, deleted)
+            requests.append(range_request(UPDATE_COLLECTION_JOB, order, changed, run_key, {BUILD_TAG: tag}))
+        elif (the_plan.publish and not wanted) or gone:
+            token = publish_token(the_plan) + (f":{','.join(gone)}" if gone else "")
+            if requested.get(PUBLISH_KEY) != token:
+                requested[PUBLISH_KEY] = token
+                generation[PUBLISH_KEY] = generation.get(PUBLISH_KEY, 0) + 1
+                requests.append(
+                    dg.RunRequest(
+                        job_name=PUBLISH_JOB,
+                        run_key=f"publish:{token}:{generation[PUBLISH_KEY]}",
+                        tags={BUILD_TAG: "incremental"},
+                    )
                 )
-            )
-        removed = sorted(set(before) - set(hashes))
-        if removed and not requests:
-            # Nothing to re-index, but the removed collections must leave every output.
-            requests.append(
-                dg.RunRequest(
-                    job_name=PUBLISH_JOB,
-                    run_key=f"removed:{','.join(removed)}:{sum(generation.values())}",
-                    tags={BUILD_TAG: "incremental"},
-                )
-            )
+        if not (the_plan.publish and not wanted) and not gone:
+            requested.pop(PUBLISH_KEY, None)
         partition_requests = partition_requests_for(COLLECTIONS_PARTITION, added, deleted)
-        cursor = json.dumps({"hashes": hashes, "generation": generation}, sort_keys=True)
+        new_cursor = json.dumps({"requested": requested, "generation": generation}, sort_keys=True)
         if not requests and not partition_requests:
-            return dg.SensorResult(skip_reason=f"no change in {len(hashes)} collections", cursor=cursor)
-        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=cursor)
+            return dg.SensorResult(skip_reason=f"no change in {len(state.collections)} collections", cursor=new_cursor)
+        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=new_cursor)
 
     return content_change_sensor
 
@@ -186,10 +162,13 @@ def build_vault_sensor(cfg: RagConfig) -> dg.SensorDefinition:
             added, deleted = vault_partition_changes(cfg, tier, existing)
             order[tier] = _after_sync(existing, added, deleted)
             partition_requests += partition_requests_for(name, added, deleted)
-        stale: dict[str, dict[str, str]] = {}  # vault -> tier -> source hash
-        for change in detect_vault_changes(cfg):
-            if change.status in ("new", "changed"):
-                stale.setdefault(change.vault, {})[change.tier] = change.source_hash
+        observed = observe(cfg, collections=False)
+        the_plan = plan(cfg, observed)
+        hashes = {(c.vault, c.tier): c.source_hash for c in observed.vault_changes}
+        stale: dict[str, dict[str, str]] = {}  # vault -> tier -> source hash, as planned
+        for tier, vaults in the_plan.vaults.items():
+            for vault in vaults:
+                stale.setdefault(vault, {})[tier] = hashes[(vault, tier)] or ""
         to_run: dict[str, list[str]] = {}  # tier -> vaults
         keys: list[str] = []
         for vault, hashes in sorted(stale.items()):
@@ -208,7 +187,7 @@ def build_vault_sensor(cfg: RagConfig) -> dg.SensorDefinition:
                 requests.append(
                     range_request(UPDATE_VAULTS_JOBS[tier], order[tier], vaults, run_key, {BUILD_TAG: "incremental"})
                 )
-        departed = departed_vaults(cfg)
+        departed = the_plan.purge
         departed_key = json.dumps(departed, sort_keys=True)
         if departed and not requests and requested.get("__departed__") != departed_key:
             state["generation"] += 1

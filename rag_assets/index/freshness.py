@@ -51,6 +51,8 @@ class CollectionChange:
     # do not hold their current files (the others' records are published as they are).
     partitions: list[str] = field(default_factory=list)
     resharded: bool = False  # its shard count changed since its records were made
+    # (removed, added) pairs of the same content: a file moved or renamed (also in added/removed).
+    renamed: list[tuple[str, str]] = field(default_factory=list)
 
     def summary(self) -> str:
         if self.status == "new":
@@ -82,8 +84,9 @@ class ChangeReport:
         return self.has_index and not self.damage and not self.changed and self.current_hash == self.published_hash
 
 
-def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeReport:
-    """Compare the content on disk with the last published build."""
+def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True, verify_outputs: bool = True) -> ChangeReport:
+    """Compare the content on disk with the last published build; ``verify_outputs=False``
+    leaves the published files unread (no damage reported: a sensor tick)."""
     gen = generations.published(cfg)
     published = manifest_io.read_manifest(gen.manifest_path) or {}
     previous = published.get("collections", {})
@@ -122,6 +125,7 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
             change.added = sorted(p for p in snapshot.files if p not in known)
             change.changed = sorted(p for p, h in snapshot.files.items() if p in known and known[p] not in (h, None))
             change.removed = sorted(p for p in known if p not in snapshot.files and p not in still_skipped)
+            change.renamed = renamed_files(change.removed, change.added, known, snapshot.files)
         if change.status == "changed":
             change.partitions = stale_partitions(cfg, snapshot, indexed)
             change.resharded = resharded(cfg, name, indexed)
@@ -131,10 +135,25 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True) -> ChangeRep
     if save_stat_cache:
         stat_cache.save()
     meta = read_meta(gen.meta_path)
-    damage = publication_damage(cfg, gen)
+    damage = publication_damage(cfg, gen) if verify_outputs else []
     return ChangeReport(
         changes, overall_content_hash(hashes), meta.get("contentHash") if meta else None, gen.index_path.is_file(), damage
     )
+
+
+def renamed_files(
+    removed: list[str], added: list[str], known: dict[str, str | None], files: dict[str, str]
+) -> list[tuple[str, str]]:
+    """(old, new) for each removed file whose content reappears under an added path."""
+    by_hash: dict[str, list[str]] = {}
+    for path in added:
+        by_hash.setdefault(files[path], []).append(path)
+    pairs = []
+    for old in removed:
+        candidates = by_hash.get(known.get(old) or "")
+        if candidates:
+            pairs.append((old, candidates.pop(0)))
+    return pairs
 
 
 def encoding_change(cfg: RagConfig) -> str | None:

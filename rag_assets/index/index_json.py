@@ -271,6 +271,7 @@ def render_meta(
     lexical: dict[str, Any] | None = None,
     vectors: dict[str, Any] | None = None,
     files: dict[str, str] | None = None,
+    chunking: str | None = None,
 ) -> bytes:
     """The sidecar: the header, the index's size and SHA-256 (so a reader can tell a damaged
     or foreign index), a digest of its chunk IDs, the browser search's BM25 file
@@ -291,6 +292,8 @@ def render_meta(
         meta["vectors"] = vectors
     if files is not None:
         meta["files"] = files
+    if chunking is not None:
+        meta["chunking"] = chunking  # the chunker settings: a change re-chunks every collection
     return orjson.dumps(meta)
 
 

@@ -19,11 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import orjson
+
 from rag_assets.config import RagConfig, VaultConfig
 from rag_assets.embed import Embedder
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.index import pg_sync, store
+from rag_assets.index.atomic import atomic_write_bytes
 from rag_assets.index.freshness import age_label
+from rag_assets.index.integrity import read_json_object
 from rag_assets.index.sqlite_cache import discard_if_damaged
 from rag_assets.ingest.boundaries import vault_policy
 from rag_assets.ingest.parsing import MARKDOWN_SUFFIXES, parse_collection
@@ -161,6 +165,8 @@ def build_vault_tier(
         built_at=utc_now_iso(),
         scope={vault.name},
     )
+    if fingerprint is not None:
+        record_rules_fingerprint(cfg, vault.name, fingerprint)
     log(
         f"[{vault.name}] {tier} store: {sync.chunks_written} chunks written, {sync.chunks_deleted} deleted"
         + (" (store rewritten: new model)" if sync.full_rewrite else "")
@@ -282,6 +288,27 @@ def detect_vault_changes(cfg: RagConfig) -> list[VaultChange]:
             changes.append(VaultChange(vault.name, tier, status, current))
     stat_cache.save()
     return changes
+
+
+def rules_ledger_path(cfg: RagConfig) -> Path:
+    """Which Safe rules each vault's Safe rows were sanitised with (fingerprints only): lets the
+    planner tell a change of the rules from a change of the notes."""
+    return cfg.data_dir / "safe-rules.json"
+
+
+def current_rules_fingerprint(cfg: RagConfig) -> str:
+    return fingerprint_for(cfg.identity_map_path)
+
+
+def built_rules_fingerprints(cfg: RagConfig) -> dict[str, str]:
+    ledger = read_json_object(rules_ledger_path(cfg)) or {}
+    return {k: v for k, v in ledger.items() if isinstance(v, str)}
+
+
+def record_rules_fingerprint(cfg: RagConfig, vault: str, fingerprint: str) -> None:
+    # One tier step builds its vaults one after another, so no other writer interleaves.
+    ledger = {**built_rules_fingerprints(cfg), vault: fingerprint}
+    atomic_write_bytes(rules_ledger_path(cfg), orjson.dumps(ledger, option=orjson.OPT_SORT_KEYS))
 
 
 def departed_vaults(cfg: RagConfig) -> dict[str, list[str]]:

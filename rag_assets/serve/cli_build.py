@@ -17,12 +17,13 @@ from rag_assets.config import (
     mask_secrets,
 )
 from rag_assets.embed import select_embedder
-from rag_assets.index import generations, index_json
-from rag_assets.index.freshness import ChangeReport, detect_changes, encoding_change
+from rag_assets.index import generations
+from rag_assets.index.freshness import detect_changes
 from rag_assets.index.integrity import cache_damage, discard_damaged_caches
 from rag_assets.index.repair import repair_in_place
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.pipeline import plan_collection
+from rag_assets.planning import Cause, ObservedState, Plan, Reason, observe, plan
 from rag_assets.privacy.vaults import (
     departed_vaults,
     detect_vault_changes,
@@ -87,29 +88,27 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
         return _dry_run(cfg, targets)
     for damage in discard_damaged_caches(cfg):
         print(f"note: discarded {damage}; it is rebuilt by this build")
-    publish = bool(targets)
-    partitions: list[str] | None = None  # every partition of the targets
-    if not args.force and not args.collection and not args.vault:
-        plan = _incremental_plan(cfg)
-        if plan is None:
-            return EXIT_OK
-        targets, vault_targets, publish, partitions = plan
+    asked = bool(args.collection or args.vault)
+    state = _observe_and_repair(cfg, repair=not asked and not args.force)
+    the_plan = plan(
+        cfg,
+        state,
+        collections=targets if asked else None,
+        vaults=vault_targets if asked else None,
+        force=args.force and not asked,
+    )
+    _print_plan(cfg, state, the_plan)
+    if the_plan.empty:
+        _print_nothing_to_do(cfg, state)
+        return EXIT_OK
+    targets, vault_targets, publish = the_plan.collections, the_plan.vault_names, the_plan.publish
+    partitions = the_plan.partitions
 
     # Imported only now: Dagster takes a second to import, and a no-op build should not pay it.
     from rag_assets.defs.runner import cli_instance, run_build
 
     selection = select_embedder(cfg.embedding)
     print(f"Embedder: {selection.provider}, {selection.embedder.model} ({selection.reason})")
-    published = index_json.read_meta(cfg.meta_path)
-    if targets and _model_changed(published, selection.embedder):
-        # One index, one model: a partial build with another model (or the same model at another
-        # dimension) would mix them, also within a sharded collection, whose untouched shards the
-        # ledger calls current.
-        print(
-            f"note: the index was built with {published.get('model')} ({published.get('dimension')}); switching to "
-            f"{selection.embedder.model} ({selection.embedder.dimension}) re-embeds every collection"
-        )
-        targets, partitions = list(discovery.collections), None
     if targets:
         print(f"Building {len(targets)} collection(s) from {cfg.content_dir}", flush=True)
     elif publish:
@@ -143,7 +142,7 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
                 verbose=args.verbose,
                 on_collection=_print_collection_progress,
                 on_vault=_print_vault_progress,
-                full=True if args.force else None,
+                full=True if args.force or the_plan.full else None,
                 celery=celery,
                 parallel_runs=args.parallel_runs,
                 partitions_per_run=args.partitions_per_run,
@@ -172,68 +171,65 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     return EXIT_FAILED if outcome.failed_checks else EXIT_OK
 
 
-def _model_changed(published: dict | None, embedder) -> bool:
-    """Whether the published index was embedded with another model or dimension than ``embedder``."""
-    if not published:
-        return False
-    return (published.get("model"), published.get("dimension")) != (embedder.model, embedder.dimension)
-
-
-def _incremental_plan(cfg: RagConfig) -> tuple[list[str], list[str], bool, list[str] | None] | None:
-    """(collections, vaults) that changed since their last build, whether the public outputs
-    must be republished, and the partitions to re-index (None: all of those collections; a
-    sharded collection's changed shards only); None (after saying so) when everything is current."""
-    report = detect_changes(cfg)
-    vault_changes = detect_vault_changes(cfg)
-    for change in vault_changes:
-        if change.status == "missing":
-            print(f"warning: vault {change.vault!r}: folder {cfg.vault(change.vault).path} does not exist; its rows are kept")
-    stale_vaults = sorted({c.vault for c in vault_changes if c.status in ("new", "changed")})
-    departed = departed_vaults(cfg)
-    collections = list(discover_collections(cfg).collections)
-    if not collections:
-        # Only note vaults: there is no public index to publish, only the tier stores to build.
-        if not stale_vaults and not departed:
-            print("No public collections; the Safe and Private stores are up to date. Use --force to rebuild.")
-            return None
-        return [], stale_vaults, False, None
-    if report.damage:
-        report = _repair(cfg, report)
-    for damage in report.damage:
-        print(f"damaged output {damage}: republishing every collection")
-    if report.damage:
-        return collections, stale_vaults, True, None
-    if report.has_index and (change := encoding_change(cfg)):
-        print(f"public_index.vector_encoding changed ({change}): republishing every collection")
-        return collections, stale_vaults, True, None
-    if report.up_to_date and not stale_vaults and not departed:
-        print(f"Index is up to date (content hash {report.current_hash[:12]}); nothing to build. Use --force to rebuild.")
-        generations.tidy(cfg)  # what a build killed after its swap left (it published, then died)
-        return None
-    targets = collections
-    partitions: list[str] | None = None
-    if report.up_to_date:
-        targets = []
-    elif report.has_index:
-        targets = [c.collection for c in report.changed if c.status != "removed"]
-        partitions = [key for c in report.changed if c.status != "removed" for key in c.partitions]
-        for change in report.changed:
-            print(f"[{change.collection}] {change.summary()}")
-    for change in vault_changes:
-        if change.status in ("new", "changed"):
-            print(f"[vault {change.vault}] {change.tier} tier: {'not built yet' if change.status == 'new' else 'notes or rules changed'}")
-    for tier, names in departed.items():
-        print(f"[{tier} tier] vault(s) {', '.join(names)} left the tier: their rows will be purged")
-    return targets, stale_vaults, not report.up_to_date, partitions
-
-
-def _repair(cfg: RagConfig, report: ChangeReport) -> ChangeReport:
-    """Repair in place what of the damage can be (links, and files made again exactly as
-    published); the changes checked again when anything was, so what is left is republished."""
-    repaired = repair_in_place(cfg, report.damage)
+def _observe_and_repair(cfg: RagConfig, *, repair: bool) -> ObservedState:
+    """The planner's view of the outputs, after repairing in place what of their damage can be
+    (links, and files made again exactly as published): what is left is republished."""
+    state = observe(cfg)
+    if not (repair and state.changes.damage and state.collections):
+        return state
+    repaired = repair_in_place(cfg, state.changes.damage)
     for path in repaired:
-        print(f"repaired {path} (damaged: {'; '.join(d.reason for d in report.damage if d.path == path) or 'stray'})")
-    return detect_changes(cfg) if repaired else report
+        reasons = "; ".join(d.reason for d in state.changes.damage if d.path == path) or "stray"
+        print(f"repaired {path} (damaged: {reasons})")
+    return observe(cfg) if repaired else state
+
+
+def _print_plan(cfg: RagConfig, state: ObservedState, the_plan: Plan) -> None:
+    """The plan's causes, one line each (a collection's file changes as one summary line)."""
+    for warning in the_plan.warnings:
+        print(f"warning: {warning}")
+    summarised: set[str] = set()
+    changes = {c.collection: c for c in state.changes.collections}
+    for cause in the_plan.causes:
+        if cause.reason in FILE_REASONS:
+            if cause.subject not in summarised:
+                summarised.add(cause.subject)
+                print(f"[{cause.subject}] {changes[cause.subject].summary()}")
+            if cause.reason is Reason.FILES_RENAMED:
+                print(f"[{cause.subject}] renamed {cause.detail}")
+            continue
+        print(_cause_line(cause))
+
+
+FILE_REASONS = {
+    Reason.NEW_COLLECTION, Reason.FILES_ADDED, Reason.FILES_CHANGED, Reason.FILES_REMOVED,
+    Reason.FILES_RENAMED, Reason.RESHARDED, Reason.UNPUBLISHED, Reason.COLLECTION_REMOVED,
+}
+
+
+def _cause_line(cause: Cause) -> str:
+    """A cause as the line `rag build` prints, with what it makes the build do."""
+    reason, subject, detail = cause.reason, cause.subject, cause.detail
+    if reason is Reason.DAMAGED:
+        return f"damaged output {subject}: {detail}: republishing every collection"
+    if reason is Reason.ENCODING_CHANGED:
+        return f"public_index.vector_encoding changed ({detail}): republishing every collection"
+    if reason in (Reason.MODEL_CHANGED, Reason.CHUNKER_CHANGED):
+        return f"note: {reason.value} ({detail}): one index holds one model, so this re-embeds every collection"
+    if reason is Reason.VAULT_DEPARTED:
+        return f"[{subject}] vault {detail} left the tier: its rows will be purged"
+    if subject.startswith("vault "):
+        return f"[{subject}] {detail}: {reason.value}"
+    return str(cause)
+
+
+def _print_nothing_to_do(cfg: RagConfig, state: ObservedState) -> None:
+    if not state.collections:
+        print("No public collections; the Safe and Private stores are up to date. Use --force to rebuild.")
+        return
+    report = state.changes
+    print(f"Index is up to date (content hash {report.current_hash[:12]}); nothing to build. Use --force to rebuild.")
+    generations.tidy(cfg)  # what a build killed after its swap left (it published, then died)
 
 
 def _print_collection_progress(outcome) -> None:
