@@ -8,6 +8,8 @@ configuration once and hands it to :func:`build_definitions`.
 
 from __future__ import annotations
 
+import contextvars
+
 import dagster as dg
 
 from rag_assets.config import RagConfig
@@ -60,3 +62,18 @@ def build_definitions(cfg: RagConfig) -> dg.Definitions:
         },
     )
 
+
+def loaded_definitions(cfg: RagConfig) -> dg.Definitions:
+    """:func:`build_definitions`, with its repository resolved now, outside the caller's context
+    variables, for the code that executes jobs (``rag build``, the admin console's ingest).
+
+    While Dagster resolves definitions it looks up the "current" definitions-state storage, a
+    context variable that entering an instance (``with instance:``) sets and leaving it does
+    not reset: after that instance is disposed and collected, resolving definitions in the same
+    thread fails with "Attempted to resolve undefined DagsterInstance weakref". The project keeps
+    no definitions state, so the repository is resolved in an empty context, where there is no
+    current storage; the resolved repository is cached on the Definitions object.
+    """
+    defs = build_definitions(cfg)
+    contextvars.Context().run(defs.get_repository_def)
+    return defs

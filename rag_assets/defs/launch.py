@@ -136,13 +136,13 @@ class IngestLauncher:
 
 def execute_tier_ingest(cfg: RagConfig, tier: str, run_id: str, tags: dict[str, str]) -> dg.ExecuteInProcessResult:
     """Run the tier's ingest as run ``run_id`` in the instance at DAGSTER_HOME (blocking)."""
-    from rag_assets.definitions import build_definitions
+    from rag_assets.defs.assembly import loaded_definitions
 
     # Entering the instance makes its storage the one Dagster consults while the definitions
     # load (see runner.cli_instance); leaving it disposes it.
     with project_instance() as instance:
         sync_vault_partitions(instance, cfg)
-        defs = build_definitions(cfg)
+        defs = loaded_definitions(cfg)
         vaults = [v.name for v in cfg.tier_vaults(tier)]
         keys = covering_range(list(instance.get_dynamic_partitions(VAULT_PARTITIONS[tier])), vaults)
         if keys:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 import dagster as dg
 
 from rag_assets.config import RagConfig
-from rag_assets.defs.assembly import build_definitions
+from rag_assets.defs.assembly import loaded_definitions
 from rag_assets.defs.distributed import CeleryRunConfig, build_collections_on_celery
 from rag_assets.defs.jobs import (
     BUILD_TAG,
@@ -102,7 +102,7 @@ def run_build(
     started = time.perf_counter()
     sync_partitions(instance, cfg)
     sync_vault_partitions(instance, cfg)
-    defs = build_definitions(cfg)
+    defs = loaded_definitions(cfg)
     run_config = {} if verbose else QUIET_RUN_CONFIG
     all_collections = discover_collections(cfg).collections
     targets = list(all_collections if collections is None else collections)
