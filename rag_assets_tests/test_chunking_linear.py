@@ -24,18 +24,18 @@ since another process can take the CPU for a moment; a run far over budget is cu
 
 from __future__ import annotations
 
-import contextlib
 import random
-import signal
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 
 from rag_assets.ingest.chunking import chunk_document
 from rag_assets.ingest.parsing import parse_markdown_file
 from rag_assets.records import Document
+
+from .deadline import TooSlow, deadline
 
 SIZE = 700_000  # characters: about 40,000 headings of "## Heading 12345"
 MAX_RATIO = 25.0
@@ -108,29 +108,6 @@ SHAPES: dict[str, Callable[[], str]] = {
 }
 
 
-class _TooSlow(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    """Raise _TooSlow after ``seconds`` (where SIGALRM exists): a quadratic run takes minutes."""
-    if not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def expire(_signum: int, _frame: object) -> None:
-        raise _TooSlow
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _parse_and_chunk(path: Path) -> int:
     doc = parse_markdown_file(path, root=path.parent, collection="notes")
     assert isinstance(doc, Document), doc
@@ -141,9 +118,9 @@ def _seconds(path: Path, limit: float | None = None) -> float:
     """Time to parse and chunk the note at ``path``; ``inf`` when cut short at ``limit``."""
     start = time.perf_counter()
     try:
-        with _deadline(limit) if limit else contextlib.nullcontext():
+        with deadline(limit):
             assert _parse_and_chunk(path) > 0
-    except _TooSlow:
+    except TooSlow:
         return float("inf")
     return time.perf_counter() - start
 

@@ -22,18 +22,18 @@ minute rather than in an hour (1 MB of ``;Password=x`` would take about half an 
 
 from __future__ import annotations
 
-import contextlib
 import random
-import signal
 import string
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 
 from rag_assets.privacy.identity import IdentityMap
 from rag_assets.privacy.sanitize import Sanitizer
+
+from .deadline import TooSlow, deadline
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SIZE = 1_000_000
@@ -144,36 +144,13 @@ PATTERNS: dict[str, Callable[[], str]] = {
 }
 
 
-class _TooSlow(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    """Raise _TooSlow after ``seconds`` (where SIGALRM exists): a quadratic run would take minutes."""
-    if not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def expire(_signum: int, _frame: object) -> None:
-        raise _TooSlow
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _seconds(sanitizer: Sanitizer, text: str, limit: float | None = None) -> float:
     """Time of one ``Sanitizer.text`` call; ``inf`` when cut short at ``limit``."""
     start = time.perf_counter()
     try:
-        with _deadline(limit) if limit else contextlib.nullcontext():
+        with deadline(limit):
             sanitizer.text(text)
-    except _TooSlow:
+    except TooSlow:
         return float("inf")
     return time.perf_counter() - start
 
