@@ -19,7 +19,7 @@ from rag_assets.answer.sessions import Turn, clean_rewrite, fallback_query, stan
 from rag_assets.answer.sources import Source
 from rag_assets.config.settings import LlmOllamaSettings, LlmOpenAISettings, LlmSettings
 from rag_assets.embed.http import RetryPolicy
-from rag_assets.privacy.egress import PrivacyError, PrivateEgress
+from rag_assets.base.egress import PrivacyError, PrivateEgress
 
 from .chat_server import ChatServer
 from .test_egress import RecordingServer, _Redirector

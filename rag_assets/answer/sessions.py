@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from rag_assets.answer.answer_log import read_answers
 from rag_assets.answer.providers.base import ChatError, ChatProvider, complete
+from rag_assets.index.answer_log import read_answers
 
 MAX_TURNS = 3  # earlier turns given to the rewrite
 MAX_QUERY_CHARS = 400

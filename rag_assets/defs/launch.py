@@ -136,7 +136,7 @@ class IngestLauncher:
 
 def execute_tier_ingest(cfg: RagConfig, tier: str, run_id: str, tags: dict[str, str]) -> dg.ExecuteInProcessResult:
     """Run the tier's ingest as run ``run_id`` in the instance at DAGSTER_HOME (blocking)."""
-    from rag_assets.definitions import build_definitions
+    from rag_assets.defs.assembly import build_definitions
 
     # Entering the instance makes its storage the one Dagster consults while the definitions
     # load (see runner.cli_instance); leaving it disposes it.

@@ -27,9 +27,9 @@ import httpx
 import numpy as np
 import orjson
 
+from rag_assets.base.egress import PrivateEgress
 from rag_assets.embed.base import l2_normalise
 from rag_assets.embed.errors import EmbeddingAuthError, EmbeddingBatchError
-from rag_assets.privacy.egress import PrivateEgress
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class HttpBatchSender:
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
     usage: Usage = field(default_factory=Usage)
-    # The Private tier's egress rule (rag_assets.privacy.egress): when set, every request goes through
+    # The Private tier's egress rule (rag_assets.base.egress): when set, every request goes through
     # its client (approved host only, no proxy, no redirect). None for the Public and Safe tiers.
     egress: PrivateEgress | None = None
     _client: httpx.Client | None = None

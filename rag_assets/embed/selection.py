@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
+from rag_assets.base.egress import PrivateEgress
 from rag_assets.config.masking import mask_url
 from rag_assets.config.providers import PROVIDERS, canonical_name
 from rag_assets.config.settings import EmbedderSettings, OllamaSettings, OpenAISettings
@@ -23,7 +24,6 @@ from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.embed.http import RetryPolicy
 from rag_assets.embed.ollama import OllamaEmbedder, ollama_health, ollama_host
 from rag_assets.embed.openai_compat import OpenAICompatibleEmbedder
-from rag_assets.privacy.egress import PrivateEgress
 
 
 @dataclass(frozen=True)
