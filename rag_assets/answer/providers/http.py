@@ -28,7 +28,7 @@ import httpx
 from rag_assets.answer.providers.base import ChatAuthError, ChatError, ChatUsage
 from rag_assets.config.masking import mask_url
 from rag_assets.config.providers import is_loopback_host, url_host
-from rag_assets.embed.http import MalformedResponse, RetryPolicy, backoff_seconds, error_text, retry_after_seconds
+from rag_assets.base.http_retry import MalformedResponse, RetryPolicy, backoff_seconds, error_text, retry_after_seconds
 from rag_assets.base.egress import PrivateEgress
 
 # Reads an open 2xx response into answer pieces, filling in the usage; raises

@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from rag_assets.base.egress import PrivateEgress
+from rag_assets.base.http_retry import RetryPolicy
 from rag_assets.config.masking import mask_url
 from rag_assets.embed.errors import EmbeddingAuthError, EmbeddingError
-from rag_assets.embed.http import HttpBatchSender, RetryPolicy
+from rag_assets.embed.http import HttpBatchSender
 from rag_assets.search.rerank.base import RerankError
 
 

@@ -19,9 +19,9 @@ import os
 from typing import Iterable, Mapping
 
 from rag_assets.base.egress import PrivacyError, PrivateEgress
+from rag_assets.base.http_retry import RetryPolicy
 from rag_assets.config.masking import mask_url
 from rag_assets.config.settings import RagConfig, RerankerSettings
-from rag_assets.embed.http import RetryPolicy
 from rag_assets.index.params import SearchError
 from rag_assets.search.rerank.base import Reranker
 from rag_assets.search.rerank.stage import RerankStage
