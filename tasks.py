@@ -3,6 +3,7 @@
 
     python3 tasks.py build   # create .venv, install, build the sample index, print the summary
     python3 tasks.py test    # create .venv, install with test extras, run the whole test suite
+    python3 tasks.py lint    # the same .venv; check the package's layers (lint-imports)
     python3 tasks.py ui      # create .venv, install, start `dagster dev`
 
 `build` and `ui` share one Dagster instance, DAGSTER_HOME=.dagster_home (its dagster.yaml
@@ -56,15 +57,19 @@ def dagster_home() -> dict[str, str]:
 def main(argv: list[str]) -> int:
     task = argv[0] if argv else "help"
     rest = argv[1:]
-    if task not in ("build", "test", "ui"):
+    if task not in ("build", "test", "lint", "ui"):
         print(__doc__)
         return 0 if task in ("help", "-h", "--help") else 2
     # The tests also need the postgres extra (small: dagster-postgres, psycopg2-binary): the
     # Dagster instance tests run on PostgreSQL as well as on SQLite; and the distributed (Celery
     # workers) and k8s (the Kubernetes configuration is validated) extras.
-    ensure_venv("dev,postgres,distributed,k8s" if task == "test" else "dev")
+    # lint shares test's extras so that CI, which runs both, installs once.
+    ensure_venv("dev,postgres,distributed,k8s" if task in ("test", "lint") else "dev")
     if task == "build":
         return run(str(BIN / "rag"), "build", *rest, env=dagster_home())
+    if task == "lint":
+        # The layers contract in pyproject.toml: no stage imports one above it.
+        return run(str(BIN / "lint-imports"), *rest)
     if task == "test":
         # One worker per core: the suite is CPU-bound (real builds, real Dagster runs).
         return run(str(BIN / "python"), "-m", "pytest", "-n", "auto", *rest)

@@ -45,9 +45,9 @@ from rag_assets.evaluation.datasets import BeirDataset, load_beir  # noqa: E402
 from rag_assets.evaluation.eval_store import ensure_eval_store  # noqa: E402
 from rag_assets.evaluation.metrics import ndcg_at, without_self_hit  # noqa: E402
 from rag_assets.evaluation.runner import Evaluator, select_eval_embedder  # noqa: E402
-from rag_assets.search import query as query_module  # noqa: E402
-from rag_assets.search.fields import FieldWeights  # noqa: E402
-from rag_assets.search.params import SearchParams  # noqa: E402
+from rag_assets.index import query as query_module  # noqa: E402
+from rag_assets.index.fields import FieldWeights  # noqa: E402
+from rag_assets.index.params import SearchParams  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 from long_queries import ensure_long_query_set  # noqa: E402

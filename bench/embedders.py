@@ -60,8 +60,9 @@ sys.path.append(str(Path(__file__).resolve().parent))
 
 from local_model import iter_passages  # noqa: E402  (the same passages as the local-model bench)
 
+from rag_assets.base.http_retry import batched, decode_json  # noqa: E402
 from rag_assets.embed import HashingEmbedder  # noqa: E402
-from rag_assets.embed.http import RemoteEmbedder, batched, decode_json  # noqa: E402
+from rag_assets.embed.http import RemoteEmbedder  # noqa: E402
 from rag_assets.embed.ollama import OllamaEmbedder  # noqa: E402
 from rag_assets.embed.openai_compat import OpenAICompatibleEmbedder  # noqa: E402
 from rag_assets_tests.embedding_server import EmbeddingServer  # noqa: E402

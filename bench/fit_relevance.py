@@ -51,7 +51,7 @@ from rag_assets.config import load_config  # noqa: E402
 from rag_assets.evaluation.datasets import load_beir  # noqa: E402
 from rag_assets.evaluation.eval_store import ensure_eval_store  # noqa: E402
 from rag_assets.evaluation.runner import Evaluator, select_eval_embedder  # noqa: E402
-from rag_assets.search.params import DEFAULT_MIN_RELEVANCE, SearchParams  # noqa: E402
+from rag_assets.index.params import DEFAULT_MIN_RELEVANCE, SearchParams  # noqa: E402
 from rag_assets.search.relevance import MODE_FEATURES, LogisticModel  # noqa: E402
 from rag_assets.search.retrieval import SearchIndex, tier_embedder  # noqa: E402
 

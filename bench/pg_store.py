@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 import search as search_bench  # noqa: E402  (bench/search.py: its synthetic store and queries)
 
 from rag_assets.embed.hashing import HashingEmbedder  # noqa: E402
-from rag_assets.search.params import SearchParams  # noqa: E402
+from rag_assets.index.params import SearchParams  # noqa: E402
 
 PARAMS = SearchParams(k=10)
 RECALL_EF = (40, 100, 200, 400, 1000)  # hnsw.ef_search values whose recall@10 is measured

@@ -38,7 +38,7 @@ from rag_assets.evaluation.datasets import load_beir  # noqa: E402
 from rag_assets.evaluation.eval_store import ensure_eval_store  # noqa: E402
 from rag_assets.evaluation.metrics import mrr_at, ndcg_at, recall_at, without_self_hit  # noqa: E402
 from rag_assets.evaluation.runner import Evaluator, documents_of, select_eval_embedder  # noqa: E402
-from rag_assets.search.params import SearchParams  # noqa: E402
+from rag_assets.index.params import SearchParams  # noqa: E402
 from rag_assets.search.rerank.selection import select_reranker  # noqa: E402
 from rag_assets.search.rerank.stage import RerankStage, rerank_hits  # noqa: E402
 

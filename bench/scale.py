@@ -120,7 +120,7 @@ def latency(ms: list[float]) -> dict:
 
 
 def part_sqlite(args) -> dict:
-    from rag_assets.search.params import SearchParams
+    from rag_assets.index.params import SearchParams
     from rag_assets.search.retrieval import SearchIndex
 
     cfg = store_config(args.cache_dir, args.chunks)
@@ -239,9 +239,9 @@ def parent_pid(proc: Path) -> int:
 
 def part_postgres(args) -> dict:
     """Sync the cached store into PostgreSQL (a no-op when it already holds it), then search it."""
+    from rag_assets.index.params import SearchParams
     from rag_assets.index.pg_sync import sync_tier
     from rag_assets.search.backends import open_postgres_index
-    from rag_assets.search.params import SearchParams
 
     cfg = store_config(args.cache_dir, args.chunks)
     url = server_url(args)
@@ -356,8 +356,8 @@ def part_hybrid(args) -> dict:
     candidates) against the SQLite path's (exact vector search), same fusion, same queries,
     page view (the default); queries whose exact list is empty (every hit under min_score) are
     left out, since there is nothing to recall."""
+    from rag_assets.index.params import SearchParams
     from rag_assets.search.backends import open_postgres_index
-    from rag_assets.search.params import SearchParams
     from rag_assets.search.retrieval import SearchIndex
 
     cfg = store_config(args.cache_dir, args.chunks)

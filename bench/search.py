@@ -63,10 +63,10 @@ import numpy as np  # noqa: E402
 
 from rag_assets.config import RagConfig  # noqa: E402
 from rag_assets.index import store  # noqa: E402
+from rag_assets.index.params import SearchParams  # noqa: E402
+from rag_assets.index.query import STOP_WORDS
 from rag_assets.records import Chunk, Document, EmbeddedCollection  # noqa: E402
 from rag_assets.search.bm25 import MemoryBm25, store_key  # noqa: E402
-from rag_assets.search.params import SearchParams  # noqa: E402
-from rag_assets.search.query import STOP_WORDS
 from rag_assets.search.retrieval import SearchIndex
 
 CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
@@ -279,7 +279,7 @@ def component_times(index: SearchIndex, embedder, queries: list[str], params: Se
 
 def bm25_detail(index: SearchIndex, queries: list[str]) -> dict[str, float]:
     """How many rows FTS5 ranks per query (it scores every match before the LIMIT)."""
-    from rag_assets.search.query import fts_match_query
+    from rag_assets.index.query import fts_match_query
 
     conn = index._connection()
     matches = []

@@ -9,10 +9,10 @@
    ``--output-dir``), or reuses those stores. The embedder only fills the stores' vectors:
    every figure here is BM25 alone.
 2. Scores a grid on the **train** queries of both (nDCG@10, bm25 mode, the in-memory BM25,
-   which gives FTS5's scores): the title weight (``rag_assets.search.fields``; SciFact
+   which gives FTS5's scores): the title weight (``rag_assets.index.fields``; SciFact
    documents have a title but no headings or tags) times ``MAX_REPEATS`` (how many times a
    word repeated in a long query counts) times ``LONG_QUERY_WORDS`` (from how many words,
-   stop words dropped, a query is long; both in ``rag_assets.search.query``). The pick: the
+   stop words dropped, a query is long; both in ``rag_assets.index.query``). The pick: the
    best mean of the two train nDCG@10 among the settings that do not lose on SciFact train
    against the baseline: unweighted fields, every word counted once.
 3. Prints the **test** figures of that pick and of that baseline. Nothing is chosen by
@@ -44,9 +44,9 @@ from rag_assets.config import load_config  # noqa: E402
 from rag_assets.evaluation.datasets import load_beir  # noqa: E402
 from rag_assets.evaluation.eval_store import ensure_eval_store  # noqa: E402
 from rag_assets.evaluation.runner import Evaluator, select_eval_embedder  # noqa: E402
-from rag_assets.search import query as query_module  # noqa: E402
-from rag_assets.search.fields import FieldWeights  # noqa: E402
-from rag_assets.search.params import SearchParams  # noqa: E402
+from rag_assets.index import query as query_module  # noqa: E402
+from rag_assets.index.fields import FieldWeights  # noqa: E402
+from rag_assets.index.params import SearchParams  # noqa: E402
 from rag_assets.search.retrieval import SearchIndex  # noqa: E402
 
 sys.path.insert(0, str(HERE))

@@ -52,8 +52,8 @@ from rag_assets.evaluation.runner import (  # noqa: E402
     documents_of,
     select_eval_embedder,
 )
+from rag_assets.index.params import FUSIONS, SearchParams  # noqa: E402
 from rag_assets.search.fusion import fuse  # noqa: E402
-from rag_assets.search.params import FUSIONS, SearchParams  # noqa: E402
 
 DEFAULT_DATASET = ROOT.parent / "shared" / "corpora" / "beir-scifact"
 RRF_KS = (10, 30, 60)

@@ -18,8 +18,8 @@ from rag_assets.answer.selection import chat_for_tier, select_chat
 from rag_assets.answer.sessions import Turn, clean_rewrite, fallback_query, standalone_query
 from rag_assets.answer.sources import Source
 from rag_assets.config.settings import LlmOllamaSettings, LlmOpenAISettings, LlmSettings
-from rag_assets.embed.http import RetryPolicy
-from rag_assets.privacy.egress import PrivacyError, PrivateEgress
+from rag_assets.base.http_retry import RetryPolicy
+from rag_assets.base.egress import PrivacyError, PrivateEgress
 
 from .chat_server import ChatServer
 from .test_egress import RecordingServer, _Redirector

@@ -17,11 +17,12 @@ import pytest
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
-from rag_assets.search import bm25_scan, bm25_terms
+from rag_assets.index import bm25_scan
+from rag_assets.index.fields import FieldWeights, bm25_call
+from rag_assets.index.params import SearchParams
+from rag_assets.index.query import fts_match_query
+from rag_assets.search import bm25_terms
 from rag_assets.search.bm25 import MemoryBm25, query_words
-from rag_assets.search.fields import FieldWeights, bm25_call
-from rag_assets.search.params import SearchParams
-from rag_assets.search.query import fts_match_query
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 
 from .conftest import SAMPLE_CONTENT
@@ -580,7 +581,7 @@ def test_field_weights_are_positive_numbers_per_column():
 
 
 def test_a_long_query_counts_its_repeated_words(monkeypatch):
-    from rag_assets.search import query as query_module
+    from rag_assets.index import query as query_module
 
     monkeypatch.setattr(query_module, "MAX_REPEATS", 3)
     monkeypatch.setattr(query_module, "LONG_QUERY_WORDS", 20)
@@ -596,7 +597,7 @@ def test_a_long_query_counts_its_repeated_words(monkeypatch):
 def test_repeats_weigh_a_term_in_both_paths(generated, monkeypatch):
     """A long query's repeated word is scored once per repeat by FTS5 and by the postings, so
     the scores differ from the same query with the word once, and agree with each other."""
-    from rag_assets.search import query as query_module
+    from rag_assets.index import query as query_module
 
     monkeypatch.setattr(query_module, "MAX_REPEATS", 3)
     monkeypatch.setattr(query_module, "LONG_QUERY_WORDS", 20)

@@ -23,7 +23,7 @@ from rag_assets.ingest.chunking import (
 )
 from rag_assets.records import Chunk, Document
 from rag_assets.search.context import PackedContext, pack_context
-from rag_assets.search.params import Hit
+from rag_assets.index.params import Hit
 from rag_assets.search.tokens import (
     EstimateTokenCounter,
     TokenCounter,

@@ -260,7 +260,7 @@ def test_a_local_endpoint_that_redirects_gets_a_refusal_not_the_text(recording_p
 
 
 def test_the_private_client_refuses_a_host_that_was_not_approved():
-    from rag_assets.privacy.egress import PrivateEgress
+    from rag_assets.base.egress import PrivateEgress
 
     with RecordingServer() as elsewhere, PrivateEgress(()).client() as client:
         # Approved hosts are loopback or listed: a public name is refused before any DNS or connection.
@@ -273,7 +273,7 @@ def test_the_private_client_refuses_a_host_that_was_not_approved():
 
 def test_localhost_must_resolve_to_loopback(monkeypatch):
     """A tampered resolver (or /etc/hosts) that points ``localhost`` elsewhere gets no text."""
-    from rag_assets.privacy.egress import PrivateEgress
+    from rag_assets.base.egress import PrivateEgress
 
     with RecordingServer() as elsewhere:
         real_getaddrinfo = socket.getaddrinfo
@@ -289,7 +289,7 @@ def test_localhost_must_resolve_to_loopback(monkeypatch):
 
 def test_a_listed_host_is_reached_at_the_address_that_was_checked():
     """An allowed_hosts name is connected to at the address resolved when it was checked."""
-    from rag_assets.privacy.egress import PrivateEgress
+    from rag_assets.base.egress import PrivateEgress
 
     with EmbeddingServer() as ollama, PrivateEgress(("gpu-box.test",)).client() as client:
         original = socket.getaddrinfo
@@ -306,7 +306,7 @@ def test_a_listed_host_is_reached_at_the_address_that_was_checked():
 
 def test_localhost_falls_back_to_its_next_loopback_address(monkeypatch):
     """``localhost`` answering ::1 first must still reach an Ollama that listens on 127.0.0.1 only."""
-    from rag_assets.privacy.egress import PrivateEgress
+    from rag_assets.base.egress import PrivateEgress
 
     real_getaddrinfo = socket.getaddrinfo
 

@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
+from rag_assets.base.http_retry import RetryPolicy, retry_after_seconds
 from rag_assets.embed import EmbeddingAuthError, EmbeddingBatchError
-from rag_assets.embed.http import RetryPolicy, retry_after_seconds
 from rag_assets.embed.ollama import OllamaEmbedder, ollama_health
 from rag_assets.embed.openai_compat import OpenAICompatibleEmbedder
 

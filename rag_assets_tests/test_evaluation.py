@@ -41,7 +41,7 @@ from rag_assets.evaluation.runner import (
     select_eval_embedder,
 )
 from rag_assets.index import store
-from rag_assets.search.params import SearchParams
+from rag_assets.index.params import SearchParams
 
 # ---------------------------------------------------------------------------- metrics
 

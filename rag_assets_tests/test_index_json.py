@@ -6,7 +6,8 @@ import numpy as np
 import orjson
 import pytest
 
-from rag_assets.index import atomic, index_json
+from rag_assets.base import atomic
+from rag_assets.index import index_json
 from rag_assets.records import Chunk, Document, EmbeddedCollection
 
 

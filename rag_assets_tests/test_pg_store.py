@@ -24,7 +24,7 @@ from rag_assets.config.settings import StoreSettings
 from rag_assets.defs.runner import run_build
 from rag_assets.index import pg_schema, pg_sync, store
 from rag_assets.search.backends import open_index
-from rag_assets.search.params import SearchError, SearchParams
+from rag_assets.index.params import SearchError, SearchParams
 from rag_assets.search.retrieval import tier_embedder
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app

@@ -14,6 +14,7 @@ import pytest
 from rag_assets.config import ConfigError, load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.index import index_json
+from rag_assets.index.fields import bm25_call
 from rag_assets.index.lexical_json import LEXICAL_NAME
 from rag_assets.index.vector_codec import ENCODINGS, decode_chunk, encode_rows
 from rag_assets.index.vector_file import (
@@ -24,7 +25,6 @@ from rag_assets.index.vector_file import (
     render_vector_file,
     vectors_entry,
 )
-from rag_assets.search.fields import bm25_call
 from rag_assets.serve.cli import main
 
 from .test_index_json import collection

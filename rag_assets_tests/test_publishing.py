@@ -28,6 +28,7 @@ from rag_assets.config import RagConfig, load_config
 from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.index import generations, integrity
 from rag_assets.index.consistency import check_public_outputs
+from rag_assets.index.params import SearchParams
 from rag_assets.ingest.parsing import parse_collection
 from rag_assets.pipeline import (
     chunk_collection,
@@ -35,7 +36,6 @@ from rag_assets.pipeline import (
     publish_all,
     utc_now_iso,
 )
-from rag_assets.search.params import SearchParams
 from rag_assets.search.retrieval import SearchIndex
 from rag_assets.serve import status as status_module
 from rag_assets.serve.cli import main

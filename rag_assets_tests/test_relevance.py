@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
-from rag_assets.search.params import SearchParams
-from rag_assets.search.profiles import PROFILES, read_profile
+from rag_assets.index.params import SearchParams
+from rag_assets.index.profiles import PROFILES, read_profile
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.search.search_log import read_log
 from rag_assets.serve.cli import main as rag

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
+from rag_assets.base.egress import PrivacyError
+from rag_assets.base.http_retry import MalformedResponse, RetryPolicy
 from rag_assets.config import ConfigError, RerankerSettings, load_config
-from rag_assets.embed.http import MalformedResponse, RetryPolicy
-from rag_assets.privacy.egress import PrivacyError
 from rag_assets.search.rerank.base import RerankError, RerankerUnavailable
 from rag_assets.search.rerank.chat import ChatReranker
 from rag_assets.search.rerank.chat_scores import parse_scores

@@ -12,10 +12,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from rag_assets.base.http_retry import RetryPolicy
 from rag_assets.config import RerankerSettings, VaultConfig, load_config
 from rag_assets.defs.runner import run_build
-from rag_assets.embed.http import RetryPolicy
-from rag_assets.search.params import SearchParams
+from rag_assets.index.params import SearchParams
 from rag_assets.search.rerank.http import HttpReranker
 from rag_assets.search.rerank.stage import RerankStage, search_reranked
 from rag_assets.search.retrieval import SearchIndex, tier_embedder

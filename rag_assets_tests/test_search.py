@@ -11,9 +11,9 @@ import pytest
 
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
+from rag_assets.index.params import SearchError, SearchParams
+from rag_assets.index.query import fts_match_query
 from rag_assets.search.fusion import fuse
-from rag_assets.search.params import SearchError, SearchParams
-from rag_assets.search.query import fts_match_query
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.cli import main as rag
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_assets.answer.answer_log import ensure_table
+from rag_assets.index.answer_log import ensure_table
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.privacy.audit import audit_store

@@ -318,7 +318,7 @@ def test_incremental_vault_builds(tmp_path, capsys):
 
 
 def test_hybrid_search_in_each_tier_returns_only_that_tiers_chunks(built):
-    from rag_assets.search.params import SearchParams
+    from rag_assets.index.params import SearchParams
     from rag_assets.search.retrieval import SearchIndex, tier_embedder
 
     cfg = built[0]

@@ -23,16 +23,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from rag_assets.answer.answer_log import AnswerRecord, write_answer
+from rag_assets.index.answer_log import AnswerRecord, write_answer
 from rag_assets.answer.grounding import CitationCheck, check_citations, citations_json, grounded_messages
 from rag_assets.answer.providers.base import ChatError, ChatUsage
 from rag_assets.answer.selection import ChatSelection
 from rag_assets.answer.sessions import Rewrite, history, standalone_query
 from rag_assets.answer.sources import Source, page_urls, sources_from_context, sources_from_hits
 from rag_assets.config.settings import LlmSettings
-from rag_assets.privacy.egress import PrivacyError
+from rag_assets.base.egress import PrivacyError
 from rag_assets.search.context import pack_context
-from rag_assets.search.params import SearchParams, SearchResult
+from rag_assets.index.params import SearchParams, SearchResult
 
 Search = Callable[[str, SearchParams], SearchResult]
 

@@ -8,9 +8,9 @@ sources.
 
 The Private tier answers only with a provably local model: the endpoint's host must be
 loopback or listed in ``private_tier.allowed_hosts`` (the rule of its embedder), and every
-request, probes included, goes through :class:`~rag_assets.privacy.egress.PrivateEgress`'s
+request, probes included, goes through :class:`~rag_assets.base.egress.PrivateEgress`'s
 client (no proxy, no redirect). A named provider elsewhere is refused with
-:class:`~rag_assets.privacy.egress.PrivacyError` before anything is sent; ``auto`` skips it.
+:class:`~rag_assets.base.egress.PrivacyError` before anything is sent; ``auto`` skips it.
 The Safe tier's sources are the sanitised text of its store, so any provider may answer it.
 """
 
@@ -29,7 +29,7 @@ from rag_assets.config.settings import LlmSettings
 from rag_assets.embed.ollama import ollama_health
 # The embedders' rules, read from the llm settings' fields of the same names.
 from rag_assets.embed.selection import retry_policy
-from rag_assets.privacy.egress import PrivacyError, PrivateEgress
+from rag_assets.base.egress import PrivacyError, PrivateEgress
 
 CHAT_PROVIDERS = ("auto", "openai", "ollama", "none")
 

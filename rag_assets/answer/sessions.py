@@ -1,11 +1,11 @@
 """Conversations (``--session NAME``): a follow-up is rewritten into a standalone search query.
 
-A session's memory is its rows in the tier's ``answer_log`` (:mod:`.answer_log`), so it
-stays on this machine, in the store of the tier it was about. Before retrieval a follow-up
-("and how do I undo that?") is rewritten with the last turns: by the chat model when one is
-available (a short, non-streamed request at temperature 0), otherwise, or when the model's
-rewrite is unusable, deterministically: the question followed by the earlier query's
-content words it does not already contain.
+A session's memory is its rows in the tier's ``answer_log``
+(:mod:`rag_assets.index.answer_log`), so it stays on this machine, in the store of the tier it
+was about. Before retrieval a follow-up ("and how do I undo that?") is rewritten with the last
+turns: by the chat model when one is available (a short, non-streamed request at temperature 0),
+otherwise, or when the model's rewrite is unusable, deterministically: the question followed by
+the earlier query's content words it does not already contain.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from rag_assets.answer.answer_log import read_answers
 from rag_assets.answer.providers.base import ChatError, ChatProvider, complete
+from rag_assets.index.answer_log import read_answers
 
 MAX_TURNS = 3  # earlier turns given to the rewrite
 MAX_QUERY_CHARS = 400

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from rag_assets.index import store
+from rag_assets.index.params import Hit
 from rag_assets.search.context import TAG_SEPARATOR, PackedContext
-from rag_assets.search.params import Hit
 from rag_assets.search.passages import PASSAGE_SEPARATOR, heading_anchor
 
 # Frontmatter keys a page may give its public address in (Hugo: url, permalink).

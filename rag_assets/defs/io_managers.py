@@ -11,7 +11,7 @@ import dagster as dg
 from pydantic import Field
 from upath import UPath
 
-from rag_assets.index.atomic import atomic_open
+from rag_assets.base.atomic import atomic_open
 
 
 class AtomicPickleIOManager(dg.UPathIOManager):

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from rag_assets.index.sqlite_cache import SqliteCache
+from rag_assets.base.sqlite_cache import SqliteCache
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS embedding_cache (

@@ -18,8 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
+from rag_assets.base.cjk import WORD, bigrams, has_cjk
 from rag_assets.embed.base import l2_normalise
-from rag_assets.index.cjk import WORD, bigrams, has_cjk
 
 MODEL_NAME = "rag-assets/feature-hash-v1"
 

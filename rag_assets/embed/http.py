@@ -1,4 +1,7 @@
-"""Shared HTTP plumbing for remote embedding providers: retries, backoff, validation.
+"""Shared HTTP plumbing for remote embedding providers: the retry rules, validation, usage.
+
+The policy and its arithmetic (backoff, ``Retry-After``) are :mod:`rag_assets.base.http_retry`,
+which the chat models and rerankers share.
 
 Retry rules (per batch, at most ``max_retries`` retries after the first attempt):
 
@@ -15,9 +18,6 @@ batch; the caller decides whether the run goes on.
 
 from __future__ import annotations
 
-import email.utils
-import json
-import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -25,20 +25,19 @@ from typing import Any, Callable, Sequence
 
 import httpx
 import numpy as np
-import orjson
 
+from rag_assets.base.egress import PrivateEgress
+from rag_assets.base.http_retry import (
+    MalformedResponse,
+    RetryPolicy,
+    backoff_seconds,
+    batched,
+    decode_json,
+    error_text,
+    retry_after_seconds,
+)
 from rag_assets.embed.base import l2_normalise
 from rag_assets.embed.errors import EmbeddingAuthError, EmbeddingBatchError
-from rag_assets.privacy.egress import PrivateEgress
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_retries: int = 3
-    base_backoff: float = 0.5
-    max_backoff: float = 8.0
-    retry_after_cap: float = 60.0
-    timeout: float = 30.0
 
 
 @dataclass
@@ -60,28 +59,6 @@ class Usage:
             self.tokens - before.tokens,
             self.texts - before.texts,
         )
-
-
-class MalformedResponse(Exception):
-    """The answer parsed but does not fit the request (count, dimension, values)."""
-
-
-def retry_after_seconds(value: str | None, cap: float, now: float | None = None) -> float | None:
-    """``Retry-After`` as seconds to wait (delta-seconds or HTTP date), capped; None if absent/bad."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = parsed.timestamp() - (time.time() if now is None else now)
-    if math.isnan(seconds):
-        return None
-    return min(max(seconds, 0.0), cap)
 
 
 def validate_vectors(raw: Any, expected: int, dimension: int) -> np.ndarray:
@@ -113,7 +90,7 @@ class HttpBatchSender:
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
     usage: Usage = field(default_factory=Usage)
-    # The Private tier's egress rule (rag_assets.privacy.egress): when set, every request goes through
+    # The Private tier's egress rule (rag_assets.base.egress): when set, every request goes through
     # its client (approved host only, no proxy, no redirect). None for the Public and Safe tiers.
     egress: PrivateEgress | None = None
     _client: httpx.Client | None = None
@@ -198,38 +175,6 @@ class HttpBatchSender:
 
     def _backoff(self, attempt: int) -> float:
         return backoff_seconds(self.policy, attempt, self.rng)
-
-
-def backoff_seconds(policy: RetryPolicy, attempt: int, rng: random.Random) -> float:
-    """Exponential backoff with full jitter before retry ``attempt + 1`` (see the module docstring)."""
-    return min(policy.max_backoff, rng.uniform(0, policy.base_backoff * 2**attempt))
-
-
-def decode_json(body: bytes) -> Any:
-    """orjson for speed (decoding dominates client time for 1536-d vectors); the stdlib as a
-    fallback, since it accepts the bare NaN some servers emit, so validation can name it."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return json.loads(body)
-
-
-def error_text(response: httpx.Response) -> str:
-    """The provider's error message from a failed answer (JSON ``error.message`` or the body), cut short."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:200] or response.reason_phrase
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict):
-            return str(error.get("message", error))[:200]
-        return str(error)[:200]
-    return str(body)[:200]
-
-
-def batched(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 class RemoteEmbedder:

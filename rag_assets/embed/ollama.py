@@ -8,17 +8,12 @@ from typing import Any
 import httpx
 import numpy as np
 
+from rag_assets.base.egress import PrivateEgress
+from rag_assets.base.http_retry import MalformedResponse, RetryPolicy
 from rag_assets.config.providers import OLLAMA_DEFAULT_DIMENSION as DEFAULT_DIMENSION
 from rag_assets.config.providers import OLLAMA_DEFAULT_MODEL as DEFAULT_MODEL
 from rag_assets.config.providers import is_loopback_host, ollama_host, url_host
-from rag_assets.embed.http import (
-    HttpBatchSender,
-    MalformedResponse,
-    RemoteEmbedder,
-    RetryPolicy,
-    validate_vectors,
-)
-from rag_assets.privacy.egress import PrivateEgress
+from rag_assets.embed.http import HttpBatchSender, RemoteEmbedder, validate_vectors
 
 # nomic-embed-text is trained with these task prefixes; without them retrieval quality drops.
 NOMIC_PREFIXES = ("search_document: ", "search_query: ")

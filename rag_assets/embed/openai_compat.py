@@ -6,16 +6,11 @@ from typing import Any
 
 import numpy as np
 
+from rag_assets.base.http_retry import MalformedResponse, RetryPolicy
 from rag_assets.config.providers import OPENAI_DEFAULT_DIMENSION as DEFAULT_DIMENSION
 from rag_assets.config.providers import OPENAI_DEFAULT_MODEL as DEFAULT_MODEL
 from rag_assets.config.providers import OPENROUTER_BASE_URL
-from rag_assets.embed.http import (
-    HttpBatchSender,
-    MalformedResponse,
-    RemoteEmbedder,
-    RetryPolicy,
-    validate_vectors,
-)
+from rag_assets.embed.http import HttpBatchSender, RemoteEmbedder, validate_vectors
 
 
 class OpenAICompatibleEmbedder(RemoteEmbedder):

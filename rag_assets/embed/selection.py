@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
+from rag_assets.base.egress import PrivateEgress
+from rag_assets.base.http_retry import RetryPolicy
 from rag_assets.config.masking import mask_url
 from rag_assets.config.providers import PROVIDERS, canonical_name
 from rag_assets.config.settings import EmbedderSettings, OllamaSettings, OpenAISettings
@@ -20,10 +22,8 @@ from rag_assets.embed.base import Embedder
 from rag_assets.embed.errors import ProviderUnavailable
 from rag_assets.embed.hashing import MODEL_NAME as HASHING_MODEL
 from rag_assets.embed.hashing import HashingEmbedder
-from rag_assets.embed.http import RetryPolicy
 from rag_assets.embed.ollama import OllamaEmbedder, ollama_health, ollama_host
 from rag_assets.embed.openai_compat import OpenAICompatibleEmbedder
-from rag_assets.privacy.egress import PrivateEgress
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ from rag_assets.evaluation.metrics import score_questions
 from rag_assets.evaluation.questions import Question, load_questions
 from rag_assets.evaluation.report import QuestionInfo, QuestionReport, UnknownPage
 from rag_assets.evaluation.runner import EVAL_MODES, QueryMemo, configured_search, documents_of
-from rag_assets.search.params import SearchError, SearchParams
-from rag_assets.search.profiles import SearchProfile, apply_profile
+from rag_assets.index.params import SearchError, SearchParams
+from rag_assets.index.profiles import SearchProfile, apply_profile
 from rag_assets.search import backends
 from rag_assets.search.pg_index import PgSearchIndex
 from rag_assets.search.retrieval import SearchIndex, tier_embedder

@@ -43,7 +43,7 @@ from rag_assets.evaluation.eval_store import (
 )
 from rag_assets.evaluation.metrics import score_rankings
 from rag_assets.evaluation.report import EvalInfo, EvalReport
-from rag_assets.search.fields import FieldWeights
+from rag_assets.index.fields import FieldWeights
 from rag_assets.search.retrieval import SearchIndex, SearchParams
 
 EVAL_MODES = ("bm25", "vector", "hybrid")

@@ -17,8 +17,8 @@ import orjson
 from rag_assets.config import RagConfig
 from rag_assets.index import generations
 from rag_assets.index import manifest as manifest_io
-from rag_assets.index.atomic import atomic_write_bytes
-from rag_assets.index.file_lock import exclusive_lock
+from rag_assets.base.atomic import atomic_write_bytes
+from rag_assets.base.file_lock import exclusive_lock
 from rag_assets.index.index_json import read_meta
 from rag_assets.index.integrity import Damage, publication_damage, read_json_object
 from rag_assets.ingest.boundaries import collection_policy

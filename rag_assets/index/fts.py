@@ -8,7 +8,7 @@ Columns, in this order (the order of the weights ``bm25(fts_chunks, ...)`` takes
 - ``tags``: its document's tags (``documents.tags``), joined by spaces.
 
 So a match in a title, a heading or a tag can weigh more than one in the body
-(:mod:`rag_assets.search.fields` holds the weights). FTS5 keeps one length per row (all
+(:mod:`rag_assets.index.fields` holds the weights). FTS5 keeps one length per row (all
 columns together), so a row's BM25 length normalisation covers its four fields.
 
 **External content.** The table indexes the view ``chunk_fields`` (``chunk_rowid`` and the

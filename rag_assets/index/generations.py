@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from rag_assets.base.file_lock import exclusive_lock
+from rag_assets.base.sqlite_cache import sqlite_problem
 from rag_assets.config import RagConfig
 from rag_assets.index import store
-from rag_assets.index.file_lock import exclusive_lock
-from rag_assets.index.sqlite_cache import sqlite_problem
 
 INDEX_NAME = "embeddings-index.json"
 META_NAME = "embeddings-meta.json"

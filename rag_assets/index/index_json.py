@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, Iterable, Iterator
 import numpy as np
 import orjson
 
-from rag_assets.index.atomic import atomic_open
+from rag_assets.base.atomic import atomic_open
 from rag_assets.index.vector_codec import encode_rows
 from rag_assets.records import EmbeddedCollection
 

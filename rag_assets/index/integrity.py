@@ -21,11 +21,11 @@ from typing import Any, Callable
 
 import orjson
 
+from rag_assets.base.sqlite_cache import discard_if_damaged, sqlite_problem
 from rag_assets.config import RagConfig
 from rag_assets.index import generations
 from rag_assets.index.generations import Generation
 from rag_assets.index.index_json import FILE_DIGEST_CHARS
-from rag_assets.index.sqlite_cache import discard_if_damaged, sqlite_problem
 
 _READ_BLOCK = 1 << 20
 

@@ -1,7 +1,7 @@
 """``embeddings-bm25.json``: what a browser needs to rank the public index as the server does.
 
 The server's BM25 is FTS5's (``porter unicode61``, column-weighted tf, FTS5's idf and length
-norm; :mod:`rag_assets.search.bm25_scan` states the formula). Re-tokenizing every chunk in
+norm; :mod:`rag_assets.index.bm25_scan` states the formula). Re-tokenizing every chunk in
 JavaScript could only imitate unicode61, so the build publishes FTS5's own postings instead,
 read from the public store it has just written: every term, its document frequency, and per
 posting the chunk (its position in ``embeddings-index.json``) and its column-weighted tf; per
@@ -26,7 +26,7 @@ import orjson
 
 from rag_assets.index import store
 from rag_assets.index.index_json import DigestingWriter, WrittenIndex
-from rag_assets.search.bm25_scan import (
+from rag_assets.index.bm25_scan import (
     B,
     K1,
     MIN_IDF,
@@ -36,10 +36,10 @@ from rag_assets.search.bm25_scan import (
     fts_table,
     positions,
 )
-from rag_assets.search.fields import FieldWeights
-from rag_assets.search.params import SearchParams
-from rag_assets.search.profiles import read_profile
-from rag_assets.search.query import LONG_QUERY_WORDS, MAX_REPEATS, STOP_WORDS
+from rag_assets.index.fields import FieldWeights
+from rag_assets.index.params import SearchParams
+from rag_assets.index.profiles import read_profile
+from rag_assets.index.query import LONG_QUERY_WORDS, MAX_REPEATS, STOP_WORDS
 
 LEXICAL_NAME = "embeddings-bm25.json"
 LEXICAL_FORMAT_VERSION = 1
@@ -48,7 +48,7 @@ LEXICAL_FORMAT_VERSION = 1
 # Elements base64-encoded at a time: a multiple of 3, so that with 4-byte items every block
 # but the last is a whole number of base64 quanta and the blocks' encodings concatenate.
 _B64_ITEMS = 3 << 18
-# The instance scan's batch for this file (rag_assets.search.bm25_scan): the parsing of one
+# The instance scan's batch for this file (rag_assets.index.bm25_scan): the parsing of one
 # batch is the scan's largest temporary, and this one-off read needs no large batches.
 _SCAN_BATCH_CHARS = 4_000_000
 

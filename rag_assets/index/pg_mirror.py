@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from rag_assets.answer.answer_log import ensure_table as ensure_answer_log
 from rag_assets.index import store
+from rag_assets.index.answer_log import ensure_table as ensure_answer_log
 
 MIRROR_TABLE = "CREATE TABLE IF NOT EXISTS pg_mirror (schema TEXT NOT NULL, stamp JSON NOT NULL)"
 _BATCH = 2000

@@ -22,7 +22,7 @@ import numpy as np
 
 from rag_assets.config import RagConfig
 from rag_assets.index import generations, index_json
-from rag_assets.index.atomic import commit_staged, discard_staged, stage_bytes
+from rag_assets.base.atomic import commit_staged, discard_staged, stage_bytes
 from rag_assets.index.browser import STATIC_FILES, static_file
 from rag_assets.index.generations import Generation
 from rag_assets.index.integrity import Damage, Recorded, published_damage, sidecar_entries

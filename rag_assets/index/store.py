@@ -8,10 +8,10 @@ Schema (a contract; other tools read it):
   ``chunk_fields`` (each chunk's text, its document's title, its heading path, its document's
   tags), kept in sync by triggers (see ``rag_assets.index.fts``)
 - ``fts_cjk(uni, bi)``: CJK unigrams and bigrams of the chunks that hold CJK text (see
-  ``rag_assets.index.cjk``), keyed by the chunk's rowid
+  ``rag_assets.base.cjk``), keyed by the chunk's rowid
 - ``embeddings_meta(model, dimension, built_at, provider)``
 - ``search_profile(profile JSON)``: the fusion the store is searched with
-  (:mod:`rag_assets.search.profiles`), written when the store is first built for its model
+  (:mod:`rag_assets.index.profiles`), written when the store is first built for its model
 - ``search_log(id, at, query, params JSON, results JSON, top_score, latency_ms, top_relevance)``: every
   search made against the store (``rag log``)
 - ``sources(collection, content_hash, documents, indexed_at)``: what each collection or vault
@@ -39,9 +39,10 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from rag_assets.index import cjk, fts
+from rag_assets.base import cjk
+from rag_assets.index import fts
+from rag_assets.index.profiles import profile_for, write_profile
 from rag_assets.records import EmbeddedCollection
-from rag_assets.search.profiles import profile_for, write_profile
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (

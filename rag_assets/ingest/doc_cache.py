@@ -16,8 +16,8 @@ from typing import Callable, Iterable
 
 import orjson
 
+from rag_assets.base.sqlite_cache import SqliteCache
 from rag_assets.config.settings import ChunkingParams
-from rag_assets.index.sqlite_cache import SqliteCache
 from rag_assets.records import Chunk, Document
 
 # Bump when the parser or chunker changes its output for the same input.

@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Mapping
 
 import orjson
 
-from rag_assets.index.atomic import atomic_write_bytes
+from rag_assets.base.atomic import atomic_write_bytes
 from rag_assets.ingest.walker import (
     DEFAULT_MAX_FILE_BYTES,
     FileRefused,

@@ -6,10 +6,10 @@ Two gates, so that one mistake is not enough to leak a note:
   that is neither loopback nor listed in ``private_tier.allowed_hosts``) into a configuration
   error;
 - at run time, :func:`enforce_local_only` refuses any embedder it cannot prove local and
-  makes its HTTP sender use the Private tier's egress client (:mod:`rag_assets.privacy.egress`):
+  makes its HTTP sender use the Private tier's egress client (:mod:`rag_assets.base.egress`):
   approved host only, checked per request, no proxy, no redirect.
 
-Which hosts are approved, and how the client keeps to them, is :mod:`rag_assets.privacy.egress`'s
+Which hosts are approved, and how the client keeps to them, is :mod:`rag_assets.base.egress`'s
 concern; the names below are re-exported from there for the callers that import them here.
 """
 
@@ -18,12 +18,12 @@ from __future__ import annotations
 import os
 from typing import Iterable, Mapping
 
+from rag_assets.base.egress import PrivacyError, PrivateEgress
 from rag_assets.config.providers import private_provider_problem
 from rag_assets.embed.base import Embedder
 from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.embed.http import RemoteEmbedder
 from rag_assets.embed.selection import EmbedderSettings, Selection, select_embedder
-from rag_assets.privacy.egress import PrivacyError, PrivateEgress
 
 __all__ = ["PrivacyError", "enforce_local_only", "private_settings_problem", "select_private_embedder"]
 

@@ -3,7 +3,7 @@
 The edit itself (comments kept, the new file validated, the vault's folder checked) is
 :mod:`rag_assets.config.vault_edit`; this module adds what the config layer may not do:
 the write, by a temporary file renamed over rag.yaml (the staged write of
-:mod:`rag_assets.index.atomic`, keeping the file's permissions), under a lock (the caller's,
+:mod:`rag_assets.base.atomic`, keeping the file's permissions), under a lock (the caller's,
 e.g. in the output's data folder; else one beside rag.yaml), so two admins editing at once
 never lose each other's vault. Nothing is written when the edit is refused or the write
 fails: rag.yaml stays as it was, byte for byte.
@@ -18,8 +18,8 @@ from typing import Mapping
 
 from rag_assets.config.settings import RagConfig
 from rag_assets.config.vault_edit import VaultEdit, VaultEditRefused, add_vault, remove_vault
-from rag_assets.index.atomic import commit_staged, discard_staged, stage_bytes
-from rag_assets.index.file_lock import exclusive_lock
+from rag_assets.base.atomic import commit_staged, discard_staged, stage_bytes
+from rag_assets.base.file_lock import exclusive_lock
 
 __all__ = ["VaultEditRefused", "add_vault_to_file", "remove_vault_from_file"]
 

@@ -21,14 +21,14 @@ from typing import Callable
 
 import orjson
 
+from rag_assets.base.atomic import atomic_write_bytes
+from rag_assets.base.sqlite_cache import discard_if_damaged
 from rag_assets.config import RagConfig, VaultConfig
 from rag_assets.embed import Embedder
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.index import pg_sync, store
-from rag_assets.index.atomic import atomic_write_bytes
 from rag_assets.index.freshness import age_label
 from rag_assets.index.integrity import read_json_object
-from rag_assets.index.sqlite_cache import discard_if_damaged
 from rag_assets.ingest.boundaries import vault_policy
 from rag_assets.ingest.parsing import MARKDOWN_SUFFIXES, parse_collection
 from rag_assets.ingest.sources import (

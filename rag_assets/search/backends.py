@@ -49,7 +49,7 @@ def open_postgres_index(
 ) -> SearchIndex:
     """A :class:`~rag_assets.search.pg_index.PgSearchIndex` over the ``tier`` schema at ``url``."""
     from rag_assets.search.pg_index import PgSearchIndex
-    from rag_assets.search.params import SearchError
+    from rag_assets.index.params import SearchError
 
     if not url:
         raise SearchError("the postgres backend needs a store URL: store.url in rag.yaml or $RAG_STORE_URL")

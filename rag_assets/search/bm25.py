@@ -6,9 +6,9 @@ per-(term, chunk) BM25 weights are computed once, when a store is (re)loaded, an
 is a few numpy gathers plus one ``bincount``: 1-2 ms at 100,000 chunks, where FTS5 takes
 60 ms or more (bench/search.py).
 
-**Same numbers as FTS5**, field weights included (:mod:`rag_assets.search.fields`): the
+**Same numbers as FTS5**, field weights included (:mod:`rag_assets.index.fields`): the
 postings, their column-weighted tf and the statistics are read from the store's own FTS5
-index (:mod:`rag_assets.search.bm25_scan`, which states the formula), and a query's terms
+index (:mod:`rag_assets.index.bm25_scan`, which states the formula), and a query's terms
 are FTS5's own (:mod:`rag_assets.search.bm25_terms`). Like FTS5, a query holding a word
 twice, or two words with the same stem ("run", "running"), counts that term once per word.
 ``test_bm25.py`` checks the result against FTS5's ``bm25()`` to 1e-9 on a store with
@@ -46,9 +46,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from rag_assets.index.atomic import remove_abandoned_temp_files
-from rag_assets.index.fts import TOKENIZE
-from rag_assets.search.bm25_scan import (
+from rag_assets.base.atomic import remove_abandoned_temp_files
+from rag_assets.index.bm25_scan import (
     Bm25Statistics,
     InstanceScan,
     RowPositions,
@@ -57,8 +56,9 @@ from rag_assets.search.bm25_scan import (
     fts_table,
     positions,
 )
+from rag_assets.index.fields import FieldWeights, bm25_call
+from rag_assets.index.fts import TOKENIZE
 from rag_assets.search.bm25_terms import TOKENIZER, query_words
-from rag_assets.search.fields import FieldWeights, bm25_call
 
 __all__ = ["Bm25Statistics", "MemoryBm25", "StoreChanged", "describe", "query_words", "store_key"]
 

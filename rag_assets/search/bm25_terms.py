@@ -1,6 +1,6 @@
 """A query's terms for the in-memory BM25, exactly as FTS5 would search them.
 
-The words are :func:`rag_assets.search.query.fts_match_query`'s, taken from its output:
+The words are :func:`rag_assets.index.query.fts_match_query`'s, taken from its output:
 the same words, the same stop words dropped, the same repeats (a word said three times
 is three OR'd phrases to FTS5, so three times its score; see that module). Each word
 becomes terms through a scratch in-memory FTS5 table with the same tokenizer as
@@ -65,9 +65,9 @@ TOKENIZER = _Tokenizer()
 
 
 def query_words(query: str) -> list[str]:
-    """The words :func:`rag_assets.search.query.fts_match_query` would search for, in its
+    """The words :func:`rag_assets.index.query.fts_match_query` would search for, in its
     order, repeats included."""
-    from rag_assets.search.query import fts_match_query
+    from rag_assets.index.query import fts_match_query
 
     match = fts_match_query(query)
     # Its output is '"w1" OR "w2" ...' with every word a run of \\w (no quote, no space).

@@ -58,7 +58,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from rag_assets.search.params import Hit
+from rag_assets.index.params import Hit
 from rag_assets.search.passages import (
     PASSAGE_SEPARATOR,
     citation_tag,

@@ -29,7 +29,7 @@ from rag_assets.index import store
 from rag_assets.index.freshness import age_label
 from rag_assets.ingest.blocks import Layout
 from rag_assets.ingest.chunking import context_prefix
-from rag_assets.search.params import SearchError
+from rag_assets.index.params import SearchError
 from rag_assets.search.passages import citation_tag, heading_anchor, join_consecutive_chunks
 
 

@@ -9,8 +9,8 @@ from typing import Mapping
 
 import numpy as np
 
-from rag_assets.search.params import SearchParams
-from rag_assets.search.profiles import apply_profile
+from rag_assets.index.params import SearchParams
+from rag_assets.index.profiles import apply_profile
 
 
 def fuse(

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from rag_assets.index import pg_mirror, pg_schema
-from rag_assets.search.params import SearchError
+from rag_assets.index.params import SearchError
 from rag_assets.search.retrieval import LoadedIndex, SearchIndex
 
 

@@ -9,7 +9,7 @@ The Python API the CLI, the HTTP server and the evaluation share::
   product over a matrix loaded once per process and reloaded when the store file changes.
 - **BM25**: FTS5 ``bm25()`` over the store's ``porter unicode61`` table, whose columns are
   the chunk's text, its document's title, its headings and its document's tags, each with
-  its weight (``fields``, :mod:`rag_assets.search.fields`). User text is never passed as
+  its weight (``fields``, :mod:`rag_assets.index.fields`). User text is never passed as
   FTS syntax: it is split into words, English stop words are dropped, and every word is
   quoted, joined with OR. CJK words are matched as n-gram phrases in ``fts_cjk``.
   With ``lexical="memory"`` or ``"auto"`` the same scores come from postings held in memory
@@ -22,7 +22,7 @@ The Python API the CLI, the HTTP server and the evaluation share::
   lists; a list a chunk is missing from adds 0); or ``fusion="convex"``: each list's scores
   min-max normalised over its candidates, ``(wv*v + wb*b)/(wv+wb)``. Then the collection's
   priority weight multiplies the score. Fusion and weights not given come from the store's
-  search profile (:mod:`rag_assets.search.profiles`, chosen per embedder on SciFact's train
+  search profile (:mod:`rag_assets.index.profiles`, chosen per embedder on SciFact's train
   split).
 - **Relevance**: each candidate gets a calibrated relevance (:mod:`rag_assets.search.relevance`),
   comparable across queries; ``min_score`` filters on it, so a query nothing answers gets no hits.
@@ -46,12 +46,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from rag_assets.embed.base import Embedder
-from rag_assets.index import cjk, store
+from rag_assets.base import cjk
+from rag_assets.index import store
 from rag_assets.search.bm25_terms import query_stems
-from rag_assets.search.fields import FieldWeights, bm25_call
+from rag_assets.index.fields import FieldWeights, bm25_call
 from rag_assets.search.fusion import fuse, mmr
 from rag_assets.search.pages import group_pages
-from rag_assets.search.params import (
+from rag_assets.index.params import (
     LEXICAL,
     Hit,
     SearchError,
@@ -59,8 +60,8 @@ from rag_assets.search.params import (
     SearchResult,
     damaged_store_error,
 )
-from rag_assets.search.profiles import SearchProfile, apply_profile, read_profile
-from rag_assets.search.query import fts_match_query
+from rag_assets.index.profiles import SearchProfile, apply_profile, read_profile
+from rag_assets.index.query import fts_match_query
 from rag_assets.search.relevance import TermStatistics, candidate_features, shipped_models
 
 log = logging.getLogger(__name__)

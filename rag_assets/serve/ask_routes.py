@@ -54,8 +54,8 @@ from rag_assets.answer.selection import ChatSelection, chat_for_tier
 from rag_assets.answer.sessions import check_session_name
 from rag_assets.config import RagConfig
 from rag_assets.embed.errors import EmbeddingError
-from rag_assets.privacy.egress import PrivacyError
-from rag_assets.search.params import SearchError
+from rag_assets.base.egress import PrivacyError
+from rag_assets.index.params import SearchError
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.serve.access import TierDenied
 from rag_assets.serve.limits import Limits, Slot, counted, exempt, too_many

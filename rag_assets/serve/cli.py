@@ -18,7 +18,7 @@ from rag_assets.config import (
     load_config,
 )
 from rag_assets.embed import UnknownEmbedderError
-from rag_assets.search.params import MAX_BUDGET, MAX_PER_DOCUMENT
+from rag_assets.index.params import MAX_BUDGET, MAX_PER_DOCUMENT
 from rag_assets.serve.cli_ask import add_ask_parser
 from rag_assets.serve.cli_build import cmd_build, cmd_check, cmd_config
 from rag_assets.serve.cli_query import (

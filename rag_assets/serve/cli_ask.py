@@ -55,8 +55,8 @@ def cmd_ask(cfg: RagConfig, args: argparse.Namespace) -> int:
     from rag_assets.answer.selection import chat_for_tier
     from rag_assets.answer.sessions import check_session_name
     from rag_assets.embed.errors import ProviderUnavailable
-    from rag_assets.privacy.egress import PrivacyError
-    from rag_assets.search.params import SearchError
+    from rag_assets.base.egress import PrivacyError
+    from rag_assets.index.params import SearchError
 
     from rag_assets.serve.questions import TierQuestions
 
@@ -102,7 +102,7 @@ def _tier_search(cfg: RagConfig, tier: str):
 
     index = open_index(cfg, tier)
     if not index.exists():
-        from rag_assets.search.params import SearchError
+        from rag_assets.index.params import SearchError
 
         where = "in PostgreSQL" if cfg.store.postgres else f"at {index.path}"
         raise SearchError(f"the {tier} tier has no store yet (expected {where}); build it with `rag build`")

@@ -56,7 +56,7 @@ def _print_audit(report) -> None:
 
 
 def _search_params(cfg: RagConfig, args: argparse.Namespace):
-    from rag_assets.search.params import SearchParams, parse_filters
+    from rag_assets.index.params import SearchParams, parse_filters
 
     overrides = {
         "k": args.k,
@@ -106,7 +106,7 @@ def _run_search(cfg: RagConfig, args: argparse.Namespace):
 def _search_errors():
     from rag_assets.embed.errors import ProviderUnavailable
     from rag_assets.privacy.local_only import PrivacyError
-    from rag_assets.search.params import SearchError
+    from rag_assets.index.params import SearchError
 
     return (SearchError, ProviderUnavailable, PrivacyError)
 
@@ -190,7 +190,7 @@ def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
     if not path.is_file():
         print(f"rag: no {args.tier} store at {path}; run `rag build` first", file=sys.stderr)
         return EXIT_USAGE
-    from rag_assets.answer.answer_log import read_answers
+    from rag_assets.index.answer_log import read_answers
 
     recent, weakest, total = read_log(path, args.n)
     answers, answered = read_answers(path, args.n)

@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from rag_assets.embed.errors import EmbeddingError
-from rag_assets.search.params import SearchError
+from rag_assets.index.params import SearchError
 from rag_assets.serve.http_params import MAX_QUERY_CHARS
 from rag_assets.serve.tiers import BadRequest, Tiers
 

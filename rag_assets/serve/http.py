@@ -80,9 +80,9 @@ from starlette.routing import Route
 from rag_assets.config import RagConfig
 from rag_assets.config.providers import is_loopback_host
 from rag_assets.embed.errors import EmbeddingError
-from rag_assets.privacy.egress import PrivacyError
+from rag_assets.base.egress import PrivacyError
 from rag_assets.search.context import pack_context
-from rag_assets.search.params import MAX_BUDGET, SearchError, SearchParams, SearchResult
+from rag_assets.index.params import MAX_BUDGET, SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
 from rag_assets.serve.access import AccessBackend, TierDenied, auth_error
 from rag_assets.serve.admin_routes import admin_routes

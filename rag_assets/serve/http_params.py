@@ -8,7 +8,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from rag_assets.search.params import MAX_RRF_K, MODES, VIEWS, SearchError, SearchParams, parse_filters
+from rag_assets.index.params import MAX_RRF_K, MODES, VIEWS, SearchError, SearchParams, parse_filters
 from rag_assets.serve.tiers import BadRequest
 
 MAX_QUERY_CHARS = 4000  # far beyond any question; keeps one request from tying up a worker

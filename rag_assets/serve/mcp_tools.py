@@ -26,15 +26,15 @@ from jsonschema.exceptions import best_match
 
 from rag_assets.config import TIERS, RagConfig
 from rag_assets.embed.errors import EmbeddingError
-from rag_assets.index import cjk
+from rag_assets.base import cjk
 from rag_assets.index.freshness import FRESH_HOURS, STALE_HOURS
-from rag_assets.privacy.egress import PrivacyError
+from rag_assets.base.egress import PrivacyError
 from rag_assets.privacy.vaults import tier_card
 from rag_assets.search import documents
 from rag_assets.search.context import pack_context
-from rag_assets.search.params import Hit, SearchError, SearchParams, SearchResult
+from rag_assets.index.params import Hit, SearchError, SearchParams, SearchResult
 from rag_assets.search.passages import citation_tag, heading_anchor
-from rag_assets.search.query import STOP_WORDS
+from rag_assets.index.query import STOP_WORDS
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.search.retrieval import SearchIndex
 from rag_assets.serve.mcp_ask import ask_tool, chat_model_available

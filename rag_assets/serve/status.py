@@ -17,7 +17,7 @@ from rag_assets.embed.selection import ServiceStatus, service_status
 from rag_assets.index import generations, index_json, store
 from rag_assets.index.freshness import age_label
 from rag_assets.index.integrity import output_damage
-from rag_assets.privacy.egress import PrivacyError
+from rag_assets.base.egress import PrivacyError
 from rag_assets.privacy.vaults import (
     tiers_report,
 )

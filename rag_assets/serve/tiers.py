@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 from rag_assets.config import TIERS, RagConfig
 from rag_assets.embed.base import Embedder
-from rag_assets.privacy.egress import PrivacyError
-from rag_assets.search.params import SearchResult
+from rag_assets.base.egress import PrivacyError
+from rag_assets.index.params import SearchResult
 from rag_assets.search.rerank.selection import rerank_stage
 from rag_assets.search.rerank.stage import RerankStage
 from rag_assets.search.backends import open_index

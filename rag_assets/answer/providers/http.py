@@ -10,7 +10,7 @@ reading and jittered backoff), applied to the *start* of an answer:
 Once a piece of the answer has been passed on, a failure cannot be retried without
 repeating it, so it ends the answer with a :class:`ChatError` saying so.
 
-The client: for the Private tier, :class:`~rag_assets.privacy.egress.PrivateEgress`'s
+The client: for the Private tier, :class:`~rag_assets.base.egress.PrivateEgress`'s
 (approved host only, no proxy, no redirect; the URL checked before the first attempt).
 Otherwise the environment's proxy applies to remote hosts only, as for the Ollama probes:
 a proxy cannot answer for this machine's loopback.
@@ -28,8 +28,8 @@ import httpx
 from rag_assets.answer.providers.base import ChatAuthError, ChatError, ChatUsage
 from rag_assets.config.masking import mask_url
 from rag_assets.config.providers import is_loopback_host, url_host
-from rag_assets.embed.http import MalformedResponse, RetryPolicy, backoff_seconds, error_text, retry_after_seconds
-from rag_assets.privacy.egress import PrivateEgress
+from rag_assets.base.http_retry import MalformedResponse, RetryPolicy, backoff_seconds, error_text, retry_after_seconds
+from rag_assets.base.egress import PrivateEgress
 
 # Reads an open 2xx response into answer pieces, filling in the usage; raises
 # MalformedResponse (or ValueError) for an answer it cannot read.

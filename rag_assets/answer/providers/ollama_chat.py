@@ -10,10 +10,10 @@ import orjson
 
 from rag_assets.answer.providers.base import ChatError, ChatUsage, Message
 from rag_assets.answer.providers.http import ChatHttp, provider_label
+from rag_assets.base.egress import PrivateEgress
+from rag_assets.base.http_retry import MalformedResponse, RetryPolicy, decode_json
 from rag_assets.config.providers import ollama_host
-from rag_assets.embed.http import MalformedResponse, RetryPolicy, decode_json
 from rag_assets.embed.ollama import OllamaHealth, ollama_health
-from rag_assets.privacy.egress import PrivateEgress
 
 
 class OllamaChat:

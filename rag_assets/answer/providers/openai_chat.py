@@ -16,8 +16,8 @@ import orjson
 
 from rag_assets.answer.providers.base import ChatError, ChatUsage, Message
 from rag_assets.answer.providers.http import ChatHttp, provider_label
-from rag_assets.embed.http import MalformedResponse, RetryPolicy, decode_json
-from rag_assets.privacy.egress import PrivateEgress
+from rag_assets.base.egress import PrivateEgress
+from rag_assets.base.http_retry import MalformedResponse, RetryPolicy, decode_json
 from rag_assets.search.rerank.chat import answer_text
 
 

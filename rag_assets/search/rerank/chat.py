@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from rag_assets.embed.http import MalformedResponse, RetryPolicy, batched
-from rag_assets.privacy.egress import PrivateEgress
+from rag_assets.base.egress import PrivateEgress
+from rag_assets.base.http_retry import MalformedResponse, RetryPolicy, batched
 from rag_assets.search.rerank.chat_scores import parse_scores
 from rag_assets.search.rerank.remote import RemoteReranker
 

@@ -15,7 +15,7 @@ import math
 import re
 from typing import Any, Iterator
 
-from rag_assets.embed.http import MalformedResponse
+from rag_assets.base.http_retry import MalformedResponse
 
 SCALE = 10.0
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)

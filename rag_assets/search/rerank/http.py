@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from rag_assets.embed.http import MalformedResponse
+from rag_assets.base.http_retry import MalformedResponse
 from rag_assets.search.rerank.remote import RemoteReranker
 
 

@@ -4,7 +4,7 @@ for the Private tier, its egress client.
 A :class:`RemoteReranker` POSTs JSON through :class:`rag_assets.embed.http.HttpBatchSender`,
 so 429, 5xx, timeouts, dropped connections and malformed answers are retried exactly as
 embedding batches are. With ``egress`` (a Private-tier search) every request goes through
-:class:`rag_assets.privacy.egress.PrivateEgress`'s client: approved host only, no proxy, no
+:class:`rag_assets.base.egress.PrivateEgress`'s client: approved host only, no proxy, no
 redirect; the host is checked before the first attempt.
 """
 
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rag_assets.base.egress import PrivateEgress
+from rag_assets.base.http_retry import RetryPolicy
 from rag_assets.config.masking import mask_url
 from rag_assets.embed.errors import EmbeddingAuthError, EmbeddingError
-from rag_assets.embed.http import HttpBatchSender, RetryPolicy
-from rag_assets.privacy.egress import PrivateEgress
+from rag_assets.embed.http import HttpBatchSender
 from rag_assets.search.rerank.base import RerankError
 
 

@@ -8,8 +8,8 @@ does for the embedder), with the key from ``$<api_key_env>`` when one is named.
 The Private tier's passages are raw private notes, so for it an HTTP reranker must be
 provably local: its host loopback (or listed in ``private_tier.allowed_hosts``, the same
 rule as the Private tier's embedder), every request sent through
-:class:`~rag_assets.privacy.egress.PrivateEgress`'s client. Any other endpoint is refused
-with :class:`~rag_assets.privacy.egress.PrivacyError` before a request is made. Safe-tier
+:class:`~rag_assets.base.egress.PrivateEgress`'s client. Any other endpoint is refused
+with :class:`~rag_assets.base.egress.PrivacyError` before a request is made. Safe-tier
 passages were sanitised when they were stored, so the Safe and Public tiers may use any.
 """
 
@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 from typing import Iterable, Mapping
 
+from rag_assets.base.egress import PrivacyError, PrivateEgress
+from rag_assets.base.http_retry import RetryPolicy
 from rag_assets.config.masking import mask_url
 from rag_assets.config.settings import RagConfig, RerankerSettings
-from rag_assets.embed.http import RetryPolicy
-from rag_assets.privacy.egress import PrivacyError, PrivateEgress
-from rag_assets.search.params import SearchError
+from rag_assets.index.params import SearchError
 from rag_assets.search.rerank.base import Reranker
 from rag_assets.search.rerank.stage import RerankStage
 

@@ -9,7 +9,7 @@ fused ``score`` and gains ``rerank_score``.
 
 A reranker that fails (down, timed out after its retries, an unreadable answer, a missing
 model) never fails the search: the hits stay in fused order and the result says
-``reranked: false`` with ``rerankError``. A :class:`~rag_assets.privacy.egress.PrivacyError`
+``reranked: false`` with ``rerankError``. A :class:`~rag_assets.base.egress.PrivacyError`
 is not such a failure and propagates: it is a refusal.
 
 The search log records the candidate list the reranker was given (fused order, ``top_n``
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from rag_assets.embed.base import Embedder
 from rag_assets.embed.errors import EmbeddingError
-from rag_assets.search.params import Hit, SearchParams, SearchResult
+from rag_assets.index.params import Hit, SearchParams, SearchResult
 from rag_assets.search.rerank.base import Reranker, RerankError
 
 if TYPE_CHECKING:  # pragma: no cover - retrieval is imported by the callers, not needed here

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rag_assets.index import cjk
+from rag_assets.base import cjk
 
 # English function words (Lucene's list plus NLTK's): they match nearly every chunk, so they
 # cost BM25 time and add nothing to its ranking, or worse: the stemmer turns "up" into the

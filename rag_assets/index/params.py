@@ -43,7 +43,7 @@ def damaged_store_error(path: Path, exc: Exception) -> SearchError:
 @dataclass(frozen=True)
 class SearchParams:
     """Everything that shapes a search. The fusion fields left None come from the store's search
-    profile (rag_assets.search.profiles: chosen per embedder on SciFact's train split)."""
+    profile (rag_assets.index.profiles: chosen per embedder on SciFact's train split)."""
 
     k: int = 10  # results: pages (view="pages") or chunks (view="chunks")
     mode: str = "hybrid"

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rag_assets.search.params import SearchParams
+    from rag_assets.index.params import SearchParams
 
 PROFILE_VERSION = 1
 

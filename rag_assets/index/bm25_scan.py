@@ -7,7 +7,7 @@ construction; nothing is re-tokenized in Python. One ``SELECT term, count(*),
 group_concat(doc * C + column) ... GROUP BY term`` lists each term's instances in row
 order (SQLite does not sort), parsed by numpy in batches; a run of equal (term, row)
 is one posting, whose tf is the sum of its instances' column weights, as FTS5's
-``bm25(fts_chunks, w_text, w_title, ...)`` counts it (:mod:`rag_assets.search.fields`).
+``bm25(fts_chunks, w_text, w_title, ...)`` counts it (:mod:`rag_assets.index.fields`).
 
 **Statistics.** FTS5's formula (``fts5_aux.c``)::
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from rag_assets.index import store
 
-log = logging.getLogger("rag_assets.answer.answer_log")
+log = logging.getLogger("rag_assets.index.answer_log")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS answer_log (
