@@ -209,6 +209,24 @@ def reembed_collection(
     return embed_collection(chunked, embedder, cache=cache, batch_size=batch_size, provider=provider, log=log)
 
 
+def reembed_other_models(
+    records: dict[str, EmbeddedCollection],
+    embedder: Embedder,
+    *,
+    cache: EmbeddingCache | None = None,
+    batch_size: int = 50,
+    provider: str | None = None,
+) -> dict[str, EmbeddedCollection]:
+    """``records`` with every record of another model or dimension than ``embedder``'s embedded
+    again (through ``cache``), the others as they are: one index holds one model."""
+    return {
+        key: record
+        if (record.model, record.dimension) == (embedder.model, embedder.dimension)
+        else reembed_collection(record, embedder, cache=cache, batch_size=batch_size, provider=provider)[0]
+        for key, record in records.items()
+    }
+
+
 class MixedModelsError(ValueError):
     """Collections embedded with different models cannot share one index."""
 

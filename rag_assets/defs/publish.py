@@ -22,7 +22,7 @@ from rag_assets.index.freshness import (
 )
 from rag_assets.index.rejoin import rejoin_collections
 from rag_assets.ingest.shards import collection_of
-from rag_assets.pipeline import publish_all, reembed_collection, utc_now_iso
+from rag_assets.pipeline import publish_all, reembed_other_models, utc_now_iso
 from rag_assets.planning import records_to_reembed, signature_of
 from rag_assets.records import EmbeddedCollection
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
@@ -82,24 +82,19 @@ def _one_model(
     code version) until they are materialised themselves."""
     selection = embedder.select()
     model = selection.embedder
-    signature = signature_of(selection.provider, model.model, model.dimension, cfg.chunking)
-    causes = records_to_reembed(loaded.values(), signature)
-    if not causes:
-        return loaded
-    context.log.info("; ".join(str(cause) for cause in causes) + ": embedded again before publishing")
-    cache = EmbeddingCache(cfg.embedding_cache_path)
-    out = dict(loaded)
     try:
-        for key, record in loaded.items():
-            if (record.model, record.dimension) != (model.model, model.dimension):
-                out[key], _ = reembed_collection(
-                    record, model, cache=cache, batch_size=embedder.batch_size, provider=selection.provider
-                )
+        causes = records_to_reembed(loaded.values(), signature_of(selection.provider, model.model, model.dimension, cfg.chunking))
+        if not causes:
+            return loaded
+        context.log.info("; ".join(str(cause) for cause in causes) + ": embedded again before publishing")
+        return reembed_other_models(
+            loaded, model, cache=EmbeddingCache(cfg.embedding_cache_path), batch_size=embedder.batch_size,
+            provider=selection.provider,
+        )
     finally:
-        close = getattr(model, "close", None)
+        close = getattr(model, "close", None)  # an HTTP provider's connections
         if close:
             close()
-    return out
 
 
 PUBLISHED_SPECS = [
