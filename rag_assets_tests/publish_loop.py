@@ -2,8 +2,8 @@
 
 ``python -m rag_assets_tests.publish_loop OUTPUT_DIR RECORDS.pkl`` loads pickled embedded
 collections and publishes a different subset of them at every turn, printing
-``PUBLISH <n>`` (flushed) just before each publish so that the test can aim its kill
-at the publish step.
+``PUBLISH <n>`` (flushed) just before each publish and ``DONE <n> <seconds>`` after it, so
+that the test can aim its kill at a publish step by this process's own timing.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import pickle
 import sys
+import time
 from pathlib import Path
 
 from rag_assets.config import RagConfig
@@ -28,7 +29,9 @@ def main(output_dir: str, records: str) -> None:
     subsets = variants(collections)
     for turn in itertools.count():
         print(f"PUBLISH {turn}", flush=True)
+        started = time.perf_counter()
         publish_all(subsets[turn % len(subsets)], cfg, utc_now_iso(), full_build=True)
+        print(f"DONE {turn} {time.perf_counter() - started:.4f}", flush=True)
 
 
 if __name__ == "__main__":

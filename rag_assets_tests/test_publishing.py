@@ -80,6 +80,16 @@ def generation_of_each_output(cfg: RagConfig) -> dict[str, str | None]:
     }
 
 
+def read_until(proc: subprocess.Popen, prefix: str) -> float | None:
+    """Read the publisher's lines up to the one that starts with ``prefix``; its figure, if any."""
+    assert proc.stdout is not None
+    while line := proc.stdout.readline():
+        if line.startswith(prefix + " ") or line.strip() == prefix:
+            parts = line.split()
+            return float(parts[2]) if len(parts) > 2 else 0.0
+    raise AssertionError(f"the publisher ended before {prefix!r}")
+
+
 def leftovers(out: Path) -> list[str]:
     return sorted(str(p.relative_to(out)) for p in out.rglob("*.tmp"))
 
@@ -106,12 +116,13 @@ def test_a_kill_at_any_instant_leaves_every_output_of_one_build(tmp_path: Path) 
         assert proc.stdout is not None
         aimed = trial % 2 == 0
         if aimed:
-            # Wait for a publish to begin, then kill somewhere inside it (publishes repeat, so
-            # the later turns also hit the swap and the clean-up of the generation before).
-            turn = rng.randrange(2)
-            while (line := proc.stdout.readline()) and line.strip() != f"PUBLISH {turn}":
-                pass
-            time.sleep(rng.uniform(0, publish_seconds * 1.5))
+            # Aim inside the second publish by the publisher's own timing of its first one (a
+            # timing taken in this process can be far off under load: CI once measured 0.84 s
+            # here while the publisher took a tenth of that, so every kill landed after a swap).
+            first_seconds = read_until(proc, "DONE 0")
+            assert read_until(proc, "PUBLISH 1") is not None
+            before = generations.published(cfg).id
+            time.sleep(rng.uniform(0, first_seconds * 1.5))
         else:
             assert proc.stdout.readline().startswith("PUBLISH")  # imports done
             time.sleep(rng.uniform(0, publish_seconds * 3))
