@@ -4,7 +4,7 @@
 
     .venv/bin/python bench/fit_relevance.py --embedder hashing --embedder local \\
         --site hugo=DIR:eval/questions/hugo-docs.jsonl --site sample=DIR:eval/questions/sample.jsonl \\
-        [--output-dir DIR] [--write]
+        --titles-of hugo [--output-dir DIR] [--write]
 
 Labelled searches, per embedder (each a built index with that embedder):
 
@@ -12,6 +12,8 @@ Labelled searches, per embedder (each a built index with that embedder):
   a candidate is relevant when its document is in the query's qrels.
 - **Question sets** over built sites (``--site NAME=OUTPUT_DIR:QUESTIONS``): a candidate is
   relevant when its page is one the question expects.
+- **Page titles** (``--titles-of NAME``): a site's page titles as queries, each relevant to
+  its own page (known-item searches: what the ``title`` feature is fitted on).
 - **Out of domain**, every candidate irrelevant: SciFact's train claims against each site,
   gibberish (random letter strings, seeded), and questions about things none of the corpora
   hold (OFF_TOPIC below), against every index.
@@ -56,6 +58,7 @@ from rag_assets.search.relevance import MODE_FEATURES, LogisticModel  # noqa: E4
 from rag_assets.search.retrieval import SearchIndex, tier_embedder  # noqa: E402
 
 DEFAULT_DATASET = ROOT.parent / "shared" / "corpora" / "beir-scifact"
+SHIPPED = ROOT / "rag_assets" / "search" / "relevance_models.json"
 MODES = ("hybrid", "vector", "bm25")
 # Questions about things none of the corpora (SciFact, the Hugo docs, the sample homelab site)
 # hold. Written for this script; they never name a page.
@@ -217,7 +220,8 @@ def best_relevances(samples: list[Sample], model: LogisticModel, mode: str):
             out.append((0.0, 0.0, False, s))
             continue
         p = model.predict({f: x[:, i] for i, f in enumerate(MODE_FEATURES[mode])})
-        out.append((float(p.max()), float(p[0]), bool(s.labels[mode][:10].any()), s))
+        # Hits are ranked by relevance, so the first hit is the one with the highest.
+        out.append((float(p.max()), float(p.max()), bool(s.labels[mode][:10].any()), s))
     return out
 
 
@@ -301,6 +305,8 @@ def collect(args, embedder_name: str) -> list[Sample]:
             samples.append(labelled(f"{name}-questions", question, searched(index, site_embedder, question, args.depth, page_key), expect))
         for claim in claims[: args.ood_claims]:
             samples.append(labelled(f"scifact-claims-vs-{name}", claim, searched(index, site_embedder, claim, args.depth, page_key), None))
+        if name in args.titles_of:
+            samples.extend(title_searches(name, index, site_embedder, args.titles, args.depth))
     for name, (index, emb, key) in indexes.items():
         for text in gibberish(args.gibberish):
             samples.append(labelled(f"gibberish-vs-{name}", text, searched(index, emb, text, args.depth, key), None))
@@ -308,6 +314,18 @@ def collect(args, embedder_name: str) -> list[Sample]:
             samples.append(labelled(f"off-topic-vs-{name}", text, searched(index, emb, text, args.depth, key), None))
     print(f"{embedder_name}: {len(samples)} searches in {time.perf_counter() - t0:.1f}s", flush=True)
     return samples
+
+
+def title_searches(name: str, index: SearchIndex, embedder, count: int, depth: int) -> list[Sample]:
+    """Known-item searches: ``count`` of the site's page titles (a seeded draw), each a query
+    whose one relevant page is the page of that title. People type a page's name as often as
+    a question; the other sources hardly ever name a page, so without these the ``title``
+    feature is fitted to nothing."""
+    documents = index.loaded().documents.values()
+    pages = sorted({(d["title"], f"{d['collection']}/{d['slug']}") for d in documents if d.get("title")})
+    random.Random(5).shuffle(pages)
+    page_key = lambda h: f"{h.collection}/{h.slug}"  # noqa: E731
+    return [labelled(f"{name}-titles", title, searched(index, embedder, title, depth, page_key), {page}) for title, page in pages[:count]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -321,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scifact-queries", type=int, default=809)
     parser.add_argument("--ood-claims", type=int, default=200)
     parser.add_argument("--gibberish", type=int, default=60)
+    parser.add_argument("--titles-of", action="append", default=[], help="a --site NAME whose page titles become known-item searches (repeat)")
+    parser.add_argument("--titles", type=int, default=200, help="page titles per --titles-of site")
     parser.add_argument("--samples", default=None, help="pickle the labelled searches here, or reuse them if it exists")
     parser.add_argument("--write", action="store_true", help="write rag_assets/search/relevance_models.json")
     parser.add_argument("--json", default=None, help="write the report here")
@@ -335,16 +355,22 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.samples, "wb") as fh:
                 pickle.dump(samples_by_embedder, fh)
     models = {name: fit_models(samples) for name, samples in samples_by_embedder.items()}
-    # Embedders without data of their own (OpenAI-compatible, Ollama): no absolute cosine, whose
-    # scale is each model's own; fitted on every embedder's searches.
-    pooled = [s for samples in samples_by_embedder.values() for s in samples]
-    default = fit_models(pooled, drop=("cos",))
     thresholds = {name: {mode: choose_threshold(samples_by_embedder[name], models[name], mode) for mode in MODES} for name in models}
-    thresholds["default"] = {mode: choose_threshold(pooled, default, mode) for mode in MODES}
+    shipped = json.loads(SHIPPED.read_text(encoding="utf-8"))
+    # Embedders without data of their own (OpenAI-compatible, Ollama): no absolute cosine, whose
+    # scale is each model's own; fitted on every embedder's searches, so refitted only when
+    # every embedder the shipped file has is (else the shipped default stays, as do the
+    # shipped models of the embedders not fitted in this run).
+    refit_default = set(shipped["models"]) - {"default"} <= set(models)
+    pooled = [s for samples in samples_by_embedder.values() for s in samples]
+    if refit_default:
+        default = fit_models(pooled, drop=("cos",))
+        thresholds["default"] = {mode: choose_threshold(pooled, default, mode) for mode in MODES}
     # Shift each model so that its chosen threshold is relevance 0.5: one default min_score
     # (DEFAULT_MIN_RELEVANCE) for every embedder and mode, and 0.5 reads as "the line".
     models = {name: centred(per_mode, thresholds[name]) for name, per_mode in models.items()}
-    default = centred(default, thresholds["default"])
+    if refit_default:
+        default = centred(default, thresholds["default"])
     report = {
         name: {mode: calibration({name: samples_by_embedder[name]}, {name: models[name]}, DEFAULT_MIN_RELEVANCE)[name][mode] for mode in MODES}
         for name in models
@@ -356,17 +382,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"thresholds": thresholds, "calibration": report}, indent=1), encoding="utf-8")
     if args.write:
+        fitted = {name: {mode: m.to_json() for mode, m in per_mode.items()} for name, per_mode in models.items()}
+        if refit_default:
+            fitted["default"] = {mode: m.to_json() for mode, m in default.items()}
         data = {
-            "version": time.strftime("%Y-%m-%d") + "-" + "+".join(args.embedder),
-            "thresholds_before_centring": thresholds,
-            "models": {
-                **{name: {mode: m.to_json() for mode, m in per_mode.items()} for name, per_mode in models.items()},
-                "default": {mode: m.to_json() for mode, m in default.items()},
-            },
+            "version": time.strftime("%Y-%m-%d") + "-" + "+".join(args.embedder) + ("" if refit_default else f"+{shipped['version']}"),
+            "thresholds_before_centring": {**shipped["thresholds_before_centring"], **thresholds},
+            "models": {**shipped["models"], **fitted},
         }
-        target = ROOT / "rag_assets" / "search" / "relevance_models.json"
-        target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {target}")
+        SHIPPED.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {SHIPPED}")
     return 0
 
 

@@ -81,7 +81,9 @@ def test_results_are_pages_with_their_sections(built):
         assert hit.sections[0].id == hit.id
         assert len(hit.sections) <= 3
         assert all(s.document_id == hit.document_id for s in hit.sections)
-        assert [s.score for s in hit.sections] == sorted((s.score for s in hit.sections), reverse=True)
+        assert [s.relevance for s in hit.sections] == sorted((s.relevance for s in hit.sections), reverse=True)
+        assert hit.relevance == hit.sections[0].relevance
+    assert [h.relevance for h in pages] == sorted((h.relevance for h in pages), reverse=True), "ranked by the figure shown"
     chunks = search(built, "proxmox", k=10, min_score=0.0, view="chunks").hits
     assert len({(h.collection, h.slug) for h in chunks}) < len(chunks), "the chunk view repeats pages"
     assert all(len(h.sections) == 1 for h in chunks)

@@ -113,12 +113,21 @@ def test_rrf_is_normalised_so_first_in_both_lists_is_one():
 
 
 def test_collection_weight_then_min_score(cfg):
+    """The weight multiplies the odds of relevance (the figure ranked by and shown), and
+    min_score filters on the weighted figure."""
+    plain_index = SearchIndex(cfg.public_store_path)
     index = SearchIndex(cfg.public_store_path, {"docs": 2.0})
     embedder = tier_embedder(cfg, "public", index)
+    plain = plain_index.search("handshake", embedder, SearchParams(min_score=0)).hits[0]
     weighted = index.search("handshake", embedder, SearchParams(min_score=0))
-    assert weighted.hits[0].slug == "wireguard" and weighted.hits[0].score > 1.0
-    strict = index.search("handshake", embedder, SearchParams(min_score=1.5))
-    assert all(h.score >= 1.5 for h in strict.hits)
+    top = weighted.hits[0]
+    assert top.slug == "wireguard" and top.collection == "docs"
+    odds = plain.relevance / (1 - plain.relevance)
+    assert top.relevance == pytest.approx(2 * odds / (1 + 2 * odds)) and top.relevance > plain.relevance
+    assert top.score == pytest.approx(plain.score), "the fused score is a signal, not weighted"
+    floor = (top.relevance + plain.relevance) / 2
+    assert [h.slug for h in index.search("handshake", embedder, SearchParams(min_score=floor)).hits] == ["wireguard"]
+    assert plain_index.search("handshake", embedder, SearchParams(min_score=floor)).hits == []
 
 
 def test_diversity_caps_chunks_per_document_and_mmr_reorders(tmp_path, make_config):

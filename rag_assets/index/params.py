@@ -106,12 +106,12 @@ class Hit:
     title: str
     heading_path: list[str]
     text: str
-    score: float  # the fused ranking score, relative to this query's candidates (1.0 = best)
+    score: float  # the fused vector/BM25 score, relative to this query's candidates (1.0 = best); a signal, not the order
     vector_score: float | None
     bm25_score: float | None
     chunk_index: int = 0
     document_id: str = ""
-    relevance: float = 0.0  # calibrated: comparable across queries, in [0, 1]
+    relevance: float = 0.0  # calibrated, collection weight included, in [0, 1]: what hits are ranked by
     sections: list["Hit"] = field(default_factory=list)
     # What ``relevance`` was computed from (rag_assets.search.relevance.FEATURES); for fitting.
     features: dict[str, float] = field(default_factory=dict, repr=False, compare=False)

@@ -9,8 +9,8 @@
 
 Selection
 ---------
-Hits are taken greedily in score order (reranked hits first, in the reranker's order; ties
-keep their input order); a hit is added
+Hits are taken greedily in relevance order, as searches rank them (reranked hits first, in the
+reranker's order; ties keep their input order); a hit is added
 when the context *as it would be emitted with it* (citation tags, separators, merged
 passages) still counts at most ``budget`` tokens, and skipped otherwise, after which
 the next, smaller hits are still tried. ``tokens`` is the count of the final ``text``
@@ -188,9 +188,10 @@ def _render(passages: Sequence[_Passage]) -> str:
     return PASSAGE_SEPARATOR.join(p.render() for p in passages)
 
 
-def _order(hit: Hit) -> tuple[int, float]:
-    """Reranked hits first, by the reranker's score (rag_assets.search.rerank); then by score."""
-    return (0, -hit.rerank_score) if hit.rerank_score is not None else (1, -hit.score)
+def _order(hit: Hit) -> tuple[int, float, float]:
+    """Reranked hits first, by the reranker's score (rag_assets.search.rerank); then by
+    relevance, the order a search ranks and shows (the fused score breaks ties)."""
+    return (0, -hit.rerank_score, 0.0) if hit.rerank_score is not None else (1, -hit.relevance, -hit.score)
 
 
 def pack_context(hits: Sequence[Hit], budget: int, *, tokenizer: TokenCounter | None = None) -> PackedContext:

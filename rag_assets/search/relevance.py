@@ -17,6 +17,9 @@ Features of a candidate chunk:
 - ``unknown``: the share of the query's distinct terms that no chunk holds. Questions about
   the content rarely use words the content never uses; questions about something else
   ("the rules of cricket" against software docs) usually do.
+- ``title``: the share of the query's BM25 ceiling whose terms name the chunk's page, in its
+  title or its slug ("restic offsite backups" against the page titled so: 1.0). A page is
+  about what its title says; a chunk that only mentions the words often is not.
 
 A model per embedder (``hashing``, ``local``; ``default`` for the others, which uses no
 absolute cosine since each model has its own scale) and per search mode (a BM25-only search
@@ -39,12 +42,13 @@ import numpy as np
 # Ranks (1/log2 rank in each list, agreement of the two top 10s) were tried and left out: they
 # say how a chunk compares with this query's other candidates, not how relevant it is, and
 # the models fitted with them separated out-of-domain questions worse (bench/fit_relevance.py).
-FEATURES = ("cos", "bm25_frac", "cos_gap", "bm25_gap", "unknown")
-# The features each mode's model may use (a list a mode does not run has no features).
+FEATURES = ("cos", "bm25_frac", "cos_gap", "bm25_gap", "unknown", "title")
+# The features each mode's model may use (a list a mode does not run has no features). A
+# model fitted before a feature existed lists the ones it uses and ignores the others.
 MODE_FEATURES = {
     "hybrid": FEATURES,
     "vector": ("cos", "cos_gap"),
-    "bm25": ("bm25_frac", "bm25_gap", "unknown"),
+    "bm25": ("bm25_frac", "bm25_gap", "unknown", "title"),
 }
 K1 = 1.2  # FTS5's bm25() k1: a term's contribution approaches idf * (k1 + 1)
 
@@ -108,6 +112,14 @@ class TermStatistics:
         distinct terms that no chunk holds)."""
         if not terms or n_rows <= 0:
             return 0.0, 0.0
+        shares = self.term_ceilings(conn, stamp, terms, n_rows)
+        distinct = set(terms)
+        return sum(shares), sum(self._df.get(t, 0) == 0 for t in distinct) / len(distinct)
+
+    def term_ceilings(self, conn: sqlite3.Connection, stamp: tuple, terms: Sequence[str], n_rows: int) -> list[float]:
+        """Each term's share of the ceiling, ``idf(t) * (k1 + 1)`` with FTS5's idf, in order."""
+        if not terms or n_rows <= 0:
+            return [0.0] * len(terms)
         if stamp != self._stamp:
             self._df, self._stamp = {}, stamp
         missing = [t for t in dict.fromkeys(terms) if t not in self._df]
@@ -119,13 +131,12 @@ class TermStatistics:
                 self._df[term] = int(found.get(term, 0))
             if len(self._df) > 100_000:
                 self._df.clear()
-        total = 0.0
+        shares = []
         for term in terms:
             df = self._df.get(term, 0)
             idf = math.log((n_rows - df + 0.5) / (df + 0.5))
-            total += max(idf, 1e-6) * (K1 + 1)
-        distinct = set(terms)
-        return total, sum(self._df.get(t, 0) == 0 for t in distinct) / len(distinct)
+            shares.append(max(idf, 1e-6) * (K1 + 1))
+        return shares
 
 
 def candidate_features(
@@ -135,8 +146,10 @@ def candidate_features(
     cosines: Mapping[int, float],
     ceiling: float,
     unknown: float = 0.0,
+    title: Sequence[float] | None = None,
 ) -> dict[str, np.ndarray]:
-    """The features of ``rows`` (see the module docstring), one array per feature."""
+    """The features of ``rows`` (see the module docstring), one array per feature; ``title``:
+    each row's :func:`title_share` (none: 0)."""
     n = len(rows)
     cos = np.zeros(n)
     bm25 = np.zeros(n)
@@ -158,4 +171,24 @@ def candidate_features(
         "cos_gap": cos - best_cos if vector else np.zeros(n),
         "bm25_gap": frac - best_frac,
         "unknown": np.full(n, unknown),
+        "title": np.asarray(title, dtype=np.float64) if title is not None else np.zeros(n),
     }
+
+
+def title_share(terms: Sequence[str], shares: Sequence[float], ceiling: float, named: frozenset[str]) -> float:
+    """The share of ``ceiling`` held by the query ``terms`` (each with its ``shares`` entry)
+    that are in ``named``, the stems of a page's title and slug."""
+    if ceiling <= 0:
+        return 0.0
+    return min(sum(share for term, share in zip(terms, shares) if term in named) / ceiling, 1.0)
+
+
+def weighted(relevance: float, weight: float) -> float:
+    """``relevance`` with a collection's priority ``weight`` multiplying its odds: p / (1 - p)
+    becomes w * p / (1 - p). Weight 1 changes nothing, the result stays in [0, 1], and a weight
+    moves an uncertain hit more than a sure one (0.5 at weight 1.5 is 0.6; 0.95 is 0.966)."""
+    if weight == 1.0:
+        return relevance
+    boosted = weight * relevance
+    denominator = boosted + 1.0 - relevance
+    return boosted / denominator if denominator > 0 else 0.0

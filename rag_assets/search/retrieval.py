@@ -20,12 +20,14 @@ The Python API the CLI, the HTTP server and the evaluation share::
   rescaled to [0, 1] (1.0 = the best candidate); or ``fusion="rrf"``: weighted Reciprocal
   Rank Fusion, ``(wv/(k+rank_v) + wb/(k+rank_b)) / ((wv+wb)/(k+1))`` (1.0 = first in both
   lists; a list a chunk is missing from adds 0); or ``fusion="convex"``: each list's scores
-  min-max normalised over its candidates, ``(wv*v + wb*b)/(wv+wb)``. Then the collection's
-  priority weight multiplies the score. Fusion and weights not given come from the store's
-  search profile (:mod:`rag_assets.index.profiles`, chosen per embedder on SciFact's train
+  min-max normalised over its candidates, ``(wv*v + wb*b)/(wv+wb)``. Fusion and weights not
+  given come from the store's search profile (:mod:`rag_assets.index.profiles`, chosen per embedder on SciFact's train
   split).
 - **Relevance**: each candidate gets a calibrated relevance (:mod:`rag_assets.search.relevance`),
-  comparable across queries; ``min_score`` filters on it, so a query nothing answers gets no hits.
+  comparable across queries, from the fused lists' scores and the page's title; the
+  collection's priority weight multiplies its odds. **Hits are ranked by it**, the figure every
+  surface shows (the fused score only breaks ties); ``min_score`` filters on it, so a query
+  nothing answers gets no hits.
 - **Pages**: by default hits are pages, each with its matching chunks as ``sections``
   (:mod:`rag_assets.search.pages`); ``view="chunks"`` gives one hit per chunk.
 - **Filters** (collections, tags, frontmatter fields, slug prefix) apply before ranking.
@@ -62,7 +64,7 @@ from rag_assets.index.params import (
 )
 from rag_assets.index.profiles import SearchProfile, apply_profile, read_profile
 from rag_assets.index.query import fts_match_query
-from rag_assets.search.relevance import TermStatistics, candidate_features, shipped_models
+from rag_assets.search.relevance import TermStatistics, candidate_features, shipped_models, title_share, weighted
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,7 @@ class LoadedIndex:
     bm25_done: threading.Event = field(default_factory=threading.Event)  # set when built, loaded or failed
     profile: SearchProfile = field(default_factory=SearchProfile)  # the fusion the store was built for
     term_statistics: TermStatistics = field(default_factory=TermStatistics)
+    title_terms: dict[str, frozenset[str]] = field(default_factory=dict)  # document id -> its title's stems
 
 
 class SearchIndex:
@@ -312,11 +315,13 @@ class SearchIndex:
                 cosines = dict(zip(missing, (data.matrix[missing] @ qvec).tolist()))
         params = apply_profile(params, data.profile)
         scored = fuse(vector, lexical, params, mode, cosines)
+        candidates = sorted(scored, key=lambda row: (-scored[row], row))
+        relevance, features = self._relevance(data, query, mode, candidates, vector, lexical, cosines)
         if params.collection_weights:
-            scored = {row: s * self.weights.get(str(data.collections[row]), 1.0) for row, s in scored.items()}
-        ordered = [row for row, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))]
+            relevance = {row: weighted(p, self.weights.get(str(data.collections[row]), 1.0)) for row, p in relevance.items()}
+        # One ranking: by the relevance every hit shows (the fused score only breaks ties).
+        ordered = sorted(candidates, key=lambda row: (-relevance[row], -scored[row], row))
         pool = ordered[: max(params.k * params.sections * 2, 60)]
-        relevance, features = self._relevance(data, query, mode, pool, vector, lexical, cosines)
         ranked = [row for row in pool if relevance[row] >= params.min_score]
         ranked = self._diversify(data, ranked, scored, params)
         if params.view == "pages":
@@ -336,17 +341,20 @@ class SearchIndex:
         """(row -> calibrated relevance, the rows' features) for ``rows`` (rag_assets.search.relevance)."""
         if not rows:
             return {}, _FeatureTable([], {})
-        ceiling, unknown = 0.0, 0.0
+        ceiling, unknown, title = 0.0, 0.0, None
         if mode != "vector":
             stems = query_stems(query)
             # CJK words are matched in fts_cjk as n-gram phrases, not as fts_chunks terms:
             # they are neither unknown words nor part of fts_chunks's ceiling. Their share of
             # the ceiling is the best BM25 score any candidate reached (a CJK match counts as full).
             words = [t for t in stems if not cjk.has_cjk(t)]
-            ceiling, unknown = data.term_statistics.ceiling(self._connection(), data.stamp, words, len(data.rowids))
+            conn, n_rows = self._connection(), len(data.rowids)
+            ceiling, unknown = data.term_statistics.ceiling(conn, data.stamp, words, n_rows)
             if len(words) < len(stems) and lexical:
                 ceiling += max(score for _, score in lexical.values())
-        features = candidate_features(rows, vector, lexical, cosines, ceiling, unknown)
+            shares = data.term_statistics.term_ceilings(conn, data.stamp, words, n_rows)
+            title = [title_share(words, shares, ceiling, _named_by_title(data, data.document_ids[row])) for row in rows]
+        features = candidate_features(rows, vector, lexical, cosines, ceiling, unknown, title)
         model = shipped_models().model(data.profile.embedder, mode)
         return dict(zip(rows, model.predict(features).tolist())), _FeatureTable(rows, features)
 
@@ -496,6 +504,16 @@ class SearchIndex:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+def _named_by_title(data: LoadedIndex, doc_id: str) -> frozenset[str]:
+    """The stems of a document's title and slug words (cached per load): what the page is about."""
+    named = data.title_terms.get(doc_id)
+    if named is None:
+        doc = data.documents.get(doc_id, {})
+        slug = str(doc.get("slug", "")).replace("/", " ").replace("-", " ").replace("_", " ")
+        named = data.title_terms[doc_id] = frozenset(query_stems(f"{doc.get('title', '')} {slug}"))
+    return named
 
 
 class _FeatureTable:
