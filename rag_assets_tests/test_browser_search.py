@@ -3,8 +3,8 @@
 Chromium (Debian's, driven by Playwright; rag_assets_tests/browser.py) loads the published
 folder from ``python -m http.server`` and must rank as ``rag search`` does: for 100
 questions over the Hugo docs built with the hashing embedder, the same chunks in the same
-order with scores within 1e-4 (compared on ``rag search --chunks --min-score 0``: the
-browser has no relevance floor), with the vectors in the JSON (float) and in the binary vector
+order with scores within 1e-4 (compared on ``rag search --chunks --min-score 0``, the browser's
+``minScore: 0``; the pages, relevance and abstentions are test_browser_relevance.py's), with the vectors in the JSON (float) and in the binary vector
 file (int16-bin). Its hashing embedder must give Python's vectors, its stemmer FTS5's terms,
 each vector encoding must decode to what Python decodes, and a vector file that does not match
 its sidecar must never be used.
@@ -93,7 +93,7 @@ def test_browser_top10_equals_rag_search_for_100_questions(hugo, page, capsys):
             """async (questions) => {
                 const out = [];
                 for (const q of questions) {
-                    const found = await window.ragSearch.search(q, { k: 10, view: "chunks" });
+                    const found = await window.ragSearch.search(q, { k: 10, view: "chunks", minScore: 0 });
                     out.push(found.hits.map((h) => [h.id, h.score, h.vectorScore]));
                 }
                 return out;

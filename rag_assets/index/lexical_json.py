@@ -17,6 +17,8 @@ are base64 of little-endian typed arrays, so the file stays small and decodes fa
 from __future__ import annotations
 
 import base64
+import json
+from importlib import resources
 import sqlite3
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -37,7 +39,7 @@ from rag_assets.index.bm25_scan import (
     positions,
 )
 from rag_assets.index.fields import FieldWeights
-from rag_assets.index.params import SearchParams
+from rag_assets.index.params import DEFAULT_MIN_RELEVANCE, SearchParams
 from rag_assets.index.profiles import read_profile
 from rag_assets.index.query import LONG_QUERY_WORDS, MAX_REPEATS, STOP_WORDS
 
@@ -139,6 +141,9 @@ def write_lexical(
             "collectionWeights": dict(sorted(collection_weights.items())),
             "candidates": defaults.candidates,
             "k": defaults.k,
+            "minScore": DEFAULT_MIN_RELEVANCE,
+            "sections": defaults.sections,
+            "relevance": relevance_settings(profile.embedder),
             "stopWords": sorted(STOP_WORDS),
             "longQueryWords": LONG_QUERY_WORDS,
             "maxRepeats": MAX_REPEATS,
@@ -163,6 +168,15 @@ def write_lexical(
             out.write(b'"')
         out.write(b"," + orjson.dumps(tail)[1:])
     return WrittenIndex(out.size, out.digest.hexdigest())
+
+
+def relevance_settings(embedder: str) -> dict:
+    """The calibrated relevance models the server uses for a store of ``embedder``'s profile
+    (one per mode, rag_assets/search/relevance_models.json, read as data: the search layer
+    sits above this one), for the browser's port of rag_assets.search.relevance."""
+    text = resources.files("rag_assets").joinpath("search", "relevance_models.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    return {"version": data["version"], "models": data["models"].get(embedder) or data["models"]["default"]}
 
 
 def _term_major(term: np.ndarray, position: np.ndarray, block: int = 1 << 20) -> bool:

@@ -13,10 +13,11 @@
 // the same BM25 numbers (FTS5's formula over FTS5's postings; only the query is stemmed
 // here, by a port of FTS5's porter stemmer), the same cosine, the same fusion (zscore,
 // convex or rrf with the profile's weights over the union of both 200-deep candidate lists),
-// the collection weights, ties broken by the store's row order. What the server adds and
-// this does not: the calibrated relevance floor (min_score; here every candidate is kept,
-// as `rag search --min-score 0`), CJK n-gram matching, and FTS5 phrases for a word it splits
-// in several tokens ("k3s_cert": here its tokens count as separate words).
+// the same calibrated relevance (rag_assets/search/relevance.py: the store's models, published
+// in embeddings-bm25.json's `search.relevance`, collection weights on its odds), by which hits
+// are ranked and under `minScore` (0.5) dropped, ties broken by the fused score and the store's
+// row order. What the server does and this does not: CJK n-gram matching, and FTS5 phrases for
+// a word it splits in several tokens ("k3s_cert": here its tokens count as separate words).
 //
 // Vectors: in the index's chunks (plain arrays, or base64 float16/int16/int8), or, with
 // vector_encoding int16-bin, in embeddings-vectors.bin beside it (rag_assets/index/vector_file.py):
@@ -477,6 +478,36 @@ export function fuse(vector, lexical, profile, mode, cosines) {
   return out;
 }
 
+// ------------------------------------------------------------------ relevance (search/relevance.py)
+
+const CEILING_K1 = 1.2; // FTS5's bm25() k1: a term's contribution approaches idf * (k1 + 1)
+
+/** Each query term's share of the BM25 ceiling (FTS5's idf, floored at 1e-6, times k1 + 1),
+ * their sum, and the share of the distinct terms no chunk holds. */
+export function ceilingOf(terms, lexicalData, rows) {
+  if (!terms.length || rows <= 0) return { shares: terms.map(() => 0), ceiling: 0, unknown: 0 };
+  const dfOf = (t) => { const id = lexicalData.termId.get(t); return id === undefined ? 0 : lexicalData.df[id]; };
+  const shares = terms.map((t) => Math.max(Math.log((rows - dfOf(t) + 0.5) / (dfOf(t) + 0.5)), 1e-6) * (CEILING_K1 + 1));
+  const distinct = [...new Set(terms)];
+  const unknown = distinct.filter((t) => dfOf(t) === 0).length / distinct.length;
+  return { shares, ceiling: shares.reduce((a, b) => a + b, 0), unknown };
+}
+
+/** The logistic model: sigmoid(intercept + sum(coef[f] * x[f])), z clipped to [-40, 40]. */
+export function predict(model, x) {
+  let z = model.intercept;
+  model.features.forEach((name, i) => { z += model.coef[i] * x[name]; });
+  return 1 / (1 + Math.exp(-Math.min(Math.max(z, -40), 40)));
+}
+
+/** A collection's priority weight multiplies the odds of relevance (search/relevance.py weighted). */
+export function weighted(p, weight) {
+  if (weight === 1) return p;
+  const boosted = weight * p;
+  const denominator = boosted + 1 - p;
+  return denominator > 0 ? boosted / denominator : 0;
+}
+
 // ------------------------------------------------------------------ the search
 
 /** The search over one published folder. `open` loads it; `refresh` reloads what changed. */
@@ -768,8 +799,54 @@ export class RagSearch {
     return this.ranked(entries, depth);
   }
 
+  /** Row -> calibrated relevance, collection weight included, of `rows`: the features of
+   * rag_assets/search/relevance.py with the store's published model for `mode`. */
+  relevance(query, mode, rows, vector, lexical, cosines) {
+    const lx = this.lexical;
+    const settings = lx.settings;
+    const terms = mode === "vector" ? [] : queryWords(query, settings).flatMap(ftsTerms);
+    const { shares, ceiling, unknown } = ceilingOf(terms, lx, this.chunks.length);
+    let bestCos = 0;
+    for (const [, s] of vector.values()) bestCos = Math.max(bestCos, s);
+    let bestBm25 = 0;
+    for (const [, s] of lexical.values()) bestBm25 = Math.max(bestBm25, s);
+    const bestFrac = ceiling > 0 ? Math.min(bestBm25 / ceiling, 1) : 0;
+    const model = settings.relevance.models[mode];
+    const weights = settings.collectionWeights;
+    const out = new Map();
+    for (const row of rows) {
+      const cos = vector.has(row) ? vector.get(row)[1] : cosines.has(row) ? cosines.get(row) : 0;
+      const bm25 = lexical.has(row) ? lexical.get(row)[1] : 0;
+      const frac = ceiling > 0 ? Math.min(Math.max(bm25 / ceiling, 0), 1) : 0;
+      let title = 0;
+      if (ceiling > 0) {
+        const named = this.titleTerms(row);
+        title = Math.min(terms.reduce((sum, t, i) => sum + (named.has(t) ? shares[i] : 0), 0) / ceiling, 1);
+      }
+      const x = { cos, bm25_frac: frac, cos_gap: vector.size ? cos - bestCos : 0, bm25_gap: frac - bestFrac, unknown, title };
+      const w = weights[this.chunks[row].collection];
+      out.set(row, weighted(predict(model, x), w === undefined ? 1 : w));
+    }
+    return out;
+  }
+
+  /** The stems of a chunk's page title and slug words (cached per page). */
+  titleTerms(row) {
+    const c = this.chunks[row];
+    const key = `${c.collection}/${c.slug}`;
+    if (!this.titleCache) this.titleCache = new Map();
+    let named = this.titleCache.get(key);
+    if (!named) {
+      const slug = String(c.slug || "").replace(/[/_-]/g, " ");
+      named = new Set(queryWords(`${c.title || ""} ${slug}`, this.lexical.settings).flatMap(ftsTerms));
+      this.titleCache.set(key, named);
+    }
+    return named;
+  }
+
   /** Search; options: k (10), mode (hybrid | bm25 | vector), view (chunks | pages),
-   * sections (3), collections (names), candidates (the store's). */
+   * sections (3), collections (names), candidates (the store's), minScore (the store's,
+   * 0.5: hits under it are dropped). Hits are ranked by `relevance`, as the server's. */
   async search(query, options = {}) {
     const started = performance.now();
     const lx = this.lexical;
@@ -794,24 +871,26 @@ export class RagSearch {
     const cosines = new Map();
     if (mode === "hybrid") for (const row of lexical.keys()) if (!vector.has(row)) cosines.set(row, this.cosine(row, q));
     const fused = fuse(vector, lexical, settings.profile, mode, cosines);
-    const weights = settings.collectionWeights;
-    for (const [row, s] of fused) {
-      const w = weights[this.chunks[row].collection];
-      fused.set(row, s * (w === undefined ? 1 : w));
-    }
-    const ordered = this.ranked(fused, fused.size);
+    // One ranking, as the server's: by the weighted relevance each hit shows (ties: the fused
+    // score, then the store's row order).
+    const relevance = this.relevance(query, mode, [...fused.keys()], vector, lexical, cosines);
+    const order = lx.rowOrder;
+    const ordered = [...fused.keys()].sort((a, b) => relevance.get(b) - relevance.get(a) || fused.get(b) - fused.get(a) || order[a] - order[b]);
     const hit = (row) => ({
       ...this.chunks[row],
       score: fused.get(row),
+      relevance: relevance.get(row),
       vectorScore: vector.has(row) ? vector.get(row)[1] : cosines.has(row) ? cosines.get(row) : null,
       bm25Score: lexical.has(row) ? lexical.get(row)[1] : null,
     });
-    // The server's pool: only so many of the best chunks are grouped into pages.
-    const rows = [...ordered.keys()].slice(0, Math.max(k * (options.sections || 3) * 2, 60));
+    const sections = options.sections || settings.sections;
+    const minScore = options.minScore ?? settings.minScore;
+    // The server's pool: only so many of the best chunks are grouped into pages; those under
+    // min_score are dropped, so a query nothing answers gets no hits.
+    const rows = ordered.slice(0, Math.max(k * sections * 2, 60)).filter((row) => relevance.get(row) >= minScore);
     let hits;
     if ((options.view || "chunks") === "pages") {
       const groups = new Map();
-      const sections = options.sections || 3;
       for (const row of rows) {
         const c = this.chunks[row];
         const page = `${c.collection}/${c.slug}`;
@@ -823,7 +902,8 @@ export class RagSearch {
     } else {
       hits = rows.slice(0, k).map(hit);
     }
-    const found = { query, mode, hits, latencyMs: performance.now() - started };
+    const bestRelevance = Math.max(0, ...relevance.values());
+    const found = { query, mode, hits, minScore, bestRelevance, latencyMs: performance.now() - started };
     if (this.vectorProblem) found.vectorProblem = this.vectorProblem;
     return found;
   }
