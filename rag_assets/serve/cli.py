@@ -240,8 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="hybrid (vector + BM25) search of a tier's store",
         description=(
             "Search one tier's SQLite store: cosine similarity of the query embedding (the model that built the "
-            "store) fused with FTS5 BM25, then the collection weight. Each hit gets a calibrated relevance in "
-            "[0, 1] that means the same across queries; hits under --min-score are dropped, so a question the "
+            "store) fused with FTS5 BM25. Each hit gets a calibrated relevance in [0, 1] that means the same "
+            "across queries (the collection weight on its odds), and hits are ranked by it; hits under --min-score are dropped, so a question the "
             "content does not answer returns nothing. Results are pages: `collection/slug ::heading/path "
             "relevance` lines with the page's other matching sections indented beneath (--chunks for one line "
             "per chunk), or JSON with --json (every hit has `relevance` and `sections`). Every search is logged "
