@@ -560,7 +560,9 @@ def test_field_weights_decide_where_a_match_counts_most(tmp_path, lexical):
     def order(fields: FieldWeights) -> list[str]:
         index = SearchIndex(path, log_searches=False, lexical=lexical, fields=fields)
         try:
-            return [h.slug for h in index.search("quokka", None, SearchParams(mode="bm25", min_score=0)).hits]
+            # By BM25 score: hits are ranked by relevance, whose title feature also favours "titled".
+            hits = index.search("quokka", None, SearchParams(mode="bm25", min_score=0)).hits
+            return [h.slug for h in sorted(hits, key=lambda h: -h.bm25_score)]
         finally:
             index.close()
 
