@@ -175,12 +175,12 @@ def candidate_features(
     }
 
 
-def title_share(terms: Sequence[str], shares: Sequence[float], ceiling: float, named: frozenset[str]) -> float:
-    """The share of ``ceiling`` held by the query ``terms`` (each with its ``shares`` entry)
-    that are in ``named``, the stems of a page's title and slug."""
+def title_share(term_shares: Mapping[str, float], ceiling: float, named: frozenset[str]) -> float:
+    """The share of ``ceiling`` held by the query's terms (``term_shares``: each distinct term's
+    part of the ceiling, repeats summed) that are in ``named``, the stems of a page's title and slug."""
     if ceiling <= 0:
         return 0.0
-    return min(sum(share for term, share in zip(terms, shares) if term in named) / ceiling, 1.0)
+    return min(sum(share for term, share in term_shares.items() if term in named) / ceiling, 1.0)
 
 
 def weighted(relevance: float, weight: float) -> float:

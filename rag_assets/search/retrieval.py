@@ -352,11 +352,26 @@ class SearchIndex:
             ceiling, unknown = data.term_statistics.ceiling(conn, data.stamp, words, n_rows)
             if len(words) < len(stems) and lexical:
                 ceiling += max(score for _, score in lexical.values())
-            shares = data.term_statistics.term_ceilings(conn, data.stamp, words, n_rows)
-            title = [title_share(words, shares, ceiling, _named_by_title(data, data.document_ids[row])) for row in rows]
+            title = self._title_shares(data, rows, words, data.term_statistics.term_ceilings(conn, data.stamp, words, n_rows), ceiling)
         features = candidate_features(rows, vector, lexical, cosines, ceiling, unknown, title)
         model = shipped_models().model(data.profile.embedder, mode)
         return dict(zip(rows, model.predict(features).tolist())), _FeatureTable(rows, features)
+
+    @staticmethod
+    def _title_shares(data: LoadedIndex, rows: list[int], words: list[str], shares: list[float], ceiling: float) -> list[float]:
+        """Each row's ``title`` feature, computed once per document."""
+        term_shares: dict[str, float] = {}
+        for term, share in zip(words, shares):
+            term_shares[term] = term_shares.get(term, 0.0) + share
+        per_document: dict[str, float] = {}
+        out = []
+        for row in rows:
+            doc_id = data.document_ids[row]
+            value = per_document.get(doc_id)
+            if value is None:
+                value = per_document[doc_id] = title_share(term_shares, ceiling, _named_by_title(data, doc_id))
+            out.append(value)
+        return out
 
     def _filter_mask(self, data: LoadedIndex, params: SearchParams) -> np.ndarray | None:
         """Rows allowed by the filters, or None when nothing is filtered."""
