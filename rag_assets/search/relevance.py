@@ -39,6 +39,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from rag_assets.search.bm25_terms import query_stems
+
 # Ranks (1/log2 rank in each list, agreement of the two top 10s) were tried and left out: they
 # say how a chunk compares with this query's other candidates, not how relevant it is, and
 # the models fitted with them separated out-of-domain questions worse (bench/fit_relevance.py).
@@ -192,3 +194,28 @@ def weighted(relevance: float, weight: float) -> float:
     boosted = weight * relevance
     denominator = boosted + 1.0 - relevance
     return boosted / denominator if denominator > 0 else 0.0
+
+
+def title_shares(
+    document_ids: Sequence[str],
+    documents: Mapping[str, Mapping],
+    cache: dict[str, frozenset[str]],
+    words: Sequence[str],
+    shares: Sequence[float],
+    ceiling: float,
+) -> list[float]:
+    """The ``title`` feature of candidates of these documents (one per entry of ``document_ids``):
+    ``words``, the query's terms, with ``shares``, their parts of ``ceiling``. Computed once per
+    document; each document's title and slug stems are kept in ``cache`` (per loaded store)."""
+    term_shares: dict[str, float] = {}
+    for term, share in zip(words, shares):
+        term_shares[term] = term_shares.get(term, 0.0) + share
+    per_document: dict[str, float] = {}
+    for doc_id in dict.fromkeys(document_ids):
+        named = cache.get(doc_id)
+        if named is None:
+            doc = documents.get(doc_id, {})
+            slug = str(doc.get("slug", "")).replace("/", " ").replace("-", " ").replace("_", " ")
+            named = cache[doc_id] = frozenset(query_stems(f"{doc.get('title', '')} {slug}"))
+        per_document[doc_id] = title_share(term_shares, ceiling, named)
+    return [per_document[doc_id] for doc_id in document_ids]

@@ -64,7 +64,7 @@ from rag_assets.index.params import (
 )
 from rag_assets.index.profiles import SearchProfile, apply_profile, read_profile
 from rag_assets.index.query import fts_match_query
-from rag_assets.search.relevance import TermStatistics, candidate_features, shipped_models, title_share, weighted
+from rag_assets.search.relevance import TermStatistics, candidate_features, shipped_models, title_shares, weighted
 
 log = logging.getLogger(__name__)
 
@@ -352,26 +352,11 @@ class SearchIndex:
             ceiling, unknown = data.term_statistics.ceiling(conn, data.stamp, words, n_rows)
             if len(words) < len(stems) and lexical:
                 ceiling += max(score for _, score in lexical.values())
-            title = self._title_shares(data, rows, words, data.term_statistics.term_ceilings(conn, data.stamp, words, n_rows), ceiling)
+            shares = data.term_statistics.term_ceilings(conn, data.stamp, words, n_rows)
+            title = title_shares([data.document_ids[row] for row in rows], data.documents, data.title_terms, words, shares, ceiling)
         features = candidate_features(rows, vector, lexical, cosines, ceiling, unknown, title)
         model = shipped_models().model(data.profile.embedder, mode)
         return dict(zip(rows, model.predict(features).tolist())), _FeatureTable(rows, features)
-
-    @staticmethod
-    def _title_shares(data: LoadedIndex, rows: list[int], words: list[str], shares: list[float], ceiling: float) -> list[float]:
-        """Each row's ``title`` feature, computed once per document."""
-        term_shares: dict[str, float] = {}
-        for term, share in zip(words, shares):
-            term_shares[term] = term_shares.get(term, 0.0) + share
-        per_document: dict[str, float] = {}
-        out = []
-        for row in rows:
-            doc_id = data.document_ids[row]
-            value = per_document.get(doc_id)
-            if value is None:
-                value = per_document[doc_id] = title_share(term_shares, ceiling, _named_by_title(data, doc_id))
-            out.append(value)
-        return out
 
     def _filter_mask(self, data: LoadedIndex, params: SearchParams) -> np.ndarray | None:
         """Rows allowed by the filters, or None when nothing is filtered."""
@@ -519,16 +504,6 @@ class SearchIndex:
         if conn is not None:
             conn.close()
             self._local.conn = None
-
-
-def _named_by_title(data: LoadedIndex, doc_id: str) -> frozenset[str]:
-    """The stems of a document's title and slug words (cached per load): what the page is about."""
-    named = data.title_terms.get(doc_id)
-    if named is None:
-        doc = data.documents.get(doc_id, {})
-        slug = str(doc.get("slug", "")).replace("/", " ").replace("-", " ").replace("_", " ")
-        named = data.title_terms[doc_id] = frozenset(query_stems(f"{doc.get('title', '')} {slug}"))
-    return named
 
 
 class _FeatureTable:
