@@ -176,6 +176,8 @@ def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
     packed = pack_context(result.hits, args.budget)
     if args.json:
         print(json.dumps(packed.to_json(), indent=2, ensure_ascii=False))
+    elif packed.message:  # not even the best passage fits: say what budget would, not an empty line
+        print(f"rag: {packed.message}", file=sys.stderr)
     else:
         print(packed.text)
         print(f"({packed.tokens} of {args.budget} tokens by {packed.tokenizer}, {len(packed.citations)} passages)", file=sys.stderr)
