@@ -16,9 +16,11 @@ Routes (``GET`` unless marked; all but ``/`` answer JSON)::
     /context?q=...&budget=1500 (+ every /search parameter; k defaults to 20)
         -> the packed context: text with citation tags, citations, token count (empty, with a
            ``message``, when no hit reaches ``min_score``)
-    /status  -> the ``rag status --json`` report (every tier: exists, chunks, model, built, freshness),
-                with ``server.privateTierServed``, ``embeddingService`` (provider, model, reachable) and
-                ``chatService`` (per served tier: available, model, reason)
+    /status  -> the ``rag status --json`` report (every tier: exists, chunks, model, built, freshness,
+                and ``queryEmbedder``: the embedder that embeds its queries, ready or why not, with a
+                ``warning`` when it differs from what a next build would use), with
+                ``server.privateTierServed``, ``embeddingService`` (the embedder a next build would pick:
+                provider, model, reachable) and ``chatService`` (per served tier: available, model, reason)
     /health  -> {"status": "ok"}
     /mcp     -> the MCP server over streamable HTTP (rag_assets.serve.mcp_server): the same tools
                 as `rag mcp`, on the same per-tier indexes; the Private tier only to loopback clients
@@ -102,7 +104,13 @@ from rag_assets.serve.limits import Limits, RateLimits
 from rag_assets.serve.login import CsrfGuard, SessionStore, login_routes
 from rag_assets.serve.mcp_server import mcp_http
 from rag_assets.serve.origin_check import SameOriginJsonPosts, posting_paths
-from rag_assets.serve.status import chat_service_summary, embedding_service_summary, locked_status, status_report
+from rag_assets.serve.status import (
+    add_query_embedders,
+    chat_service_summary,
+    embedding_service_summary,
+    locked_status,
+    status_report,
+)
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 from rag_assets.serve.tokens import TokenStore, token_file_path
 from rag_assets.serve.web_routes import web_routes
@@ -235,7 +243,8 @@ def create_app(
             for tier, entry in report.get("tiers", {}).items():
                 entry.setdefault("served", True)
             report["server"] = {"privateTierServed": serve_private, "loaded": tiers.loaded_summary()}
-            report["embeddingService"] = embedding_service_summary(cfg)
+            report["embeddingService"] = embedding_service_summary(cfg)  # what a next build would use
+            add_query_embedders(report, tiers.query_embedder_status)  # what answers queries now
             served = tuple(tier for tier, entry in report.get("tiers", {}).items() if entry.get("served"))
             report["chatService"] = chat_service_summary(cfg, served)
             return locked_status(report, request.auth.scopes, request.user.display_name)

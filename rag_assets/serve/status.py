@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Callable
 
 from rag_assets.config import (
     RagConfig,
@@ -104,6 +104,32 @@ def embedding_service_summary(cfg: RagConfig, service: ServiceStatus | None = No
         "reachable": service.selected_reachable,
         "reason": mask_url(service.reason),
     }
+
+
+def add_query_embedders(report: dict[str, Any], describe: Callable[[str], dict[str, Any]]) -> None:
+    """Put in each built, served tier of ``report`` the embedder that embeds its queries
+    (``queryEmbedder``: ``describe(tier)``), and a ``warning`` there when it is not the one
+    ``embeddingService`` names: that is the embedder a *next* build of the Public or Safe tier
+    would use (rag.yaml, or ``auto`` finding an API key), not the one answering queries now.
+    The Private tier embeds with its own local-only settings, which ``embeddingService`` does
+    not describe, so it gets no such comparison."""
+    service = report.get("embeddingService") or {}
+    for tier, entry in report.get("tiers", {}).items():
+        if not entry.get("served") or not entry.get("exists") or entry.get("damaged"):
+            continue
+        used = describe(tier)
+        if not used.get("ready"):
+            used["warning"] = f"queries cannot be embedded ({used.get('reason')}): keyword (BM25) search only"
+        elif used.get("model") != entry.get("model"):
+            used["warning"] = f"queries are embedded with {used.get('model')}, the store holds {entry.get('model')}"
+        elif tier != "private" and service.get("model") and service["model"] != used["model"]:
+            used["nextBuild"] = service["model"]
+            used["warning"] = (
+                f"the configured embedder now picks {service.get('selected')}: {service['model']} "
+                f"({service.get('reason')}); queries still use {used['model']}, which built this index, "
+                "until the next build re-embeds it"
+            )
+        entry["queryEmbedder"] = used
 
 
 def chat_service_summary(cfg: RagConfig, tiers: tuple[str, ...]) -> dict[str, dict[str, Any]]:
