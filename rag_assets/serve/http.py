@@ -7,7 +7,8 @@ Routes (``GET`` unless marked; all but ``/`` answer JSON)::
             &min_score=&mmr=0.7&view=pages|chunks&sections=3&per_doc=2&candidates=&rrf_k=
             &rerank=true|false
         -> {"query", "tier", "mode", "model", "view", "minScore", "bestRelevance",
-            "hits": [Hit.to_json()...], "latencyMs", "reranked",
+            "hits": [Hit.to_json()..., each section with "html" and "plain": its text rendered and
+            sanitised from a block boundary (rag_assets.search.rendered)], "latencyMs", "reranked",
             and when a reranker ran "reranker", "rerankCandidates", "rerankMs", "rerankError"}
        Hits are pages (view=pages, the default), each with its matching ``sections``; view=chunks
        (or per_doc, or mode=chunks: a hybrid search in the chunk view) gives one hit per chunk.
@@ -84,6 +85,7 @@ from rag_assets.config.providers import is_loopback_host
 from rag_assets.embed.errors import EmbeddingError
 from rag_assets.base.egress import PrivacyError
 from rag_assets.search.context import pack_context
+from rag_assets.search.rendered import rendered_hit_json
 from rag_assets.index.params import MAX_BUDGET, SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
 from rag_assets.serve.access import AccessBackend, TierDenied, auth_error
@@ -200,7 +202,7 @@ def create_app(
                 "view": params.view,
                 "minScore": params.min_score,
                 "bestRelevance": round(result.best_relevance, 4),
-                "hits": [h.to_json() for h in result.hits],
+                "hits": [rendered_hit_json(h) for h in result.hits],  # with html/plain for the page
                 "latencyMs": round(result.latency_ms, 2),
                 **rerank_json(result),
             }
