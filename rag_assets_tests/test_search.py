@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from contextlib import closing
 
@@ -183,6 +184,14 @@ def test_cli_search_context_and_log(cfg, capsys):
     assert rag(["log", "-n", "3", *args]) == 0
     out = capsys.readouterr().out
     assert "searches logged" in out and "Weakest" in out and "zzzqqq nothing" in out
+    # Each table has column headers, and each row's figures sit under them.
+    lines = out.splitlines()
+    header = lines[lines.index("Recent") + 1]
+    assert header.split() == ["When", "Best", "relevance", "Latency", "Hits", "Query"], header
+    row = lines[lines.index("Recent") + 2]
+    relevance_end = header.index("relevance") + len("relevance")
+    assert re.fullmatch(r"(\d\.\d\d|--)", row[relevance_end - 4:relevance_end].strip()), (header, row)
+    assert row[header.index("Hits"):header.index("Hits") + 4].strip().isdigit(), (header, row)
     assert rag(["search", "vlan", "--tier", "private", *args]) == 2
     assert "rag build" in capsys.readouterr().err
 
