@@ -173,7 +173,9 @@ export class StatusHeader {
     const name = `${used.provider ? `${used.provider}: ` : ""}${used.model}`;
     const learned = this.embeddingLearned[this.tier];
     if (learned && !learned.ok) return serviceState(el, false, `${name} (unreachable)`, learned.detail);
-    if (!used.ready) return serviceState(el, false, `${name} (unavailable)`, used.warning || used.reason);
+    // A search that worked since /status said otherwise (the provider came back) wins.
+    if (!used.ready && !learned?.ok) return serviceState(el, false, `${name} (unavailable)`, used.warning || used.reason);
+    if (!used.ready) return serviceState(el, true, `${name} (in use)`);
     if (used.warning) return serviceState(el, "warn", `${name} (in use)`, used.warning, warningLabel(used));
     serviceState(el, true, `${name} (in use)`, used.reason);
   }
