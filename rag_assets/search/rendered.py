@@ -86,6 +86,8 @@ def _render_heading(self, tokens: list[Token], idx: int, options, env) -> str:
 
 
 _MD = _markdown()  # only read after creation
+# Block structure alone (no inline parsing: most of a parse's time), for finding block starts.
+_BLOCKS = MarkdownIt("commonmark", {"html": False}).enable("table").disable(["inline", "text_join"])
 
 
 def _top_blocks(tokens: list[Token]) -> list[int]:
@@ -131,7 +133,7 @@ def block_start(text: str, *, first_chunk: bool, title: str = "") -> str:
         rows = _table_rows_start(lines)
         if rows is not None:  # mid-table: from the first whole row, as a table (its header is in a chunk before)
             return _headless_table(lines, rows)
-    tokens = _MD.parse(text)
+    tokens = _BLOCKS.parse(text)
     starts = _top_blocks(tokens)
     if len(starts) < 2:
         return text
