@@ -43,6 +43,8 @@ from rag_assets_tests.test_distributed import published_files  # noqa: E402
 # executor carries celery.yaml's settings (a backfill takes no run config of its own).
 LOCATION = '''
 import os
+from pathlib import Path
+
 import dagster as dg
 import yaml
 from dagster_celery import celery_executor
@@ -52,14 +54,16 @@ from rag_assets.defs.jobs import jobs_with_executor
 
 @dg.definitions
 def defs():
-    execution = yaml.safe_load(open(os.environ["RAG_CELERY_CONFIG"]))["execution"]["config"]
+    execution = yaml.safe_load(Path(os.environ["RAG_CELERY_CONFIG"]).read_text())["execution"]["config"]
     execution["broker"] = os.environ["RAG_CELERY_BROKER"]
     jobs = jobs_with_executor("celery", celery_executor.configured(execution), "on a Celery worker")
     return dg.Definitions.merge(build_definitions(load_config()), dg.Definitions(jobs=jobs))
 '''
 TERMINAL = ("SUCCESS", "FAILURE", "CANCELED")
 # Run lifecycle events, in order: where a run's time goes (queued, starting its process, running).
-PHASES = ("PIPELINE_ENQUEUED", "PIPELINE_DEQUEUED", "PIPELINE_STARTING", "PIPELINE_START", "STEP_START", "PIPELINE_SUCCESS")
+PHASES = (
+    "PIPELINE_ENQUEUED", "PIPELINE_DEQUEUED", "PIPELINE_STARTING", "PIPELINE_START", "STEP_START", "PIPELINE_SUCCESS",
+)
 WORKERS = ("q1", "q2")
 
 
@@ -104,6 +108,7 @@ def wait_for_runs(cluster: CeleryCluster, count: int, job: str, timeout: float =
 
 
 def short(event: str) -> str:
+    """An event's name as the UI says it (runs were once pipelines)."""
     return event.removeprefix("PIPELINE_")
 
 
@@ -129,7 +134,8 @@ def run_phases(cluster: CeleryCluster) -> dict[str, str]:
                 if "PIPELINE_START" in seen and "PIPELINE_SUCCESS" in seen:
                     spans.append((seen["PIPELINE_START"], seen["PIPELINE_SUCCESS"]))
             most = max((sum(s <= t < e for s, e in spans) for t, _ in spans), default=0)
-            summary[job] = ", ".join(f"{k} {statistics.median(v):.1f}s" for k, v in gaps.items()) + f"; at most {most} at once"
+            phases = ", ".join(f"{k} {statistics.median(v):.1f}s" for k, v in gaps.items())
+            summary[job] = f"{phases}; at most {most} at once"
     return summary
 
 
@@ -186,7 +192,8 @@ def queue_build(content: Path, max_runs: int) -> tuple[float, dict[str, bytes], 
             runs = wait_for_runs(cluster, len(keys), "index_collection_celery")
             indexed = time.perf_counter() - started
             if any(run.status.value != "SUCCESS" for run in runs):
-                raise RuntimeError("a partition run failed: " + ", ".join(r.run_id for r in runs if r.status.value != "SUCCESS"))
+                failed = [run.run_id for run in runs if run.status.value != "SUCCESS"]
+                raise RuntimeError(f"partition runs failed: {', '.join(failed)}")
             dagster(cluster, folder, "job", "launch", "-w", str(workspace), "-j", "publish_index_celery",
                     "--tags", '{"rag/build": "full"}')  # as `rag build --force` tags it (the manifest says so)
             [publish] = wait_for_runs(cluster, 1, "publish_index_celery")
@@ -268,9 +275,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--content", type=Path, default=ROOT / "content")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--runs", type=int, default=4, help="partition runs at once: --parallel-runs / max_concurrent_runs")
+    parser.add_argument("--runs", type=int, default=4,
+                        help="partition runs at once: --parallel-runs, max_concurrent_runs")
     args = parser.parse_args()
     times: dict[str, list[float]] = {"rag": [], "queue": []}
+    print("load average %.2f %.2f %.2f" % os.getloadavg(), flush=True)
     for _ in range(args.repeat):
         seconds, rag_files = rag_build(args.content.resolve(), args.runs)
         times["rag"].append(seconds)
@@ -286,6 +295,7 @@ def main() -> None:
     for way, values in times.items():
         print(f"{way}: median {statistics.median(values):.1f} s of {', '.join(f'{v:.1f}' for v in values)}")
     print(f"ratio queue/rag: {statistics.median(times['queue']) / statistics.median(times['rag']):.2f}")
+    print("load average %.2f %.2f %.2f" % os.getloadavg())
 
 
 if __name__ == "__main__":
