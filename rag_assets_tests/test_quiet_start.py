@@ -81,6 +81,14 @@ def imported_by(out: Path, *args: str) -> set[str]:
     return set(result["modules"])
 
 
+def test_a_search_that_sends_nothing_does_not_import_an_http_client(sample):
+    """The offline embedder and no reranker: httpx (and the rich/click it brings) is not needed."""
+    out, _ = sample
+    modules = imported_by(out, "search", "wireguard")
+    assert "rag_assets.search.retrieval" in modules
+    assert loaded(modules, ("httpx", "httpcore")) == []
+
+
 def loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
     return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
 
