@@ -12,7 +12,6 @@ from rag_assets.config import (
     RagConfig,
 )
 from rag_assets.serve.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from rag_assets.serve.status import TIER_LABELS
 
 # --- audit -----------------------------------------------------------------------------------
 
@@ -36,6 +35,8 @@ def cmd_audit(cfg: RagConfig, args: argparse.Namespace) -> int:
 
 
 def _print_audit(report) -> None:
+    from rag_assets.serve.status import TIER_LABELS
+
     label = TIER_LABELS[report.tier]
     if not report.exists:
         print(f"{label} tier: no store at {report.store_path}; run `rag build` first.")
