@@ -12,7 +12,7 @@ The Python API the CLI, the HTTP server and the evaluation share::
   its weight (``fields``, :mod:`rag_assets.index.fields`). User text is never passed as
   FTS syntax: it is split into words, English stop words are dropped, and every word is
   quoted, joined with OR. CJK words are matched as n-gram phrases in ``fts_cjk``. A long
-  query (a pasted paragraph) is capped at ``MAX_QUERY_TERMS`` distinct words, those that
+  query (a pasted paragraph) is capped at ``MAX_QUERY_TERMS`` (128) distinct words, those that
   weigh most (:func:`rag_assets.search.bm25_terms.capped_words`), so its cost is bounded.
   With ``lexical="memory"`` or ``"auto"`` the same scores come from postings held in memory
   (:mod:`rag_assets.search.bm25`), which is what keeps BM25 fast on large stores.
