@@ -107,7 +107,9 @@ class TermStatistics:
         """Each term's document frequency in ``fts_chunks`` (0: no chunk holds it)."""
         if stamp != self._stamp:
             self._df, self._stamp = {}, stamp
-        missing = [t for t in dict.fromkeys(terms) if t not in self._df]
+        # This call's own dict: another thread (the HTTP server's) may replace self._df meanwhile.
+        df = self._df
+        missing = [t for t in dict.fromkeys(terms) if t not in df]
         if missing:
             conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.rag_vocab_row USING fts5vocab(main, 'fts_chunks', 'row')")
             found: dict[str, int] = {}
@@ -115,11 +117,11 @@ class TermStatistics:
                 batch = missing[start:start + 500]
                 marks = ",".join("?" * len(batch))
                 found.update(conn.execute(f"SELECT term, doc FROM temp.rag_vocab_row WHERE term IN ({marks})", batch))
-            if len(self._df) + len(missing) > 100_000:
-                self._df.clear()
-            for term in missing:
-                self._df[term] = int(found.get(term, 0))
-        return {t: self._df[t] for t in terms}
+            if len(df) + len(missing) > 100_000:  # bounded: start again with this query's terms
+                df = {t: df[t] for t in terms if t in df}
+            df.update({term: int(found.get(term, 0)) for term in missing})
+            self._df = df
+        return {t: df[t] for t in terms}
 
     def ceiling(
         self, conn: sqlite3.Connection, stamp: tuple, terms: Sequence[str], n_rows: int,
