@@ -1,25 +1,31 @@
 #!/usr/bin/env python3
 """One-command set-up and tasks; needs only Python 3.11+ on the machine.
 
-    python3 tasks.py build   # create .venv, install, build the sample index, print the summary
-    python3 tasks.py test    # create .venv, install with test extras, run the whole test suite
-    python3 tasks.py lint    # the same .venv; check the package's layers (lint-imports)
-    python3 tasks.py ui      # create .venv, install, start `dagster dev`
+    python3 tasks.py build       # set up .venv, build the sample index, print the summary
+    python3 tasks.py rag ARGS    # run `rag ARGS` from .venv (e.g. `python3 tasks.py rag search wireguard`)
+    python3 tasks.py test        # the same .venv plus the test extras; run the whole test suite
+    python3 tasks.py lint        # the same .venv; check the package's layers (lint-imports)
+    python3 tasks.py ui          # the same .venv; start `dagster dev`
 
-`build` and `ui` share one Dagster instance, DAGSTER_HOME=.dagster_home (its dagster.yaml
+Every task shares one virtual environment, .venv. A task installs only what it lacks: the
+extras each task needs are recorded in .venv/.installed-from, so switching between `test`
+and `build` or `ui` installs nothing (once `test` has added its extras, they stay), and the
+project is reinstalled only when pyproject.toml changes (then with every extra installed so far).
+
+`build`, `rag` and `ui` share one Dagster instance, DAGSTER_HOME=.dagster_home (its dagster.yaml
 links to the project's), so the builds show in the UI's run history and asset catalog.
-The virtual environment is (re)installed only when pyproject.toml changed since
-the last install, so repeated runs start in a second.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
 import venv
 from pathlib import Path
+from typing import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -27,25 +33,72 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".installed-from"
 DAGSTER_HOME = ROOT / ".dagster_home"
 
+# The tests also need the postgres extra (small: dagster-postgres, psycopg2-binary): the Dagster
+# instance tests run on PostgreSQL as well as on SQLite; and the distributed (Celery workers)
+# and k8s (the Kubernetes configuration is validated) extras. lint shares them so that CI,
+# which runs both, installs once.
+TEST_EXTRAS = frozenset({"dev", "postgres", "distributed", "k8s"})
+EXTRAS = {"build": frozenset({"dev"}), "rag": frozenset({"dev"}), "ui": frozenset({"dev"}),
+          "test": TEST_EXTRAS, "lint": TEST_EXTRAS}
 
-def ensure_venv(extras: str = "dev") -> None:
+# `dagster dev` warns on every start that it is superseded by `dg dev`, a separate CLI this
+# project does not install; nothing a user of `tasks.py ui` can act on. -W filters only that
+# message (it starts with the function's name), in that one process.
+QUIET_SUPERSESSION = "ignore:Function `dev_command` is superseded"
+
+Runner = Callable[..., object]
+
+
+def pyproject_hash() -> str:
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+
+
+def installed() -> tuple[str | None, frozenset[str]]:
+    """The pyproject.toml hash and the extras of the last install (nothing when there was none).
+
+    Also reads the older stamp, "<hash> [dev,postgres]", so an existing .venv is not reinstalled.
+    """
+    if not STAMP.exists():
+        return None, frozenset()
+    text = STAMP.read_text().strip()
+    try:
+        stamp = json.loads(text)
+        return stamp["pyproject"], frozenset(stamp["extras"])
+    except (ValueError, KeyError, TypeError):
+        digest, _, extras = text.partition(" ")
+        return digest, frozenset(e for e in extras.strip("[]").split(",") if e)
+
+
+def extras_to_install(wanted: frozenset[str]) -> frozenset[str] | None:
+    """The extras to install now, or None when .venv already has everything ``wanted`` needs.
+
+    Never fewer than were installed: pip keeps what is there, and the stamp must say so.
+    """
+    digest, have = installed()
+    if digest == pyproject_hash() and wanted <= have:
+        return None
+    return have | wanted if digest is not None else wanted
+
+
+def ensure_venv(wanted: frozenset[str], runner: Runner = subprocess.run) -> None:
     if sys.version_info < (3, 11):
         sys.exit(f"rag-assets needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     if not (BIN / "python").exists():
         print(f"Creating {VENV} ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest() + f" [{extras}]"
-    if STAMP.exists() and STAMP.read_text().strip() == wanted:
+        runner([*pip, "--upgrade", "pip"], check=True)
+    extras = extras_to_install(wanted)
+    if extras is None:
         return
-    print("Installing rag-assets and its dependencies (first run takes a minute or two) ...", flush=True)
-    pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "-e", f"{ROOT}[{extras}]"], check=True)
-    STAMP.write_text(wanted)
+    print(f"Installing rag-assets with the extras {', '.join(sorted(extras))} (the first time takes a minute or two) ...",
+          flush=True)
+    runner([*pip, "-e", f"{ROOT}[{','.join(sorted(extras))}]"], check=True)
+    STAMP.write_text(json.dumps({"pyproject": pyproject_hash(), "extras": sorted(extras)}) + "\n")
 
 
-def run(*cmd: str, env: dict[str, str] | None = None) -> int:
-    return subprocess.call(list(cmd), cwd=ROOT, env={**os.environ, **(env or {})})
+def run(*cmd: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> int:
+    return subprocess.call(list(cmd), cwd=cwd, env={**os.environ, **(env or {})})
 
 
 def dagster_home() -> dict[str, str]:
@@ -54,26 +107,36 @@ def dagster_home() -> dict[str, str]:
     return {"DAGSTER_HOME": str(DAGSTER_HOME)}
 
 
+def ui(rest: Sequence[str]) -> int:
+    """`dagster dev`, started in DAGSTER_HOME: from the project folder, Dagster would warn that the
+    dagster.yaml there "will not be used" (it is: .dagster_home/dagster.yaml links to it)."""
+    # Dagster resolves workspace.yaml's `working_directory: .` against the current folder, so the
+    # checkout goes on PYTHONPATH (the editable install points there too) and rag.yaml is named.
+    python_path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**dagster_home(), "RAG_CONFIG": os.environ.get("RAG_CONFIG") or str(ROOT / "rag.yaml"), "PYTHONPATH": python_path}
+    workspace = ["-w", str(ROOT / "workspace.yaml")]
+    return run(str(BIN / "python"), "-W", QUIET_SUPERSESSION, "-m", "dagster", "dev", *workspace, *rest,
+               env=env, cwd=DAGSTER_HOME)
+
+
 def main(argv: list[str]) -> int:
     task = argv[0] if argv else "help"
     rest = argv[1:]
-    if task not in ("build", "test", "lint", "ui"):
+    if task not in EXTRAS:
         print(__doc__)
         return 0 if task in ("help", "-h", "--help") else 2
-    # The tests also need the postgres extra (small: dagster-postgres, psycopg2-binary): the
-    # Dagster instance tests run on PostgreSQL as well as on SQLite; and the distributed (Celery
-    # workers) and k8s (the Kubernetes configuration is validated) extras.
-    # lint shares test's extras so that CI, which runs both, installs once.
-    ensure_venv("dev,postgres,distributed,k8s" if task in ("test", "lint") else "dev")
+    ensure_venv(EXTRAS[task])
     if task == "build":
         return run(str(BIN / "rag"), "build", *rest, env=dagster_home())
+    if task == "rag":
+        return run(str(BIN / "rag"), *rest, env=dagster_home())
     if task == "lint":
         # The layers contract in pyproject.toml: no stage imports one above it.
         return run(str(BIN / "lint-imports"), *rest)
     if task == "test":
         # One worker per core: the suite is CPU-bound (real builds, real Dagster runs).
         return run(str(BIN / "python"), "-m", "pytest", "-n", "auto", *rest)
-    return run(str(BIN / "dagster"), "dev", *rest, env=dagster_home())
+    return ui(rest)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,14 @@ The queries are split into ``train`` and ``test`` by a hash of the document ID (
 across runs and machines, independent of the corpus order), ``--per-split`` of each (the
 lowest hashes), so that anything tuned on train is scored on queries it never saw.
 
+**ArguAna's shape** (``--shape arguana``): ArguAna itself (1,406 test queries, 8,674
+documents, queries that are whole arguments and are themselves in the corpus) cannot be
+downloaded here, so it is imitated: 1,406 queries per split, and the query paragraphs
+themselves added to the corpus under their query IDs (then the next candidates' first
+halves as further distractors) until it holds 8,674 documents. As in ArguAna, a query's
+own paragraph is in the corpus and BEIR's rule (``without_self_hit``) drops it from its
+results; its answer is the other half.
+
 Output: a BEIR-layout folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/train.tsv``,
 ``qrels/test.tsv``) that ``rag eval --dataset`` and ``bench/bm25_reference.py`` read;
 rewritten only when missing or made from another source file or size.
@@ -36,7 +44,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT.parent / "shared" / "corpora" / "beir-scifact"
 DEFAULT_OUT = Path("/tmp/rag-bench-bm25/scifact-long")
+ARGUANA_OUT = Path("/tmp/rag-bench-bm25/scifact-long-arguana")
 FORMAT = "scifact-long/2"  # bump when the construction changes (2: no titles)
+ARGUANA_QUERIES, ARGUANA_DOCUMENTS = 1406, 8674  # ArguAna's test split and corpus
 MIN_QUERY_WORDS = 40
 # A sentence ends at . ! or ? followed by space and a capital, a digit or an opening bracket
 # (SciFact's sentences are joined by single spaces; "p < 0.05. The" cuts, "e.g. the" does not).
@@ -84,15 +94,33 @@ def build(corpus_rows: list[dict], per_split: int) -> LongQuerySet:
     return LongQuerySet(corpus, queries, qrels)
 
 
-def ensure_long_query_set(dataset: Path = DEFAULT_DATASET, out: Path = DEFAULT_OUT, per_split: int = 300) -> Path:
-    """The BEIR folder of the long-query set under ``out``, written unless already there."""
+def build_arguana_shaped(corpus_rows: list[dict], per_split: int = ARGUANA_QUERIES, documents: int = ARGUANA_DOCUMENTS) -> LongQuerySet:
+    """:func:`build`, then the query paragraphs (train and test), and after them the other
+    candidates' first halves, added to the corpus under their query IDs up to ``documents``."""
+    made = build(corpus_rows, per_split)
+    every = build(corpus_rows, len(corpus_rows))  # all candidates, lowest hashes first per split
+    chosen = [q for pairs in made.qrels.values() for q in pairs]
+    others = [q for pairs in every.qrels.values() for q in pairs if q not in made.queries]
+    room = max(documents - len(made.corpus), 0)
+    extra = (chosen + others)[:room]
+    corpus = made.corpus + [{"_id": q, "title": "", "text": every.queries[q]} for q in extra]
+    return LongQuerySet(corpus, made.queries, made.qrels)
+
+
+def ensure_long_query_set(
+    dataset: Path = DEFAULT_DATASET, out: Path = DEFAULT_OUT, per_split: int = 300, shape: str = "plain"
+) -> Path:
+    """The BEIR folder of the long-query set under ``out``, written unless already there.
+    ``shape``: ``plain`` (:func:`build`) or ``arguana`` (:func:`build_arguana_shaped`, ``per_split`` ignored)."""
     source = dataset / "corpus.jsonl"
     stamp = {"format": FORMAT, "source_sha256": hashlib.sha256(source.read_bytes()).hexdigest(), "per_split": per_split}
+    if shape == "arguana":
+        stamp = {**stamp, "shape": shape, "per_split": ARGUANA_QUERIES, "documents": ARGUANA_DOCUMENTS}
     marker = out / "SOURCE.json"
     if marker.is_file() and json.loads(marker.read_text(encoding="utf-8")) == stamp:
         return out
     rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
-    made = build(rows, per_split)
+    made = build_arguana_shaped(rows) if shape == "arguana" else build(rows, per_split)
     (out / "qrels").mkdir(parents=True, exist_ok=True)
     with (out / "corpus.jsonl").open("w", encoding="utf-8") as handle:
         for doc in made.corpus:
@@ -112,8 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help="the SciFact BEIR folder")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--per-split", type=int, default=300)
+    parser.add_argument("--shape", choices=("plain", "arguana"), default="plain",
+                        help=f"arguana: {ARGUANA_QUERIES} queries per split, {ARGUANA_DOCUMENTS} documents (default out {ARGUANA_OUT})")
     args = parser.parse_args(argv)
-    out = ensure_long_query_set(args.dataset, args.out, args.per_split)
+    out = args.out if args.out != DEFAULT_OUT or args.shape == "plain" else ARGUANA_OUT
+    out = ensure_long_query_set(args.dataset, out, args.per_split, args.shape)
+    documents = sum(1 for line in (out / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip())
+    print(f"{out}: {documents} documents")
     queries = [json.loads(line)["text"] for line in (out / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
     words = sorted(len(q.split()) for q in queries)
     print(f"{out}: {len(queries)} queries, words per query min {words[0]}, median {words[len(words) // 2]}, max {words[-1]}")

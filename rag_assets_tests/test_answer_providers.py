@@ -74,11 +74,11 @@ def test_openai_sends_the_key_and_asks_for_usage_when_streaming(chat):
 @pytest.mark.parametrize("make", [openai, ollama])
 def test_429_with_retry_after_is_waited_for_then_retried(chat, make):
     chat.reply("429:1", "ok")
-    started = time.monotonic()
     pieces, usage = answer(make(chat))
     assert "[1]" in "".join(pieces) and usage.retries == 1 and usage.requests == 2
     first, second = chat.chat_requests
-    assert second.time - first.time >= 0.9 and time.monotonic() - started < 5
+    # At least the 1 s asked for; far under the 60 s Retry-After cap (a generous bound, not a timing).
+    assert 0.9 <= second.time - first.time < 30
 
 
 @pytest.mark.parametrize("failure", ["500", "503", "drop", "malformed", "garbage", "slow:3"])

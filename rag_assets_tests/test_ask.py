@@ -249,7 +249,8 @@ def test_post_ask_streams_server_sent_events(built, chat, how):
     assert kinds[0] == "sources" and kinds[-1] == "done" and set(kinds[1:-1]) == {"token"} and len(kinds) > 5
     sources = events[0][1]
     assert set(sources) == {"question", "query", "tier", "abstained", "sources"} and sources["abstained"] is False
-    assert all(set(s) == SOURCE_KEYS for s in sources["sources"])
+    # Streamed (for the page), each source comes rendered too: sanitised HTML and plain text.
+    assert all(set(s) == SOURCE_KEYS | {"html", "plain"} for s in sources["sources"])
     first = sources["sources"][0]
     assert first["collection"] == "posts" and first["url"] is None and first["anchor"] in ("", *[
         h.lower().replace(" ", "-") for h in first["headingPath"]])

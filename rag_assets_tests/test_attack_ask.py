@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 
 from rag_assets.config.settings import LlmOllamaSettings, LlmSettings
 from rag_assets.serve.http import create_app
 
+from .deadline import deadline
 from .live_server import ServerThread
 from .test_ask import PUBLIC_QUESTION, built, chat, sse_events, with_llm  # noqa: F401 (fixtures)
+
+# Only against a hang (SIGALRM interrupts the client): what each test proves is in its assertions.
+HANG_SECONDS = 120
 
 
 def test_deeply_nested_json_is_a_400_not_a_500(built, chat):
@@ -43,10 +46,9 @@ def test_a_model_that_never_stops_talking_is_cut_off(built, chat):
                                                      ollama=LlmOllamaSettings(host=chat.url)))
     with ServerThread(create_app(cfg, preload=False)) as api:
         chat.reply(f"text:{endless}")
-        started = time.monotonic()
-        with api.client.stream("POST", "/ask", json={"question": PUBLIC_QUESTION, "stream": True}) as r:
+        # A hang guard only: the cut-off itself is proved by the error event and the bounded text.
+        with deadline(HANG_SECONDS), api.client.stream("POST", "/ask", json={"question": PUBLIC_QUESTION, "stream": True}) as r:
             events = sse_events(r)
-        assert time.monotonic() - started < 30
     assert events[-1][0] == "error" and events[-1][1]["status"] == 502 and "max_answer_tokens" in events[-1][1]["error"]
     assert sum(len(d["text"]) for k, d in events if k == "token") < 50 * 40
 
@@ -125,9 +127,8 @@ def test_a_model_that_sends_only_keep_alives_times_out(built):
                                                      openai=LlmOpenAISettings(base_url=url)))
     try:
         with ServerThread(create_app(cfg, preload=False)) as api:
-            started = time.monotonic()
-            r = api.post("/ask", json={"question": PUBLIC_QUESTION})
-            assert time.monotonic() - started < 15
+            with deadline(HANG_SECONDS):  # a hang guard; "in all" below proves the total deadline cut it
+                r = api.post("/ask", json={"question": PUBLIC_QUESTION})
             assert r.status_code == 502 and "in all" in r.json()["error"], r.text
     finally:
         stop.set()

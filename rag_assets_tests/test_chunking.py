@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import re
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +24,10 @@ from rag_assets.ingest.chunking import (
 )
 from rag_assets.records import Chunk, Document
 
+from .deadline import deadline
+
 PARAMS = ChunkingParams()
+HANG_SECONDS = 120  # only against a hang: speed is measured in bench/, not asserted here
 MD = MarkdownIt("commonmark")
 HUGO_CONTENT = pathlib.Path("/work/shared/corpora/hugo-docs/content")
 
@@ -680,16 +682,14 @@ def strip_frontmatter(text: str) -> str:
 
 @pytest.mark.skipif(not HUGO_CONTENT.is_dir(), reason="hugo-docs corpus not available")
 def test_hugo_docs_corpus() -> None:
-    """Every real Hugo doc chunks without error, with balanced fences, in well under 1 ms/doc."""
+    """Every real Hugo doc chunks without error, with balanced fences (linear time: test_chunking_linear.py)."""
     docs = [
         make_doc(strip_frontmatter(path.read_text(encoding="utf-8")), title=path.stem, tags=["hugo"])
         for path in sorted(HUGO_CONTENT.rglob("*.md"))
     ]
     assert len(docs) > 500
-    started = time.perf_counter()
-    results = [chunk_document(doc) for doc in docs]
-    elapsed = time.perf_counter() - started
-    assert elapsed < 10  # generous: ~0.5 s on the reference machine
+    with deadline(HANG_SECONDS):  # ~0.5 s on an idle machine; only a hang fails here
+        results = [chunk_document(doc) for doc in docs]
     for doc, chunks in zip(docs, results):
         assert chunks, doc.body[:100]
         for chunk in chunks:

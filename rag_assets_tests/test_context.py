@@ -533,3 +533,16 @@ def test_no_counter_touches_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
     finally:
         tokens._cached_counter.cache_clear()
     assert calls == []
+
+
+def test_an_empty_context_names_the_budget_the_best_passage_needs() -> None:
+    hits = [make_hit("big", 0, "word " * 40, 0.9, ["Big"]), make_hit("small", 0, "tiny text", 0.5, ["Small"])]
+    packed = pack_context(hits[:1], 20, tokenizer=WORDS)
+    assert packed.text == "" and packed.needed_budget == WORDS.count(f"{citation_tag('posts', 'big', ['Big'])}\n" + "word " * 40)
+    assert f"at least {packed.needed_budget}" in packed.message and "[posts:big#big]" in packed.message
+    assert packed.to_json()["neededBudget"] == packed.needed_budget
+    assert pack_context(hits[:1], packed.needed_budget, tokenizer=WORDS).text  # the number named is enough
+    # A smaller passage that fits is packed, with no message; no hits at all: no message either.
+    fitted = pack_context(hits, 20, tokenizer=WORDS)
+    assert fitted.text and fitted.message is None and "neededBudget" not in fitted.to_json()
+    assert pack_context([], 20, tokenizer=WORDS).message is None

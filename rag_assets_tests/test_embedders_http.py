@@ -134,3 +134,14 @@ def test_ollama_unknown_model_fails_the_batch_without_retries(embedding_server):
     with pytest.raises(EmbeddingBatchError, match="pulling"):
         client.embed_documents(["x"])
     assert len(embedding_server.embedding_requests) == 1
+
+
+def test_rag_status_asks_ollama_once_and_auto_reuses_the_answer(embedding_server):
+    """`rag status` probed Ollama twice (its own line, then `auto`'s choice): one probe is enough."""
+    from rag_assets.config.settings import EmbedderSettings
+    from rag_assets.embed.selection import service_status
+
+    status = service_status(EmbedderSettings(name="auto"), environ={"OLLAMA_HOST": embedding_server.url})
+    probes = [r for r in embedding_server.requests if r.method == "GET" and r.path.startswith("/api/tags")]
+    assert status.ollama_online and len(probes) == 1
+    assert status.selected in ("ollama", "local", "hashing")  # whichever auto chose, from that one probe

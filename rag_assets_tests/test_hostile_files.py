@@ -30,12 +30,14 @@ from rag_assets.ingest.sources import combine_hashes, snapshot_collection
 from rag_assets.serve.cli import main
 
 from .conftest import REPO_ROOT
+from .deadline import deadline
 
 OUTSIDE_MARKER = "OUTSIDESECRETMARKER"
 PRIVATE_MARKER = "PRIVATEVAULTMARKER"
 BAD_NAME = os.fsdecode(b"bad\xff.md")
 MAX_FILE_BYTES = 10_000
 ONE_GB = 1 << 30
+HANG_SECONDS = 120  # only against a hang: what a test proves is in its other assertions
 
 
 def billion_laughs(levels: int = 9) -> str:
@@ -213,13 +215,12 @@ def test_billion_laughs_parse_is_bounded_in_process(tmp_path):
     root.mkdir()
     (root / "laughs.md").write_text(billion_laughs(12))
     tracemalloc.start()
-    started = time.perf_counter()
-    result = parse_markdown_file(root / "laughs.md", root=root, collection="docs")
-    seconds = time.perf_counter() - started
+    with deadline(HANG_SECONDS):  # a hang guard; the peak below proves the aliases were never expanded
+        result = parse_markdown_file(root / "laughs.md", root=root, collection="docs")
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert "YAML aliases" in result.reason
-    assert peak < 20 * 2**20 and seconds < 2
+    assert peak < 20 * 2**20
 
 
 @pytest.mark.parametrize(
@@ -342,9 +343,8 @@ def test_symlink_fan_out_does_not_multiply_the_walk(tmp_path):
     for i, folder in enumerate(folders):
         for j in range(i + 1, len(folders)):
             (folder / f"to{j}").symlink_to(folders[j])
-    started = time.perf_counter()
-    snapshot = snapshot_collection(content, "docs")
-    assert time.perf_counter() - started < 10
+    with deadline(HANG_SECONDS):  # a naive walk would not finish; the count below is the proof
+        snapshot = snapshot_collection(content, "docs")
     assert len(snapshot.files) < 1000
 
 

@@ -172,6 +172,13 @@ async def exercise_every_tool(session: ClientSession, *, private: bool) -> dict[
     assert 0 < context["tokens"] <= 1200 and context["budget"] == 1200
     assert context["context"].startswith("[docs:zigbee#") and "cc2538-bsl" in context["context"]
     assert context["citations"][0]["collection"] == "docs"
+    # A budget under the best passage: an empty context that says the budget it needs, in the result.
+    small = await call(session, "get_context", query="how do I flash the zigbee coordinator firmware", budget=50)
+    assert small["context"] == "" and small["bestRelevance"] >= 0.5
+    needed = small["neededBudget"]
+    assert needed > 50 and f"at least {needed}." in small["message"]
+    enough = await call(session, "get_context", query="how do I flash the zigbee coordinator firmware", budget=needed)
+    assert enough["context"].startswith("[docs:zigbee#") and "message" not in enough
 
     page = await call(session, "get_document", collection="docs", slug="zigbee")
     assert page["markdown"].strip() == split_frontmatter(ZIGBEE)[1].strip()  # the page's body, verbatim

@@ -4,6 +4,7 @@ calibrated relevance, abstention, page-level results, the store's search profile
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from contextlib import closing
 
@@ -124,6 +125,13 @@ def test_cli_says_nothing_answers_and_context_abstains(built, capsys):
     assert packed["text"] == "" and packed["citations"] == [] and "threshold" in packed["message"]
     assert rag(["context", "how do I set up vlans on proxmox", "--json", *args]) == 0
     assert json.loads(capsys.readouterr().out)["citations"]
+    # A budget under the best passage: not an empty line, but the budget it needs.
+    assert rag(["context", "how do I set up vlans on proxmox", "--budget", "5", *args]) == 0
+    printed = capsys.readouterr()
+    assert printed.out == "" and "smaller than the best passage" in printed.err
+    needed = int(re.search(r"at least (\d+)", printed.err).group(1))
+    assert rag(["context", "how do I set up vlans on proxmox", "--budget", str(needed), *args]) == 0
+    assert capsys.readouterr().out.startswith("[")
     assert rag(["search", "proxmox", "--chunks", "--json", *args]) == 0
     assert json.loads(capsys.readouterr().out)["view"] == "chunks"
 

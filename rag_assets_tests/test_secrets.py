@@ -151,6 +151,10 @@ POSITIVES: list[tuple[str, str, str]] = [
     # e-mail
     ("Write to jane.doe@example.org for access.", "jane.doe@example.org", "email"),
     ("[mail me](mailto:jane@example.org)", "jane@example.org", "email"),
+    # A remote command on the line does not excuse an address in prose after it.
+    ("For ssh access, write to admin@corp.example.org", "admin@corp.example.org", "email"),
+    ("git config user.email dev@corp.example.org", "dev@corp.example.org", "email"),
+    ("mytool --email ops@corp.example.org", "ops@corp.example.org", "email"),
 ]
 
 # Must produce no finding at all.
@@ -225,6 +229,12 @@ NEGATIVES: list[str] = [
     f"IBAN {IBAN_DE[:2]}{(int(IBAN_DE[2:4]) + 1) % 100:02d}{IBAN_DE[4:]} (checksum does not match)",
     "![logo](images/logo@2x.png)",
     "Hugo v0.121.0 (github.com/gohugoio/hugo@v0.121.0)",
+    # user@host as a command's destination, not a mailbox (issue 26)
+    "nixos-rebuild switch --flake .#dns1 --target-host root@dns1.home.arpa",
+    "ssh -p 2222 -i ~/.ssh/id_ed25519 root@nas.lan",
+    "rsync -av ./backups/ me@backup.example.net:/srv/backups",
+    "ssh -J admin@bastion.lan root@inner.lan",
+    "deploy --build-host=builder@ci.lan",
 ]
 
 

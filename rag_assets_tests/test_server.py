@@ -288,6 +288,10 @@ def test_context_packs_hits_under_the_budget(server):
     assert body["citations"] and len(body["citations"]) <= 3
     tiny = server.get("/context", q="zigbee", budget=5).json()
     assert tiny["text"] == "" and tiny["tokens"] == 0 and tiny["dropped"]
+    # The empty context says why, and the budget it names is enough for the best passage.
+    assert tiny["neededBudget"] > 5 and f"at least {tiny['neededBudget']}." in tiny["message"]
+    enough = server.get("/context", q="zigbee", budget=tiny["neededBudget"]).json()
+    assert enough["text"] and "message" not in enough
     for bad, message in (({"budget": "lots"}, "budget must be a whole number"), ({"budget": "0"}, "budget must be")):
         r = server.get("/context", q="zigbee", **bad)
         assert r.status_code == 400 and message in r.json()["error"]

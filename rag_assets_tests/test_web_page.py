@@ -196,7 +196,10 @@ def test_typing_a_question_shows_results_with_the_words_marked(server, page):
     assert "rag-assets/feature-hash-v1" in header.inner_text()
     assert page.locator("#status-freshness").inner_text() == "Fresh"
     assert page.locator("#status-built").get_attribute("datetime").endswith("Z")
-    assert "(online)" in page.locator("#status-embedding").inner_text()
+    # The embedder that embeds this tier's queries: the index's own, in use, nothing to warn of.
+    embedding = page.locator("#status-embedding")
+    assert "hashing: rag-assets/feature-hash-v1 (in use)" in embedding.inner_text()
+    assert embedding.locator(".dot.ok").count() == 1 and embedding.locator(".status-warning").count() == 0
 
     search(page, "flashing the zigbee firmware")
     first = page.locator(".result").first
@@ -317,6 +320,35 @@ def test_an_unreachable_embedder_gives_keyword_results_and_says_so(server, page,
     embedding = page.locator("#status-embedding")
     assert "(unreachable)" in embedding.inner_text() and "not reachable" in embedding.get_attribute("title")
     assert errors == []
+
+
+def test_the_header_names_the_embedder_that_answers_not_the_next_builds(cfg, chromium, monkeypatch):
+    """With an API key set, `auto` would build the next index with the remote model; the queries
+    of this index are still embedded by the model that built it, and the header says both."""
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-never-sent")
+    auto = dataclasses.replace(cfg, embedding=dataclasses.replace(cfg.embedding, name="auto"))
+    with ServerThread(create_app(auto, preload=False)) as running:
+        status = running.get("/status").json()
+        assert status["embeddingService"]["model"] == "openai/text-embedding-3-small"  # a next build's pick
+        used = status["tiers"]["public"]["queryEmbedder"]
+        assert (used["provider"], used["model"], used["ready"]) == ("hashing", "rag-assets/feature-hash-v1", True)
+        assert used["nextBuild"] == "openai/text-embedding-3-small" and "next build" in used["warning"]
+        assert "nextBuild" not in status["tiers"]["private"]["queryEmbedder"]  # Private embeds by its own settings
+        page = chromium.new_page()
+        try:
+            errors = open_page(page, running)
+            line = page.locator("#status-embedding")
+            text = line.inner_text()
+            assert "hashing: rag-assets/feature-hash-v1 (in use)" in text, text
+            assert "next build: openai/text-embedding-3-small" in text and "(online)" not in text
+            assert line.locator(".dot.warn").count() == 1 and "re-embeds" in line.get_attribute("title")
+            # Searches work without the key ever being used: the queries go to the hashing embedder.
+            search(page, "restic snapshots")
+            assert page.locator(".result-title").first.inner_text() == "Restic backups"
+            assert "next build" in line.inner_text()  # a search that worked does not turn it into "online"
+            assert errors == []
+        finally:
+            page.close()
 
 
 def test_tiers_switch_and_private_is_offered_on_loopback_only(server, cfg, page, chromium):

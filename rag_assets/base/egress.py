@@ -25,11 +25,13 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
-from typing import Mapping
-
-import httpx
+from typing import TYPE_CHECKING, Mapping
 
 from rag_assets.config.providers import endpoint_allowed, is_loopback_host
+
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class PrivacyError(RuntimeError):
@@ -38,6 +40,8 @@ class PrivacyError(RuntimeError):
 
 def resolve(host: str, port: int) -> list[str]:
     """The addresses ``host`` resolves to, in the resolver's order, without duplicates."""
+    import httpx  # here, not at the top: `rag search` with the offline embedder never loads it
+
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
@@ -76,11 +80,17 @@ class PrivateEgress:
                     "not a loopback address"
                 )
         if not addresses:
+            import httpx
+
             raise httpx.ConnectError(f"{url.host} resolves to no address")
         return addresses
 
     def client(self, *, timeout: float = 30.0, headers: Mapping[str, str] | None = None) -> httpx.Client:
         """An httpx client that can reach only approved hosts, directly, without redirects."""
+        import httpx
+
+        from rag_assets.base.pinned_transport import PinnedTransport
+
         return httpx.Client(
             timeout=timeout,
             headers=headers,
@@ -88,52 +98,3 @@ class PrivateEgress:
             trust_env=False,  # no proxy variables: a proxy would receive the text itself
             follow_redirects=False,
         )
-
-
-class PinnedTransport(httpx.BaseTransport):
-    """Sends each request to an address :meth:`PrivateEgress.approved_addresses` checked,
-    with no proxy, and refuses any redirect the answer asks for."""
-
-    def __init__(self, egress: PrivateEgress) -> None:
-        self._egress = egress
-        self._direct = httpx.HTTPTransport(trust_env=False)  # no proxy argument: direct connections only
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = self._send_to_first_listening(request, self._egress.approved_addresses(request.url))
-        if 300 <= response.status_code < 400:
-            response.close()
-            raise PrivacyError(
-                f"refusing to follow HTTP {response.status_code} from {request.url} to "
-                f"{response.headers.get('location', 'an unnamed place')}: the local endpoint tried to redirect "
-                "private text elsewhere; nothing was sent there"
-            )
-        return response
-
-    def _send_to_first_listening(self, request: httpx.Request, addresses: list[str]) -> httpx.Response:
-        # As a direct connection would: ``localhost`` may resolve to ::1 first while Ollama
-        # listens on 127.0.0.1 only. A refused connection has sent nothing, so trying the next
-        # checked address is safe.
-        for address in addresses[:-1]:
-            try:
-                return self._direct.handle_request(pinned(request, address))
-            except httpx.ConnectError:
-                continue
-        return self._direct.handle_request(pinned(request, addresses[-1]))
-
-    def close(self) -> None:
-        self._direct.close()
-
-
-def pinned(request: httpx.Request, address: str) -> httpx.Request:
-    """``request`` addressed to ``address`` instead of its host name. The Host header (set when
-    the request was built) still names the host, and TLS still checks the certificate for it."""
-    extensions = dict(request.extensions)
-    if request.url.scheme == "https":
-        extensions["sni_hostname"] = request.url.host
-    return httpx.Request(
-        request.method,
-        request.url.copy_with(host=address),
-        headers=request.headers,
-        content=request.read(),
-        extensions=extensions,
-    )

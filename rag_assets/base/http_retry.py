@@ -14,10 +14,12 @@ import math
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import httpx
 import orjson
+
+if TYPE_CHECKING:
+    import httpx
 
 
 @dataclass(frozen=True)

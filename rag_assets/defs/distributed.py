@@ -16,6 +16,11 @@ started only when no other such run is in progress, and its writes take the publ
 
 The Safe and Private vaults are not distributed: their runs stay in the `rag build`
 process, so vault text never reaches a worker on another machine.
+
+Why the runs are started here rather than queued for ``dagster-daemon`` as a backfill: that
+way measured 1.6-3.7 times slower (bench/celery_queue.py; README "Distributed builds with
+Celery"), mostly because each queued run is a new process importing Dagster and the project,
+and it needs a running daemon and code location.
 """
 
 from __future__ import annotations

@@ -21,9 +21,8 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import httpx
 import numpy as np
 
 from rag_assets.base.egress import PrivateEgress
@@ -38,6 +37,9 @@ from rag_assets.base.http_retry import (
 )
 from rag_assets.embed.base import l2_normalise
 from rag_assets.embed.errors import EmbeddingAuthError, EmbeddingBatchError
+
+if TYPE_CHECKING:
+    import httpx  # imported where a request is made: a search that sends nothing never loads it
 
 
 @dataclass
@@ -104,6 +106,8 @@ class HttpBatchSender:
     def _new_client(self) -> httpx.Client:
         if self.egress is not None:
             return self.egress.client(timeout=self.policy.timeout, headers=self.headers)
+        import httpx
+
         # Public and Safe text may travel through the environment's proxy (a corporate proxy
         # is legitimate for it), so this client keeps httpx's default trust_env=True.
         return httpx.Client(timeout=self.policy.timeout, headers=self.headers)
@@ -128,6 +132,8 @@ class HttpBatchSender:
         n_texts: int,
     ) -> np.ndarray:
         """Send, retry, parse; ``parse`` returns (vectors, tokens) or raises MalformedResponse."""
+        import httpx
+
         if self.egress is not None:
             self.egress.check_url(url)  # refuse before the first attempt, not inside the retries
         last_problem = "no attempt made"

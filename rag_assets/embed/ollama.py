@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import numpy as np
 
 from rag_assets.base.egress import PrivateEgress
@@ -14,6 +13,9 @@ from rag_assets.config.providers import OLLAMA_DEFAULT_DIMENSION as DEFAULT_DIME
 from rag_assets.config.providers import OLLAMA_DEFAULT_MODEL as DEFAULT_MODEL
 from rag_assets.config.providers import is_loopback_host, ollama_host, url_host
 from rag_assets.embed.http import HttpBatchSender, RemoteEmbedder, validate_vectors
+
+if TYPE_CHECKING:
+    import httpx  # imported where a request is made: a search that sends nothing never loads it
 
 # nomic-embed-text is trained with these task prefixes; without them retrieval quality drops.
 NOMIC_PREFIXES = ("search_document: ", "search_query: ")
@@ -42,6 +44,8 @@ def probe_client(host: str, timeout: float, egress: PrivateEgress | None = None)
     only; a refused host raises PrivacyError rather than reading as "offline"). Otherwise
     environment proxies apply to remote hosts only: a proxy cannot answer for this machine's
     loopback, it would probe its own."""
+    import httpx
+
     if egress is not None:
         return egress.client(timeout=timeout)
     return httpx.Client(timeout=timeout, trust_env=not is_loopback_host(url_host(host)))
@@ -49,6 +53,8 @@ def probe_client(host: str, timeout: float, egress: PrivateEgress | None = None)
 
 def ollama_health(host: str, timeout: float = 2.0, egress: PrivateEgress | None = None) -> OllamaHealth:
     """``GET /api/tags``: is the service up, and which models are pulled."""
+    import httpx
+
     try:
         with probe_client(host, timeout, egress) as client:
             response = client.get(f"{host}/api/tags")

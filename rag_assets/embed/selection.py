@@ -22,7 +22,7 @@ from rag_assets.embed.base import Embedder
 from rag_assets.embed.errors import ProviderUnavailable
 from rag_assets.embed.hashing import MODEL_NAME as HASHING_MODEL
 from rag_assets.embed.hashing import HashingEmbedder
-from rag_assets.embed.ollama import OllamaEmbedder, ollama_health, ollama_host
+from rag_assets.embed.ollama import OllamaEmbedder, OllamaHealth, ollama_health, ollama_host
 from rag_assets.embed.openai_compat import OpenAICompatibleEmbedder
 
 
@@ -48,17 +48,19 @@ def select_embedder(
     environ: Mapping[str, str] | None = None,
     *,
     private_egress: PrivateEgress | None = None,
+    probed: OllamaHealth | None = None,
 ) -> Selection:
     """The configured provider, or for ``auto`` the first available one, with the reason.
 
     With ``private_egress`` (the Private tier), ``auto`` never picks the remote API and
     considers Ollama only at a host the egress rule approves; Ollama is probed and used
-    through that rule's client.
+    through that rule's client. ``probed``: Ollama's health as just probed without egress
+    rule (by :func:`service_status`), so ``auto`` does not ask it twice.
     """
     env = os.environ if environ is None else environ
     name = canonical_name(settings.name)
     if name == "auto":
-        return _auto(settings, env, private_egress)
+        return _auto(settings, env, private_egress, probed)
     if name == "openai":
         return Selection(_openai(settings, env), "openai", "configured: openai-compatible API")
     if name == "ollama":
@@ -71,7 +73,8 @@ def select_embedder(
 
 
 def _auto(
-    settings: EmbedderSettings, env: Mapping[str, str], egress: PrivateEgress | None = None
+    settings: EmbedderSettings, env: Mapping[str, str], egress: PrivateEgress | None = None,
+    probed: OllamaHealth | None = None,
 ) -> Selection:
     skipped: list[str] = []
     key_env = settings.openai.api_key_env
@@ -86,7 +89,7 @@ def _auto(
     if egress is not None and not egress.allows(host):
         skipped.append(f"Ollama at {host} is not local")
     else:
-        health = ollama_health(host, timeout=1.0, egress=egress)
+        health = probed if probed is not None and egress is None else ollama_health(host, timeout=1.0, egress=egress)
         if health.online and health.has_model(settings.ollama.model):
             return Selection(_ollama(settings, env, egress), "ollama", f"auto: Ollama at {host} has {settings.ollama.model}")
         skipped.append(
@@ -231,7 +234,7 @@ def service_status(settings: EmbedderSettings, environ: Mapping[str, str] | None
     host = ollama_host(settings.ollama.host, env)
     health = ollama_health(host, timeout=1.0)
     local_ok, local_why = local_model_status(settings.local_model_path)
-    selection = select_embedder(settings, env)
+    selection = select_embedder(settings, env, probed=health)
     return ServiceStatus(
         configured=settings.name,
         selected=selection.provider,

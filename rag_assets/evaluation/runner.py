@@ -4,8 +4,8 @@ The evaluation runner: the Evaluator (searching an eval store query by query) an
 
 The corpus is indexed into an eval store (:mod:`rag_assets.evaluation.eval_store`). Every
 query of the split is then searched with :class:`~rag_assets.search.retrieval.SearchIndex`
-(``log_searches=False``) in the three modes. Chunk hits become documents (a document scores
-its best chunk; the first occurrence in the ranked list keeps its place) and are scored with
+(``log_searches=False``; BM25 from the in-memory postings, which give FTS5's scores) in
+the three modes. Chunk hits become documents (a document scores its best chunk; the first occurrence in the ranked list keeps its place) and are scored with
 the BEIR / trec_eval definitions (:mod:`rag_assets.evaluation.metrics`), after BEIR's rule
 that drops a hit on the query's own ID (ArguAna, Quora: the queries are corpus documents).
 
@@ -248,7 +248,9 @@ def run_evaluation(
         built = ensure_eval_store(cfg, dataset, embedder, provider=provider, log=log)
         backend = backend or cfg.store.backend
         index = postgres_eval_index(cfg, dataset.name, built.path, log) if backend == "postgres" else None
-        evaluator = Evaluator(built.path, dataset, embedder, depth=depth, index=index)
+        # The in-memory BM25 (FTS5's scores, from postings cached beside the eval store): a
+        # paragraph-long query costs FTS5 tens to hundreds of ms, three times per query.
+        evaluator = Evaluator(built.path, dataset, embedder, depth=depth, index=index, lexical="memory")
         t0 = time.perf_counter()
         try:
             metrics = evaluator.evaluate(params)

@@ -29,6 +29,14 @@ STOP_WORDS = frozenset(
 # bench/tune_bm25.py on train splits (see the README).
 MAX_REPEATS = 3
 LONG_QUERY_WORDS = 20
+# Distinct words searched at most. FTS5 walks every OR'd phrase's doclist for every row any
+# of them matches, and the in-memory BM25 gathers every term's postings, so a query of
+# thousands of words had no bound. Past this many, the search keeps the words that weigh
+# most (repeats times idf; rag_assets.search.bm25_terms.capped_words), in both FTS5 and the
+# in-memory BM25, so both rank alike. Chosen with bench/long_query_speed.py on the long-query
+# set's train split: the smallest cap whose nDCG@10 did not drop (64 lost 0.0006, 32 0.006);
+# it caps 0.4% of those paragraph queries (see the README).
+MAX_QUERY_TERMS = 128
 
 
 def fts_match_query(text: str) -> str | None:
@@ -48,4 +56,9 @@ def fts_match_query(text: str) -> str | None:
         seen[word] += 1
         if seen[word] <= most:
             searched.append(word)
-    return " OR ".join(f'"{w}"' for w in searched) or None
+    return fts_match_of_words(searched)
+
+
+def fts_match_of_words(words: list[str]) -> str | None:
+    """Words (runs of ``\\w``, as :func:`fts_match_query` keeps them) as its FTS5 query."""
+    return " OR ".join(f'"{w}"' for w in words) or None

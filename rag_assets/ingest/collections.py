@@ -14,10 +14,13 @@ from rag_assets.config import (
 )
 
 
-def _is_vault_folder(folder: Path, vaults: tuple[VaultConfig, ...]) -> bool:
+def holds_configured_vault(folder: Path, vaults: tuple[VaultConfig, ...]) -> bool:
     """True when the folder is a vault or contains one (vaults never enter the public index)."""
     folder = folder.resolve()
     return any(v.path == folder or folder in v.path.parents for v in vaults)
+
+
+VAULT_FOLDER_REASON = "note vault (indexed by the vault tiers, never public)"
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,8 @@ def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
                 continue
             if entry.name.startswith("."):
                 continue
-            if entry.name == VAULTS_FOLDER or _is_vault_folder(entry, cfg.vaults):
-                excluded.append((entry.name, "note vault (indexed by the vault tiers, never public)"))
+            if entry.name == VAULTS_FOLDER or holds_configured_vault(entry, cfg.vaults):
+                excluded.append((entry.name, VAULT_FOLDER_REASON))
                 continue
             reason = (
                 invalid_collection_reason(entry.name)

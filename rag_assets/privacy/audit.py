@@ -26,6 +26,21 @@ from rag_assets.index import store
 from rag_assets.privacy.identity import IdentityMap
 from rag_assets.privacy.secrets import SecretDetector, SecretFinding, item_path, masked_preview
 
+# Domains reserved for documentation and testing (RFC 2606, RFC 6761): an address there reaches no
+# one, so "admin@example.com" in a published config sample is not personal data. The detector
+# still redacts it in notes (the Safe tier's sanitiser is kept strict); the audit does not flag it.
+_DOCUMENTATION_DOMAINS = ("example.com", "example.net", "example.org")
+_DOCUMENTATION_TLDS = ("example", "test", "invalid", "localhost")
+
+
+def is_documentation_address(address: str) -> bool:
+    """True for an e-mail address at a domain reserved for examples (``me@example.com``, ``a@b.test``)."""
+    domain = address.rpartition("@")[2].lower().rstrip(".")
+    if domain.rpartition(".")[2] in _DOCUMENTATION_TLDS:
+        return True
+    return any(domain == d or domain.endswith("." + d) for d in _DOCUMENTATION_DOMAINS)
+
+
 # Tables whose rows are named by their own column names (the store's two main tables);
 # the fields of any other table are named "<table>.<column>".
 _MAIN_TABLES = ("chunks", "documents")
@@ -89,6 +104,8 @@ def _findings(stored: StoredText, detector: SecretDetector, identity_map: Identi
     text = stored.text
     secrets = detector.find_in_field(stored.path, text) if stored.path else detector.find(text)
     for finding in secrets:
+        if finding.kind == "email" and is_documentation_address(text[finding.start : finding.end]):
+            continue
         yield AuditFinding(stored.item_id, stored.field, finding.kind, masked_preview(text, finding))
     for kind, start, end in identity_map.find(text) if identity_map else ():
         masked = masked_preview(text, SecretFinding(f"identity:{kind}", start, end, "identity-map"))

@@ -13,7 +13,6 @@ report are all computed from sanitised text.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,14 +26,12 @@ from rag_assets.config import RagConfig, VaultConfig
 from rag_assets.embed import Embedder
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.index import pg_sync, store
-from rag_assets.index.freshness import age_label
 from rag_assets.index.integrity import read_json_object
 from rag_assets.ingest.boundaries import vault_policy
-from rag_assets.ingest.parsing import MARKDOWN_SUFFIXES, parse_collection
+from rag_assets.ingest.parsing import parse_collection
 from rag_assets.ingest.sources import (
     StatCache,
     combine_hashes,
-    iter_collection_entries,
     snapshot_collection,
 )
 from rag_assets.pipeline import (
@@ -44,6 +41,7 @@ from rag_assets.pipeline import (
     utc_now_iso,
 )
 from rag_assets.privacy.sanitize import Sanitizer, SanitizeTally, fingerprint_for
+from rag_assets.privacy.tier_cards import TierCard, tier_card
 from rag_assets.records import Chunk, CollectionSnapshot, SkippedFile
 
 Log = Callable[[str], None]
@@ -208,29 +206,6 @@ def vaults_riding_along(cfg: RagConfig, tier: str, requested: list[str], embedde
     return [v.name for v in cfg.tier_vaults(tier) if v.name not in requested and v.name in held]
 
 
-@dataclass
-class TierCard:
-    """One tier's store at a glance: the UI's metadata, ``rag status`` and the checks."""
-
-    tier: str
-    path: str
-    exists: bool
-    documents: int = 0
-    chunks: int = 0
-    embedded: int = 0
-    size_bytes: int = 0
-    model: str | None = None
-    dimension: int | None = None
-    built_at: str | None = None
-    freshness: str = "Missing"
-    age_seconds: float | None = None
-    per_vault: dict[str, dict[str, int]] = field(default_factory=dict)
-    vaults_configured: list[str] = field(default_factory=list)
-    vaults_not_built: list[str] = field(default_factory=list)
-    purged: list[str] = field(default_factory=list)
-    postgres: pg_sync.PgSyncResult | None = None  # with store.backend postgres: this refresh's sync
-
-
 def refresh_tier_store(cfg: RagConfig, tier: str) -> TierCard:
     """Purge vaults that no longer belong to the tier, then describe the store."""
     path = cfg.store_path(tier)
@@ -241,25 +216,6 @@ def refresh_tier_store(cfg: RagConfig, tier: str) -> TierCard:
     card = tier_card(cfg, tier)
     card.purged = purged
     card.postgres = pg_sync.sync_if_configured(cfg, tier)  # one transaction, only the changed rows
-    return card
-
-
-def tier_card(cfg: RagConfig, tier: str, now: dt.datetime | None = None) -> TierCard:
-    path = cfg.store_path(tier)
-    wanted = [v.name for v in cfg.tier_vaults(tier)]
-    summary = store.summarise(path)
-    card = TierCard(tier=tier, path=str(path), exists=summary is not None, vaults_configured=wanted)
-    if summary is None:
-        card.vaults_not_built = wanted
-        return card
-    label, age = age_label(summary.built_at, now)
-    card.documents, card.chunks, card.size_bytes = summary.documents, summary.chunks, summary.size_bytes
-    card.embedded = summary.embedded
-    card.model, card.dimension, card.built_at = summary.model, summary.dimension, summary.built_at
-    card.freshness, card.age_seconds = label, age
-    card.per_vault = summary.per_collection
-    built = store.read_sources(path)
-    card.vaults_not_built = [name for name in wanted if name not in built]
     return card
 
 
@@ -322,57 +278,9 @@ def departed_vaults(cfg: RagConfig) -> dict[str, list[str]]:
     return out
 
 
-def markdown_files_on_disk(cfg: RagConfig, vault: VaultConfig) -> int:
-    if not vault.path.is_dir():
-        return 0
-    entries = iter_collection_entries(vault.path, vault_policy(cfg, vault))
-    return sum(1 for rel, _, _ in entries if rel.lower().endswith(MARKDOWN_SUFFIXES))
-
-
 def tally_counts(tally: SanitizeTally) -> dict[str, int]:
     """Replacements per kind, secrets as ``secret:<kind>`` and identities as ``identity:<kind>``."""
     merged: Counter = Counter()
     merged.update({f"secret:{k}": v for k, v in tally.secrets.items()})
     merged.update({f"identity:{k}": v for k, v in tally.identities.items()})
     return dict(sorted(merged.items()))
-
-
-def tiers_report(cfg: RagConfig, damaged: set[Path] | frozenset[Path] = frozenset()) -> dict[str, dict]:
-    """The three tiers for ``rag status``: store size, counts, model, built time, freshness;
-    for the vault tiers, each vault's Markdown files on disk and rows in the store. A store
-    in ``damaged`` is reported as such, not opened."""
-    out: dict[str, dict] = {}
-    for tier in ("public", "safe", "private"):
-        if cfg.store_path(tier).resolve() in damaged:
-            out[tier] = {"store": str(cfg.store_path(tier)), "exists": True, "damaged": True}
-            continue
-        card = tier_card(cfg, tier)
-        entry = {
-            "store": card.path,
-            "exists": card.exists,
-            "bytes": card.size_bytes,
-            "documents": card.documents,
-            "chunks": card.chunks,
-            "embedded": card.embedded,
-            "model": card.model,
-            "dimension": card.dimension,
-            "builtAt": card.built_at,
-            "freshness": card.freshness,
-            "ageSeconds": card.age_seconds,
-            # What the rows were built from, in one hash (each collection's or vault's, combined).
-            "contentHash": combine_hashes(store.read_sources(cfg.store_path(tier))) if card.exists else None,
-        }
-        if tier != "public":
-            entry["vaults"] = {
-                v.name: {
-                    "path": str(v.path),
-                    "tier": v.tier,
-                    "markdownFiles": markdown_files_on_disk(cfg, v),
-                    "documents": card.per_vault.get(v.name, {}).get("documents", 0),
-                    "chunks": card.per_vault.get(v.name, {}).get("chunks", 0),
-                    "built": v.name not in card.vaults_not_built,
-                }
-                for v in cfg.tier_vaults(tier)
-            }
-        out[tier] = entry
-    return out

@@ -276,10 +276,11 @@ class MemoryBm25:
         return built
 
     # -------------------------------------------------------------- search
-    def query_terms(self, query: str) -> tuple[list[int], list[str]]:
+    def query_terms(self, query: str, words: list[str] | None = None) -> tuple[list[int], list[str]]:
         """(term ids, one per query word that is one known token; repeats kept, as FTS5
-        counts each) and (the words FTS5 reads as multi-token phrases, repeats kept)."""
-        words = query_words(query)
+        counts each) and (the words FTS5 reads as multi-token phrases, repeats kept).
+        ``words``: the query's words already chosen (a capped long query); None: all of them."""
+        words = query_words(query) if words is None else words
         if not words:
             return [], []
         ids: list[int] = []
@@ -294,9 +295,10 @@ class MemoryBm25:
                     ids.append(term)
         return ids, phrases
 
-    def scores(self, query: str) -> np.ndarray | None:
-        """BM25 score of every row (0: no match); None when the query has no usable word."""
-        ids, phrases = self.query_terms(query)
+    def scores(self, query: str, words: list[str] | None = None) -> np.ndarray | None:
+        """BM25 score of every row (0: no match); None when the query has no usable word.
+        ``words``: as in :meth:`query_terms`."""
+        ids, phrases = self.query_terms(query, words)
         if not ids and not phrases:
             return None
         times = Counter(ids)  # a term FTS5 scores n times (repeated words, shared stems) weighs n times
@@ -331,10 +333,13 @@ class MemoryBm25:
         known = at >= 0
         np.add.at(scores, at[known], values[known])
 
-    def ranks(self, query: str, depth: int, mask: np.ndarray | None = None) -> dict[int, tuple[int, float]]:
+    def ranks(
+        self, query: str, depth: int, mask: np.ndarray | None = None, words: list[str] | None = None
+    ) -> dict[int, tuple[int, float]]:
         """Row -> (rank from 1, score) of the ``depth`` best rows among those ``mask`` allows,
-        as ``SearchIndex._bm25_ranks`` returns them from FTS5 (ties: lower row first)."""
-        scores = self.scores(query)
+        as ``SearchIndex._bm25_ranks`` returns them from FTS5 (ties: lower row first).
+        ``words``: as in :meth:`query_terms`."""
+        scores = self.scores(query, words)
         if scores is None or depth <= 0:
             return {}
         if mask is not None:

@@ -8,12 +8,19 @@ becomes terms through a scratch in-memory FTS5 table with the same tokenizer as
 re-implemented in Python. A word FTS5 splits into several tokens (``k3s_cert``) is a
 phrase to FTS5; :class:`rag_assets.search.bm25.MemoryBm25` asks FTS5 for that phrase's
 part of the score.
+
+A long query is capped (:func:`capped_words`): past ``MAX_QUERY_TERMS`` distinct words
+(:mod:`rag_assets.index.query`), only the words that weigh most are searched, by FTS5 and
+by the in-memory BM25 alike.
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
+from collections import Counter
+from typing import Callable, Mapping
 
 from rag_assets.index.fts import TOKENIZE
 
@@ -76,5 +83,43 @@ def query_words(query: str) -> list[str]:
 
 def query_stems(query: str) -> list[str]:
     """The FTS5 terms (stems) of the query's words, one per token, repeats kept as FTS5 counts them."""
-    words = query_words(query)
+    return stems_of(query_words(query))
+
+
+def stems_of(words: list[str]) -> list[str]:
+    """The FTS5 terms of ``words``, one per token, repeats kept."""
     return [token for tokens in TOKENIZER.terms(words) for token in tokens] if words else []
+
+
+def capped_words(
+    words: list[str], frequency: Callable[[list[str]], Mapping[str, int]], n_rows: int, limit: int | None = None
+) -> list[str]:
+    """``words`` (as :func:`query_words` gives them), or, when they hold more than ``limit``
+    distinct words (default ``MAX_QUERY_TERMS``), only the ``limit`` that weigh most, in
+    their places, repeats kept.
+
+    A word weighs its repeats times its idf (from ``frequency``: term -> number of chunks
+    holding it, over ``n_rows`` chunks; a multi-token word by its rarest token): the most a
+    word can add to a chunk's score, so the words left out are those that move a ranking
+    least (common words, whose long doclists are also what FTS5 spends its time on). Words
+    no chunk holds match nothing and come last. Short queries are returned as they are,
+    without a look-up."""
+    from rag_assets.index import query as query_module
+
+    limit = query_module.MAX_QUERY_TERMS if limit is None else limit
+    counts = Counter(words)
+    if len(counts) <= limit:
+        return words
+    distinct = list(counts)
+    tokens = TOKENIZER.terms(distinct)
+    df = frequency(sorted({t for found in tokens for t in found}))
+
+    def weight(i: int) -> float:
+        known = [df.get(t, 0) for t in tokens[i]]
+        if not known or min(known) == 0:
+            return -1.0
+        rarest = min(known)
+        return counts[distinct[i]] * max(math.log((n_rows - rarest + 0.5) / (rarest + 0.5)), 1e-6)
+
+    kept = {distinct[i] for i in sorted(range(len(distinct)), key=lambda i: (-weight(i), i))[:limit]}
+    return [w for w in words if w in kept]

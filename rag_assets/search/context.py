@@ -83,9 +83,22 @@ class PackedContext:
     budget: int
     tokenizer: str
     dropped: list[str] = field(default_factory=list)
+    # Set when hits were given but not even the best passage fits: the tokens it needs.
+    needed_budget: int | None = None
+    best_tag: str = ""  # that passage's citation tag
+
+    @property
+    def message(self) -> str | None:
+        """Why the context is empty although hits were found, and the budget that would do; None otherwise."""
+        if self.needed_budget is None:
+            return None
+        return (
+            f"The budget of {self.budget} tokens is smaller than the best passage ({self.best_tag}), which needs "
+            f"{self.needed_budget} tokens by {self.tokenizer}: give a budget of at least {self.needed_budget}."
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "text": self.text,
             "citations": [dict(c) for c in self.citations],
             "tokens": self.tokens,
@@ -93,6 +106,10 @@ class PackedContext:
             "tokenizer": self.tokenizer,
             "dropped": list(self.dropped),
         }
+        if self.needed_budget is not None:  # only then: a packed context keeps its six keys
+            out["neededBudget"] = self.needed_budget
+            out["message"] = self.message
+        return out
 
 
 _CHUNK_ID = re.compile(r"/chunk-(\d+)$")
@@ -200,7 +217,8 @@ def pack_context(hits: Sequence[Hit], budget: int, *, tokenizer: TokenCounter | 
     See the module docstring for the selection, merging and tag rules. ``tokenizer``
     defaults to :func:`default_token_counter`. Duplicate hit ids count once (the first,
     best-scored one). A budget too small for any passage gives an empty text with every
-    hit in ``dropped``; ``budget <= 0`` raises ValueError.
+    hit in ``dropped``, and ``needed_budget`` (with ``message``): what the best passage needs;
+    ``budget <= 0`` raises ValueError.
     """
     if isinstance(budget, bool) or not isinstance(budget, int):
         raise TypeError(f"budget must be an integer number of tokens, not {type(budget).__name__}")
@@ -221,7 +239,7 @@ def pack_context(hits: Sequence[Hit], budget: int, *, tokenizer: TokenCounter | 
         passages, dropped = _select(ordered, budget, counter, False)
         text = _render(passages)
         tokens = counter.count(text)
-    return PackedContext(
+    packed = PackedContext(
         text=text,
         citations=[p.citation() for p in passages],
         tokens=tokens,
@@ -229,6 +247,10 @@ def pack_context(hits: Sequence[Hit], budget: int, *, tokenizer: TokenCounter | 
         tokenizer=counter.name,
         dropped=dropped,
     )
+    if not passages and ordered:  # an empty context must say what budget the best passage needs
+        best = _Packer().passages(ordered[:1])[0]
+        packed.needed_budget, packed.best_tag = counter.count(best.render()), best.tag
+    return packed
 
 
 def _select(

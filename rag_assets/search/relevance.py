@@ -109,36 +109,51 @@ class TermStatistics:
         self._df: dict[str, int] = {}
         self._stamp: tuple | None = None
 
-    def ceiling(self, conn: sqlite3.Connection, stamp: tuple, terms: Sequence[str], n_rows: int) -> tuple[float, float]:
+    def frequencies(self, conn: sqlite3.Connection, stamp: tuple, terms: Sequence[str]) -> dict[str, int]:
+        """Each term's document frequency in ``fts_chunks`` (0: no chunk holds it)."""
+        if stamp != self._stamp:
+            self._df, self._stamp = {}, stamp
+        # This call's own dict: another thread (the HTTP server's) may replace self._df meanwhile.
+        df = self._df
+        missing = [t for t in dict.fromkeys(terms) if t not in df]
+        if missing:
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.rag_vocab_row USING fts5vocab(main, 'fts_chunks', 'row')")
+            found: dict[str, int] = {}
+            for start in range(0, len(missing), 500):  # under SQLite's limit on bound parameters
+                batch = missing[start:start + 500]
+                marks = ",".join("?" * len(batch))
+                found.update(conn.execute(f"SELECT term, doc FROM temp.rag_vocab_row WHERE term IN ({marks})", batch))
+            if len(df) + len(missing) > 100_000:  # bounded: start again with this query's terms
+                df = {t: df[t] for t in terms if t in df}
+            df.update({term: int(found.get(term, 0)) for term in missing})
+            self._df = df
+        return {t: df[t] for t in terms}
+
+    def ceiling(
+        self, conn: sqlite3.Connection, stamp: tuple, terms: Sequence[str], n_rows: int,
+        all_terms: Sequence[str] | None = None,
+    ) -> tuple[float, float]:
         """(``sum idf(t) * (k1 + 1)`` over the query's terms with FTS5's idf, the share of its
-        distinct terms that no chunk holds)."""
+        distinct terms that no chunk holds). ``all_terms``: the query's terms before a long
+        query was capped (rag_assets.search.bm25_terms.capped_words); the share of unknown
+        terms is read over them, the ceiling over the ``terms`` searched."""
         if not terms or n_rows <= 0:
             return 0.0, 0.0
-        shares = self.term_ceilings(conn, stamp, terms, n_rows)
-        distinct = set(terms)
-        return sum(shares), sum(self._df.get(t, 0) == 0 for t in distinct) / len(distinct)
+        every = list(all_terms) if all_terms else list(terms)
+        df = self.frequencies(conn, stamp, list(terms) + every)
+        total = 0.0
+        for term in terms:
+            idf = math.log((n_rows - df[term] + 0.5) / (df[term] + 0.5))
+            total += max(idf, 1e-6) * (K1 + 1)
+        distinct = set(every)
+        return total, sum(df[t] == 0 for t in distinct) / len(distinct)
 
     def term_ceilings(self, conn: sqlite3.Connection, stamp: tuple, terms: Sequence[str], n_rows: int) -> list[float]:
         """Each term's share of the ceiling, ``idf(t) * (k1 + 1)`` with FTS5's idf, in order."""
         if not terms or n_rows <= 0:
             return [0.0] * len(terms)
-        if stamp != self._stamp:
-            self._df, self._stamp = {}, stamp
-        missing = [t for t in dict.fromkeys(terms) if t not in self._df]
-        if missing:
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.rag_vocab_row USING fts5vocab(main, 'fts_chunks', 'row')")
-            marks = ",".join("?" * len(missing))
-            found = dict(conn.execute(f"SELECT term, doc FROM temp.rag_vocab_row WHERE term IN ({marks})", missing))
-            for term in missing:
-                self._df[term] = int(found.get(term, 0))
-            if len(self._df) > 100_000:
-                self._df.clear()
-        shares = []
-        for term in terms:
-            df = self._df.get(term, 0)
-            idf = math.log((n_rows - df + 0.5) / (df + 0.5))
-            shares.append(max(idf, 1e-6) * (K1 + 1))
-        return shares
+        df = self.frequencies(conn, stamp, terms)
+        return [max(math.log((n_rows - df[t] + 0.5) / (df[t] + 0.5)), 1e-6) * (K1 + 1) for t in terms]
 
 
 def candidate_features(

@@ -11,7 +11,9 @@ The Python API the CLI, the HTTP server and the evaluation share::
   the chunk's text, its document's title, its headings and its document's tags, each with
   its weight (``fields``, :mod:`rag_assets.index.fields`). User text is never passed as
   FTS syntax: it is split into words, English stop words are dropped, and every word is
-  quoted, joined with OR. CJK words are matched as n-gram phrases in ``fts_cjk``.
+  quoted, joined with OR. CJK words are matched as n-gram phrases in ``fts_cjk``. A long
+  query (a pasted paragraph) is capped at ``MAX_QUERY_TERMS`` (128) distinct words, those that
+  weigh most (:func:`rag_assets.search.bm25_terms.capped_words`), so its cost is bounded.
   With ``lexical="memory"`` or ``"auto"`` the same scores come from postings held in memory
   (:mod:`rag_assets.search.bm25`), which is what keeps BM25 fast on large stores.
 - **Fusion** (``fusion="zscore"``, the default): both lists' scores standardised over the
@@ -50,7 +52,7 @@ import numpy as np
 from rag_assets.embed.base import Embedder
 from rag_assets.base import cjk
 from rag_assets.index import store
-from rag_assets.search.bm25_terms import query_stems
+from rag_assets.search.bm25_terms import capped_words, query_words, stems_of
 from rag_assets.index.fields import FieldWeights, bm25_call
 from rag_assets.search.fusion import fuse, mmr
 from rag_assets.search.pages import group_pages
@@ -63,7 +65,7 @@ from rag_assets.index.params import (
     damaged_store_error,
 )
 from rag_assets.index.profiles import SearchProfile, apply_profile, read_profile
-from rag_assets.index.query import fts_match_query
+from rag_assets.index.query import fts_match_of_words
 from rag_assets.search.relevance import TermStatistics, candidate_features, shipped_models, title_shares, weighted
 
 log = logging.getLogger(__name__)
@@ -304,8 +306,9 @@ class SearchIndex:
             qvec = np.asarray(embedder.embed_query(query), dtype=np.float32)
             embed_ms = (time.perf_counter() - t0) * 1000
             vector = self._vector_ranks(data, qvec, mask, depth)
-        if mode in ("hybrid", "bm25"):
-            lexical = self._bm25_ranks(data, query, mask, depth)
+        words = self._query_words(data, query) if mode != "vector" else None
+        if words is not None:
+            lexical = self._bm25_ranks(data, query, mask, depth, words[0])
         cosines: dict[int, float] = {}
         if mode == "hybrid" and qvec is not None:
             # BM25 candidates below the vector list's depth still have a cosine: fusion
@@ -316,7 +319,7 @@ class SearchIndex:
         params = apply_profile(params, data.profile)
         scored = fuse(vector, lexical, params, mode, cosines)
         candidates = sorted(scored, key=lambda row: (-scored[row], row))
-        relevance, features = self._relevance(data, query, mode, candidates, vector, lexical, cosines)
+        relevance, features = self._relevance(data, query, mode, candidates, vector, lexical, cosines, words)
         if params.collection_weights:
             relevance = {row: weighted(p, self.weights.get(str(data.collections[row]), 1.0)) for row, p in relevance.items()}
         # One ranking: by the relevance every hit shows (the fused score only breaks ties).
@@ -337,23 +340,32 @@ class SearchIndex:
             self._log(result)
         return result
 
-    def _relevance(self, data: LoadedIndex, query: str, mode: str, rows: list[int], vector, lexical, cosines):
-        """(row -> calibrated relevance, the rows' features) for ``rows`` (rag_assets.search.relevance)."""
+    def _query_words(self, data: LoadedIndex, query: str) -> tuple[list[str], list[str]]:
+        """(the words BM25 searches, all the query's words): a long query's capped ones, or all."""
+        every = query_words(query)
+        conn = self._connection()
+        searched = capped_words(every, lambda terms: data.term_statistics.frequencies(conn, data.stamp, terms), len(data.rowids))
+        return searched, every
+
+    def _relevance(self, data: LoadedIndex, query: str, mode: str, rows: list[int], vector, lexical, cosines, words=None):
+        """(row -> calibrated relevance, the rows' features) for ``rows`` (rag_assets.search.relevance);
+        ``words``: :meth:`_query_words`' (None: found again)."""
         if not rows:
             return {}, _FeatureTable([], {})
         ceiling, unknown, title = 0.0, 0.0, None
         if mode != "vector":
-            stems = query_stems(query)
+            words = words or self._query_words(data, query)
+            stems, every = stems_of(words[0]), stems_of(words[1])
             # CJK words are matched in fts_cjk as n-gram phrases, not as fts_chunks terms:
             # they are neither unknown words nor part of fts_chunks's ceiling. Their share of
             # the ceiling is the best BM25 score any candidate reached (a CJK match counts as full).
-            words = [t for t in stems if not cjk.has_cjk(t)]
+            terms = [t for t in stems if not cjk.has_cjk(t)]
             conn, n_rows = self._connection(), len(data.rowids)
-            ceiling, unknown = data.term_statistics.ceiling(conn, data.stamp, words, n_rows)
-            if len(words) < len(stems) and lexical:
+            ceiling, unknown = data.term_statistics.ceiling(conn, data.stamp, terms, n_rows, [t for t in every if not cjk.has_cjk(t)])
+            if len(terms) < len(stems) and lexical:
                 ceiling += max(score for _, score in lexical.values())
-            shares = data.term_statistics.term_ceilings(conn, data.stamp, words, n_rows)
-            title = title_shares([data.document_ids[row] for row in rows], data.documents, data.title_terms, words, shares, ceiling)
+            shares = data.term_statistics.term_ceilings(conn, data.stamp, terms, n_rows)
+            title = title_shares([data.document_ids[row] for row in rows], data.documents, data.title_terms, terms, shares, ceiling)
         features = candidate_features(rows, vector, lexical, cosines, ceiling, unknown, title)
         model = shipped_models().model(data.profile.embedder, mode)
         return dict(zip(rows, model.predict(features).tolist())), _FeatureTable(rows, features)
@@ -394,14 +406,21 @@ class SearchIndex:
         top = top[np.argsort(-scores[top], kind="stable")]
         return {int(row): (rank, float(scores[row])) for rank, row in enumerate(top, start=1) if np.isfinite(scores[row])}
 
-    def _bm25_ranks(self, data: LoadedIndex, query: str, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
+    def _bm25_ranks(
+        self, data: LoadedIndex, query: str, mask: np.ndarray | None, depth: int, words: list[str] | None = None
+    ) -> dict[int, tuple[int, float]]:
+        """Row -> (rank, score) of the ``depth`` best chunks for the query's searched words
+        (``words``, :meth:`_query_words`; None: found here) in fts_chunks, and for its CJK
+        text in fts_cjk."""
+        if words is None:
+            words = self._query_words(data, query)[0]
         conn = self._connection()
         found: list[tuple[int, float]] = []
         memory = data.bm25
         if memory is not None:  # the same scores as fts_chunks's bm25(), from memory
-            found.extend((row, score) for row, (_, score) in memory.ranks(query, depth, mask).items())
+            found.extend((row, score) for row, (_, score) in memory.ranks(query, depth, mask, words).items())
         weighted = (bm25_call("fts_chunks"), self.fields.as_tuple())  # fts_chunks's field weights
-        for table, match in (("fts_chunks", fts_match_query(query)), ("fts_cjk", cjk.fts_query(query))):
+        for table, match in (("fts_chunks", fts_match_of_words(words)), ("fts_cjk", cjk.fts_query(query))):
             if not match or (memory is not None and table == "fts_chunks"):
                 continue
             bm25, weights = weighted if table == "fts_chunks" else (f"bm25({table})", ())

@@ -17,7 +17,8 @@ Server-sent events when the ``Accept`` header contains ``text/event-stream`` or 
 ``"stream": true``, in this order:
 
 - ``sources``: ``{"question", "query", "tier", "abstained", "message"?, "sources": [{"n", "id",
-  "collection", "slug", "title", "headingPath", "anchor", "url", "relevance", "text"}]}``
+  "collection", "slug", "title", "headingPath", "anchor", "url", "relevance", "text", and for the
+  page "html" and "plain": the text rendered and sanitised from a block boundary}]}``
 - ``token`` (one per streamed piece): ``{"text"}``
 - ``done``: ``{"answer", "citations", "model", "usage", "abstained", "citationCheck", "latencyMs"}``
 - or, instead of ``done``, ``error``: ``{"error", "status"}`` (502: the chat model failed;
@@ -56,6 +57,7 @@ from rag_assets.config import RagConfig
 from rag_assets.embed.errors import EmbeddingError
 from rag_assets.base.egress import PrivacyError
 from rag_assets.index.params import SearchError
+from rag_assets.search.rendered import rendered_source_json
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.serve.access import TierDenied
 from rag_assets.serve.limits import Limits, Slot, counted, exempt, too_many
@@ -230,7 +232,10 @@ def _collections(value: Any) -> tuple[str, ...]:
 def sse(events: Iterator[Event]) -> Iterator[bytes]:
     """Events as ``text/event-stream`` frames (one JSON line of data each)."""
     for event in events:
-        data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
+        payload = event.data
+        if event.kind == "sources":  # the page shows each source rendered (rag_assets.search.rendered)
+            payload = {**payload, "sources": [rendered_source_json(s) for s in payload.get("sources", [])]}
+        data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
         yield f"event: {event.kind}\ndata: {data}\n\n".encode()
 
 

@@ -9,32 +9,45 @@ once each over the vaults (see rag_assets/defs/runner.py), in-process, against t
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from typing import Sequence
+from typing import Callable, Sequence
 
-from rag_assets.config import (
-    ConfigError,
-    load_config,
-)
-from rag_assets.embed import UnknownEmbedderError
 from rag_assets.index.params import MAX_BUDGET, MAX_PER_DOCUMENT
 from rag_assets.serve.cli_ask import add_ask_parser
-from rag_assets.serve.cli_build import cmd_build, cmd_check, cmd_config
-from rag_assets.serve.cli_query import (
-    cmd_audit,
-    cmd_context,
-    cmd_eval,
-    cmd_log,
-    cmd_search,
-    cmd_serve,
-)
-from rag_assets.privacy.identity import IdentityMapError
 from rag_assets.serve.cli_mcp import add_mcp_command
 from rag_assets.serve.cli_numbers import finite_float, int_between
 from rag_assets.serve.cli_token import add_token_command
 from rag_assets.serve.exit_codes import EXIT_OK, EXIT_USAGE
-from rag_assets.serve.status import cmd_status
+
+Handler = Callable[..., int]
+
+
+def lazy(module: str, name: str) -> Handler:
+    """A command handler imported only when that command runs.
+
+    Start-up time is import time: `rag --help` and `rag search` must not pay for what only
+    `rag build` (Dagster, the planner, the privacy scanners) or `rag serve` (Starlette) loads.
+    """
+
+    def handler(cfg: object, args: argparse.Namespace) -> int:
+        return getattr(importlib.import_module(module), name)(cfg, args)
+
+    return handler
+
+
+def configuration_error(exc: Exception) -> str | None:
+    """The one-line message for a configuration mistake, or None when ``exc`` is not one."""
+    from rag_assets.config import ConfigError
+    from rag_assets.embed import UnknownEmbedderError
+    from rag_assets.privacy.identity import IdentityMapError
+
+    if isinstance(exc, (ConfigError, UnknownEmbedderError)):
+        return f"rag: configuration error: {exc}"
+    if isinstance(exc, IdentityMapError):
+        return f"rag: configuration error: {exc}; fix the file that identity_map in rag.yaml names"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE
+    from rag_assets.config import load_config
+
     try:
         cfg = load_config(
             args.config,
@@ -52,11 +67,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             private_embedder=getattr(args, "private_embedder", None),
         )
         return args.handler(cfg, args)
-    except (ConfigError, UnknownEmbedderError) as exc:
-        print(f"rag: configuration error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except IdentityMapError as exc:
-        print(f"rag: configuration error: {exc}; fix the file that identity_map in rag.yaml names", file=sys.stderr)
+    except ValueError as exc:  # every configuration error is a ValueError; the others propagate
+        message = configuration_error(exc)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         # Output piped into `head` and friends: stop quietly, like other Unix tools.
@@ -160,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Celery task, fewer spread the work more evenly",
     )
     build.add_argument("-v", "--verbose", action="store_true", help="show Dagster's step logs")
-    build.set_defaults(handler=cmd_build)
+    build.set_defaults(handler=lazy("rag_assets.serve.cli_build", "cmd_build"))
 
     check = commands.add_parser(
         "check",
@@ -168,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 0 if the index matches the content, 1 if it is stale; writes nothing",
         description="Compare the content on disk with the last build and say which collections changed and why.",
     )
-    check.set_defaults(handler=cmd_check)
+    check.set_defaults(handler=lazy("rag_assets.serve.cli_build", "cmd_check"))
 
     status = commands.add_parser(
         "status",
@@ -177,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Model, dimension, chunks, size, build time, content hash and per-collection counts.",
     )
     status.add_argument("--json", action="store_true", help="print the status as JSON")
-    status.set_defaults(handler=cmd_status)
+    status.set_defaults(handler=lazy("rag_assets.serve.status", "cmd_status"))
 
     audit = commands.add_parser(
         "audit",
@@ -195,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tier", choices=("safe", "public", "all"), default="safe", help="which store to audit (default: safe; all: safe and public)"
     )
     audit.add_argument("--json", action="store_true", help="print the findings as JSON")
-    audit.set_defaults(handler=cmd_audit)
+    audit.set_defaults(handler=lazy("rag_assets.serve.cli_query", "cmd_audit"))
 
     tiers = ("public", "safe", "private")
 
@@ -249,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     add_search_options(search)
-    search.set_defaults(handler=cmd_search)
+    search.set_defaults(handler=lazy("rag_assets.serve.cli_query", "cmd_search"))
 
     context = commands.add_parser(
         "context",
@@ -262,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_search_options(context)
     context.add_argument("--budget", type=int_between(1, MAX_BUDGET), default=1500, help="token budget (default: 1500)")
-    context.set_defaults(handler=cmd_context)
+    context.set_defaults(handler=lazy("rag_assets.serve.cli_query", "cmd_context"))
 
     add_ask_parser(commands, common)
 
@@ -275,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     log.add_argument("--tier", choices=tiers, default="public", help="which store's log (default: public)")
     log.add_argument("-n", type=int_between(1, 10_000), default=10, help="rows per list (default: 10)")
     log.add_argument("--json", action="store_true", help="print JSON")
-    log.set_defaults(handler=cmd_log)
+    log.set_defaults(handler=lazy("rag_assets.serve.cli_query", "cmd_log"))
 
     serve = commands.add_parser(
         "serve",
@@ -290,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also serve the Private tier when bound to a non-loopback address (refused by default)",
     )
-    serve.set_defaults(handler=cmd_serve)
+    serve.set_defaults(handler=lazy("rag_assets.serve.cli_query", "cmd_serve"))
 
     add_mcp_command(commands, common)
     add_token_command(commands, common)
@@ -331,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the public tier) into PostgreSQL at store.url / $RAG_STORE_URL and searches it there",
     )
     evaluate.add_argument("--json", action="store_true", help="print the figures as JSON")
-    evaluate.set_defaults(handler=cmd_eval)
+    evaluate.set_defaults(handler=lazy("rag_assets.serve.cli_query", "cmd_eval"))
 
     config = commands.add_parser(
         "config",
@@ -348,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     config.add_argument("--embedder", metavar="NAME", help="public and Safe tier provider, as for `rag build`")
     config.add_argument("--private-embedder", metavar="NAME", help="Private tier provider, as for `rag build`")
-    config.set_defaults(handler=cmd_config)
+    config.set_defaults(handler=lazy("rag_assets.serve.cli_build", "cmd_config"))
     return parser
 
 

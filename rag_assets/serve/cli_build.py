@@ -21,7 +21,7 @@ from rag_assets.index import generations
 from rag_assets.index.freshness import detect_changes
 from rag_assets.index.integrity import cache_damage, discard_damaged_caches
 from rag_assets.index.repair import repair_in_place
-from rag_assets.ingest.collections import discover_collections
+from rag_assets.ingest.collections import VAULT_FOLDER_REASON, discover_collections, holds_configured_vault
 from rag_assets.pipeline import plan_collection
 from rag_assets.planning import Cause, ObservedState, Plan, Reason, observe, plan
 from rag_assets.privacy.vaults import (
@@ -56,10 +56,31 @@ def cmd_config(cfg: RagConfig, args: argparse.Namespace) -> int:
 # --- build -----------------------------------------------------------------------------------
 
 
+def exclusion_note(cfg: RagConfig, folder: str, reason: str) -> str | None:
+    """The note for a content folder that is not a collection, or None when there is nothing to say.
+
+    A folder that holds the configured vaults is left out by design: silent, unless rag.yaml
+    lists it under ``collections`` (then the user asked for it and learns why not). A vaults
+    folder with no configured vault in it says how to index its notes.
+    """
+    if reason != VAULT_FOLDER_REASON:
+        return f"note: folder {folder!r} is not a collection: {reason}"
+    if cfg.collections is not None and folder in cfg.collections:
+        return f"note: folder {folder!r} is not a collection: {reason}; remove it from `collections` in rag.yaml"
+    if holds_configured_vault(cfg.content_dir / folder, cfg.vaults):
+        return None
+    return (
+        f"note: folder {folder!r} is not a collection: it is kept for note vaults; list its vaults under "
+        "`vaults` in rag.yaml to index them, or rename the folder to make it a collection"
+    )
+
+
 def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     discovery = discover_collections(cfg)
     for folder, reason in discovery.excluded:
-        print(f"note: folder {folder!r} is not a collection: {reason}")
+        note = exclusion_note(cfg, folder, reason)
+        if note:
+            print(note)
     for name in discovery.loose_files:
         print(f"note: {name} is directly in the content folder, outside any collection; not indexed")
     for name in discovery.missing:

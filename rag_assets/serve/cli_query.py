@@ -12,7 +12,6 @@ from rag_assets.config import (
     RagConfig,
 )
 from rag_assets.serve.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from rag_assets.serve.status import TIER_LABELS
 
 # --- audit -----------------------------------------------------------------------------------
 
@@ -36,6 +35,8 @@ def cmd_audit(cfg: RagConfig, args: argparse.Namespace) -> int:
 
 
 def _print_audit(report) -> None:
+    from rag_assets.serve.status import TIER_LABELS
+
     label = TIER_LABELS[report.tier]
     if not report.exists:
         print(f"{label} tier: no store at {report.store_path}; run `rag build` first.")
@@ -176,6 +177,8 @@ def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
     packed = pack_context(result.hits, args.budget)
     if args.json:
         print(json.dumps(packed.to_json(), indent=2, ensure_ascii=False))
+    elif packed.message:  # not even the best passage fits: say what budget would, not an empty line
+        print(f"rag: {packed.message}", file=sys.stderr)
     else:
         print(packed.text)
         print(f"({packed.tokens} of {args.budget} tokens by {packed.tokenizer}, {len(packed.citations)} passages)", file=sys.stderr)
@@ -199,17 +202,30 @@ def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
                           "answers": {"total": answered, "recent": [a.to_json() for a in answers]}}, indent=2, ensure_ascii=False))
         return EXIT_OK
     print(f"{total} searches logged in {path}")
+    when = max((len(row["at"]) for row in recent + weakest), default=4)
     for title, rows in (("Recent", recent), ("Weakest (lowest best relevance: what the content answers worst)", weakest)):
         print(title)
+        if rows:  # column headers, so the figures say what they are
+            print(f"  {'When':<{when}}  {'Best relevance':>14}  {'Latency':>10}  {'Hits':>4}  Query")
         for row in rows:
-            relevance = "  -- " if row["topRelevance"] is None else f"{row['topRelevance']:.2f}"
-            print(f"  {row['at']}  {relevance}  {row['latencyMs']:7.1f} ms  {row['hits']:>3} hits  {row['query']}")
+            relevance = "--" if row["topRelevance"] is None else f"{row['topRelevance']:.2f}"
+            print(f"  {row['at']:<{when}}  {relevance:>14}  {row['latencyMs']:7.1f} ms  {row['hits']:>4}  {row['query']}")
     print(f"{answered} answers logged (rag ask, POST /ask)")
+    _print_answers(answers)
+    return EXIT_OK
+
+
+def _print_answers(answers) -> None:
+    """The answer log's rows under column headers."""
+    if not answers:
+        return
+    when = max(len(a.at) for a in answers)
+    model = max(len(a.model or "-") for a in answers)
+    print(f"  {'When':<{when}}  {'Latency':>11}  {'Model':<{model}}  Outcome [session]  Question")
     for a in answers:
         outcome = "abstained" if a.abstained else ("failed: " + a.error[:60] if a.error else "; ".join(a.citation_problems) or "cited")
         session = f" [{a.session}]" if a.session else ""
-        print(f"  {a.at}  {a.latency_ms:8.1f} ms  {a.model or '-'}  {outcome}{session}  {a.question}")
-    return EXIT_OK
+        print(f"  {a.at:<{when}}  {a.latency_ms:8.1f} ms  {a.model or '-':<{model}}  {outcome}{session}  {a.question}")
 
 
 def cmd_serve(cfg: RagConfig, args: argparse.Namespace) -> int:

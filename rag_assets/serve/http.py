@@ -7,7 +7,8 @@ Routes (``GET`` unless marked; all but ``/`` answer JSON)::
             &min_score=&mmr=0.7&view=pages|chunks&sections=3&per_doc=2&candidates=&rrf_k=
             &rerank=true|false
         -> {"query", "tier", "mode", "model", "view", "minScore", "bestRelevance",
-            "hits": [Hit.to_json()...], "latencyMs", "reranked",
+            "hits": [Hit.to_json()..., each section with "html" and "plain": its text rendered and
+            sanitised from a block boundary (rag_assets.search.rendered)], "latencyMs", "reranked",
             and when a reranker ran "reranker", "rerankCandidates", "rerankMs", "rerankError"}
        Hits are pages (view=pages, the default), each with its matching ``sections``; view=chunks
        (or per_doc, or mode=chunks: a hybrid search in the chunk view) gives one hit per chunk.
@@ -16,9 +17,11 @@ Routes (``GET`` unless marked; all but ``/`` answer JSON)::
     /context?q=...&budget=1500 (+ every /search parameter; k defaults to 20)
         -> the packed context: text with citation tags, citations, token count (empty, with a
            ``message``, when no hit reaches ``min_score``)
-    /status  -> the ``rag status --json`` report (every tier: exists, chunks, model, built, freshness),
-                with ``server.privateTierServed``, ``embeddingService`` (provider, model, reachable) and
-                ``chatService`` (per served tier: available, model, reason)
+    /status  -> the ``rag status --json`` report (every tier: exists, chunks, model, built, freshness,
+                and ``queryEmbedder``: the embedder that embeds its queries, ready or why not, with a
+                ``warning`` when it differs from what a next build would use), with
+                ``server.privateTierServed``, ``embeddingService`` (the embedder a next build would pick:
+                provider, model, reachable) and ``chatService`` (per served tier: available, model, reason)
     /health  -> {"status": "ok"}
     /mcp     -> the MCP server over streamable HTTP (rag_assets.serve.mcp_server): the same tools
                 as `rag mcp`, on the same per-tier indexes; the Private tier only to loopback clients
@@ -82,6 +85,7 @@ from rag_assets.config.providers import is_loopback_host
 from rag_assets.embed.errors import EmbeddingError
 from rag_assets.base.egress import PrivacyError
 from rag_assets.search.context import pack_context
+from rag_assets.search.rendered import rendered_hit_json
 from rag_assets.index.params import MAX_BUDGET, SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
 from rag_assets.serve.access import AccessBackend, TierDenied, auth_error
@@ -102,7 +106,13 @@ from rag_assets.serve.limits import Limits, RateLimits
 from rag_assets.serve.login import CsrfGuard, SessionStore, login_routes
 from rag_assets.serve.mcp_server import mcp_http
 from rag_assets.serve.origin_check import SameOriginJsonPosts, posting_paths
-from rag_assets.serve.status import chat_service_summary, embedding_service_summary, locked_status, status_report
+from rag_assets.serve.status import (
+    add_query_embedders,
+    chat_service_summary,
+    embedding_service_summary,
+    locked_status,
+    status_report,
+)
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 from rag_assets.serve.tokens import TokenStore, token_file_path
 from rag_assets.serve.web_routes import web_routes
@@ -192,7 +202,7 @@ def create_app(
                 "view": params.view,
                 "minScore": params.min_score,
                 "bestRelevance": round(result.best_relevance, 4),
-                "hits": [h.to_json() for h in result.hits],
+                "hits": [rendered_hit_json(h) for h in result.hits],  # with html/plain for the page
                 "latencyMs": round(result.latency_ms, 2),
                 **rerank_json(result),
             }
@@ -235,7 +245,8 @@ def create_app(
             for tier, entry in report.get("tiers", {}).items():
                 entry.setdefault("served", True)
             report["server"] = {"privateTierServed": serve_private, "loaded": tiers.loaded_summary()}
-            report["embeddingService"] = embedding_service_summary(cfg)
+            report["embeddingService"] = embedding_service_summary(cfg)  # what a next build would use
+            add_query_embedders(report, tiers.query_embedder_status)  # what answers queries now
             served = tuple(tier for tier, entry in report.get("tiers", {}).items() if entry.get("served"))
             report["chatService"] = chat_service_summary(cfg, served)
             return locked_status(report, request.auth.scopes, request.user.display_name)

@@ -184,6 +184,9 @@ def run_get_context(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> dict[
     }
     if not result.hits:
         out["message"] = _nothing_passed(result)
+    elif packed.message:  # hits, but the budget is under the best passage: the budget it needs
+        out["message"] = packed.message
+        out["neededBudget"] = packed.needed_budget
     return out
 
 
@@ -254,7 +257,8 @@ GET_CONTEXT = ToolSpec(
     "get_context",
     "Search, then return the most relevant passages packed into at most `budget` tokens, each preceded by a "
     "citation tag like [collection:slug#heading-anchor]. Use it to ground an answer in the knowledge base "
-    "and cite those tags; `citations` lists each passage's page and heading.",
+    "and cite those tags; `citations` lists each passage's page and heading. An empty `context` comes with a "
+    "`message` saying why (and `neededBudget` when the budget is smaller than the best passage).",
     CONTEXT_SCHEMA,
     run_get_context,
 )

@@ -12,9 +12,12 @@ questions stay local and raw (its notes are raw); the Public tier's as they are.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from rag_assets.config import RagConfig
-from rag_assets.privacy.sanitize import Sanitizer
+
+if TYPE_CHECKING:
+    from rag_assets.privacy.sanitize import Sanitizer
 
 SANITISED_TIERS = ("safe",)
 
@@ -22,6 +25,8 @@ SANITISED_TIERS = ("safe",)
 def tier_sanitizer(cfg: RagConfig) -> Sanitizer:
     """The Safe tier's sanitiser, as the build makes it (the configured identity map; secret
     detection alone when there is none)."""
+    from rag_assets.privacy.sanitize import Sanitizer  # the secret detector: only for a Safe-tier question
+
     path = cfg.identity_map_path
     return Sanitizer.from_file(path if path is not None and path.is_file() else None)
 

@@ -6,23 +6,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from rag_assets.config import (
     RagConfig,
 )
-from rag_assets.answer.selection import chat_for_tier
 from rag_assets.config.masking import mask_url
-from rag_assets.embed.selection import ServiceStatus, service_status
 from rag_assets.index import generations, index_json, store
 from rag_assets.index.freshness import age_label
 from rag_assets.index.integrity import output_damage
-from rag_assets.base.egress import PrivacyError
-from rag_assets.privacy.vaults import (
-    tiers_report,
-)
+from rag_assets.privacy.tier_cards import tiers_report
 from rag_assets.reporting import human_bytes, relative_age
 from rag_assets.serve.exit_codes import EXIT_FAILED, EXIT_OK
+
+if TYPE_CHECKING:
+    from rag_assets.embed.selection import ServiceStatus
 
 # --- status ----------------------------------------------------------------------------------
 
@@ -96,6 +94,8 @@ def embedding_service_summary(cfg: RagConfig, service: ServiceStatus | None = No
     a server bound to a network address has no reason to hand out. ``service``: a probe made
     already (the admin console's, which also lists Ollama's models).
     """
+    from rag_assets.embed.selection import service_status  # httpx: only where a service is probed
+
     service = service or service_status(cfg.embedding)
     return {
         "configured": service.configured,
@@ -106,6 +106,32 @@ def embedding_service_summary(cfg: RagConfig, service: ServiceStatus | None = No
     }
 
 
+def add_query_embedders(report: dict[str, Any], describe: Callable[[str], dict[str, Any]]) -> None:
+    """Put in each built, served tier of ``report`` the embedder that embeds its queries
+    (``queryEmbedder``: ``describe(tier)``), and a ``warning`` there when it is not the one
+    ``embeddingService`` names: that is the embedder a *next* build of the Public or Safe tier
+    would use (rag.yaml, or ``auto`` finding an API key), not the one answering queries now.
+    The Private tier embeds with its own local-only settings, which ``embeddingService`` does
+    not describe, so it gets no such comparison."""
+    service = report.get("embeddingService") or {}
+    for tier, entry in report.get("tiers", {}).items():
+        if not entry.get("served") or not entry.get("exists") or entry.get("damaged"):
+            continue
+        used = describe(tier)
+        if not used.get("ready"):
+            used["warning"] = f"queries cannot be embedded ({used.get('reason')}): keyword (BM25) search only"
+        elif used.get("model") != entry.get("model"):
+            used["warning"] = f"queries are embedded with {used.get('model')}, the store holds {entry.get('model')}"
+        elif tier != "private" and service.get("model") and service["model"] != used["model"]:
+            used["nextBuild"] = service["model"]
+            used["warning"] = (
+                f"the configured embedder now picks {service.get('selected')}: {service['model']} "
+                f"({service.get('reason')}); queries still use {used['model']}, which built this index, "
+                "until the next build re-embeds it"
+            )
+        entry["queryEmbedder"] = used
+
+
 def chat_service_summary(cfg: RagConfig, tiers: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """Which chat model would answer each tier, for ``/status`` (the page's header).
 
@@ -113,6 +139,9 @@ def chat_service_summary(cfg: RagConfig, tiers: tuple[str, ...]) -> dict[str, di
     the first answer is what proves it works). Public and Safe choose alike (any provider);
     Private only a local one, so it is chosen on its own.
     """
+    from rag_assets.answer.selection import chat_for_tier
+    from rag_assets.base.egress import PrivacyError
+
     out: dict[str, dict[str, Any]] = {}
     shared: dict[str, Any] | None = None
     for tier in tiers:
@@ -137,6 +166,8 @@ def chat_service_summary(cfg: RagConfig, tiers: tuple[str, ...]) -> dict[str, di
 
 
 def cmd_status(cfg: RagConfig, args: argparse.Namespace) -> int:
+    from rag_assets.embed.selection import service_status
+
     service = service_status(cfg.embedding)
     if args.json:
         report = status_report(cfg)

@@ -19,7 +19,9 @@ from typing import Any, Callable
 from rag_assets.config import TIERS, RagConfig
 from rag_assets.embed.base import Embedder
 from rag_assets.base.egress import PrivacyError
-from rag_assets.index.params import SearchResult
+from rag_assets.config.masking import mask_url
+from rag_assets.embed.errors import EmbeddingError
+from rag_assets.index.params import SearchError, SearchResult
 from rag_assets.search.rerank.selection import rerank_stage
 from rag_assets.search.rerank.stage import RerankStage
 from rag_assets.search.backends import open_index
@@ -155,6 +157,24 @@ class Tiers:
                 cached = (key, tier_embedder(self.cfg, tier, index))
                 self._embedders[tier] = cached
             return cached[1]
+
+    def query_embedder_status(self, tier: str) -> dict[str, Any]:
+        """The embedder that embeds ``tier``'s queries (the one ``/search`` uses: the provider and
+        model that built the store), for ``/status``: whether it is ready, and if not why."""
+        out: dict[str, Any] = {"provider": None, "model": None, "dimension": None}
+        try:
+            index = self.index(tier, OWNER)  # /status strips a tier its caller may not read
+            data = index.loaded()
+            out.update(provider=data.provider, model=data.model, dimension=data.dimension)
+            embedder = self.embedder(tier, index)
+        except (BadRequest, EmbeddingError, PrivacyError, SearchError) as exc:
+            return out | {"ready": False, "reason": mask_url(str(exc))}
+        return out | {
+            "provider": getattr(embedder, "provider", None) or data.provider,
+            "model": embedder.model,
+            "ready": True,
+            "reason": f"the store's own model, {data.model}",
+        }
 
     def rerank_stage(self, tier: str, requested: bool | None) -> RerankStage | None:
         """The tier's reranking stage, made once (a cross-encoder once for every tier);

@@ -360,6 +360,15 @@ _FILE_EXTENSIONS = frozenset(
 )
 
 
+# user@host as a command's destination, not a mailbox: the argument of ssh and its kin after their
+# options ("ssh -p 2222 root@nas"), or the value of an option that names a host
+# ("nixos-rebuild --target-host root@dns1", "-J admin@bastion"). Only the text of the same line
+# before the address is read.
+_REMOTE_COMMAND = r"(?:ssh|scp|sftp|rsync|mosh|autossh|ssh-copy-id|sshfs)\s+(?:-\S+\s+(?:[^\s-]\S*\s+)?)*"
+_HOST_OPTION = r"(?:--?[\w-]*(?:host|target|remote|server|jump|dest)[\w-]*|-J)[ =]"
+_COMMAND_LINE_DESTINATION_RE = re.compile(rf"(?:^|[\s;|&(`])(?:{_REMOTE_COMMAND}|{_HOST_OPTION})$")
+
+
 def email_span(m: re.Match[str], text: str) -> tuple[int, int] | None:
     """The address around the "@domain" the regex matched: the local part is read backwards."""
     if m.group("tld").lower() in _FILE_EXTENSIONS:  # logo@2x.png
@@ -370,6 +379,9 @@ def email_span(m: re.Match[str], text: str) -> tuple[int, int] | None:
     start = local.start()
     if start > 0 and text[start - 1] == ":" and text[max(0, start - 7) : start].lower() != "mailto:":
         return None  # user:pass@host is a URI credential, handled by the URI rule
+    line_start = text.rfind("\n", 0, start) + 1
+    if _COMMAND_LINE_DESTINATION_RE.search(text[max(line_start, start - 300) : start]):
+        return None
     return start, m.end()
 
 

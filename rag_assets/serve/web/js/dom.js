@@ -1,5 +1,7 @@
 // Small DOM helpers. Every piece of server text goes in as a text node, never as HTML:
-// notes are user content, and a note holding "<script>" must show as text.
+// notes are user content, and a note holding "<script>" must show as text. The one exception,
+// a section the server rendered (rag_assets/search/rendered.py: raw HTML escaped), is still
+// rebuilt here from an allow-list of tags and attributes (`renderedFragment`).
 
 /** Create an element: h("p", {class: "x", onclick: fn}, "text", child, ...). */
 export function h(tag, attrs = {}, ...children) {
@@ -47,4 +49,32 @@ export function safeUrl(url) {
 /** A relevance in [0, 1] as "0.83" (two decimals are all the calibration means). */
 export function formatRelevance(value) {
   return typeof value === "number" ? value.toFixed(2) : "–";
+}
+
+// What the server's renderer emits (markdown-it, raw HTML off); anything else is kept as its text.
+const RENDERED_TAGS = new Set(["P", "H3", "H4", "H5", "H6", "UL", "OL", "LI", "PRE", "CODE", "EM", "STRONG", "DEL", "S",
+  "A", "TABLE", "THEAD", "TBODY", "TR", "TH", "TD", "BLOCKQUOTE", "HR", "BR", "SPAN"]);
+
+function copyAllowed(node) {
+  if (node.nodeType === Node.TEXT_NODE) return document.createTextNode(node.textContent);
+  if (node.nodeType !== Node.ELEMENT_NODE) return null;
+  const children = [...node.childNodes].map(copyAllowed).filter(Boolean);
+  if (!RENDERED_TAGS.has(node.tagName)) return document.createTextNode(node.textContent);
+  const el = document.createElement(node.tagName.toLowerCase());
+  // Only absolute http(s) links: a site path would lead to this server, not the site.
+  const href = node.tagName === "A" && /^https?:/i.test(node.getAttribute("href") || "") ? safeUrl(node.getAttribute("href")) : null;
+  if (href) {
+    Object.assign(el, { href, target: "_blank", rel: "noopener noreferrer nofollow" });
+  }
+  const cls = node.getAttribute("class");
+  if (cls && /^[\w -]+$/.test(cls)) el.className = cls;
+  el.append(...children);
+  return el;
+}
+
+/** The server's rendered HTML as nodes: parsed inert (a <template>), copied through an allow-list. */
+export function renderedFragment(html) {
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  return [...template.content.childNodes].map(copyAllowed).filter(Boolean);
 }

@@ -77,3 +77,16 @@ export function highlighted(text, pattern) {
   if (last < text.length) nodes.push(text.slice(last));
   return nodes;
 }
+
+/** Mark each match of `pattern` in the text under `root` (rendered HTML), in place; code too. */
+export function markIn(root, pattern) {
+  if (!pattern) return;
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const texts = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) texts.push(node);
+  for (const node of texts) {
+    pattern.lastIndex = 0;
+    if (!pattern.test(node.textContent)) continue;
+    node.replaceWith(...highlighted(node.textContent, pattern));
+  }
+}

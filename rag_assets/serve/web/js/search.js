@@ -17,6 +17,31 @@ function rememberQuery(query) {
   history.replaceState(null, "", url);
 }
 
+/**
+ * Why there are no results, in the page's words: the API's `message` names its parameters and
+ * the CLI's flags, which a person on this page cannot use.
+ */
+function nothingReached(body) {
+  if (typeof body.minScore !== "number" || typeof body.bestRelevance !== "number") return "No results.";
+  return `Nothing in the ${body.tier} tier reaches the relevance threshold (${formatRelevance(body.minScore)}); `
+    + `the closest page scored ${formatRelevance(body.bestRelevance)}. Try other words, or another tier.`;
+}
+
+/**
+ * Each further section's chip label: its own heading, the page's title for the text before the
+ * first heading, and "(continued)" for a second part of a heading already shown.
+ */
+function sectionLabels(hit, best, others) {
+  const heading = (section) => section.headingPath?.filter(Boolean).at(-1) || hit.title || hit.slug;
+  const seen = new Set([heading(best)]);
+  return others.map((section) => {
+    const label = heading(section);
+    const shown = seen.has(label) ? `${label} (continued)` : label;
+    seen.add(label);
+    return [section, shown];
+  });
+}
+
 export class SearchPanel {
   /** `getTier()`: the tier to search; `onEmbedding(ok, message)`: what searches learn of the embedder. */
   constructor({ getTier, onEmbedding }) {
@@ -105,7 +130,7 @@ export class SearchPanel {
     this.list.replaceChildren(...hits.map((hit, i) => this.result(hit, i, pattern)));
     if (focused && hits.length) this.focusResult(Number(focused.dataset.index));
     const count = hits.length ? `${hits.length} result${hits.length === 1 ? "" : "s"} in the ${body.tier} tier` : "";
-    const parts = [body.fallback, count || body.message || "No results."];
+    const parts = [body.fallback, count || nothingReached(body)];
     if (typeof body.latencyMs === "number") parts.push(`(${Math.round(body.latencyMs)} ms)`);
     this.status.textContent = parts.filter(Boolean).join(" ");
   }
@@ -118,14 +143,14 @@ export class SearchPanel {
       h("h3", { class: "result-title" },
         h("button", { type: "button", class: "link-button", dataset: { index }, onclick: () => open(best) }, hit.title || hit.slug)),
       path && h("p", { class: "heading-path" }, path),
-      h("p", { class: "snippet" }, ...highlighted(snippet(best.text || "", pattern), pattern)),
+      h("p", { class: "snippet" }, ...highlighted(snippet(best.plain ?? best.text ?? "", pattern), pattern)),
       h("p", { class: "meta" },
         h("span", { class: "collection" }, hit.collection), " · ",
         h("span", { class: "relevance", title: "calibrated relevance: 0.5 is the line between answers and not" },
           "relevance ", h("strong", {}, formatRelevance(hit.relevance)))),
       others.length > 0 && h("p", { class: "more-sections" }, "Also: ",
-        ...others.map((section) => h("button", { type: "button", class: "chip", onclick: () => open(section) },
-          headingPathText(section.headingPath.slice(-1)) || "another section"))),
+        ...sectionLabels(hit, best, others).map(([section, label]) => h("button",
+          { type: "button", class: "chip", onclick: () => open(section) }, label))),
     );
   }
 

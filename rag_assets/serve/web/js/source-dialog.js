@@ -1,12 +1,12 @@
 // The cited (or searched) section in a modal dialog: its title, heading path, text and, when
 // the source has one, a link to the page. <dialog> gives focus trapping and Escape to close.
-import { append, formatRelevance, headingPathText, safeUrl } from "./dom.js";
-import { highlighted } from "./highlight.js";
+import { append, formatRelevance, headingPathText, renderedFragment, safeUrl } from "./dom.js";
+import { highlighted, markIn } from "./highlight.js";
 
 const dialog = () => document.getElementById("source-dialog");
 
 /**
- * Show a section. `source`: {n?, title, headingPath, text, collection, slug, relevance?, url?};
+ * Show a section. `source`: {n?, title, headingPath, text, html?, collection, slug, relevance?, url?};
  * `pattern` (optional) marks the query's words in the text.
  */
 export function openSource(source, pattern = null) {
@@ -24,7 +24,14 @@ export function openSource(source, pattern = null) {
   pathEl.hidden = !path;
   const textEl = el.querySelector("#source-text");
   textEl.replaceChildren();
-  append(textEl, ...highlighted(source.text || "(this source carries no text)", pattern));
+  if (source.html) {  // rendered and sanitised by the server, from a block boundary
+    textEl.classList.add("rendered");
+    append(textEl, ...renderedFragment(source.html));
+    markIn(textEl, pattern);
+  } else {  // a server without the renderer: the Markdown as text
+    textEl.classList.remove("rendered");
+    append(textEl, ...highlighted(source.text || "(this source carries no text)", pattern));
+  }
   const link = el.querySelector("#source-link");
   link.hidden = !href;
   if (href) link.href = href;

@@ -17,12 +17,17 @@ function relativeAge(seconds) {
   return "just now";
 }
 
-function serviceState(el, ok, label, detail = "") {
-  el.replaceChildren(
-    h("span", { class: `dot ${ok === true ? "ok" : ok === false ? "down" : "unknown"}`, "aria-hidden": "true" }),
-    label,
-  );
+/** A service's line: a dot (ok, down, warn or unknown: never colour alone, the label says it too). */
+function serviceState(el, ok, label, detail = "", warning = "") {
+  const state = ok === true ? "ok" : ok === false ? "down" : ok === "warn" ? "warn" : "unknown";
+  el.replaceChildren(h("span", { class: `dot ${state}`, "aria-hidden": "true" }), label,
+    warning && h("span", { class: "status-warning" }, ` ⚠ ${warning}`));
   el.title = detail || "";
+}
+
+/** The warning's gist, short enough for the header; the whole sentence is the line's tooltip. */
+function warningLabel(used) {
+  return used.nextBuild ? `next build: ${used.nextBuild}` : "see details";
 }
 
 export class StatusHeader {
@@ -32,6 +37,7 @@ export class StatusHeader {
     this.report = null;
     this.switch = document.getElementById("tier-switch");
     this.chatLearned = {};  // per tier: what answers showed of its chat model
+    this.embeddingLearned = {};  // per tier: what the last search showed of its query embedder
   }
 
   get tier() {
@@ -44,6 +50,7 @@ export class StatusHeader {
     this.switch.addEventListener("change", () => {
       this.remember();
       this.renderTier();
+      this.renderEmbedding();
       this.renderChat();
       this.onTierChange(this.tier);
     });
@@ -149,9 +156,28 @@ export class StatusHeader {
   }
 
   renderServices() {
-    const embedding = this.report.embeddingService;
-    if (embedding) this.setEmbedding(embedding.reachable, embedding.reason, `${embedding.selected}: ${embedding.model}`);
+    this.renderEmbedding();
     this.renderChat();
+  }
+
+  /**
+   * The embedder that embeds the chosen tier's queries (/status's queryEmbedder: the one that
+   * built its index), not the one a next build would pick. Anything that does not add up (the
+   * configured embedder changed, the provider cannot be reached) is a warning, said in words.
+   */
+  renderEmbedding() {
+    const el = document.getElementById("status-embedding");
+    const entry = this.report?.tiers?.[this.tier] || {};
+    const used = entry.queryEmbedder;
+    if (!used) return serviceState(el, null, entry.exists === false ? "none (tier not built)" : "checked on the first search");
+    const name = `${used.provider ? `${used.provider}: ` : ""}${used.model}`;
+    const learned = this.embeddingLearned[this.tier];
+    if (learned && !learned.ok) return serviceState(el, false, `${name} (unreachable)`, learned.detail);
+    // A search that worked since /status said otherwise (the provider came back) wins.
+    if (!used.ready && !learned?.ok) return serviceState(el, false, `${name} (unavailable)`, used.warning || used.reason);
+    if (!used.ready) return serviceState(el, true, `${name} (in use)`);
+    if (used.warning) return serviceState(el, "warn", `${name} (in use)`, used.warning, warningLabel(used));
+    serviceState(el, true, `${name} (in use)`, used.reason);
   }
 
   /**
@@ -169,11 +195,10 @@ export class StatusHeader {
     else serviceState(el, false, "none (search only)", chat.reason);
   }
 
-  setEmbedding(ok, detail = "", label = null) {
-    const el = document.getElementById("status-embedding");
-    const name = label || el.dataset.name || "";
-    if (label) el.dataset.name = label;
-    serviceState(el, ok, `${name}${name ? " " : ""}${ok ? "(online)" : "(unreachable)"}`, detail);
+  /** What a search in the current tier showed of its query embedder: it answered (ok) or not. */
+  setEmbedding(ok, detail = "") {
+    this.embeddingLearned = { ...this.embeddingLearned, [this.tier]: { ok, detail } };
+    this.renderEmbedding();
   }
 
   /** What an answer in the current tier showed: the model answered (ok) or failed. */

@@ -1,0 +1,97 @@
+"""tasks.py shares one .venv between its tasks and installs only what a task lacks (issue 26).
+
+Each test copies tasks.py and pyproject.toml into a temporary folder whose .venv is a stub:
+its ``python``, ``rag`` and ``lint-imports`` are shell scripts that append their arguments to
+a log and exit 0. So the tasks run for real (as `python3 tasks.py TASK`), nothing is
+installed, and the log shows every pip install and every command a task started.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO_ROOT
+
+STUB = '#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\npwd > "{log}.cwd"\n'
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in ("tasks.py", "pyproject.toml"):
+        shutil.copy(REPO_ROOT / name, root / name)
+    bin_dir = root / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("python", "rag", "lint-imports"):
+        script = bin_dir / name
+        script.write_text(STUB.format(log=root / "calls.log"))
+        script.chmod(0o755)
+    return root
+
+
+def task(root: Path, *args: str) -> list[str]:
+    """Run `python3 tasks.py ARGS` in the copy; the stub commands it started, in order."""
+    log = root / "calls.log"
+    log.unlink(missing_ok=True)
+    done = subprocess.run([sys.executable, str(root / "tasks.py"), *args], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def installs(calls: list[str]) -> list[str]:
+    return [c for c in calls if " -m pip install " in c]
+
+
+def test_switching_between_test_build_and_ui_installs_nothing_again(project):
+    [first] = installs(task(project, "test"))
+    assert first.endswith("[dev,distributed,k8s,postgres]")
+    calls = task(project, "build")
+    assert installs(calls) == [] and calls == ["rag build"]
+    assert installs(task(project, "ui")) == []
+    assert installs(task(project, "lint")) == []
+    assert installs(task(project, "test")) == []
+    assert json.loads((project / ".venv" / ".installed-from").read_text())["extras"] == ["dev", "distributed", "k8s", "postgres"]
+
+
+def test_a_task_adds_only_the_extras_it_lacks_and_keeps_the_others(project):
+    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "build"))] == ["dev]"]
+    assert installs(task(project, "rag", "status")) == []
+    # test needs more: one install of everything so far plus what it lacks (pip keeps what is there)
+    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "test"))] == ["dev,distributed,k8s,postgres]"]
+    assert installs(task(project, "build")) == []
+
+
+def test_a_changed_pyproject_reinstalls_once_with_every_extra_installed_so_far(project):
+    task(project, "test")
+    with (project / "pyproject.toml").open("a") as f:
+        f.write("\n# a change\n")
+    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "build"))] == ["dev,distributed,k8s,postgres]"]
+    assert installs(task(project, "test")) == []
+
+
+def test_the_stamp_of_an_older_tasks_py_is_honoured(project):
+    """A .venv set up before this change is not reinstalled: the old stamp was "<hash> [extras]"."""
+    import hashlib
+
+    digest = hashlib.sha256((project / "pyproject.toml").read_bytes()).hexdigest()
+    (project / ".venv" / ".installed-from").write_text(f"{digest} [dev,postgres,distributed,k8s]")
+    assert installs(task(project, "build")) == []
+    assert installs(task(project, "test")) == []
+
+
+def test_rag_and_ui_run_in_the_shared_venv_against_the_project_instance(project):
+    assert task(project, "rag", "search", "wireguard")[-1] == "rag search wireguard"
+    [dev] = [c for c in task(project, "ui") if "dagster dev" in c]
+    # Started in .dagster_home (no "dagster.yaml will not be used" warning), the workspace named,
+    # and only the `dg dev` supersession message filtered.
+    assert dev.startswith("python -W ignore:Function `dev_command` is superseded -m dagster dev -w ")
+    assert dev.endswith(str(project / "workspace.yaml"))
+    assert (project / "calls.log.cwd").read_text().strip() == str(project / ".dagster_home")
+    assert (project / ".dagster_home").is_dir()
