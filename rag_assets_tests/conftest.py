@@ -96,16 +96,23 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     They build with the offline hashing embedder unless a test chooses otherwise, so that
     an installed local model or a running Ollama on the developer's machine changes nothing.
     """
+    isolate(monkeypatch, tmp_path)
+
+
+def isolate(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """What every test runs in (see _isolated_env), with ``folder`` as the working folder; for
+    module-scoped builds too: ``with pytest.MonkeyPatch.context() as mp: isolate(mp, tmp)``
+    (the default vaults, for one, are looked for under the working folder)."""
     for var in (
         "RAG_CONFIG", "RAG_CONTENT_DIR", "RAG_OUTPUT_DIR", "DAGSTER_HOME", "RAG_STORE_URL", "PGHOST", "PGHOSTADDR", "PGSERVICE",
         "OPENROUTER_API_KEY", "OPENAI_API_KEY", "RAG_OPENAI_BASE_URL", "OLLAMA_HOST", "RAG_TOKEN_FILE",
     ):
         monkeypatch.delenv(var, raising=False)
     # `rag token` and `rag serve` keep tokens under $XDG_CONFIG_HOME: never the developer's own.
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / "xdg-config"))
     monkeypatch.setenv("RAG_EMBEDDER", "hashing")
     monkeypatch.setenv("RAG_PRIVATE_EMBEDDER", "hashing")
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(folder)
 
 
 def check_sample_build(instance, outcome, collections) -> list:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from contextlib import closing
+from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from rag_assets.config import RagConfig, load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.index.params import SearchError, SearchParams
@@ -17,7 +20,7 @@ from rag_assets.search.fusion import fuse
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.cli import main as rag
 
-from .conftest import PROXMOX_POST, SAMPLE_CONTENT
+from .conftest import PROXMOX_POST, SAMPLE_CONTENT, isolate
 
 NASTY = [
     '"', '""', "'", "-", "--force", ":", "a:b", "*", "prox*", "AND", "OR", "NOT", "NEAR", "NEAR(a b)", "a AND OR b",
@@ -48,9 +51,29 @@ TREE = {
 }
 
 
+def tree_config(content_dir: Path, output_dir: Path) -> RagConfig:
+    """What ``make_config`` makes, for a module-scoped fixture (which cannot use it)."""
+    return load_config(
+        None, content_dir=content_dir, output_dir=output_dir, embedder="hashing", private_embedder="hashing", environ={}
+    )
+
+
+@pytest.fixture(scope="module")
+def built_tree(tmp_path_factory) -> RagConfig:
+    """TREE built once for the module (a Dagster build per test was most of this file's time)."""
+    tmp = tmp_path_factory.mktemp("search")
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, tmp)  # as each test would have built it: no sample vaults under the working folder
+        return build(tmp, lambda root: tree_config(root, tmp / "out"), TREE)
+
+
 @pytest.fixture
-def cfg(tmp_path, make_config):
-    return build(tmp_path, make_config, TREE)
+def cfg(built_tree: RagConfig, tmp_path: Path) -> RagConfig:
+    """A copy of the built TREE for each test: searches write the store's search log, and
+    test_cli_search_context_and_log reads that log back, so no test sees another's searches."""
+    shutil.copytree(built_tree.content_dir, tmp_path / "content")
+    shutil.copytree(built_tree.output_dir, tmp_path / "out", symlinks=True)  # the published links are relative
+    return tree_config(tmp_path / "content", tmp_path / "out")
 
 
 def test_the_right_section_ranks_first_with_path_heading_and_scores(cfg):
