@@ -8,7 +8,6 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
 from rag_assets.config import RagConfig, load_config
@@ -20,7 +19,7 @@ from rag_assets.search.fusion import fuse
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.cli import main as rag
 
-from .conftest import PROXMOX_POST, SAMPLE_CONTENT, isolate
+from .conftest import PROXMOX_POST, SAMPLE_CONTENT, instance_for_test, isolate
 
 NASTY = [
     '"', '""', "'", "-", "--force", ":", "a:b", "*", "prox*", "AND", "OR", "NOT", "NEAR", "NEAR(a b)", "a AND OR b",
@@ -36,7 +35,7 @@ def build(tmp_path, make_config, files):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     cfg = make_config(root)
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         assert run_build(cfg, instance).success
     return cfg
 
@@ -163,7 +162,7 @@ def test_index_reloads_when_the_store_changes(tmp_path, make_config):
     embedder = HashingEmbedder(384)
     assert not index.search("quokka", embedder, SearchParams(mode="bm25")).hits
     (cfg.content_dir / "posts" / "quokka.md").write_text("# Quokka\n\nThe quokka lives on Rottnest island.\n")
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         assert run_build(cfg, instance).success
     hits = index.search("quokka island", embedder, SearchParams())
     assert hits.hits[0].slug == "quokka" and hits.hits[0].vector_score is not None
@@ -212,7 +211,7 @@ def test_cli_search_context_and_log(cfg, capsys):
 
 def test_sample_content_proxmox_vlan_query(tmp_path, make_config):
     cfg = make_config(SAMPLE_CONTENT)
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         assert run_build(cfg, instance, vaults=[]).success
     index = SearchIndex(cfg.public_store_path, cfg.collection_weights)
     hits = index.search("how do I set up vlans on proxmox", tier_embedder(cfg, "public", index), SearchParams(k=10)).hits
