@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from contextlib import contextmanager
@@ -45,8 +46,17 @@ iface vmbr0 inet manual
 """
 
 
-# A memory-backed file system for the tests' Dagster instances, where the machine has one.
+# A memory-backed file system for the tests' Dagster instances, where the machine has one with
+# room to spare (a container's default /dev/shm is only 64 MB).
 SHM = Path("/dev/shm")
+SHM_MIN_FREE = 512 * 1024 * 1024
+
+
+def shm_usable() -> bool:
+    try:
+        return os.access(SHM, os.W_OK) and shutil.disk_usage(SHM).free >= SHM_MIN_FREE
+    except OSError:
+        return False
 
 
 @contextmanager
@@ -59,7 +69,7 @@ def instance_for_test(**kwargs) -> Iterator[dg.DagsterInstance]:
     through its API (runs, event logs, materialisations), the same on either file system; the
     project's own outputs stay under tmp_path (the config refuses folders in /dev).
     """
-    if "temp_dir" in kwargs or not (SHM.is_dir() and os.access(SHM, os.W_OK)):
+    if "temp_dir" in kwargs or not shm_usable():
         with dg.instance_for_test(**kwargs) as instance:
             yield instance
         return
