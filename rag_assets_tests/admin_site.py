@@ -9,10 +9,11 @@ import json
 import shutil
 from pathlib import Path
 
-import dagster as dg
 
 from rag_assets.config import RagConfig, load_config
 from rag_assets.defs.runner import run_build
+
+from .conftest import instance_for_test
 
 FILLER = "Ordinary prose about the homelab, long enough to make a chunk of a realistic size. " * 12
 
@@ -54,7 +55,7 @@ def build_admin_site(root: Path) -> None:
         path.write_text(text, encoding="utf-8")
     (root / "identity_map.json").write_text(json.dumps({"version": 1, "salt": "test", "rules": []}), encoding="utf-8")
     (root / "rag.yaml").write_text(RAG_YAML, encoding="utf-8")
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         outcome = run_build(site_config(root), instance)
     assert outcome.success, outcome.error or outcome.failed_checks
 

@@ -20,6 +20,7 @@ from rag_assets.serve.status import status_report
 from .admin_site import PLANTED_KEY, build_admin_site, copy_site, dagster_home
 from .embedding_server import EmbeddingServer
 from .live_server import ServerThread
+from .conftest import instance_for_test
 
 
 @pytest.fixture(scope="module")
@@ -285,7 +286,7 @@ def test_the_action_log_survives_a_publish(cfg):
     before = generations.published(cfg).id
     doc = cfg.content_dir / "docs" / "zigbee.md"
     doc.write_text(doc.read_text(encoding="utf-8") + "\nPair the sensors one at a time.\n", encoding="utf-8")
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         assert run_build(cfg, instance, collections=["docs"], vaults=[]).success
     assert generations.published(cfg).id != before
     assert [(a.who, a.action) for a in admin_actions.recent_actions(cfg.public_store_path)] == [("alice", "audit")]

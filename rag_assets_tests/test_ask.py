@@ -10,7 +10,6 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
 from rag_assets.config.settings import LlmOllamaSettings, LlmOpenAISettings, LlmSettings
@@ -20,7 +19,7 @@ from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
 
 from .chat_server import ChatServer
-from .conftest import REPO_ROOT, SAMPLE_CONTENT
+from .conftest import REPO_ROOT, SAMPLE_CONTENT, instance_for_test
 from .live_server import ServerThread
 from .test_egress import RecordingServer
 from .test_tiers import IDENTITIES, PLANTED, SECRETS, sample_config
@@ -37,7 +36,7 @@ DONE_KEYS = {"answer", "citations", "model", "usage", "abstained", "citationChec
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     cfg = sample_config(tmp_path_factory.mktemp("ask"))
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         outcome = run_build(cfg, instance)
     assert outcome.success, outcome.error or outcome.failed_checks
     return cfg

@@ -10,7 +10,6 @@ import threading
 from contextlib import closing
 from dataclasses import replace
 
-import dagster as dg
 import numpy as np
 import pytest
 
@@ -25,7 +24,7 @@ from rag_assets.search import bm25_terms
 from rag_assets.search.bm25 import MemoryBm25, query_words
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 
-from .conftest import SAMPLE_CONTENT
+from .conftest import SAMPLE_CONTENT, instance_for_test
 from .test_search import NASTY, TREE
 
 REL = 1e-6  # float32 weights: ~1e-7 relative
@@ -68,7 +67,7 @@ def _copy_sample(root):
 
 
 def _build(cfg):
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         assert run_build(cfg, instance, vaults=[]).success
 
 

@@ -30,6 +30,8 @@ from rag_assets.defs.resources import (
 )
 from rag_assets.ingest.collections import discover_collections
 
+from .conftest import instance_for_test
+
 
 def write_config(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "site" / "rag.yaml"
@@ -305,7 +307,7 @@ def test_listed_collections_reach_the_index_matches_content_check(tmp_path, writ
     content = write_tree({"a/one.md": "# One\n\nAbout apples.\n", "b/two.md": "# Two\n\nAbout bananas.\n"})
     text = f"content_dir: {content}\noutput_dir: {tmp_path / 'out'}\ncollections: [a]\nembedder: hashing\nidentity_map: null\n"
     cfg = load_config(write_config(tmp_path, text), environ={})
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         outcome = run_build(cfg, instance)
     assert outcome.success, outcome.error
     assert [c.collection for c in outcome.collections] == ["a"]

@@ -29,7 +29,7 @@ from rag_assets.index.index_json import read_index, read_meta
 from rag_assets.index.manifest import read_manifest
 from rag_assets.ingest.collections import discover_collections
 
-from .conftest import CORPORA, PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT, check_sample_build
+from .conftest import CORPORA, PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT, check_sample_build, instance_for_test
 
 
 def build_everything(cfg, instance) -> dg.ExecuteInProcessResult:
@@ -71,7 +71,7 @@ BAD_INPUT_TREE = {
 
 def test_bad_input_is_reported_and_everything_else_is_indexed(write_tree, make_config):
     cfg = make_config(write_tree(BAD_INPUT_TREE))
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         result = build_everything(cfg, instance)
     assert result.success
     assert partitions_of(result, "embeddings") == {"docs", "posts"}  # the forbidden folder name is not a partition
@@ -91,7 +91,7 @@ def test_bad_input_is_reported_and_everything_else_is_indexed(write_tree, make_c
 
 def test_sample_content_builds_into_every_output(make_config):
     cfg = make_config(SAMPLE_CONTENT)
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         publish = build_everything(cfg, instance)
         assert publish.success
         assert len(instance.get_runs()) == 1  # every collection and publishing: one run
@@ -164,7 +164,7 @@ def test_a_sample_build_with_a_persistent_instance_is_three_runs_with_metadata_p
 def test_a_collection_not_built_yet_is_left_out_and_named(write_tree, make_config):
     cfg = make_config(write_tree({"posts/a.md": PROXMOX_POST, "docs/b.md": "# B\n\ntext"}))
     defs = build_definitions(cfg)
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         sync_partitions(instance, cfg)
         defs.resolve_job_def(INDEX_COLLECTION_JOB).execute_in_process(partition_key="posts", instance=instance)
         publish = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(instance=instance)
@@ -178,7 +178,7 @@ def test_real_corpus_builds_with_every_file_accounted_for(corpus, make_config):
     if not content.is_dir():
         pytest.skip(f"{content} is not present")
     cfg = make_config(content)
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         result = build_everything(cfg, instance)
     assert result.success
     collections = discover_collections(cfg).collections

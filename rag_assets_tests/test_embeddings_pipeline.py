@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 
-import dagster as dg
 import pytest
 
 from rag_assets.defs.runner import run_build
@@ -15,7 +14,7 @@ from rag_assets.index.index_json import read_index, read_meta
 from rag_assets.index.manifest import read_manifest
 from rag_assets.serve.cli import main
 
-from .conftest import PROXMOX_POST, SAMPLE_CONTENT
+from .conftest import PROXMOX_POST, SAMPLE_CONTENT, instance_for_test
 
 
 @pytest.fixture
@@ -33,7 +32,7 @@ def remote_config(make_config, content, name="openai", **settings):
 
 
 def build(cfg):
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         return run_build(cfg, instance)
 
 

@@ -31,7 +31,7 @@ from rag_assets.evaluation.questions import load_questions
 from rag_assets.evaluation.runner import EVAL_MODES
 from rag_assets.serve.cli import main
 
-from .conftest import SAMPLE_CONTENT
+from .conftest import SAMPLE_CONTENT, instance_for_test
 from .test_evaluation import write_beir
 
 MODES = set(EVAL_MODES)
@@ -61,7 +61,7 @@ def write_questions(path: Path, rows: list) -> Path:
 
 
 def build(cfg) -> None:
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         assert run_build(cfg, instance, vaults=[]).success
 
 
@@ -288,7 +288,7 @@ def resources(cfg, dataset: Path):
 
 
 def materialize(cfg, dataset: Path) -> dg.ExecuteInProcessResult:
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         return dg.materialize(
             [retrieval_eval, hybrid_ndcg_floor, questions_hit_at_5_floor],
             instance=instance, resources=resources(cfg, dataset), raise_on_error=False,

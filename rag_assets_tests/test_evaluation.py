@@ -43,6 +43,8 @@ from rag_assets.evaluation.runner import (
 from rag_assets.index import store
 from rag_assets.index.params import SearchParams
 
+from .conftest import instance_for_test
+
 # ---------------------------------------------------------------------------- metrics
 
 
@@ -313,7 +315,7 @@ def _check_evaluation(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluat
 
 def test_asset_records_the_figures_and_the_floor_check_passes(tiny: Path, cfg):
     assert EVAL_ASSETS == [retrieval_eval] and EVAL_CHECKS == [hybrid_ndcg_floor, questions_hit_at_5_floor]
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         result = dg.materialize([retrieval_eval, hybrid_ndcg_floor], instance=instance, resources=resources(cfg, tiny, 0.5))
         assert result.success
         [mat] = result.asset_materializations_for_node("retrieval_eval")
@@ -332,7 +334,7 @@ def test_asset_records_the_figures_and_the_floor_check_passes(tiny: Path, cfg):
 
 
 def test_floor_check_fails_under_the_floor(tiny: Path, cfg):
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         result = dg.materialize(
             [retrieval_eval, hybrid_ndcg_floor], instance=instance, resources=resources(cfg, tiny, 1.01), raise_on_error=False
         )
@@ -343,7 +345,7 @@ def test_floor_check_fails_under_the_floor(tiny: Path, cfg):
 
 
 def test_floor_check_without_a_materialization_fails(tiny: Path, cfg):
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         result = dg.materialize(
             [retrieval_eval, hybrid_ndcg_floor],
             instance=instance,
@@ -356,7 +358,7 @@ def test_floor_check_without_a_materialization_fails(tiny: Path, cfg):
 
 
 def test_asset_fails_clearly_without_a_dataset(tmp_path: Path, cfg):
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         result = dg.materialize(
             [retrieval_eval], instance=instance, resources=resources(cfg, tmp_path / "absent", 0.5), raise_on_error=False
         )
@@ -368,7 +370,7 @@ def test_asset_fails_clearly_without_a_dataset(tmp_path: Path, cfg):
 
 def test_asset_fails_clearly_on_a_missing_file(tiny: Path, cfg):
     (tiny / "queries.jsonl").unlink()
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         result = dg.materialize([retrieval_eval], instance=instance, resources=resources(cfg, tiny, 0.5), raise_on_error=False)
     failure = result.failure_data_for_node("retrieval_eval")
     text = str(failure.user_failure_data.description if failure.user_failure_data else failure.error)

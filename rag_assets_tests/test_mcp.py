@@ -13,7 +13,6 @@ from types import SimpleNamespace
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
-import dagster as dg
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -28,7 +27,7 @@ from rag_assets.serve.mcp_tools import SEARCH, Caller, ToolEnv, ToolError, call_
 from rag_assets.serve.tiers import Tiers
 
 from .chat_server import ChatServer
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, instance_for_test
 from .live_server import ServerThread
 from .test_server import CONTENT, ZIGBEE
 
@@ -70,7 +69,7 @@ def build_site(root: Path) -> Path:
         encoding="utf-8",
     )
     cfg = load_config(config, environ={})
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         outcome = run_build(cfg, instance)
     assert outcome.success, outcome.error or outcome.failed_checks
     return config

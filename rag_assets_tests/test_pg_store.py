@@ -15,7 +15,6 @@ import json
 import shutil
 from pathlib import Path
 
-import dagster as dg
 import numpy as np
 import pytest
 
@@ -29,7 +28,7 @@ from rag_assets.search.retrieval import tier_embedder
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
 
-from .conftest import REPO_ROOT, SAMPLE_CONTENT
+from .conftest import REPO_ROOT, SAMPLE_CONTENT, instance_for_test
 from .live_server import ServerThread
 from .pgvector import pgvector_server, scratch_database
 
@@ -69,7 +68,7 @@ def built(server, tmp_path_factory):
     """One sample build with the postgres backend: (the SQLite config, the postgres config, the URL)."""
     with scratch_database(server) as url:
         pg = sample_config(tmp_path_factory.mktemp("pgstore") / "out", url=url)
-        with dg.instance_for_test() as instance:
+        with instance_for_test() as instance:
             assert run_build(pg, instance).success
         yield dataclasses.replace(pg, store=StoreSettings()), pg, url
 
@@ -221,7 +220,7 @@ def test_an_edit_and_a_deletion_sync_by_diff(server, tmp_path):
     shutil.copytree(SAMPLE_CONTENT, content)
     with scratch_database(server) as url:
         pg = sample_config(tmp_path / "out", content, url=url)
-        with dg.instance_for_test() as instance:
+        with instance_for_test() as instance:
             assert run_build(pg, instance).success
 
             def rows(tier: str) -> dict[str, tuple]:

@@ -29,7 +29,7 @@ from rag_assets.index.index_json import read_meta
 from rag_assets.planning import Reason, observe, plan
 from rag_assets.serve.cli import main
 
-from .conftest import PROXMOX_POST
+from .conftest import PROXMOX_POST, instance_for_test
 from .test_sensors import evaluate, partitions_of, touch
 
 TREE = {
@@ -120,7 +120,7 @@ def test_rag_build_and_the_sensor_run_the_same_plan_for_every_kind_of_change(tmp
         write_files(root, TREE)
     config_a, config_b = write_config(a), write_config(b)
     assert main(["build", "--config", str(config_a)]) == 0
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         cfg_b = load_config(config_b)
         assert run_build(cfg_b, instance).success
         cursor = evaluate(build_change_sensor(cfg_b), instance, None, cfg_b).cursor

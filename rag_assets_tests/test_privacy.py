@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import socket
 
-import dagster as dg
 import pytest
 
 from rag_assets.config import VaultConfig
@@ -22,6 +21,7 @@ from rag_assets.privacy.local_only import (
 )
 
 from .embedding_server import EmbeddingServer
+from .conftest import instance_for_test
 
 PRIVATE_NOTE = """---
 title: Bank recovery codes
@@ -76,7 +76,7 @@ def test_a_remote_provider_for_the_private_tier_is_refused_at_run_time(write_tre
         remote = EmbedderSettings(name="openai", openai=OpenAISettings(base_url=server.url + "/v1", api_key_env="TEST_KEY"))
         # Config validation would stop this at load time; bypass it to test the run-time gate.
         cfg = vault_config(write_tree, make_config, private_embedding=remote)
-        with dg.instance_for_test() as instance:
+        with instance_for_test() as instance:
             outcome = run_build(cfg, instance)
         assert not outcome.success
         assert "remote API" in outcome.error
@@ -103,7 +103,7 @@ def test_ollama_at_a_non_loopback_address_of_this_machine_gets_nothing(write_tre
         server.reset()
         settings = EmbedderSettings(name="ollama", ollama=OllamaSettings(host=host))
         cfg = vault_config(write_tree, make_config, private_embedding=settings)
-        with dg.instance_for_test() as instance:
+        with instance_for_test() as instance:
             outcome = run_build(cfg, instance)
         assert not outcome.success and "not on this machine" in outcome.error
         with pytest.raises(PrivacyError):
@@ -131,7 +131,7 @@ def test_local_ollama_is_used_for_the_private_tier(write_tree, make_config):
     with EmbeddingServer() as server:
         settings = EmbedderSettings(name="ollama", ollama=OllamaSettings(host=server.url))
         cfg = vault_config(write_tree, make_config, private_embedding=settings)
-        with dg.instance_for_test() as instance:
+        with instance_for_test() as instance:
             outcome = run_build(cfg, instance)
         assert outcome.success, outcome.error
         assert server.embedding_requests

@@ -80,14 +80,33 @@ def generation_of_each_output(cfg: RagConfig) -> dict[str, str | None]:
     }
 
 
-def read_until(proc: subprocess.Popen, prefix: str) -> float | None:
-    """Read the publisher's lines up to the one that starts with ``prefix``; its figure, if any."""
+def read_fields(proc: subprocess.Popen, prefix: str) -> list[str]:
+    """Read the publishers' lines up to the one that starts with ``prefix``; its fields."""
     assert proc.stdout is not None
     while line := proc.stdout.readline():
         if line.startswith(prefix + " ") or line.strip() == prefix:
-            parts = line.split()
-            return float(parts[2]) if len(parts) > 2 else 0.0
+            return line.split()
     raise AssertionError(f"the publisher ended before {prefix!r}")
+
+
+def read_until(proc: subprocess.Popen, prefix: str) -> float | None:
+    """Read the publishers' lines up to the one that starts with ``prefix``; its figure, if any."""
+    parts = read_fields(proc, prefix)
+    return float(parts[2]) if len(parts) > 2 else 0.0
+
+
+def start_publisher(forker: subprocess.Popen) -> int:
+    """Have publish_loop fork a publisher; its pid."""
+    assert forker.stdin is not None
+    forker.stdin.write("START\n")
+    forker.stdin.flush()
+    return int(read_fields(forker, "PUBLISHER")[1])
+
+
+def kill_publisher(forker: subprocess.Popen, pid: int) -> None:
+    """SIGKILL the publisher and wait until publish_loop has reaped it, killed by that signal."""
+    os.kill(pid, signal.SIGKILL)
+    assert read_fields(forker, f"ENDED {pid}")[2] == str(int(signal.SIGKILL))
 
 
 def leftovers(out: Path) -> list[str]:
@@ -110,32 +129,16 @@ def test_a_kill_at_any_instant_leaves_every_output_of_one_build(tmp_path: Path) 
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     outcomes = []
-    for trial in range(KILLS):
-        before = generations.published(cfg).id
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        assert proc.stdout is not None
-        aimed = trial % 2 == 0
-        if aimed:
-            # Aim inside the second publish by the publisher's own timing of its first one (a
-            # timing taken in this process can be far off under load: CI once measured 0.84 s
-            # here while the publisher took a tenth of that, so every kill landed after a swap).
-            first_seconds = read_until(proc, "DONE 0")
-            assert read_until(proc, "PUBLISH 1") is not None
-            before = generations.published(cfg).id
-            time.sleep(rng.uniform(0, first_seconds * 1.5))
-        else:
-            assert proc.stdout.readline().startswith("PUBLISH")  # imports done
-            time.sleep(rng.uniform(0, publish_seconds * 3))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        proc.stdout.close()
-
-        seen = generation_of_each_output(cfg)
-        current = generations.published(cfg).id
-        assert set(seen.values()) == {current}, f"trial {trial} (seed {seed}): outputs of several builds: {seen}"
-        report = check_public_outputs(cfg)
-        assert report.ok, f"trial {trial} (seed {seed}): {report.problems}"
-        outcomes.append((aimed, current != before))
+    # One process imports the pipeline once and forks a publisher per trial (see publish_loop).
+    forker = subprocess.Popen(
+        cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        for trial in range(KILLS):
+            outcomes.append(kill_one_publisher(forker, cfg, trial, seed, rng, publish_seconds))
+    finally:
+        forker.kill()
+        forker.wait(timeout=30)
     swapped = sum(1 for _, moved in outcomes if moved)
     print(f"{KILLS} kills (seed {seed}, publish {publish_seconds:.2f}s): {swapped} after a swap, {KILLS - swapped} before")
     # Both sides of the swap were hit, or the test aimed at nothing.
@@ -147,6 +150,35 @@ def test_a_kill_at_any_instant_leaves_every_output_of_one_build(tmp_path: Path) 
     assert leftovers(out) == []
     assert len(list(generations.generations_dir(cfg).iterdir())) <= 2
     assert check_public_outputs(cfg).ok
+
+
+def kill_one_publisher(
+    forker: subprocess.Popen, cfg: RagConfig, trial: int, seed: int, rng: random.Random, publish_seconds: float
+) -> tuple[bool, bool]:
+    """Start a publisher, SIGKILL it at a random instant and check what a reader sees; returns
+    (whether the kill was aimed at a publish, whether a new generation was published first)."""
+    before = generations.published(cfg).id
+    pid = start_publisher(forker)
+    aimed = trial % 2 == 0
+    if aimed:
+        # Aim inside the second publish by the publisher's own timing of its first one (a
+        # timing taken in this process can be far off under load: CI once measured 0.84 s
+        # here while the publisher took a tenth of that, so every kill landed after a swap).
+        first_seconds = read_until(forker, "DONE 0")
+        assert read_until(forker, "PUBLISH 1") is not None
+        before = generations.published(cfg).id
+        time.sleep(rng.uniform(0, first_seconds * 1.5))
+    else:
+        assert read_until(forker, "PUBLISH 0") is not None  # the publisher is running
+        time.sleep(rng.uniform(0, publish_seconds * 3))
+    kill_publisher(forker, pid)
+
+    seen = generation_of_each_output(cfg)
+    current = generations.published(cfg).id
+    assert set(seen.values()) == {current}, f"trial {trial} (seed {seed}): outputs of several builds: {seen}"
+    report = check_public_outputs(cfg)
+    assert report.ok, f"trial {trial} (seed {seed}): {report.problems}"
+    return aimed, current != before
 
 
 @pytest.fixture

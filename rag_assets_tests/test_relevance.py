@@ -8,7 +8,6 @@ import re
 import sqlite3
 from contextlib import closing
 
-import dagster as dg
 import pytest
 from starlette.testclient import TestClient
 
@@ -21,7 +20,7 @@ from rag_assets.search.search_log import read_log
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
 
-from .conftest import SAMPLE_CONTENT
+from .conftest import SAMPLE_CONTENT, instance_for_test
 
 OFF_TOPIC = ["zzzzqqq", "qwxv plorkt", "what is the offside rule in football", "how long should I knead bread dough"]
 
@@ -30,7 +29,7 @@ OFF_TOPIC = ["zzzzqqq", "qwxv plorkt", "what is the offside rule in football", "
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("relevance")
     cfg = load_config(None, content_dir=SAMPLE_CONTENT, output_dir=out, embedder="hashing", private_embedder="hashing", environ={})
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         assert run_build(cfg, instance, vaults=[]).success
     return cfg
 

@@ -9,7 +9,6 @@ import json
 import socket
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
 from rag_assets.base.http_retry import RetryPolicy
@@ -27,6 +26,7 @@ from .rerank_server import RerankServer
 from .test_egress import RecordingServer
 from .test_privacy import non_loopback_address
 from .test_search import TREE
+from .conftest import instance_for_test
 
 QUERY = "proxmox vlan bridge snapshots handshake"
 PRIVATE_NOTE = "# Bank recovery codes\n\nThe recovery phrase for the savings account is kept in the fire safe.\n"
@@ -50,7 +50,7 @@ def built(tmp_path_factory):
         mp.delenv("RAG_CONFIG", raising=False)
         cfg = load_config(None, content_dir=content, output_dir=root / "out", embedder="hashing", private_embedder="hashing", environ={})
         cfg = dataclasses.replace(cfg, vaults=(VaultConfig("me", content / "vaults" / "me", "private"),), identity_map_path=None)
-        with dg.instance_for_test() as instance:
+        with instance_for_test() as instance:
             outcome = run_build(cfg, instance)
     assert outcome.success, outcome.error
     return cfg

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 
-import dagster as dg
 
 from rag_assets.config import VaultConfig
 from rag_assets.defs.runner import run_build
+
+from .conftest import instance_for_test
 
 
 def test_a_failed_vaults_error_reaches_the_outcome_whole(write_tree, make_config):
@@ -20,7 +21,7 @@ def test_a_failed_vaults_error_reaches_the_outcome_whole(write_tree, make_config
     gone = content / "vaults" / "old; moved"
     vaults = (VaultConfig("me", content / "vaults" / "me", "private"), VaultConfig("gone", gone, "private"))
     cfg = dataclasses.replace(make_config(content), vaults=vaults)
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         outcome = run_build(cfg, instance)
     by_name = {v.vault: v for v in outcome.vaults}
     assert by_name["me"].success and not by_name["gone"].success

@@ -11,7 +11,6 @@ from contextlib import closing
 from pathlib import Path
 
 import anyio
-import dagster as dg
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -22,7 +21,7 @@ from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
 
 from .chat_server import ChatServer
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, instance_for_test
 from .live_server import ServerThread
 from .rerank_server import RerankServer
 from .test_tiers import all_bytes
@@ -79,7 +78,7 @@ def site(tmp_path_factory, models) -> Path:
         f"reranker: {{name: http, base_url: '{judge.url}', model: judge, max_retries: 0}}\n"
         "vaults:\n  - {name: homelab, path: vaults/homelab, tier: safe}\n  - {name: diary, path: vaults/diary, tier: private}\n"
     )
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         outcome = run_build(load_config(config, environ={}), instance)
     assert outcome.success, outcome.error or outcome.failed_checks
     return config

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
 from contextlib import closing
+from pathlib import Path
 
-import dagster as dg
 import pytest
 
+from rag_assets.config import RagConfig, load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.index.params import SearchError, SearchParams
@@ -18,7 +20,7 @@ from rag_assets.search.fusion import fuse
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.cli import main as rag
 
-from .conftest import PROXMOX_POST, SAMPLE_CONTENT
+from .conftest import PROXMOX_POST, SAMPLE_CONTENT, instance_for_test, isolate
 
 NASTY = [
     '"', '""', "'", "-", "--force", ":", "a:b", "*", "prox*", "AND", "OR", "NOT", "NEAR", "NEAR(a b)", "a AND OR b",
@@ -34,7 +36,7 @@ def build(tmp_path, make_config, files):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     cfg = make_config(root)
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         assert run_build(cfg, instance).success
     return cfg
 
@@ -49,9 +51,29 @@ TREE = {
 }
 
 
+def tree_config(content_dir: Path, output_dir: Path) -> RagConfig:
+    """What ``make_config`` makes, for a module-scoped fixture (which cannot use it)."""
+    return load_config(
+        None, content_dir=content_dir, output_dir=output_dir, embedder="hashing", private_embedder="hashing", environ={}
+    )
+
+
+@pytest.fixture(scope="module")
+def built_tree(tmp_path_factory) -> RagConfig:
+    """TREE built once for the module (a Dagster build per test was most of this file's time)."""
+    tmp = tmp_path_factory.mktemp("search")
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, tmp)  # as each test would have built it: no sample vaults under the working folder
+        return build(tmp, lambda root: tree_config(root, tmp / "out"), TREE)
+
+
 @pytest.fixture
-def cfg(tmp_path, make_config):
-    return build(tmp_path, make_config, TREE)
+def cfg(built_tree: RagConfig, tmp_path: Path) -> RagConfig:
+    """A copy of the built TREE for each test: searches write the store's search log, and
+    test_cli_search_context_and_log reads that log back, so no test sees another's searches."""
+    shutil.copytree(built_tree.content_dir, tmp_path / "content")
+    shutil.copytree(built_tree.output_dir, tmp_path / "out", symlinks=True)  # the published links are relative
+    return tree_config(tmp_path / "content", tmp_path / "out")
 
 
 def test_the_right_section_ranks_first_with_path_heading_and_scores(cfg):
@@ -150,7 +172,7 @@ def test_index_reloads_when_the_store_changes(tmp_path, make_config):
     embedder = HashingEmbedder(384)
     assert not index.search("quokka", embedder, SearchParams(mode="bm25")).hits
     (cfg.content_dir / "posts" / "quokka.md").write_text("# Quokka\n\nThe quokka lives on Rottnest island.\n")
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         assert run_build(cfg, instance).success
     hits = index.search("quokka island", embedder, SearchParams())
     assert hits.hits[0].slug == "quokka" and hits.hits[0].vector_score is not None
@@ -207,7 +229,7 @@ def test_cli_search_context_and_log(cfg, capsys):
 
 def test_sample_content_proxmox_vlan_query(tmp_path, make_config):
     cfg = make_config(SAMPLE_CONTENT)
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         assert run_build(cfg, instance, vaults=[]).success
     index = SearchIndex(cfg.public_store_path, cfg.collection_weights)
     hits = index.search("how do I set up vlans on proxmox", tier_embedder(cfg, "public", index), SearchParams(k=10)).hits

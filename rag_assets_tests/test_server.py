@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
-import dagster as dg
 import httpx
 import pytest
 import uvicorn
@@ -23,7 +22,7 @@ from rag_assets.serve import http as server_module
 from rag_assets.serve.http import MAX_QUERY_CHARS, create_app
 from rag_assets.serve.access import OWNER
 
-from .conftest import PROXMOX_POST
+from .conftest import PROXMOX_POST, instance_for_test
 from .live_server import ServerThread
 
 FILLER = (
@@ -90,7 +89,7 @@ def build_content(root: Path) -> "object":
         mp.chdir(root)  # no rag.yaml of the developer's is read
         mp.delenv("RAG_CONFIG", raising=False)
         cfg = load_config(None, content_dir=content, output_dir=root / "out", embedder="hashing", private_embedder="hashing", environ={})
-        with dg.instance_for_test() as instance:
+        with instance_for_test() as instance:
             outcome = run_build(cfg, instance)
     assert outcome.success, outcome.error or outcome.failed_checks
     return cfg

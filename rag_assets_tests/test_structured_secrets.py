@@ -13,7 +13,6 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
 from rag_assets.index.answer_log import ensure_table
@@ -28,6 +27,7 @@ from rag_assets.serve.http import create_app
 
 from .live_server import ServerThread
 from .test_mcp import call, http_session, run
+from .conftest import instance_for_test
 
 FRONTMATTER_NOTE = """---
 title: NAS credentials
@@ -168,7 +168,7 @@ def site(tmp_path_factory) -> Path:
         encoding="utf-8",
     )
     cfg = load_config(config, environ={})
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         outcome = run_build(cfg, instance)
     assert outcome.success, outcome.error or outcome.failed_checks
     return config

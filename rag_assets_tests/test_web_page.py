@@ -9,7 +9,6 @@ import json
 import os
 from pathlib import Path
 
-import dagster as dg
 import pytest
 from filelock import FileLock  # a dagster dependency
 from rag_assets.config import load_config
@@ -21,6 +20,7 @@ from rag_assets.serve.http import create_app
 from .browser import screenshot
 from .chat_server import ChatServer
 from .live_server import ServerThread
+from .conftest import instance_for_test
 
 FILLER = (
     "This paragraph is ordinary prose about the homelab so that every document is long enough to be "
@@ -100,7 +100,7 @@ def build_site(root: Path):
     (root / "identity_map.json").write_text(json.dumps({"version": 1, "salt": "test", "rules": []}), encoding="utf-8")
     (root / "rag.yaml").write_text(RAG_YAML, encoding="utf-8")
     cfg = load_config(root / "rag.yaml", embedder="hashing", private_embedder="hashing", environ={})
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         outcome = run_build(cfg, instance)
     assert outcome.success, outcome.error or outcome.failed_checks
     return cfg
