@@ -1,87 +1,18 @@
-"""The whole configuration as data: how Dagster resources carry it unchanged, and what
-``rag config`` prints."""
+"""The configuration as people read it (``rag config``), and the digest that notices an edit.
+
+Dagster carries the configuration itself through pydantic (``CONFIG_ADAPTER``, and
+rag_assets/defs/config_schema.py), not through a serialiser of its own."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from rag_assets.config.errors import ConfigError
 from rag_assets.config.masking import mask_secrets
-from rag_assets.config.serving import serve_from_dict
-from rag_assets.config.settings import (
-    AutomationConfig,
-    ChunkingParams,
-    EmbedderSettings,
-    EvaluationConfig,
-    LlmOllamaSettings,
-    LlmOpenAISettings,
-    LlmSettings,
-    OllamaSettings,
-    OpenAISettings,
-    RagConfig,
-    RerankerSettings,
-    StoreSettings,
-    VaultConfig,
-)
-
-# --- The whole configuration as data: for Dagster resources and `rag config` ---------------
-
-
-def config_to_dict(cfg: RagConfig) -> dict[str, Any]:
-    """Every field of ``cfg`` as JSON-ready data; :func:`config_from_dict` inverts it exactly."""
-    return json.loads(json.dumps(asdict(cfg), default=str))
-
-
-def config_from_dict(data: Mapping[str, Any]) -> RagConfig:
-    def path(value: str | None) -> Path | None:
-        return Path(value) if value is not None else None
-
-    unknown = set(data) - set(RagConfig.__dataclass_fields__)
-    if unknown:
-        raise ConfigError(f"serialised configuration has unknown field(s) {', '.join(sorted(unknown))}")
-    converters: dict[str, Callable[[Any], Any]] = {
-        "content_dir": Path,
-        "output_dir": Path,
-        "embedding": _embedding_from_dict,
-        "private_embedding": _embedding_from_dict,
-        "collections": lambda v: tuple(v) if v is not None else None,
-        "collection_weights": dict,
-        "collection_shards": dict,
-        "chunking": lambda v: ChunkingParams(**v),
-        "vaults": lambda v: tuple(VaultConfig(e["name"], Path(e["path"]), e["tier"]) for e in v),
-        "private_hosts": tuple,
-        "identity_map_path": path,
-        "automation": lambda v: AutomationConfig(**v),
-        "reranker": lambda v: RerankerSettings(**v),
-        "evaluation": lambda v: EvaluationConfig(tuple(Path(q) for q in v["questions"]), v["hit_at_5_floor"]),
-        "config_path": path,
-        "llm": _llm_from_dict,
-        "store": lambda v: StoreSettings(**v),
-        "serve": serve_from_dict,
-    }
-    return RagConfig(**{k: converters.get(k, lambda v: v)(v) for k, v in data.items()})
-
-
-def _embedding_from_dict(data: Mapping[str, Any]) -> EmbedderSettings:
-    return EmbedderSettings(
-        **{k: v for k, v in data.items() if k not in ("openai", "ollama")},
-        openai=OpenAISettings(**data["openai"]),
-        ollama=OllamaSettings(**data["ollama"]),
-    )
-
-
-def _llm_from_dict(data: Mapping[str, Any]) -> LlmSettings:
-    return LlmSettings(
-        **{k: v for k, v in data.items() if k not in ("openai", "ollama")},
-        openai=LlmOpenAISettings(**data["openai"]),
-        ollama=LlmOllamaSettings(**data["ollama"]),
-    )
-
+from rag_assets.config.settings import LlmSettings, RagConfig, RerankerSettings
 
 def config_digest(path: Path | None) -> str:
     """The file's SHA-256 ('' without a file), to notice an edit after the configuration was read."""

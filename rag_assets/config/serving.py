@@ -127,17 +127,3 @@ def serve_settings(section: ServeSection, resolve: Callable[[str], Path]) -> Ser
         admin_vault_roots=tuple(resolve(root) for root in section.admin_vault_roots),
         dagster_url=section.dagster_url.rstrip("/"),
     )
-
-
-def serve_from_dict(data: dict) -> ServeSettings:
-    """The inverse of ``dataclasses.asdict`` (a RagConfig serialised for a Dagster run)."""
-    return ServeSettings(
-        token_file=Path(data["token_file"]) if data.get("token_file") else None,
-        cors_origins=tuple(data.get("cors_origins", ())),
-        search_limit=RateLimit(**data["search_limit"]),
-        ask_limit=RateLimit(**data["ask_limit"]),
-        max_concurrent_asks=data["max_concurrent_asks"],
-        anonymous_chat_tokens_per_day=data["anonymous_chat_tokens_per_day"],
-        admin_vault_roots=tuple(Path(root) for root in data.get("admin_vault_roots", ())),
-        dagster_url=data.get("dagster_url", _DEFAULTS.dagster_url),
-    )

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from pydantic import TypeAdapter
+
 from rag_assets.config.providers import (
     OLLAMA_DEFAULT_DIMENSION,
     OLLAMA_DEFAULT_MODEL,
@@ -365,3 +367,9 @@ class RagConfig:
     def intermediate_dir(self) -> Path:
         """Where Dagster's IO manager keeps the per-collection records between assets."""
         return self.data_dir / "intermediate"
+
+
+# Validates and dumps a RagConfig with pydantic, from the dataclasses' own types: how the whole
+# configuration crosses into a Dagster run (rag_assets/defs/config_schema.py) and to a worker
+# process (rag_assets/defs/distributed.py), with no serialiser of its own to keep up to date.
+CONFIG_ADAPTER: TypeAdapter[RagConfig] = TypeAdapter(RagConfig)
