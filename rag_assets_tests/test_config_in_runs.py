@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import dagster as dg
+import pydantic
 
 from rag_assets.config import CONFIG_ADAPTER, RagConfig, load_config
 from rag_assets.defs.assembly import build_definitions
@@ -87,11 +88,15 @@ def every_field_config(tmp_path: Path) -> RagConfig:
 
 def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """Every setting of a configuration (sections walked), as (dotted path, value)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for item in dataclasses.fields(value):
-            yield from leaves(getattr(value, item.name), f"{path}.{item.name}" if path else item.name)
+    if isinstance(value, pydantic.BaseModel):
+        names = list(type(value).model_fields)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = [item.name for item in dataclasses.fields(value)]
     else:
         yield path, value
+        return
+    for name in names:
+        yield from leaves(getattr(value, name), f"{path}.{name}" if path else name)
 
 
 def test_the_trip_configuration_sets_every_field_away_from_its_default(tmp_path):

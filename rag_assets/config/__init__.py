@@ -46,7 +46,6 @@ from rag_assets.config.settings import (
     chunking_params,
     default_question_files,
     embedder_settings,
-    reranker_settings,
 )
 
 __all__ = [
@@ -55,5 +54,5 @@ __all__ = [
     "Override", "RagConfig", "RerankerSettings", "VaultConfig", "build_config", "chunking_params", "collect_overrides",
     "CONFIG_ADAPTER", "config_digest", "default_question_files", "describe_error", "effective_settings",
     "embedder_settings", "find_config_file", "invalid_collection_reason", "load_config", "mask_secrets", "read_config_source",
-    "reranker_settings", "shard_mark_problem", "validate_config_data",
+    "shard_mark_problem", "validate_config_data",
 ]

@@ -37,16 +37,12 @@ from rag_assets.config.schema import (
     first_model,
 )
 from rag_assets.config.settings import (
-    AutomationConfig,
     EvaluationConfig,
     RagConfig,
-    StoreSettings,
     VaultConfig,
     chunking_params,
     default_question_files,
     embedder_settings,
-    llm_settings,
-    reranker_settings,
 )
 
 CONFIG_FILE_NAME = "rag.yaml"
@@ -346,14 +342,14 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         identity_map_path=identity_map,
         vector_decimals=model.vector_decimals,
         vector_encoding=model.public_index.vector_encoding,
-        automation=AutomationConfig(**model.automation.model_dump()),
-        reranker=reranker_settings(model.reranker),
+        automation=model.automation,
+        reranker=model.reranker,
         config_path=config_path,
         follow_symlinks=model.follow_symlinks,
         max_file_bytes=model.max_file_bytes,
         evaluation=evaluation,
-        llm=llm_settings(model.llm),
-        store=StoreSettings(**model.store.model_dump()),
+        llm=model.llm,
+        store=model.store,
         serve=serve_settings(model.serve, resolve),
     )
 

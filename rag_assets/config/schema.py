@@ -238,6 +238,10 @@ class RerankerSection(_Section):
     max_retries: int = Field(2, ge=0, le=10, description="Retries per request on 429 / 5xx / timeouts / bad answers.")
     batch_size: int = Field(10, ge=1, le=200, description="Passages per chat request or cross-encoder batch.")
 
+    @property
+    def enabled(self) -> bool:
+        return self.name != "none"
+
     @model_validator(mode="after")
     def _what_the_provider_needs(self) -> "RerankerSection":
         needed = {"chat": ("base_url", "model"), "http": ("base_url",), "cross_encoder": ("model_path",)}
@@ -419,6 +423,15 @@ class StoreSection(_Section):
     vector_search: Literal["hnsw", "exact"] = "hnsw"
     hnsw_m: int = Field(16, ge=2, le=100)
     hnsw_ef_construction: int = Field(64, ge=4, le=1000)
+
+    @property
+    def hnsw(self) -> tuple[int, int]:
+        """(m, ef_construction) of the HNSW index."""
+        return self.hnsw_m, self.hnsw_ef_construction
+
+    @property
+    def postgres(self) -> bool:
+        return self.backend == "postgres"
 
     @model_validator(mode="after")
     def _postgres_needs_url(self) -> "StoreSection":

@@ -51,7 +51,7 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
         "private_tier": {"embedder": cfg.private_embedding.name, "allowed_hosts": list(cfg.private_hosts)},
         "vector_decimals": cfg.vector_decimals,
         "public_index": {"vector_encoding": cfg.vector_encoding},
-        "automation": asdict(cfg.automation),
+        "automation": cfg.automation.model_dump(),
         "reranker": _reranker_shown(cfg.reranker, env),
         "llm": _llm_shown(cfg.llm, env),
         "follow_symlinks": cfg.follow_symlinks,
@@ -60,7 +60,7 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
             "questions": [str(q) for q in cfg.evaluation.questions],
             "hit_at_5_floor": cfg.evaluation.hit_at_5_floor,
         },
-        "store": asdict(cfg.store),
+        "store": cfg.store.model_dump(),
         "serve": _serve_shown(cfg),
     }
     return mask_secrets(data)
@@ -68,7 +68,7 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
 
 def _llm_shown(settings: LlmSettings, env: Mapping[str, str]) -> dict[str, Any]:
     """The llm section, its API key variable shown with whether it is set."""
-    data = asdict(settings)
+    data = settings.model_dump()
     key_env = settings.openai.api_key_env
     data["openai"]["api_key_env"] = f"{key_env} ({'set' if env.get(key_env) else 'not set'})"
     return data
@@ -76,7 +76,7 @@ def _llm_shown(settings: LlmSettings, env: Mapping[str, str]) -> dict[str, Any]:
 
 def _reranker_shown(settings: RerankerSettings, env: Mapping[str, str]) -> dict[str, Any]:
     """The reranker section, its API key variable shown with whether it is set."""
-    data = asdict(settings)
+    data = settings.model_dump()
     key_env = settings.api_key_env
     if key_env:
         data["api_key_env"] = f"{key_env} ({'set' if env.get(key_env) else 'not set'})"
@@ -89,3 +89,4 @@ def _serve_shown(cfg: RagConfig) -> dict[str, Any]:
     data["token_file"] = str(cfg.serve.token_file) if cfg.serve.token_file else None
     data["admin_vault_roots"] = [str(root) for root in cfg.serve.admin_vault_roots]
     return data
+

@@ -7,7 +7,7 @@ machine's owner, exempt from tokens and limits alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic.dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 from urllib.parse import urlsplit

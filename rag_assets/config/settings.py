@@ -1,13 +1,18 @@
-"""The configuration the pipeline uses: frozen dataclasses built from the validated schema,
-resolved to absolute paths (``RagConfig`` and the settings it carries)."""
+"""The configuration the pipeline uses, resolved to absolute paths: ``RagConfig`` and the
+settings it carries.
+
+These are pydantic models (pydantic dataclasses: validated when made, by hand or with
+``dataclasses.replace``); a section whose settings need no resolving is the schema's own model
+(``LlmSettings`` is :class:`LlmSection`...), so each of its settings is written once."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Mapping
 
 from pydantic import TypeAdapter
+from pydantic.dataclasses import dataclass
 
 from rag_assets.config.providers import (
     OLLAMA_DEFAULT_DIMENSION,
@@ -20,10 +25,14 @@ from rag_assets.config.serving import ServeSettings
 from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
     FILE_DEFAULTS,
+    AutomationSection,
     ChunkingSection,
     EmbedderSection,
+    LlmOllamaSection,
+    LlmOpenAISection,
     LlmSection,
     RerankerSection,
+    StoreSection,
 )
 
 # A folder of this name in the content dir holds note vaults: never a public collection,
@@ -92,86 +101,13 @@ class EmbedderSettings:
     hashing_dimension: int = 384
 
 
-@dataclass(frozen=True)
-class RerankerSettings:
-    """The optional reranking stage (``reranker:`` in rag.yaml; defaults: :class:`RerankerSection`)."""
-
-    name: str = "none"  # none, chat, http, cross_encoder
-    top_n: int = 20
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str | None = None
-    model_path: str | None = None
-    timeout: float = 30.0
-    max_retries: int = 2
-    batch_size: int = 10
-
-    @property
-    def enabled(self) -> bool:
-        return self.name != "none"
-
-
-def reranker_settings(section: RerankerSection) -> RerankerSettings:
-    return RerankerSettings(**section.model_dump())
-
-
-@dataclass(frozen=True)
-class LlmOpenAISettings:
-    base_url: str | None = None  # None: $RAG_OPENAI_BASE_URL, else OpenRouter
-    model: str = "openai/gpt-4o-mini"
-    api_key_env: str = "OPENROUTER_API_KEY"
-
-
-@dataclass(frozen=True)
-class LlmOllamaSettings:
-    host: str | None = None  # None: $OLLAMA_HOST, else http://localhost:11434
-    model: str = "llama3.2"
-
-
-@dataclass(frozen=True)
-class LlmSettings:
-    """The chat model that answers (``llm:`` in rag.yaml; defaults: :class:`LlmSection`)."""
-
-    name: str = "auto"  # auto, openai (alias openrouter), ollama, none
-    context_budget: int = 3000
-    max_answer_tokens: int = 800
-    temperature: float = 0.1
-    timeout: float = 60.0
-    max_retries: int = 2
-    retry_after_cap: float = 30.0
-    backoff: float = 0.5
-    openai: LlmOpenAISettings = field(default_factory=LlmOpenAISettings)
-    ollama: LlmOllamaSettings = field(default_factory=LlmOllamaSettings)
-
-
-def llm_settings(section: LlmSection) -> LlmSettings:
-    data = section.model_dump()
-    return LlmSettings(
-        **{k: v for k, v in data.items() if k not in ("openai", "ollama")},
-        openai=LlmOpenAISettings(**data["openai"]),
-        ollama=LlmOllamaSettings(**data["ollama"]),
-    )
-
-
-@dataclass(frozen=True)
-class StoreSettings:
-    """Where the tier stores live (``store:`` in rag.yaml; defaults: :class:`StoreSection`)."""
-
-    backend: str = "sqlite"  # sqlite | postgres
-    url: str | None = None  # postgresql://...; each tier in its own schema (rag_public, ...)
-    ef_search: int = 400
-    vector_search: str = "hnsw"  # hnsw | exact (the search process's own copy of the vectors)
-    hnsw_m: int = 16
-    hnsw_ef_construction: int = 64
-
-    @property
-    def hnsw(self) -> tuple[int, int]:
-        """(m, ef_construction) of the HNSW index."""
-        return self.hnsw_m, self.hnsw_ef_construction
-
-    @property
-    def postgres(self) -> bool:
-        return self.backend == "postgres"
+# The sections that need no resolving are the schema's models themselves.
+RerankerSettings = RerankerSection  # the optional reranking stage (``reranker:``)
+LlmSettings = LlmSection  # the chat model that answers (``llm:``)
+LlmOpenAISettings = LlmOpenAISection
+LlmOllamaSettings = LlmOllamaSection
+StoreSettings = StoreSection  # where the tier stores live (``store:``)
+AutomationConfig = AutomationSection  # the change sensors and the nightly schedules (``automation:``)
 
 
 # --- The configuration the pipeline uses ------------------------------------------------
@@ -184,16 +120,6 @@ class VaultConfig:
     name: str
     path: Path
     tier: str
-
-
-@dataclass(frozen=True)
-class AutomationConfig:
-    """The change sensor and the nightly rebuild (defaults: :class:`AutomationSection`)."""
-
-    sensor_interval_seconds: int = FILE_DEFAULTS.automation.sensor_interval_seconds
-    sensor_enabled: bool = FILE_DEFAULTS.automation.sensor_enabled
-    nightly_cron: str = FILE_DEFAULTS.automation.nightly_cron
-    timezone: str = FILE_DEFAULTS.automation.timezone
 
 
 # The sample content shipped in this repository and the question set written for it.
@@ -265,7 +191,7 @@ class RagConfig:
     identity_map_path: Path | None = None  # Safe-tier placeholders for hostnames, users, ...
     vector_decimals: int = FILE_DEFAULTS.vector_decimals
     vector_encoding: str = FILE_DEFAULTS.public_index.vector_encoding  # float | float16 | int16 | int8 | int16-bin
-    automation: AutomationConfig = AutomationConfig()
+    automation: AutomationConfig = field(default_factory=AutomationConfig)
     # Off unless rag.yaml names a reranker; the Private tier uses only a local one.
     reranker: RerankerSettings = field(default_factory=RerankerSettings)
     config_path: Path | None = None

@@ -17,7 +17,7 @@ import dataclasses
 import types
 import typing
 from pathlib import Path
-from typing import Any, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
 
 import dagster as dg
 import pydantic
@@ -41,22 +41,31 @@ def config_from_value(value: dg.Config) -> RagConfig:
 
 def config_class(cls: type, values: dict[str, Any]) -> type[dg.Config]:
     """A ``dg.Config`` class with ``cls``'s fields, each defaulting to its entry in ``values``."""
-    hints = typing.get_type_hints(cls)
     fields: dict[str, Any] = {}
-    for item in dataclasses.fields(cls):
-        value = values[item.name]
-        kind = _dagster_type(hints[item.name], value)
+    for name, hint in _field_types(cls).items():
+        value = values[name]
+        kind = _dagster_type(hint, value)
+        described = f"{name} as loaded; change it here for this run only."
         if isinstance(kind, type) and issubclass(kind, dg.Config):
-            fields[item.name] = (kind, Field(default_factory=kind, description=_described(item)))
+            fields[name] = (kind, Field(default_factory=kind, description=described))
         else:
             # Dagster reads the default as plain data; validate_default makes a list of sections
             # (vaults) config instances in the value, as pydantic expects when it dumps them.
-            fields[item.name] = (kind, Field(default=value, validate_default=True, description=_described(item)))
+            fields[name] = (kind, Field(default=value, validate_default=True, description=described))
     return pydantic.create_model(f"{cls.__name__}Schema", __base__=dg.Config, __doc__=cls.__doc__, **fields)
 
 
-def _described(item: dataclasses.Field) -> str:
-    return f"rag.yaml's {item.name} as loaded; change it here for this run only."
+def _is_section(kind: Any) -> bool:
+    """A settings class: a dataclass of the configuration, or one of the schema's models."""
+    return isinstance(kind, type) and (dataclasses.is_dataclass(kind) or issubclass(kind, pydantic.BaseModel))
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    """The settings of a section and their types."""
+    if issubclass(cls, pydantic.BaseModel):
+        return {name: info.annotation for name, info in cls.model_fields.items()}
+    hints = typing.get_type_hints(cls)
+    return {item.name: hints[item.name] for item in dataclasses.fields(cls)}
 
 
 def _dagster_type(kind: Any, value: Any) -> Any:
@@ -66,7 +75,11 @@ def _dagster_type(kind: Any, value: Any) -> Any:
         return str
     if kind in _SCALARS:
         return kind
-    if dataclasses.is_dataclass(kind):
+    if origin is Annotated:  # a validator's marks: pydantic applies them on the way back
+        return _dagster_type(get_args(kind)[0], value)
+    if origin is Literal:  # a choice (an embedder's name): its type here, checked on the way back
+        return type(get_args(kind)[0])
+    if _is_section(kind):
         return config_class(kind, value) if value is not None else _required_class(kind)
     if origin in (Union, types.UnionType):
         (inner,) = [arg for arg in get_args(kind) if arg is not type(None)]
@@ -81,6 +94,5 @@ def _dagster_type(kind: Any, value: Any) -> Any:
 
 def _required_class(cls: type) -> type[dg.Config]:
     """A section inside a list (a vault): every field required, as each entry gives its own."""
-    hints = typing.get_type_hints(cls)
-    fields = {item.name: (_dagster_type(hints[item.name], None), ...) for item in dataclasses.fields(cls)}
+    fields = {name: (_dagster_type(hint, None), ...) for name, hint in _field_types(cls).items()}
     return pydantic.create_model(f"{cls.__name__}Schema", __base__=dg.Config, __doc__=cls.__doc__, **fields)
