@@ -50,7 +50,7 @@ def sample_config(output: Path, content: Path = SAMPLE_CONTENT, url: str | None 
     """The repository's rag.yaml over ``content``, hashing embedders, the store backend given by ``url``."""
     cfg = load_config(REPO_ROOT / "rag.yaml", output_dir=output, embedder="hashing", private_embedder="hashing", environ={})
     vaults = tuple(VaultConfig(v.name, content / "vaults" / v.name, v.tier) for v in cfg.vaults)
-    store_settings = StoreSettings("postgres", url) if url else StoreSettings()
+    store_settings = StoreSettings(backend="postgres", url=url) if url else StoreSettings()
     return dataclasses.replace(cfg, content_dir=content, vaults=vaults, store=store_settings)
 
 
