@@ -45,7 +45,6 @@ from rag_assets.config.settings import (
     VaultConfig,
     chunking_params,
     default_question_files,
-    embedder_settings,
 )
 
 __all__ = [
@@ -53,6 +52,6 @@ __all__ = [
     "ChunkingParams", "ConfigError", "ConfigFile", "EmbedderSettings", "EvaluationConfig", "OllamaSettings", "OpenAISettings",
     "Override", "RagConfig", "RerankerSettings", "VaultConfig", "build_config", "chunking_params", "collect_overrides",
     "CONFIG_ADAPTER", "config_digest", "default_question_files", "describe_error", "effective_settings",
-    "embedder_settings", "find_config_file", "invalid_collection_reason", "load_config", "mask_secrets", "read_config_source",
+    "find_config_file", "invalid_collection_reason", "load_config", "mask_secrets", "read_config_source",
     "shard_mark_problem", "validate_config_data",
 ]

@@ -206,6 +206,14 @@ class EmbedderSection(_Section):
     local: LocalSection = Field(default_factory=LocalSection)
     hashing: HashingSection = Field(default_factory=HashingSection)
 
+    @property
+    def local_model_path(self) -> Optional[str]:
+        return self.local.model_path
+
+    @property
+    def hashing_dimension(self) -> int:
+        return self.hashing.dimension
+
 
 RerankerName = Literal["none", "chat", "http", "cross_encoder"]
 

@@ -14,13 +14,6 @@ from typing import Mapping
 from pydantic import TypeAdapter
 from pydantic.dataclasses import dataclass
 
-from rag_assets.config.providers import (
-    OLLAMA_DEFAULT_DIMENSION,
-    OLLAMA_DEFAULT_MODEL,
-    OPENAI_DEFAULT_DIMENSION,
-    OPENAI_DEFAULT_MODEL,
-    OPENROUTER_BASE_URL,
-)
 from rag_assets.config.serving import ServeSettings
 from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
@@ -31,6 +24,8 @@ from rag_assets.config.schema import (
     LlmOllamaSection,
     LlmOpenAISection,
     LlmSection,
+    OllamaSection,
+    OpenAISection,
     RerankerSection,
     StoreSection,
 )
@@ -68,40 +63,10 @@ class ChunkingParams:
 
 
 
-@dataclass(frozen=True)
-class OpenAISettings:
-    base_url: str = OPENROUTER_BASE_URL
-    model: str = OPENAI_DEFAULT_MODEL
-    dimension: int = OPENAI_DEFAULT_DIMENSION
-    api_key_env: str = "OPENROUTER_API_KEY"
-    send_dimensions: bool = False
-    price_per_million_tokens: float | None = None
-
-
-@dataclass(frozen=True)
-class OllamaSettings:
-    host: str | None = None  # None: $OLLAMA_HOST, else http://localhost:11434
-    model: str = OLLAMA_DEFAULT_MODEL
-    dimension: int = OLLAMA_DEFAULT_DIMENSION
-
-
-@dataclass(frozen=True)
-class EmbedderSettings:
-    """Everything that decides which embedder runs and how it behaves."""
-
-    name: str = "auto"
-    batch_size: int = 50
-    max_retries: int = 3
-    timeout: float = 30.0
-    retry_after_cap: float = 60.0
-    backoff: float = 0.5  # first retry waits up to this long (full jitter), then doubling
-    openai: OpenAISettings = field(default_factory=OpenAISettings)
-    ollama: OllamaSettings = field(default_factory=OllamaSettings)
-    local_model_path: str | None = None
-    hashing_dimension: int = 384
-
-
 # The sections that need no resolving are the schema's models themselves.
+EmbedderSettings = EmbedderSection  # which embedder runs and how it behaves (``embedder:``)
+OpenAISettings = OpenAISection
+OllamaSettings = OllamaSection
 RerankerSettings = RerankerSection  # the optional reranking stage (``reranker:``)
 LlmSettings = LlmSection  # the chat model that answers (``llm:``)
 LlmOpenAISettings = LlmOpenAISection
@@ -147,20 +112,10 @@ def chunking_params(section: ChunkingSection) -> ChunkingParams:
     return ChunkingParams(**section.model_dump())
 
 
-def embedder_settings(section: EmbedderSection, name: str | None = None) -> EmbedderSettings:
-    """The pipeline's settings for a validated ``embedder:`` section (``name`` replaces its name)."""
-    return EmbedderSettings(
-        name=name or section.name,
-        batch_size=section.batch_size,
-        max_retries=section.max_retries,
-        timeout=section.timeout,
-        retry_after_cap=section.retry_after_cap,
-        backoff=section.backoff,
-        openai=OpenAISettings(**section.openai.model_dump()),
-        ollama=OllamaSettings(**section.ollama.model_dump()),
-        local_model_path=section.local.model_path,
-        hashing_dimension=section.hashing.dimension,
-    )
+def private_embedder_settings(section: EmbedderSection, name: str) -> EmbedderSettings:
+    """The Private tier's embedder: the provider sections (hosts, models) are shared with the
+    main embedder; only the choice of provider is the tier's own."""
+    return section.model_copy(update={"name": name})
 
 
 @dataclass(frozen=True)
@@ -173,7 +128,7 @@ class RagConfig:
 
     content_dir: Path
     output_dir: Path
-    embedding: EmbedderSettings = field(default_factory=lambda: embedder_settings(FILE_DEFAULTS.embedder))
+    embedding: EmbedderSettings = FILE_DEFAULTS.embedder
     collections: tuple[str, ...] | None = None  # None: discover the content dir's folders
     collection_weights: Mapping[str, float] = field(
         default_factory=lambda: dict(DEFAULT_COLLECTION_WEIGHTS)
@@ -185,7 +140,7 @@ class RagConfig:
     # The Private tier embeds only locally (Ollama on loopback or a listed host, the local
     # model, hashing); `private_hosts` lists the non-loopback Ollama hosts trusted with it.
     private_embedding: EmbedderSettings = field(
-        default_factory=lambda: embedder_settings(FILE_DEFAULTS.embedder, FILE_DEFAULTS.private_tier.embedder)
+        default_factory=lambda: private_embedder_settings(FILE_DEFAULTS.embedder, FILE_DEFAULTS.private_tier.embedder)
     )
     private_hosts: tuple[str, ...] = ()
     identity_map_path: Path | None = None  # Safe-tier placeholders for hostnames, users, ...
