@@ -67,9 +67,9 @@ def invalid_collection_reason(name: str) -> str | None:
 # --- The schema of rag.yaml -------------------------------------------------------------
 #
 # These models are the one place that says which keys exist, their types, ranges and
-# defaults. They import nothing of the pipeline, so the dataclasses the pipeline uses
-# (ChunkingParams, EmbedderSettings) are built from them; a test keeps those dataclasses'
-# own defaults equal to these.
+# defaults. They import nothing of the pipeline; RagConfig (config/settings.py) carries the
+# sections that need no resolving as they are (the embedder, llm, reranker, store and
+# automation), and takes the others' defaults from here (a test keeps them equal).
 
 EmbedderName = Literal["auto", "openai", "openrouter", "ollama", "local", "hashing"]
 
@@ -479,8 +479,8 @@ class ConfigFile(_Section):
     serve: ServeSection = Field(default_factory=ServeSection)
 
 
-# Every section's defaults, as an empty rag.yaml gives them: the settings dataclasses
-# (config/settings.py) take their own defaults from here, so the two cannot drift apart.
+# Every section's defaults, as an empty rag.yaml gives them: RagConfig (config/settings.py)
+# takes its defaults from here, so the two cannot drift apart.
 FILE_DEFAULTS = ConfigFile()
 
 
