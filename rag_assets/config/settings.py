@@ -39,16 +39,17 @@ TIERS = ("public", "safe", "private")
 
 @dataclass(frozen=True)
 class ChunkingParams:
-    """Size knobs; defaults suit ~512-token embedding models.
+    """Size knobs; defaults (:class:`ChunkingSection`'s) suit ~512-token embedding models.
 
     ``target_words`` bounds the *new* (non-overlap) body words of a chunk;
-    ``min_words`` must not exceed it.
+    ``min_words`` must not exceed it. Still apart from the section: its bounds are the chunker's,
+    looser than rag.yaml's (a minimum of 0, an overlap up to the target).
     """
 
-    target_words: int = 400
-    overlap_words: int = 50
-    min_words: int = 100
-    max_chars: int = 3000
+    target_words: int = FILE_DEFAULTS.chunking.target_words
+    overlap_words: int = FILE_DEFAULTS.chunking.overlap_words
+    min_words: int = FILE_DEFAULTS.chunking.min_words
+    max_chars: int = FILE_DEFAULTS.chunking.max_chars
 
     def __post_init__(self) -> None:
         if self.target_words < 1:
