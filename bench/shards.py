@@ -103,16 +103,16 @@ def parallel_seconds(cfg: RagConfig, workers: int, cfg_file: Path) -> float:
 
 def worker(cfg_file: Path, keys: list[str]) -> None:
     """One worker: one index_collection run over its share of the shards (a contiguous range)."""
-    from rag_assets.config import config_from_dict
+    from rag_assets.config import CONFIG_ADAPTER
 
-    cfg = config_from_dict(json.loads(cfg_file.read_text()))
+    cfg = CONFIG_ADAPTER.validate_json(cfg_file.read_text())
     with dg.DagsterInstance.ephemeral() as instance:
         sync_partitions(instance, cfg)
         execute(cfg, instance, INDEX_COLLECTION_JOB, keys)
 
 
 def bench(content_src: Path, shards: int, repeat: int, workers: int) -> dict[str, float]:
-    from rag_assets.config import config_to_dict
+    from rag_assets.config import CONFIG_ADAPTER
 
     figures: dict[str, list[float]] = {"full": [], "rejoin": [], "edit": [], "parallel": []}
     index_bytes = b""
@@ -140,7 +140,7 @@ def bench(content_src: Path, shards: int, repeat: int, workers: int) -> dict[str
                 out = Path(tmp) / "parallel"
                 pcfg = dataclasses.replace(cfg, output_dir=out)
                 cfg_file = Path(tmp) / "cfg.json"
-                cfg_file.write_text(json.dumps(config_to_dict(pcfg)))
+                cfg_file.write_bytes(CONFIG_ADAPTER.dump_json(pcfg))
                 figures["parallel"].append(parallel_seconds(pcfg, workers, cfg_file))
                 # Built from the edited content, as the sequential index after its edit run.
                 if json.loads(pcfg.index_path.read_bytes())["chunks"] != edited_chunks:

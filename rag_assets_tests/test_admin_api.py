@@ -42,7 +42,7 @@ def ollama():
 def cfg(built, tmp_path, ollama, monkeypatch):
     cfg = copy_site(built, tmp_path / "site")
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home(tmp_path / "dagster")))
-    embedding = dataclasses.replace(cfg.embedding, ollama=dataclasses.replace(cfg.embedding.ollama, host=ollama.url))
+    embedding = cfg.embedding.model_copy(update={"ollama": cfg.embedding.ollama.model_copy(update={"host": ollama.url})})
     return dataclasses.replace(cfg, embedding=embedding)
 
 

@@ -245,9 +245,8 @@ def test_follow_ups_are_rewritten_by_the_model_or_deterministically(chat):
 def test_the_llm_section_is_validated_and_its_defaults_agree(tmp_path):
     from rag_assets.config import ConfigError, load_config
     from rag_assets.config.schema import LlmSection
-    from rag_assets.config.settings import llm_settings
 
-    assert llm_settings(LlmSection()) == LlmSettings()
+    assert LlmSettings is LlmSection  # one model: the file's section is the pipeline's settings
     config = tmp_path / "rag.yaml"
     config.write_text("identity_map: null\nllm: ollama\n")
     assert load_config(config, environ={}).llm == LlmSettings(name="ollama")

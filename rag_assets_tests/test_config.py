@@ -17,9 +17,6 @@ from rag_assets.config import (
     EmbedderSettings,
     RagConfig,
     chunking_params,
-    config_from_dict,
-    config_to_dict,
-    embedder_settings,
     load_config,
     mask_secrets,
 )
@@ -231,7 +228,7 @@ def test_blank_sections_mean_their_defaults(tmp_path):
 def test_the_dataclass_defaults_agree_with_the_schema(tmp_path):
     """The pydantic models hold the defaults; the dataclasses the pipeline uses must not disagree."""
     assert chunking_params(ChunkingSection()) == ChunkingParams()
-    assert embedder_settings(EmbedderSection()) == EmbedderSettings()
+    assert EmbedderSettings is EmbedderSection  # one model: the file's section is the pipeline's settings
     empty = load_config(write_config(tmp_path, "identity_map: null\n"), environ={})
     by_hand = RagConfig(content_dir=empty.content_dir, output_dir=empty.output_dir, config_path=empty.config_path)
     assert empty == by_hand
@@ -247,48 +244,7 @@ def test_the_repository_rag_yaml_is_valid():
 # --- The configuration reaches Dagster whole -------------------------------------------------
 
 
-def every_field_config(tmp_path: Path) -> RagConfig:
-    (tmp_path / "site" / "ids.json").parent.mkdir(parents=True, exist_ok=True)
-    (tmp_path / "site" / "ids.json").write_text("{}")
-    text = (
-        "collections: [a]\nweights: {a: 2.5}\nshards: {a: 3}\nchunking: {target_words: 300, overlap_words: 20, min_words: 50}\n"
-        "embedder: {name: hashing, batch_size: 7, ollama: {host: 'http://127.0.0.1:1'}, hashing: {dimension: 64}}\n"
-        "vaults:\n  - {name: notes, path: content/vaults/notes, tier: safe}\n  - {name: me, path: content/vaults/me}\n"
-        "identity_map: ids.json\nprivate_tier: {embedder: hashing, allowed_hosts: [gpu.lan]}\nvector_decimals: 4\n"
-        "automation: {sensor_enabled: false, sensor_interval_seconds: 90, nightly_cron: '0 4 * * *', timezone: Europe/Paris}\n"
-        "follow_symlinks: true\nmax_file_bytes: 1234\nevaluation: {questions: [qs.jsonl], hit_at_5_floor: 0.7}\n"
-        "reranker: {name: http, base_url: 'http://127.0.0.1:2', model: judge, top_n: 7, api_key_env: RR_KEY}\n"
-    )
-    return load_config(write_config(tmp_path, text), environ={})
-
-
-def test_the_config_survives_the_trip_through_the_dagster_resource(tmp_path):
-    cfg = every_field_config(tmp_path)
-    assert config_from_dict(config_to_dict(cfg)) == cfg
-    assert RagSettings.from_config(cfg).to_config() == cfg
-
-
-def test_an_asset_sees_what_the_cli_sees(tmp_path):
-    import dagster as dg
-
-    from rag_assets.defs.assembly import build_definitions
-
-    cfg = every_field_config(tmp_path)
-    seen: dict[str, RagConfig] = {}
-
-    @dg.asset
-    def probe(rag: RagSettings) -> None:
-        seen["cfg"] = rag.to_config()
-
-    resources = build_definitions(cfg).resources
-    assert dg.materialize([probe], resources={"rag": resources["rag"]}).success
-    got = seen["cfg"]
-    assert got.vaults == cfg.vaults and got.identity_map_path == tmp_path / "site" / "ids.json"
-    assert got.collections == ("a",) and got.follow_symlinks is True and got.max_file_bytes == 1234
-    assert got.collection_shards == {"a": 3}
-    assert got.reranker.name == "http" and got.reranker.top_n == 7
-    assert got.evaluation.questions == (tmp_path / "site" / "qs.jsonl",) and got.evaluation.hit_at_5_floor == 0.7
-    assert got == cfg
+# The trip of every field into a Dagster run and back: test_config_in_runs.py.
 
 
 def test_an_edited_rag_yaml_is_noticed_by_the_resource(tmp_path):

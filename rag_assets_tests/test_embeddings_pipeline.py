@@ -7,6 +7,7 @@ import sqlite3
 
 import pytest
 
+from rag_assets.config.schema import LocalSection
 from rag_assets.defs.runner import run_build
 from rag_assets.embed import EmbedderSettings, OllamaSettings, select_embedder
 from rag_assets.embed.local import local_model_status
@@ -28,7 +29,7 @@ def remote_config(make_config, content, name="openai", **settings):
     cfg = make_config(content, embedder=name)
     fast = dict(batch_size=10, backoff=0.01, timeout=2.0)
     fast.update(settings)
-    return dataclasses.replace(cfg, embedding=dataclasses.replace(cfg.embedding, **fast))
+    return dataclasses.replace(cfg, embedding=cfg.embedding.model_copy(update=fast))
 
 
 def build(cfg):
@@ -37,8 +38,8 @@ def build(cfg):
 
 
 def test_openai_build_records_the_model_everywhere_with_usage(openai_env, make_config, tmp_path):
-    cfg = remote_config(make_config, SAMPLE_CONTENT, openai=dataclasses.replace(
-        EmbedderSettings().openai, price_per_million_tokens=0.02))
+    cfg = remote_config(make_config, SAMPLE_CONTENT, openai=EmbedderSettings().openai.model_copy(
+        update={"price_per_million_tokens": 0.02}))
     outcome = build(cfg)
     assert outcome.success, outcome.error
     posts = next(c for c in outcome.collections if c.collection == "posts").metadata["embeddings"]
@@ -98,9 +99,9 @@ def test_model_change_re_embeds_everything_and_switching_back_is_free(openai_env
     cfg = remote_config(make_config, SAMPLE_CONTENT)
     assert build(cfg).success
     first = len(openai_env.embedding_requests)
-    other = dataclasses.replace(cfg, embedding=dataclasses.replace(
-        cfg.embedding, openai=dataclasses.replace(
-            cfg.embedding.openai, model="text-embedding-3-large", dimension=3072, send_dimensions=True)))
+    larger = {"model": "text-embedding-3-large", "dimension": 3072, "send_dimensions": True}
+    other = dataclasses.replace(cfg, embedding=cfg.embedding.model_copy(update={
+        "openai": cfg.embedding.openai.model_copy(update=larger)}))
     assert build(other).success
     assert len(openai_env.embedding_requests) == 2 * first  # every chunk again, never mixed
     assert read_meta(other.meta_path)["model"] == "text-embedding-3-large"
@@ -131,13 +132,13 @@ def test_auto_prefers_a_key_then_ollama_then_local_then_hashing(embedding_server
     assert "has nomic-embed-text" in chosen.reason
     local_ok, _ = local_model_status()
     expected = "local" if local_ok else "hashing"
-    missing_model = dataclasses.replace(settings, ollama=OllamaSettings(host=embedding_server.url, model="bge-m3"))
+    missing_model = settings.model_copy(update={"ollama": OllamaSettings(host=embedding_server.url, model="bge-m3")})
     chosen = select_embedder(missing_model, {})
     assert chosen.provider == expected and "lacks bge-m3" in chosen.reason
-    offline = dataclasses.replace(settings, ollama=OllamaSettings(host="http://127.0.0.1:9"))
+    offline = settings.model_copy(update={"ollama": OllamaSettings(host="http://127.0.0.1:9")})
     chosen = select_embedder(offline, {})
     assert chosen.provider == expected and "not reachable" in chosen.reason
-    no_local = dataclasses.replace(offline, local_model_path="/nonexistent/model")
+    no_local = offline.model_copy(update={"local": LocalSection(model_path="/nonexistent/model")})
     if not local_model_status("/nonexistent/model")[0]:
         assert select_embedder(no_local, {}).provider == "hashing"
 

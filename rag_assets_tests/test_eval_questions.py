@@ -22,7 +22,7 @@ from rag_assets.defs.evaluation import (
     questions_hit_at_5_floor,
     retrieval_eval,
 )
-from rag_assets.defs.resources import EmbedderResource, RagSettings
+from rag_assets.defs.resources import RagSettings
 from rag_assets.defs.runner import run_build
 from rag_assets.evaluation.datasets import EvaluationError
 from rag_assets.evaluation.metrics import QUESTION_METRICS, hit_at, score_questions
@@ -282,7 +282,6 @@ def test_the_evaluation_section(tmp_path):
 def resources(cfg, dataset: Path):
     return {
         "rag": RagSettings.from_config(cfg),
-        "embedder": EmbedderResource.from_settings(cfg.embedding),
         "evaluation": EvalSettings(dataset=str(dataset), ndcg_floor=0.0),
     }
 

@@ -22,7 +22,7 @@ from rag_assets.defs.evaluation import (
     metric_key,
     retrieval_eval,
 )
-from rag_assets.defs.resources import EmbedderResource, RagSettings
+from rag_assets.defs.resources import RagSettings
 from rag_assets.evaluation.datasets import CorpusDoc, EvaluationError, load_beir
 from rag_assets.evaluation.eval_store import eval_store_path, slugs_for
 from rag_assets.evaluation.metrics import (
@@ -302,7 +302,6 @@ def test_a_split_without_judged_queries_fails(tiny: Path, cfg):
 def resources(cfg, dataset: Path | str, floor: float, **eval_fields):
     return {
         "rag": RagSettings.from_config(cfg),
-        "embedder": EmbedderResource.from_settings(cfg.embedding),
         "evaluation": EvalSettings(dataset=str(dataset), ndcg_floor=floor, **eval_fields),
     }
 

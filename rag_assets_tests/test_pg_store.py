@@ -49,7 +49,7 @@ def sample_config(output: Path, content: Path = SAMPLE_CONTENT, url: str | None 
     """The repository's rag.yaml over ``content``, hashing embedders, the store backend given by ``url``."""
     cfg = load_config(REPO_ROOT / "rag.yaml", output_dir=output, embedder="hashing", private_embedder="hashing", environ={})
     vaults = tuple(VaultConfig(v.name, content / "vaults" / v.name, v.tier) for v in cfg.vaults)
-    store_settings = StoreSettings("postgres", url) if url else StoreSettings()
+    store_settings = StoreSettings(backend="postgres", url=url) if url else StoreSettings()
     return dataclasses.replace(cfg, content_dir=content, vaults=vaults, store=store_settings)
 
 
@@ -146,7 +146,7 @@ def test_exact_vector_search_scans_the_loaded_vectors_not_the_index(built, monke
     from rag_assets.search.pg_index import PgSearchIndex
 
     lite, pg, _ = built
-    exact_cfg = dataclasses.replace(pg, store=dataclasses.replace(pg.store, vector_search="exact"))
+    exact_cfg = dataclasses.replace(pg, store=pg.store.model_copy(update={"vector_search": "exact"}))
 
     def no_hnsw(*args, **kwargs):
         raise AssertionError("vector_search exact queried PostgreSQL for vector candidates")
@@ -267,7 +267,7 @@ def test_eval_backend_postgres_scores_like_sqlite(server, make_config, tmp_path)
 
     dataset = write_beir(tmp_path / "tiny")
     with scratch_database(server) as url:
-        cfg = dataclasses.replace(make_config(tmp_path / "content"), store=StoreSettings("postgres", url))
+        cfg = dataclasses.replace(make_config(tmp_path / "content"), store=StoreSettings(backend="postgres", url=url))
         on_sqlite = run_evaluation(cfg, dataset, embedder_name="hashing", backend="sqlite")
         on_postgres = run_evaluation(cfg, dataset, embedder_name="hashing")
     assert (on_sqlite.info.backend, on_postgres.info.backend) == ("sqlite", "postgres")

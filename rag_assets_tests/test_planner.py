@@ -16,6 +16,7 @@ import orjson
 import yaml
 
 from rag_assets.config import load_config
+from rag_assets.config.schema import HashingSection
 from rag_assets.defs.assembly import build_definitions
 from rag_assets.defs.partitions import (
     COLLECTIONS_PARTITION,
@@ -184,7 +185,7 @@ def test_a_partition_materialised_from_the_ui_after_a_model_change_publishes_one
     with make_instance() as instance:
         assert run_build(cfg, instance).success
         assert read_meta(cfg.meta_path)["dimension"] == 384
-        changed = dataclasses.replace(cfg, embedding=dataclasses.replace(cfg.embedding, hashing_dimension=256))
+        changed = dataclasses.replace(cfg, embedding=cfg.embedding.model_copy(update={"hashing": HashingSection(dimension=256)}))
         job = build_definitions(changed).resolve_job_def("update_collection")
         result = job.execute_in_process(instance=instance, partition_key="posts", raise_on_error=False)
         assert result.success, [e.message for e in result.all_events if e.is_failure]

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from rag_assets.config import VaultConfig, load_config
+from rag_assets.config.schema import HashingSection
 from rag_assets.defs.partitions import PRIVATE_VAULTS_PARTITION, SAFE_VAULTS_PARTITION
 from rag_assets.defs.runner import run_build
 from rag_assets.index import store
@@ -266,7 +267,7 @@ def test_a_new_private_model_rebuilds_every_vault_even_when_one_is_asked_for(tmp
         before = store.summarise(cfg.private_store_path)
         assert set(before.per_collection) == {"homelab-notes", "personal"} and before.dimension == 384
         wider = dataclasses.replace(
-            cfg, private_embedding=dataclasses.replace(cfg.private_embedding, hashing_dimension=256)
+            cfg, private_embedding=cfg.private_embedding.model_copy(update={"hashing": HashingSection(dimension=256)})
         )
         outcome = run_build(wider, instance, collections=[], vaults=["personal"], publish=False)
         assert outcome.success, outcome.error

@@ -28,11 +28,10 @@ from rag_assets.config.schema import (
 )
 from rag_assets.config.serialise import (
     config_digest,
-    config_from_dict,
-    config_to_dict,
     effective_settings,
 )
 from rag_assets.config.settings import (
+    CONFIG_ADAPTER,
     TIERS,
     VAULTS_FOLDER,
     AutomationConfig,
@@ -46,15 +45,13 @@ from rag_assets.config.settings import (
     VaultConfig,
     chunking_params,
     default_question_files,
-    embedder_settings,
-    reranker_settings,
 )
 
 __all__ = [
     "CONFIG_FILE_NAME", "DEFAULT_COLLECTION_WEIGHTS", "SHARD_MARK", "ENV_OVERRIDES", "TIERS", "VAULTS_FOLDER", "AutomationConfig",
     "ChunkingParams", "ConfigError", "ConfigFile", "EmbedderSettings", "EvaluationConfig", "OllamaSettings", "OpenAISettings",
     "Override", "RagConfig", "RerankerSettings", "VaultConfig", "build_config", "chunking_params", "collect_overrides",
-    "config_digest", "config_from_dict", "config_to_dict", "default_question_files", "describe_error", "effective_settings",
-    "embedder_settings", "find_config_file", "invalid_collection_reason", "load_config", "mask_secrets", "read_config_source",
-    "reranker_settings", "shard_mark_problem", "validate_config_data",
+    "CONFIG_ADAPTER", "config_digest", "default_question_files", "describe_error", "effective_settings",
+    "find_config_file", "invalid_collection_reason", "load_config", "mask_secrets", "read_config_source",
+    "shard_mark_problem", "validate_config_data",
 ]

@@ -37,16 +37,12 @@ from rag_assets.config.schema import (
     first_model,
 )
 from rag_assets.config.settings import (
-    AutomationConfig,
     EvaluationConfig,
     RagConfig,
-    StoreSettings,
     VaultConfig,
     chunking_params,
     default_question_files,
-    embedder_settings,
-    llm_settings,
-    reranker_settings,
+    private_embedder_settings,
 )
 
 CONFIG_FILE_NAME = "rag.yaml"
@@ -333,7 +329,7 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
     return RagConfig(
         content_dir=content_dir,
         output_dir=resolve(model.output_dir),
-        embedding=embedder_settings(model.embedder),
+        embedding=model.embedder,
         collections=tuple(model.collections) if model.collections is not None else None,
         collection_weights={**DEFAULT_COLLECTION_WEIGHTS, **model.weights},
         collection_shards=dict(model.shards),
@@ -341,19 +337,19 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         vaults=vaults,
         # The provider sections (hosts, models) are shared with the main embedder; only the
         # choice of provider is the Private tier's own.
-        private_embedding=embedder_settings(model.embedder, name=model.private_tier.embedder),
+        private_embedding=private_embedder_settings(model.embedder, model.private_tier.embedder),
         private_hosts=tuple(model.private_tier.allowed_hosts),
         identity_map_path=identity_map,
         vector_decimals=model.vector_decimals,
         vector_encoding=model.public_index.vector_encoding,
-        automation=AutomationConfig(**model.automation.model_dump()),
-        reranker=reranker_settings(model.reranker),
+        automation=model.automation,
+        reranker=model.reranker,
         config_path=config_path,
         follow_symlinks=model.follow_symlinks,
         max_file_bytes=model.max_file_bytes,
         evaluation=evaluation,
-        llm=llm_settings(model.llm),
-        store=StoreSettings(**model.store.model_dump()),
+        llm=model.llm,
+        store=model.store,
         serve=serve_settings(model.serve, resolve),
     )
 

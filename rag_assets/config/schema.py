@@ -67,9 +67,9 @@ def invalid_collection_reason(name: str) -> str | None:
 # --- The schema of rag.yaml -------------------------------------------------------------
 #
 # These models are the one place that says which keys exist, their types, ranges and
-# defaults. They import nothing of the pipeline, so the dataclasses the pipeline uses
-# (ChunkingParams, EmbedderSettings) are built from them; a test keeps those dataclasses'
-# own defaults equal to these.
+# defaults. They import nothing of the pipeline; RagConfig (config/settings.py) carries the
+# sections that need no resolving as they are (the embedder, llm, reranker, store and
+# automation), and takes the others' defaults from here (a test keeps them equal).
 
 EmbedderName = Literal["auto", "openai", "openrouter", "ollama", "local", "hashing"]
 
@@ -206,6 +206,14 @@ class EmbedderSection(_Section):
     local: LocalSection = Field(default_factory=LocalSection)
     hashing: HashingSection = Field(default_factory=HashingSection)
 
+    @property
+    def local_model_path(self) -> Optional[str]:
+        return self.local.model_path
+
+    @property
+    def hashing_dimension(self) -> int:
+        return self.hashing.dimension
+
 
 RerankerName = Literal["none", "chat", "http", "cross_encoder"]
 
@@ -237,6 +245,10 @@ class RerankerSection(_Section):
     timeout: float = Field(30.0, gt=0, description="Seconds per request.")
     max_retries: int = Field(2, ge=0, le=10, description="Retries per request on 429 / 5xx / timeouts / bad answers.")
     batch_size: int = Field(10, ge=1, le=200, description="Passages per chat request or cross-encoder batch.")
+
+    @property
+    def enabled(self) -> bool:
+        return self.name != "none"
 
     @model_validator(mode="after")
     def _what_the_provider_needs(self) -> "RerankerSection":
@@ -420,6 +432,15 @@ class StoreSection(_Section):
     hnsw_m: int = Field(16, ge=2, le=100)
     hnsw_ef_construction: int = Field(64, ge=4, le=1000)
 
+    @property
+    def hnsw(self) -> tuple[int, int]:
+        """(m, ef_construction) of the HNSW index."""
+        return self.hnsw_m, self.hnsw_ef_construction
+
+    @property
+    def postgres(self) -> bool:
+        return self.backend == "postgres"
+
     @model_validator(mode="after")
     def _postgres_needs_url(self) -> "StoreSection":
         if self.backend == "postgres" and not self.url:
@@ -458,8 +479,8 @@ class ConfigFile(_Section):
     serve: ServeSection = Field(default_factory=ServeSection)
 
 
-# Every section's defaults, as an empty rag.yaml gives them: the settings dataclasses
-# (config/settings.py) take their own defaults from here, so the two cannot drift apart.
+# Every section's defaults, as an empty rag.yaml gives them: RagConfig (config/settings.py)
+# takes its defaults from here, so the two cannot drift apart.
 FILE_DEFAULTS = ConfigFile()
 
 

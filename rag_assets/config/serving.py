@@ -7,7 +7,7 @@ machine's owner, exempt from tokens and limits alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic.dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 from urllib.parse import urlsplit
@@ -126,18 +126,4 @@ def serve_settings(section: ServeSection, resolve: Callable[[str], Path]) -> Ser
         anonymous_chat_tokens_per_day=section.anonymous_chat_tokens_per_day,
         admin_vault_roots=tuple(resolve(root) for root in section.admin_vault_roots),
         dagster_url=section.dagster_url.rstrip("/"),
-    )
-
-
-def serve_from_dict(data: dict) -> ServeSettings:
-    """The inverse of ``dataclasses.asdict`` (a RagConfig serialised for a Dagster run)."""
-    return ServeSettings(
-        token_file=Path(data["token_file"]) if data.get("token_file") else None,
-        cors_origins=tuple(data.get("cors_origins", ())),
-        search_limit=RateLimit(**data["search_limit"]),
-        ask_limit=RateLimit(**data["ask_limit"]),
-        max_concurrent_asks=data["max_concurrent_asks"],
-        anonymous_chat_tokens_per_day=data["anonymous_chat_tokens_per_day"],
-        admin_vault_roots=tuple(Path(root) for root in data.get("admin_vault_roots", ())),
-        dagster_url=data.get("dagster_url", _DEFAULTS.dagster_url),
     )

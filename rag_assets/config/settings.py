@@ -1,27 +1,33 @@
-"""The configuration the pipeline uses: frozen dataclasses built from the validated schema,
-resolved to absolute paths (``RagConfig`` and the settings it carries)."""
+"""The configuration the pipeline uses, resolved to absolute paths: ``RagConfig`` and the
+settings it carries.
+
+These are pydantic models (pydantic dataclasses: validated when made, by hand or with
+``dataclasses.replace``); a section whose settings need no resolving is the schema's own model
+(``LlmSettings`` is :class:`LlmSection`...), so each of its settings is written once."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Mapping
 
-from rag_assets.config.providers import (
-    OLLAMA_DEFAULT_DIMENSION,
-    OLLAMA_DEFAULT_MODEL,
-    OPENAI_DEFAULT_DIMENSION,
-    OPENAI_DEFAULT_MODEL,
-    OPENROUTER_BASE_URL,
-)
+from pydantic import TypeAdapter
+from pydantic.dataclasses import dataclass
+
 from rag_assets.config.serving import ServeSettings
 from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
     FILE_DEFAULTS,
+    AutomationSection,
     ChunkingSection,
     EmbedderSection,
+    LlmOllamaSection,
+    LlmOpenAISection,
     LlmSection,
+    OllamaSection,
+    OpenAISection,
     RerankerSection,
+    StoreSection,
 )
 
 # A folder of this name in the content dir holds note vaults: never a public collection,
@@ -33,16 +39,17 @@ TIERS = ("public", "safe", "private")
 
 @dataclass(frozen=True)
 class ChunkingParams:
-    """Size knobs; defaults suit ~512-token embedding models.
+    """Size knobs; defaults (:class:`ChunkingSection`'s) suit ~512-token embedding models.
 
     ``target_words`` bounds the *new* (non-overlap) body words of a chunk;
-    ``min_words`` must not exceed it.
+    ``min_words`` must not exceed it. Still apart from the section: its bounds are the chunker's,
+    looser than rag.yaml's (a minimum of 0, an overlap up to the target).
     """
 
-    target_words: int = 400
-    overlap_words: int = 50
-    min_words: int = 100
-    max_chars: int = 3000
+    target_words: int = FILE_DEFAULTS.chunking.target_words
+    overlap_words: int = FILE_DEFAULTS.chunking.overlap_words
+    min_words: int = FILE_DEFAULTS.chunking.min_words
+    max_chars: int = FILE_DEFAULTS.chunking.max_chars
 
     def __post_init__(self) -> None:
         if self.target_words < 1:
@@ -57,119 +64,16 @@ class ChunkingParams:
 
 
 
-@dataclass(frozen=True)
-class OpenAISettings:
-    base_url: str = OPENROUTER_BASE_URL
-    model: str = OPENAI_DEFAULT_MODEL
-    dimension: int = OPENAI_DEFAULT_DIMENSION
-    api_key_env: str = "OPENROUTER_API_KEY"
-    send_dimensions: bool = False
-    price_per_million_tokens: float | None = None
-
-
-@dataclass(frozen=True)
-class OllamaSettings:
-    host: str | None = None  # None: $OLLAMA_HOST, else http://localhost:11434
-    model: str = OLLAMA_DEFAULT_MODEL
-    dimension: int = OLLAMA_DEFAULT_DIMENSION
-
-
-@dataclass(frozen=True)
-class EmbedderSettings:
-    """Everything that decides which embedder runs and how it behaves."""
-
-    name: str = "auto"
-    batch_size: int = 50
-    max_retries: int = 3
-    timeout: float = 30.0
-    retry_after_cap: float = 60.0
-    backoff: float = 0.5  # first retry waits up to this long (full jitter), then doubling
-    openai: OpenAISettings = field(default_factory=OpenAISettings)
-    ollama: OllamaSettings = field(default_factory=OllamaSettings)
-    local_model_path: str | None = None
-    hashing_dimension: int = 384
-
-
-@dataclass(frozen=True)
-class RerankerSettings:
-    """The optional reranking stage (``reranker:`` in rag.yaml; defaults: :class:`RerankerSection`)."""
-
-    name: str = "none"  # none, chat, http, cross_encoder
-    top_n: int = 20
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str | None = None
-    model_path: str | None = None
-    timeout: float = 30.0
-    max_retries: int = 2
-    batch_size: int = 10
-
-    @property
-    def enabled(self) -> bool:
-        return self.name != "none"
-
-
-def reranker_settings(section: RerankerSection) -> RerankerSettings:
-    return RerankerSettings(**section.model_dump())
-
-
-@dataclass(frozen=True)
-class LlmOpenAISettings:
-    base_url: str | None = None  # None: $RAG_OPENAI_BASE_URL, else OpenRouter
-    model: str = "openai/gpt-4o-mini"
-    api_key_env: str = "OPENROUTER_API_KEY"
-
-
-@dataclass(frozen=True)
-class LlmOllamaSettings:
-    host: str | None = None  # None: $OLLAMA_HOST, else http://localhost:11434
-    model: str = "llama3.2"
-
-
-@dataclass(frozen=True)
-class LlmSettings:
-    """The chat model that answers (``llm:`` in rag.yaml; defaults: :class:`LlmSection`)."""
-
-    name: str = "auto"  # auto, openai (alias openrouter), ollama, none
-    context_budget: int = 3000
-    max_answer_tokens: int = 800
-    temperature: float = 0.1
-    timeout: float = 60.0
-    max_retries: int = 2
-    retry_after_cap: float = 30.0
-    backoff: float = 0.5
-    openai: LlmOpenAISettings = field(default_factory=LlmOpenAISettings)
-    ollama: LlmOllamaSettings = field(default_factory=LlmOllamaSettings)
-
-
-def llm_settings(section: LlmSection) -> LlmSettings:
-    data = section.model_dump()
-    return LlmSettings(
-        **{k: v for k, v in data.items() if k not in ("openai", "ollama")},
-        openai=LlmOpenAISettings(**data["openai"]),
-        ollama=LlmOllamaSettings(**data["ollama"]),
-    )
-
-
-@dataclass(frozen=True)
-class StoreSettings:
-    """Where the tier stores live (``store:`` in rag.yaml; defaults: :class:`StoreSection`)."""
-
-    backend: str = "sqlite"  # sqlite | postgres
-    url: str | None = None  # postgresql://...; each tier in its own schema (rag_public, ...)
-    ef_search: int = 400
-    vector_search: str = "hnsw"  # hnsw | exact (the search process's own copy of the vectors)
-    hnsw_m: int = 16
-    hnsw_ef_construction: int = 64
-
-    @property
-    def hnsw(self) -> tuple[int, int]:
-        """(m, ef_construction) of the HNSW index."""
-        return self.hnsw_m, self.hnsw_ef_construction
-
-    @property
-    def postgres(self) -> bool:
-        return self.backend == "postgres"
+# The sections that need no resolving are the schema's models themselves.
+EmbedderSettings = EmbedderSection  # which embedder runs and how it behaves (``embedder:``)
+OpenAISettings = OpenAISection
+OllamaSettings = OllamaSection
+RerankerSettings = RerankerSection  # the optional reranking stage (``reranker:``)
+LlmSettings = LlmSection  # the chat model that answers (``llm:``)
+LlmOpenAISettings = LlmOpenAISection
+LlmOllamaSettings = LlmOllamaSection
+StoreSettings = StoreSection  # where the tier stores live (``store:``)
+AutomationConfig = AutomationSection  # the change sensors and the nightly schedules (``automation:``)
 
 
 # --- The configuration the pipeline uses ------------------------------------------------
@@ -182,16 +86,6 @@ class VaultConfig:
     name: str
     path: Path
     tier: str
-
-
-@dataclass(frozen=True)
-class AutomationConfig:
-    """The change sensor and the nightly rebuild (defaults: :class:`AutomationSection`)."""
-
-    sensor_interval_seconds: int = FILE_DEFAULTS.automation.sensor_interval_seconds
-    sensor_enabled: bool = FILE_DEFAULTS.automation.sensor_enabled
-    nightly_cron: str = FILE_DEFAULTS.automation.nightly_cron
-    timezone: str = FILE_DEFAULTS.automation.timezone
 
 
 # The sample content shipped in this repository and the question set written for it.
@@ -219,20 +113,10 @@ def chunking_params(section: ChunkingSection) -> ChunkingParams:
     return ChunkingParams(**section.model_dump())
 
 
-def embedder_settings(section: EmbedderSection, name: str | None = None) -> EmbedderSettings:
-    """The pipeline's settings for a validated ``embedder:`` section (``name`` replaces its name)."""
-    return EmbedderSettings(
-        name=name or section.name,
-        batch_size=section.batch_size,
-        max_retries=section.max_retries,
-        timeout=section.timeout,
-        retry_after_cap=section.retry_after_cap,
-        backoff=section.backoff,
-        openai=OpenAISettings(**section.openai.model_dump()),
-        ollama=OllamaSettings(**section.ollama.model_dump()),
-        local_model_path=section.local.model_path,
-        hashing_dimension=section.hashing.dimension,
-    )
+def private_embedder_settings(section: EmbedderSection, name: str) -> EmbedderSettings:
+    """The Private tier's embedder: the provider sections (hosts, models) are shared with the
+    main embedder; only the choice of provider is the tier's own."""
+    return section.model_copy(update={"name": name})
 
 
 @dataclass(frozen=True)
@@ -245,7 +129,7 @@ class RagConfig:
 
     content_dir: Path
     output_dir: Path
-    embedding: EmbedderSettings = field(default_factory=lambda: embedder_settings(FILE_DEFAULTS.embedder))
+    embedding: EmbedderSettings = FILE_DEFAULTS.embedder
     collections: tuple[str, ...] | None = None  # None: discover the content dir's folders
     collection_weights: Mapping[str, float] = field(
         default_factory=lambda: dict(DEFAULT_COLLECTION_WEIGHTS)
@@ -257,13 +141,13 @@ class RagConfig:
     # The Private tier embeds only locally (Ollama on loopback or a listed host, the local
     # model, hashing); `private_hosts` lists the non-loopback Ollama hosts trusted with it.
     private_embedding: EmbedderSettings = field(
-        default_factory=lambda: embedder_settings(FILE_DEFAULTS.embedder, FILE_DEFAULTS.private_tier.embedder)
+        default_factory=lambda: private_embedder_settings(FILE_DEFAULTS.embedder, FILE_DEFAULTS.private_tier.embedder)
     )
     private_hosts: tuple[str, ...] = ()
     identity_map_path: Path | None = None  # Safe-tier placeholders for hostnames, users, ...
     vector_decimals: int = FILE_DEFAULTS.vector_decimals
     vector_encoding: str = FILE_DEFAULTS.public_index.vector_encoding  # float | float16 | int16 | int8 | int16-bin
-    automation: AutomationConfig = AutomationConfig()
+    automation: AutomationConfig = field(default_factory=AutomationConfig)
     # Off unless rag.yaml names a reranker; the Private tier uses only a local one.
     reranker: RerankerSettings = field(default_factory=RerankerSettings)
     config_path: Path | None = None
@@ -365,3 +249,9 @@ class RagConfig:
     def intermediate_dir(self) -> Path:
         """Where Dagster's IO manager keeps the per-collection records between assets."""
         return self.data_dir / "intermediate"
+
+
+# Validates and dumps a RagConfig with pydantic, from the dataclasses' own types: how the whole
+# configuration crosses into a Dagster run (rag_assets/defs/config_schema.py) and to a worker
+# process (rag_assets/defs/distributed.py), with no serialiser of its own to keep up to date.
+CONFIG_ADAPTER: TypeAdapter[RagConfig] = TypeAdapter(RagConfig)

@@ -26,7 +26,7 @@ from rag_assets.defs.io_managers import AtomicFilesystemIOManager
 from rag_assets.defs.jobs import ALL_JOBS
 from rag_assets.defs.partitions import collection_partitions
 from rag_assets.defs.publish import publish
-from rag_assets.defs.resources import EmbedderResource, RagSettings, TiersResource
+from rag_assets.defs.resources import RagSettings
 from rag_assets.defs.schedules import (
     build_nightly_schedule,
     build_nightly_vault_schedules,
@@ -53,9 +53,7 @@ def build_definitions(cfg: RagConfig) -> dg.Definitions:
         schedules=[build_nightly_schedule(cfg), *build_nightly_vault_schedules(cfg)],
         resources={
             "rag": RagSettings.from_config(cfg),
-            "tiers": TiersResource.from_config(cfg),
             "evaluation": EvalSettings.from_config(cfg),
-            "embedder": EmbedderResource.from_settings(cfg.embedding),
             # Intermediate records live beside the outputs, so a CLI build and `dagster dev`
             # (possibly with different DAGSTER_HOMEs) share them.
             "io_manager": AtomicFilesystemIOManager(base_dir=str(cfg.intermediate_dir)),

@@ -4,7 +4,7 @@
 import dagster as dg
 
 from rag_assets.config.masking import mask_url
-from rag_assets.defs.resources import EmbedderResource, RagSettings
+from rag_assets.defs.resources import RagSettings
 from rag_assets.embed.selection import service_status
 from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.freshness import STALE_HOURS, age_label, detect_changes
@@ -13,7 +13,7 @@ from rag_assets.index.index_json import read_meta
 
 @dg.asset_check(asset="rag_manifest", description="JSON index, SQLite store, FTS table and manifest agree.")
 def outputs_consistent(rag: RagSettings) -> dg.AssetCheckResult:
-    report = check_public_outputs(rag.to_config())
+    report = check_public_outputs(rag.config)
     return dg.AssetCheckResult(
         passed=report.ok,
         severity=dg.AssetCheckSeverity.ERROR,
@@ -31,8 +31,8 @@ def outputs_consistent(rag: RagSettings) -> dg.AssetCheckResult:
     asset="embeddings",
     description="The embedding service that `auto` (or the configured name) picks is reachable; Ollama status and models.",
 )
-def embedding_service(embedder: EmbedderResource) -> dg.AssetCheckResult:
-    status = service_status(embedder.settings())
+def embedding_service(rag: RagSettings) -> dg.AssetCheckResult:
+    status = service_status(rag.config.embedding)
     return dg.AssetCheckResult(
         passed=status.selected_reachable,
         severity=dg.AssetCheckSeverity.WARN,
@@ -54,7 +54,7 @@ def embedding_service(embedder: EmbedderResource) -> dg.AssetCheckResult:
     description="The published index exists and its contentHash matches the content on disk now.",
 )
 def index_matches_content(rag: RagSettings) -> dg.AssetCheckResult:
-    cfg = rag.to_config()
+    cfg = rag.config
     report = detect_changes(cfg, save_stat_cache=False)
     changed = {c.collection: c.summary() for c in report.changed}
     # The manifest may not be rewritten yet when this runs (it is the next asset), so the
@@ -78,7 +78,7 @@ def index_matches_content(rag: RagSettings) -> dg.AssetCheckResult:
     description=f"The index was built within the last {STALE_HOURS} hours (it is not Old in `rag status`).",
 )
 def index_recent(rag: RagSettings) -> dg.AssetCheckResult:
-    meta = read_meta(rag.to_config().meta_path) or {}
+    meta = read_meta(rag.config.meta_path) or {}
     label, age = age_label(meta.get("builtAt"))
     return dg.AssetCheckResult(
         passed=age is not None and age <= STALE_HOURS * 3600,

@@ -40,7 +40,7 @@ def build_content_assets(
     @dg.asset(partitions_def=partitions_def, backfill_policy=SINGLE_RUN, group_name=GROUP, kinds={"markdown"})
     def content_hash(context: dg.AssetExecutionContext, rag: RagSettings) -> dict[str, CollectionSnapshot]:
         """SHA-256 over the relative paths and bytes of every file in one collection."""
-        cfg = rag.to_config()
+        cfg = rag.config
         stale = rag.stale_reason()
         if stale:
             context.log.warning(stale)
@@ -72,7 +72,7 @@ def build_content_assets(
         context: dg.AssetExecutionContext, rag: RagSettings, content_hash: dict[str, CollectionSnapshot]
     ) -> dict[str, ParsedCollection]:
         """Markdown files parsed into frontmatter and body; unusable files listed with reasons."""
-        cfg = rag.to_config()
+        cfg = rag.config
         cache = DocumentCache(cfg.document_cache_path, cfg.chunking)
 
         def one(key: str) -> tuple[ParsedCollection, dict]:
@@ -124,7 +124,7 @@ def build_content_assets(
         context: dg.AssetExecutionContext, rag: RagSettings, parsed_documents: dict[str, ParsedCollection]
     ) -> dict[str, ChunkedCollection]:
         """Heading-aware chunks of about 400 words with 50 words of overlap."""
-        cfg = rag.to_config()
+        cfg = rag.config
         cache = DocumentCache(cfg.document_cache_path, cfg.chunking)
 
         def one(key: str) -> tuple[ChunkedCollection, dict]:

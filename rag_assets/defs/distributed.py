@@ -26,7 +26,6 @@ and it needs a running daemon and code location.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import multiprocessing
 import time
@@ -39,7 +38,7 @@ from typing import Any, Callable, Sequence
 import dagster as dg
 import yaml
 
-from rag_assets.config import RagConfig, config_from_dict, config_to_dict
+from rag_assets.config import CONFIG_ADAPTER, RagConfig
 from rag_assets.config.masking import mask_url
 from rag_assets.defs.assembly import build_definitions
 from rag_assets.defs.io_managers import load_record
@@ -132,14 +131,20 @@ def distributed_definitions(cfg: RagConfig) -> dg.Definitions:
 # step's cost, and they depend only on these two strings.
 @functools.lru_cache(maxsize=8)
 def reconstruct_job(job_name: str, settings_json: str) -> dg.JobDefinition:
-    """What a worker calls to rebuild a job: the configuration travels with the run, whole."""
-    return distributed_definitions(config_from_dict(json.loads(settings_json))).resolve_job_def(job_name)
+    """What a worker calls to rebuild a job: the configuration travels with the run, whole
+    (as pydantic's JSON of it: :func:`config_json`)."""
+    return distributed_definitions(CONFIG_ADAPTER.validate_json(settings_json)).resolve_job_def(job_name)
+
+
+def config_json(cfg: RagConfig) -> str:
+    """``cfg`` as text for a reconstructable job's arguments (Dagster passes them as strings)."""
+    return CONFIG_ADAPTER.dump_json(cfg).decode()
 
 
 def reconstructable_job(cfg: RagConfig, job_name: str):
     """A job the workers can rebuild from its name and the build's configuration."""
     return dg.build_reconstructable_job(
-        __name__, reconstruct_job.__name__, reconstructable_args=(job_name, json.dumps(config_to_dict(cfg)))
+        __name__, reconstruct_job.__name__, reconstructable_args=(job_name, config_json(cfg))
     )
 
 
@@ -271,7 +276,7 @@ def execute_partition_runs(
     slices = run_slices(keys, partitions_per_run)
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
-    settings_json = json.dumps(config_to_dict(cfg))
+    settings_json = config_json(cfg)
     ref = instance.get_ref()
     reports: dict[str, RunReport] = {}
     with ProcessPoolExecutor(max_workers=max(1, min(parallel, len(slices) or 1)), mp_context=context) as pool:
@@ -289,7 +294,7 @@ def _run_slice(
 ) -> RunReport:
     """In a run process: execute one run over ``keys`` and summarise it."""
     started = time.perf_counter()
-    cfg = config_from_dict(json.loads(settings_json))
+    cfg = CONFIG_ADAPTER.validate_json(settings_json)
     job = dg.build_reconstructable_job(__name__, reconstruct_job.__name__, reconstructable_args=(INDEX_JOB, settings_json))
     with dg.DagsterInstance.from_ref(ref) as instance:
         result = dg.execute_job(job, instance=instance, run_config=run_config, tags={**tags, **run_tags(keys)})

@@ -4,9 +4,10 @@ from typing import Optional
 
 import dagster as dg
 
+from rag_assets.config import RagConfig
 from rag_assets.defs.content import shard_metadata
 from rag_assets.defs.ranges import SINGLE_RUN, for_each_partition, throttled
-from rag_assets.defs.resources import EmbedderResource, RagSettings
+from rag_assets.defs.resources import RagSettings
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.index.freshness import record_pending_partitions
 from rag_assets.index.index_json import read_meta
@@ -38,16 +39,15 @@ def build_embedding_assets(
     def embeddings(
         context: dg.AssetExecutionContext,
         rag: RagSettings,
-        embedder: EmbedderResource,
         chunks: dict[str, ChunkedCollection],
     ) -> dict[str, EmbeddedCollection]:
         """One L2-normalised float32 vector per chunk, from the configured embedder, through the cache."""
-        selection = embedder.select()
+        cfg = rag.config
+        selection = rag.select()
         model = selection.embedder
-        _warn_on_model_change(context, rag, model.model)
-        cfg = rag.to_config()
-        cache = EmbeddingCache(rag.embedding_cache_path)
-        price = embedder.openai.price_per_million_tokens if selection.provider == "openai" else None
+        _warn_on_model_change(context, cfg, model.model)
+        cache = EmbeddingCache(cfg.embedding_cache_path)
+        price = cfg.embedding.openai.price_per_million_tokens if selection.provider == "openai" else None
         progress = throttled(context.log.info)
 
         def one(key: str) -> tuple[EmbeddedCollection, dict]:
@@ -55,7 +55,7 @@ def build_embedding_assets(
                 chunks[key],
                 model,
                 cache=cache,
-                batch_size=embedder.batch_size,
+                batch_size=cfg.embedding.batch_size,
                 provider=selection.provider,
                 log=progress,
             )
@@ -113,8 +113,8 @@ def usage_metadata(stats: EmbeddingStats, price_per_million: Optional[float]) ->
     return meta
 
 
-def _warn_on_model_change(context: dg.AssetExecutionContext, rag: RagSettings, model: str) -> None:
-    meta = read_meta(rag.to_config().meta_path)
+def _warn_on_model_change(context: dg.AssetExecutionContext, cfg: RagConfig, model: str) -> None:
+    meta = read_meta(cfg.meta_path)
     if meta and meta.get("model") != model:
         context.log.warning(
             f"the published index was built with {meta.get('model')}; the configured embedder is {model}. "

@@ -15,7 +15,6 @@ dataset it still scores the questions, and says so.
 ``evaluation.hit_at_5_floor`` (rag.yaml).
 """
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Optional
@@ -25,7 +24,7 @@ from pydantic import Field
 
 from rag_assets.config import RagConfig
 from rag_assets.config.settings import REPO_ROOT
-from rag_assets.defs.resources import EmbedderResource, RagSettings
+from rag_assets.defs.resources import RagSettings
 from rag_assets.evaluation.datasets import EvaluationError
 from rag_assets.evaluation.metrics import METRICS, QUESTION_METRICS
 from rag_assets.evaluation.question_eval import run_question_evaluation
@@ -146,7 +145,7 @@ def _score_questions(context: dg.AssetExecutionContext, cfg: RagConfig) -> dict:
 
 @dg.asset(group_name=EVAL_GROUP, kinds={"sqlite"})
 def retrieval_eval(
-    context: dg.AssetExecutionContext, rag: RagSettings, embedder: EmbedderResource, evaluation: EvalSettings
+    context: dg.AssetExecutionContext, rag: RagSettings, evaluation: EvalSettings
 ) -> dg.MaterializeResult:
     """Hit@1/5/10 and MRR@10 of the configured question sets over the built index, then nDCG@10,
     recall@10/@100 and MRR@10 on a BEIR dataset, for bm25, vector and hybrid search.
@@ -155,7 +154,7 @@ def retrieval_eval(
     goes through the build's chunking and embedding (with the shared embedding cache) into
     ``data/eval/<dataset>-<model>.db``, rebuilt only when the corpus or model changed.
     """
-    cfg = dataclasses.replace(rag.to_config(), embedding=embedder.settings())
+    cfg = rag.config
     metadata = _score_questions(context, cfg)
     dataset = evaluation.dataset_dir()
     if not dataset.is_dir():
@@ -204,7 +203,7 @@ def hybrid_ndcg_floor(context: dg.AssetCheckExecutionContext, evaluation: EvalSe
     description="Hybrid hit@5 of the configured question sets is at least evaluation.hit_at_5_floor (rag.yaml).",
 )
 def questions_hit_at_5_floor(context: dg.AssetCheckExecutionContext, rag: RagSettings) -> dg.AssetCheckResult:
-    settings = rag.to_config().evaluation
+    settings = rag.config.evaluation
     floor = settings.hit_at_5_floor
     metadata = _latest_metadata(context)
     entry = metadata.get(HIT_AT_5_KEY)

@@ -10,9 +10,10 @@ from typing import Any, Collection
 
 import dagster as dg
 
+from rag_assets.config import RagConfig
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.partitions import COLLECTIONS_PARTITION
-from rag_assets.defs.resources import EmbedderResource, RagSettings
+from rag_assets.defs.resources import RagSettings
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.index.freshness import (
     FRESH_HOURS,
@@ -45,12 +46,12 @@ INDEX_FRESHNESS = dg.FreshnessPolicy.time_window(
 
 
 def all_collections(
-    rag: RagSettings, loaded: dict[str, EmbeddedCollection], ledger: Collection[str] | None = None
+    cfg: RagConfig, loaded: dict[str, EmbeddedCollection], ledger: Collection[str] | None = None
 ) -> list[EmbeddedCollection]:
     """The fan-in input (``{partition: record}``, see AtomicPickleIOManager) as one record per
     collection, in name order, each sharded collection's shards rejoined (``ledger``: the
     partitions the indexed ledger named before this publish, see rejoin_collections)."""
-    return rejoin_collections(rag.to_config(), loaded, ledger)
+    return rejoin_collections(cfg, loaded, ledger)
 
 
 def _collection_table(collections: list[EmbeddedCollection]) -> str:
@@ -75,12 +76,12 @@ def _common_metadata(context: dg.AssetExecutionContext, collections: list[Embedd
 
 
 def _one_model(
-    context: dg.AssetExecutionContext, cfg, embedder: EmbedderResource, loaded: dict[str, EmbeddedCollection]
+    context: dg.AssetExecutionContext, rag: RagSettings, cfg: RagConfig, loaded: dict[str, EmbeddedCollection]
 ) -> dict[str, EmbeddedCollection]:
     """``loaded`` with every record of another model or dimension embedded again with the
     configured one (through the embedding cache); the partitions stay stale in the UI (their
     code version) until they are materialised themselves."""
-    selection = embedder.select()
+    selection = rag.select()
     model = selection.embedder
     try:
         causes = records_to_reembed(loaded.values(), signature_of(selection.provider, model.model, model.dimension, cfg.chunking))
@@ -88,7 +89,7 @@ def _one_model(
             return loaded
         context.log.info("; ".join(str(cause) for cause in causes) + ": embedded again before publishing")
         return reembed_other_models(
-            loaded, model, cache=EmbeddingCache(cfg.embedding_cache_path), batch_size=embedder.batch_size,
+            loaded, model, cache=EmbeddingCache(cfg.embedding_cache_path), batch_size=cfg.embedding.batch_size,
             provider=selection.provider,
         )
     finally:
@@ -136,7 +137,6 @@ PUBLISHED_SPECS = [
 def publish(
     context: dg.AssetExecutionContext,
     rag: RagSettings,
-    embedder: EmbedderResource,
     embeddings: dict[str, EmbeddedCollection],
 ):
     """Publish every collection's embeddings: JSON index + sidecar, SQLite store, manifest.
@@ -146,8 +146,8 @@ def publish(
     Records of another model than the configured one (partitions not run since the embedder
     changed) are embedded again first, as the planner says: one index holds one model.
     """
-    cfg = rag.to_config()
-    embeddings = _one_model(context, cfg, embedder, embeddings)
+    cfg = rag.config
+    embeddings = _one_model(context, rag, cfg, embeddings)
     # Read before the loaded records are noted in it: a shard record it did not name is one
     # left from an earlier shard layout.
     ledger = set(read_indexed_collections(cfg))
@@ -157,7 +157,7 @@ def publish(
     record_indexed_partitions(
         cfg, {key: record.content_hash for key, record in embeddings.items() if key in ledger}
     )
-    collections = all_collections(rag, embeddings, ledger)
+    collections = all_collections(cfg, embeddings, ledger)
     full = context.run.tags.get(BUILD_TAG, "full") == "full"
     published = publish_all(collections, cfg, utc_now_iso(), full_build=full)
     header, summary, sync, data = published.header, published.store_summary, published.store_sync, published.manifest

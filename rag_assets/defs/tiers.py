@@ -19,7 +19,7 @@ from rag_assets.defs.partitions import private_vault_partitions, safe_vault_part
 from rag_assets.defs.publish import INDEX_FRESHNESS
 from rag_assets.defs.outcomes import failed_partitions_metadata
 from rag_assets.defs.ranges import SINGLE_RUN, throttled
-from rag_assets.defs.resources import EmbedderResource, RagSettings, TiersResource
+from rag_assets.defs.resources import RagSettings
 from rag_assets.index import store
 from rag_assets.privacy.audit import audit_store
 from rag_assets.privacy.vaults import (
@@ -112,12 +112,12 @@ def _each_vault(
     pool="embedding_api",
 )
 def safe_vault_chunks(
-    context: dg.AssetExecutionContext, rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource
+    context: dg.AssetExecutionContext, rag: RagSettings
 ) -> None:
     """A safe vault's notes, sanitised in memory, chunked, embedded and synced into the Safe store."""
-    cfg = tiers.apply(rag.to_config(), embedder.settings())
+    cfg = rag.config
     full = context.run.tags.get(BUILD_TAG) == "full"
-    selection = embedder.select()
+    selection = rag.select()
     lines = [f"Safe tier embedder {selection.provider}: {selection.embedder.model} ({selection.reason})"]
     progress = throttled(context.log.info)
 
@@ -134,8 +134,8 @@ def safe_vault_chunks(
             "safe",
             selection.embedder,
             provider=selection.provider,
-            sanitizer=tiers.sanitizer(),
-            batch_size=embedder.batch_size,
+            sanitizer=rag.sanitizer(),
+            batch_size=cfg.embedding.batch_size,
             full=full,
             log=lines.append,
             progress=progress,
@@ -158,12 +158,12 @@ def safe_vault_chunks(
 
 @dg.asset(partitions_def=private_vault_partitions, backfill_policy=SINGLE_RUN, group_name=PRIVATE_GROUP, kinds={"sqlite"})
 def private_vault_chunks(
-    context: dg.AssetExecutionContext, rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource
+    context: dg.AssetExecutionContext, rag: RagSettings
 ) -> None:
     """A vault's notes, raw, chunked and embedded by a local-only embedder into the Private store."""
-    cfg = tiers.apply(rag.to_config(), embedder.settings())
+    cfg = rag.config
     full = context.run.tags.get(BUILD_TAG) == "full"
-    selection = tiers.select_private()  # PrivacyError unless provably local
+    selection = rag.select_private()  # PrivacyError unless provably local
     lines = [f"Private tier embedder {selection.provider}: {selection.embedder.model} ({selection.reason})"]
     progress = throttled(context.log.info)
 
@@ -174,7 +174,7 @@ def private_vault_chunks(
             "private",
             selection.embedder,
             provider=selection.provider,
-            batch_size=tiers.private_embedder.batch_size,
+            batch_size=cfg.private_embedding.batch_size,
             full=full,
             log=lines.append,
             progress=progress,
@@ -224,10 +224,10 @@ def _tier_store_asset(tier: str, group: str, description: str) -> dg.AssetsDefin
         description=description,
     )
     def tier_store(
-        context: dg.AssetExecutionContext, rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource
+        context: dg.AssetExecutionContext, rag: RagSettings
     ) -> dg.MaterializeResult:
         """Purge vaults that left the tier, then describe its store (the tier card)."""
-        card = refresh_tier_store(tiers.apply(rag.to_config(), embedder.settings()), tier)
+        card = refresh_tier_store(rag.config, tier)
         if card.purged:
             context.log.info(f"removed vault(s) that left the {tier} tier: {', '.join(card.purged)}")
         return dg.MaterializeResult(metadata=_card_metadata(card))
@@ -249,9 +249,9 @@ private_store = _tier_store_asset(
     description="Leak audit: rescans every text field of the store (chunks, documents and their frontmatter, the "
     "search and answer logs) with the full secret detector and the identity map; any finding fails.",
 )
-def safe_store_leak_audit(rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource) -> dg.AssetCheckResult:
-    cfg = tiers.apply(rag.to_config(), embedder.settings())
-    sanitizer = tiers.sanitizer()
+def safe_store_leak_audit(rag: RagSettings) -> dg.AssetCheckResult:
+    cfg = rag.config
+    sanitizer = rag.sanitizer()
     report = audit_store(cfg.safe_store_path, "safe", sanitizer.detector, sanitizer.identity_map)
     rows = ["| item | field | kind | preview |", "| --- | --- | --- | --- |"]
     rows += [f"| `{f.item_id}` | {f.field} | {f.kind} | `{f.preview}` |" for f in report.findings[:50]]
@@ -275,8 +275,8 @@ def _vaults_built_check(tier: str):
         name=f"{tier}_vaults_built",
         description=f"Every vault of the {tier.capitalize()} tier has been built into its store.",
     )
-    def check(rag: RagSettings, tiers: TiersResource, embedder: EmbedderResource) -> dg.AssetCheckResult:
-        card = tier_card(tiers.apply(rag.to_config(), embedder.settings()), tier)
+    def check(rag: RagSettings) -> dg.AssetCheckResult:
+        card = tier_card(rag.config, tier)
         return dg.AssetCheckResult(
             passed=not card.vaults_not_built,
             severity=dg.AssetCheckSeverity.WARN,

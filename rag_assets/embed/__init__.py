@@ -32,7 +32,7 @@ def create_embedder(name: str, dimension: int = 384) -> Embedder:
     """An embedder by name with default settings (``auto`` probes what is available)."""
     if canonical_name(name) not in PROVIDERS:
         raise UnknownEmbedderError(f"unknown embedder {name!r}; choose one of: {', '.join(PROVIDERS)}")
-    return select_embedder(EmbedderSettings(name=name, hashing_dimension=dimension)).embedder
+    return select_embedder(EmbedderSettings(name=name, hashing={"dimension": dimension})).embedder
 
 
 __all__ = [

@@ -211,7 +211,7 @@ def postgres_eval_index(cfg: RagConfig, dataset_name: str, store_path: Path, log
 
 
 def select_eval_embedder(cfg: RagConfig, embedder_name: str | None) -> tuple[Embedder, str]:
-    settings = cfg.embedding if not embedder_name else replace(cfg.embedding, name=embedder_name)
+    settings = cfg.embedding if not embedder_name else cfg.embedding.model_copy(update={"name": embedder_name})
     selection = select_embedder(settings)
     return selection.embedder, selection.provider
 

@@ -1,0 +1,147 @@
+"""The whole configuration reaches a Dagster run, and comes back, field by field.
+
+The fields are walked from :class:`RagConfig` itself, so a setting added to the configuration
+fails here until the test's rag.yaml gives it a value of its own (and the run carries it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Iterator
+
+import dagster as dg
+import pydantic
+
+from rag_assets.config import CONFIG_ADAPTER, RagConfig, load_config
+from rag_assets.defs.assembly import build_definitions
+from rag_assets.defs.distributed import config_json
+from rag_assets.defs.resources import (
+    RagSettings,  # module level: Dagster resolves the probe asset's hints here
+)
+
+# Every setting away from its default (the dataclasses' defaults: those of an empty rag.yaml).
+EVERY_FIELD = """\
+content_dir: notes
+output_dir: build
+collections: [a]
+weights: {a: 2.5}
+shards: {a: 3}
+chunking: {target_words: 300, overlap_words: 20, min_words: 50, max_chars: 2000}
+embedder:
+  name: hashing
+  batch_size: 7
+  max_retries: 5
+  timeout: 12.5
+  retry_after_cap: 9
+  backoff: 0.25
+  openai: {base_url: 'http://127.0.0.1:3/v1', model: emb-x, dimension: 99, api_key_env: EMB_KEY,
+           send_dimensions: true, price_per_million_tokens: 0.02}
+  ollama: {host: 'http://127.0.0.1:1', model: bge-m3, dimension: 1024}
+  local: {model_path: models/mini}
+  hashing: {dimension: 64}
+vaults:
+  - {name: notes, path: notes/vaults/notes, tier: safe}
+  - {name: me, path: notes/vaults/me}
+identity_map: ids.json
+private_tier: {embedder: hashing, allowed_hosts: [gpu.lan]}
+vector_decimals: 4
+public_index: {vector_encoding: int8}
+automation: {sensor_enabled: false, sensor_interval_seconds: 90, nightly_cron: '0 4 * * *', timezone: Europe/Paris}
+follow_symlinks: true
+max_file_bytes: 1234
+evaluation: {questions: [qs.jsonl], hit_at_5_floor: 0.7}
+reranker: {name: http, base_url: 'http://127.0.0.1:2', model: judge, top_n: 7, api_key_env: RR_KEY,
+           model_path: models/judge, timeout: 4, max_retries: 1, batch_size: 3}
+llm:
+  name: ollama
+  context_budget: 2000
+  max_answer_tokens: 300
+  temperature: 0.4
+  timeout: 20
+  max_retries: 4
+  retry_after_cap: 5
+  backoff: 0.75
+  openai: {base_url: 'http://127.0.0.1:4/v1', model: chat-x, api_key_env: CHAT_KEY}
+  ollama: {host: 'http://127.0.0.1:5', model: qwen}
+store: {backend: postgres, url: 'postgresql://rag@127.0.0.1:5432/rag', ef_search: 200, vector_search: exact,
+        hnsw_m: 24, hnsw_ef_construction: 96}
+serve:
+  token_file: secret/tokens.json
+  cors_origins: ['https://notes.example.org']
+  search_limit: {per_second: 3, burst: 6}
+  ask_limit: {per_second: 0.5, burst: 2}
+  max_concurrent_asks: 2
+  anonymous_chat_tokens_per_day: 10
+  admin_vault_roots: [more-vaults]
+  dagster_url: 'http://127.0.0.1:3333'
+"""
+
+
+def every_field_config(tmp_path: Path) -> RagConfig:
+    site = tmp_path / "site"
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "ids.json").write_text("{}")
+    (site / "rag.yaml").write_text(EVERY_FIELD)
+    return load_config(site / "rag.yaml", environ={})
+
+
+def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Every setting of a configuration (sections walked), as (dotted path, value)."""
+    if isinstance(value, pydantic.BaseModel):
+        names = list(type(value).model_fields)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = [item.name for item in dataclasses.fields(value)]
+    else:
+        yield path, value
+        return
+    for name in names:
+        yield from leaves(getattr(value, name), f"{path}.{name}" if path else name)
+
+
+def test_the_trip_configuration_sets_every_field_away_from_its_default(tmp_path):
+    cfg = every_field_config(tmp_path)
+    defaults = dict(leaves(RagConfig(content_dir=Path("/"), output_dir=Path("/"))))
+    same = [path for path, value in leaves(cfg) if value == defaults[path]]
+    assert not same, f"give these settings a value of their own in EVERY_FIELD: {', '.join(same)}"
+
+
+def run_probe(cfg: RagConfig, run_config: dict | None = None) -> RagConfig:
+    """The configuration an asset sees in a real run of the definitions built for ``cfg``."""
+    seen: dict[str, RagConfig] = {}
+
+    @dg.asset
+    def probe(rag: RagSettings) -> None:
+        seen["cfg"] = rag.config
+
+    resources = build_definitions(cfg).resources
+    assert dg.materialize([probe], resources={"rag": resources["rag"]}, run_config=run_config).success
+    return seen["cfg"]
+
+
+def test_every_field_survives_the_trip_into_a_dagster_run_and_back(tmp_path):
+    cfg = every_field_config(tmp_path)
+    got = run_probe(cfg)
+    differ = [path for (path, sent), (_, came) in zip(leaves(cfg), leaves(got)) if sent != came]
+    assert not differ, f"changed on the way through the run: {', '.join(differ)}"
+    assert got == cfg
+
+
+def test_every_field_survives_the_trip_to_a_celery_worker(tmp_path):
+    cfg = every_field_config(tmp_path)
+    assert CONFIG_ADAPTER.validate_json(config_json(cfg)) == cfg
+
+
+def test_a_launchpad_override_of_one_setting_keeps_the_others_as_loaded(tmp_path):
+    cfg = every_field_config(tmp_path)
+    settings = {
+        "embedding": {"name": "ollama"},
+        "private_embedding": {"name": "local"},
+        "vaults": [{"name": "me", "path": str(tmp_path / "elsewhere"), "tier": "safe"}],
+    }
+    got = run_probe(cfg, {"resources": {"rag": {"config": {"settings": settings}}}})
+    assert got.embedding.name == "ollama" and got.private_embedding.name == "local"
+    assert got.vaults == (dataclasses.replace(cfg.vaults[1], path=tmp_path / "elsewhere", tier="safe"),)
+    # Everything not named keeps rag.yaml's value, down to the sections' other fields.
+    assert got.embedding.batch_size == 7 and got.embedding.ollama.model == "bge-m3"
+    assert dataclasses.replace(got, embedding=cfg.embedding, private_embedding=cfg.private_embedding, vaults=cfg.vaults) == cfg
