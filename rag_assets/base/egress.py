@@ -27,15 +27,14 @@ import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
+from rag_assets.base.privacy_error import PrivacyError
 from rag_assets.config.providers import endpoint_allowed, is_loopback_host
+
+__all__ = ["PrivacyError", "PrivateEgress", "resolve"]
 
 
 if TYPE_CHECKING:
     import httpx
-
-
-class PrivacyError(RuntimeError):
-    """Private text was about to leave the machine; nothing was sent."""
 
 
 def resolve(host: str, port: int) -> list[str]:

@@ -7,9 +7,14 @@ sends anything (``rag search`` with the offline embedder) starts without it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import httpx
 
-from rag_assets.base.egress import PrivacyError, PrivateEgress
+from rag_assets.base.privacy_error import PrivacyError
+
+if TYPE_CHECKING:  # egress.py imports this module when it builds a client
+    from rag_assets.base.egress import PrivateEgress
 
 
 class PinnedTransport(httpx.BaseTransport):
