@@ -132,6 +132,7 @@ def build_vault_tier(
         root=vault.path,
         policy=vault_policy(cfg, vault),
         hashed=snapshot.files,
+        obsidian=True,
     )
     tally = SanitizeTally()
     if tier == "safe":
