@@ -53,7 +53,9 @@ def config_from_dict(data: Mapping[str, Any]) -> RagConfig:
         "collection_weights": dict,
         "collection_shards": dict,
         "chunking": lambda v: ChunkingParams(**v),
-        "vaults": lambda v: tuple(VaultConfig(e["name"], Path(e["path"]), e["tier"]) for e in v),
+        "vaults": lambda v: tuple(
+            VaultConfig(e["name"], Path(e["path"]), e["tier"], e.get("templates_folder", "Templates")) for e in v
+        ),
         "private_hosts": tuple,
         "identity_map_path": path,
         "automation": lambda v: AutomationConfig(**v),

@@ -182,6 +182,8 @@ class VaultConfig:
     name: str
     path: Path
     tier: str
+    # Obsidian's templates folder, relative to the vault: skipped and reported (None: indexed).
+    templates_folder: str | None = "Templates"
 
 
 @dataclass(frozen=True)

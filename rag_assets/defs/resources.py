@@ -43,6 +43,9 @@ class VaultSpec(dg.Config):
     name: str = Field(description="Vault name: its partition key and the collection name in the stores.")
     path: str = Field(description="Folder of Markdown notes.")
     tier: str = Field(description="safe (sanitised, any embedder) or private (raw, local embedders only).")
+    templates_folder: Optional[str] = Field(
+        default="Templates", description="The vault's templates folder, skipped and reported (null: indexed)."
+    )
 
 
 class RagSettings(dg.ConfigurableResource):
@@ -167,7 +170,7 @@ class TiersResource(dg.ConfigurableResource):
     @classmethod
     def from_config(cls, cfg: RagConfig) -> "TiersResource":
         return cls(
-            vaults=[VaultSpec(name=v.name, path=str(v.path), tier=v.tier) for v in cfg.vaults],
+            vaults=[VaultSpec(name=v.name, path=str(v.path), tier=v.tier, templates_folder=v.templates_folder) for v in cfg.vaults],
             identity_map=str(cfg.identity_map_path) if cfg.identity_map_path else None,
             private_embedder=EmbedderResource.from_settings(cfg.private_embedding),
             allowed_hosts=list(cfg.private_hosts),
@@ -178,7 +181,7 @@ class TiersResource(dg.ConfigurableResource):
         return dataclasses.replace(
             cfg,
             embedding=embedding,
-            vaults=tuple(VaultConfig(v.name, Path(v.path), v.tier) for v in self.vaults),
+            vaults=tuple(VaultConfig(v.name, Path(v.path), v.tier, v.templates_folder) for v in self.vaults),
             identity_map_path=Path(self.identity_map) if self.identity_map else None,
             private_embedding=self.private_embedder.settings(),
             private_hosts=tuple(self.allowed_hosts),
