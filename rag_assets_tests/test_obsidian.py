@@ -16,7 +16,7 @@ from rag_assets.embed import HashingEmbedder
 from rag_assets.ingest.boundaries import vault_policy
 from rag_assets.ingest.parsing import parse_collection, parse_markdown_file
 from rag_assets.privacy.sanitize import Sanitizer
-from rag_assets.privacy.vaults import build_vault_tier
+from rag_assets.privacy.vaults import build_vault_tier, detect_vault_changes, snapshot_vault
 from rag_assets.records import Document, Link
 from rag_assets.serve.cli import main as rag
 
@@ -247,3 +247,16 @@ def test_the_shared_vault_builds_with_every_skip_reported(tmp_path, capsys):
     # The only brackets left are the ones SOURCE.md quotes in code spans.
     assert text.count("[[") == 3 and "`[[wikilinks]]`" in text and "%%" not in text
     assert "Discussed the book Out of Control on the topic of Emergence" in text
+
+
+def test_a_vault_built_before_the_obsidian_reading_is_rebuilt_once(write_tree, make_config):
+    """The previous code recorded a Private vault's bare content hash: its raw `[[...]]` chunks
+    must not pass for fresh, and after one rebuild the vault is unchanged again."""
+    content = write_tree({"vaults/v/Note.md": "# Note\n\nSee [[Other note|the other one]].\n"})
+    vault = VaultConfig("v", content / "vaults" / "v", "private")
+    cfg = vault_config(make_config, content, vault)
+    build_vault_tier(cfg, vault, "private", HashingEmbedder(), provider="hashing")
+    assert [c.status for c in detect_vault_changes(cfg)] == ["unchanged"]
+    with closing(sqlite3.connect(cfg.store_path("private"))) as conn, conn:
+        conn.execute("UPDATE sources SET content_hash = ? WHERE collection = 'v'", (snapshot_vault(cfg, vault).content_hash,))
+    assert [c.status for c in detect_vault_changes(cfg)] == ["changed"]
