@@ -21,6 +21,26 @@ class SkippedFile:
     reason: str
 
 
+@dataclass(frozen=True)
+class Link:
+    """A link from a vault note: a wikilink, an embed, or a Markdown link to another note.
+
+    Recorded as written (resolution to a note happens later): ``target`` is the note or file
+    name before any ``#`` ("Other note", "folder/Note.md", "diagram.png"; "" for a link within
+    the note itself), ``heading`` the heading path after ``#`` ("Setup#Network" for
+    ``[[Note#Setup#Network]]``), ``block`` the id after ``#^``. ``display`` is the text the
+    chunk holds in the link's place ("" for an embed, which leaves no text). ``source`` is
+    ``body``, or ``property:<key>`` for a wikilink inside a property.
+    """
+
+    target: str
+    heading: str = ""
+    block: str = ""
+    display: str = ""
+    kind: str = "wikilink"  # wikilink | embed | markdown
+    source: str = "body"
+
+
 @dataclass
 class Document:
     """One Markdown file, parsed: frontmatter split from the body."""
@@ -35,6 +55,10 @@ class Document:
     body: str
     updated_at: str  # ISO 8601 UTC: frontmatter lastmod/updated/date, else file mtime
     content_sha256: str  # of the file's bytes
+    # Vault notes only (Obsidian syntax, see rag_assets/ingest/obsidian.py); empty elsewhere.
+    links: list[Link] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
+    anchors: list[str] = field(default_factory=list)  # block ids (``^id``) found in the note
 
     @property
     def id(self) -> str:

@@ -316,7 +316,10 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         p = Path(os.path.expanduser(value))
         return (p if p.is_absolute() else base_dir / p).resolve()
 
-    vaults = tuple(VaultConfig(name=v.name, path=resolve(v.path), tier=v.tier) for v in model.vaults)
+    vaults = tuple(
+        VaultConfig(name=v.name, path=resolve(v.path), tier=v.tier, templates_folder=v.templates_folder)
+        for v in model.vaults
+    )
     identity_map = resolve(model.identity_map) if model.identity_map else None
     if identity_map and not identity_map.is_file() and not any(v.tier == "safe" for v in vaults):
         identity_map = None  # only the Safe tier needs it (and _environment_problems insists then)

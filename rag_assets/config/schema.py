@@ -330,12 +330,23 @@ def _vault_name(value: str) -> str:
     return value
 
 
+def _vault_subfolder(value: str) -> str:
+    parts = value.strip("/").split("/")
+    if not value.strip("/") or value.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError("must be a folder inside the vault, as a relative path such as Templates or Meta/Templates")
+    return value.strip("/")
+
+
 class VaultSection(_Section):
     """One entry of ``vaults:``."""
 
     name: Annotated[FolderName, AfterValidator(_vault_name)]
     path: str = Field(min_length=1)
     tier: Literal["safe", "private"] = "private"
+    templates_folder: Optional[Annotated[str, AfterValidator(_vault_subfolder)]] = Field(
+        "Templates",
+        description="The vault's templates folder (relative to the vault), skipped and reported; null to index it.",
+    )
 
 
 class PrivateTierSection(_Section):

@@ -86,6 +86,8 @@ class VaultConfig:
     name: str
     path: Path
     tier: str
+    # Obsidian's templates folder, relative to the vault: skipped and reported (None: indexed).
+    templates_folder: str | None = "Templates"
 
 
 # The sample content shipped in this repository and the question set written for it.

@@ -39,6 +39,9 @@ PRIVATE_GROUP = "private_tier"
 TIER_FRESHNESS = INDEX_FRESHNESS
 
 
+SKIPPED_ENTRIES_SHOWN = 200
+
+
 def _vault_metadata(build: VaultBuild) -> dict:
     counts = tally_counts(build.tally)
     return {
@@ -52,6 +55,10 @@ def _vault_metadata(build: VaultBuild) -> dict:
         "failed_chunk_ids": dg.MetadataValue.md(bullets_markdown(build.failed_chunk_ids)),
         "skipped_files": len(build.skipped),
         "skipped": dg.MetadataValue.md(skipped_markdown(build.skipped)),
+        # The same entries as data, for `rag build` to list (sanitised in the Safe tier).
+        "skipped_entries": dg.MetadataValue.json(
+            [{"path": s.path, "reason": s.reason} for s in build.skipped[:SKIPPED_ENTRIES_SHOWN]]
+        ),
         "provider": build.provider,
         "model": build.model,
         "dimension": build.dimension,

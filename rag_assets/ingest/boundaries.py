@@ -59,6 +59,28 @@ def vault_policy(cfg: RagConfig, vault: VaultConfig) -> WalkPolicy:
         forbidden=forbidden,
         follow_symlinks=cfg.follow_symlinks,
         max_file_bytes=cfg.max_file_bytes,
+        excluded_folders=vault_excluded_folders(vault),
+        excluded_suffixes=OBSIDIAN_NON_NOTES,
+    )
+
+
+# Obsidian files that are views over the notes, not notes: never read, reported.
+OBSIDIAN_NON_NOTES = (
+    (".base", "Obsidian Bases file (a table view over the vault's notes, not a note); not indexed"),
+    (".canvas", "Obsidian canvas (JSON cards and arrows, not a note); not indexed"),
+)
+
+
+def vault_excluded_folders(vault: VaultConfig) -> tuple[tuple[str, str], ...]:
+    """The vault's templates folder (``templates_folder``): templates hold placeholders, not notes."""
+    if not vault.templates_folder:
+        return ()
+    return (
+        (
+            vault.templates_folder,
+            f"the vault's templates folder (templates_folder: {vault.templates_folder}): note templates, "
+            "not notes; never read (set templates_folder: null to index it)",
+        ),
     )
 
 

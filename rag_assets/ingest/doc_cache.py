@@ -18,7 +18,7 @@ import orjson
 
 from rag_assets.base.sqlite_cache import SqliteCache
 from rag_assets.config.settings import ChunkingParams
-from rag_assets.records import Chunk, Document
+from rag_assets.records import Chunk, Document, Link
 
 # Bump when the parser or chunker changes its output for the same input.
 PIPELINE_VERSION = "1"
@@ -40,7 +40,9 @@ def settings_key(params: ChunkingParams) -> str:
 
 def _decode_entry(doc_json: bytes, chunks_json: bytes) -> tuple[Document, list[Chunk]] | None:
     try:
-        return Document(**orjson.loads(doc_json)), [Chunk(**c) for c in orjson.loads(chunks_json)]
+        fields = orjson.loads(doc_json)
+        fields["links"] = [Link(**link) for link in fields.get("links", [])]
+        return Document(**fields), [Chunk(**c) for c in orjson.loads(chunks_json)]
     except (orjson.JSONDecodeError, TypeError):
         return None
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping
 
 import yaml
 
+from rag_assets.ingest.obsidian import read_obsidian_note
 from rag_assets.ingest.sources import VANISHED_REASON, unreadable_reason
 from rag_assets.ingest.walker import (
     DEFAULT_MAX_FILE_BYTES,
@@ -61,6 +63,7 @@ def parse_collection(
     policy: WalkPolicy | None = None,
     holds: Callable[[str], bool] | None = None,
     hashed: Collection[str] = (),
+    obsidian: bool = False,
 ) -> ParsedCollection:
     """Parse every file of one collection folder, keeping the failures with their reasons.
 
@@ -74,7 +77,9 @@ def parse_collection(
     of them that this listing no longer finds vanished in between and is reported as skipped.
 
     The skipped files are sorted by path, so the shards of a collection rejoin into the
-    same list as the collection parsed whole.
+    same list as the collection parsed whole. ``obsidian`` reads each note's Obsidian syntax
+    (wikilinks, embeds, comments, callouts, tags, aliases: see rag_assets/ingest/obsidian.py),
+    for the notes of a vault.
     """
     reuse = reuse or {}
     keep = holds or (lambda _: True)
@@ -99,7 +104,9 @@ def parse_collection(
             result, chunks = reuse[rel]
             cached_chunks[rel] = chunks
         else:
-            result = parse_markdown_file(path, root=root, collection=collection, max_file_bytes=policy.max_file_bytes)
+            result = parse_markdown_file(
+                path, root=root, collection=collection, max_file_bytes=policy.max_file_bytes, obsidian=obsidian
+            )
         if isinstance(result, SkippedFile):
             skipped.append(result)
             continue
@@ -127,20 +134,26 @@ def slug_taken(path: str, slug: str, owner: str) -> SkippedFile:
 
 
 def parse_markdown_file(
-    path: Path, *, root: Path, collection: str, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    path: Path,
+    *,
+    root: Path,
+    collection: str,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    obsidian: bool = False,
 ) -> Document | SkippedFile:
     """One file of the collection folder ``root`` as a Document, or a SkippedFile saying why
-    it cannot be indexed."""
+    it cannot be indexed (``obsidian``: a vault note, its Obsidian syntax read)."""
     rel = f"{collection}/{path.relative_to(root).as_posix()}"
     try:
-        return _parse(path, rel, collection, root, max_file_bytes)
+        doc = _parse(path, rel, collection, root, max_file_bytes, obsidian)
+        return as_obsidian_note(doc) if obsidian else doc
     except UnusableFile as exc:
         return SkippedFile(path=rel, reason=str(exc))
     except (OSError, FileRefused) as exc:
         return SkippedFile(path=rel, reason=unreadable_reason(exc))
 
 
-def _parse(path: Path, rel: str, collection: str, root: Path, max_file_bytes: int) -> Document:
+def _parse(path: Path, rel: str, collection: str, root: Path, max_file_bytes: int, obsidian: bool = False) -> Document:
     if path.suffix.lower() not in MARKDOWN_SUFFIXES:
         kind = path.suffix.lower() or "no extension"
         raise UnusableFile(f"not a Markdown file ({kind}); only {', '.join(MARKDOWN_SUFFIXES)} are indexed")
@@ -149,7 +162,9 @@ def _parse(path: Path, rel: str, collection: str, root: Path, max_file_bytes: in
     frontmatter, body = split_frontmatter(text)
     if path.suffix.lower() == ".mdx":
         body = strip_mdx_esm(body)
-    if not body.strip() and not frontmatter.get("title"):
+    # A vault note of properties only (a book, a person) is still a note, named by its file,
+    # and other notes link to it; a page without text or title is not.
+    if not body.strip() and not frontmatter.get("title") and not (obsidian and frontmatter):
         raise UnusableFile("empty file: no text and no title")
     slug = path.relative_to(root).with_suffix("").as_posix()
     title = _title(frontmatter, body, slug)
@@ -164,6 +179,23 @@ def _parse(path: Path, rel: str, collection: str, root: Path, max_file_bytes: in
         body=body,
         updated_at=_updated_at(frontmatter, info.st_mtime),
         content_sha256=hashlib.sha256(raw).hexdigest(),
+    )
+
+
+def as_obsidian_note(doc: Document) -> Document:
+    """The Document of a vault note: body and properties as Obsidian shows them, and the
+    links, tags, aliases and block ids it records (the title is read again from them)."""
+    note = read_obsidian_note(doc.frontmatter, doc.body)
+    return replace(
+        doc,
+        title=_title(note.frontmatter, note.body, doc.slug),
+        description=_text_field(note.frontmatter.get("description")),
+        tags=note.tags,
+        frontmatter=note.frontmatter,
+        body=note.body,
+        links=note.links,
+        aliases=note.aliases,
+        anchors=note.anchors,
     )
 
 

@@ -13,10 +13,13 @@ may come from:
 * FIFOs, sockets and device files are never opened (reading a FIFO blocks forever);
 * files larger than ``max_file_bytes`` are skipped from their ``stat``, before any read;
 * names that are not valid UTF-8 are skipped (they cannot go into JSON, SQLite or a hash
-  of UTF-8 names) and shown with backslash escapes.
+  of UTF-8 names) and shown with backslash escapes;
+* the policy's excluded folders and file suffixes (a vault's templates folder, ``.base`` and
+  ``.canvas`` files) are skipped with the policy's reason.
 
 Each skip is a :class:`SkippedFile` with the path and a reason a site owner can act on.
-Hidden entries (a leading dot) are not content and are left out silently, as before.
+Hidden entries (a leading dot) are not content and are left out silently, as before: so a
+vault's ``.obsidian/`` settings and ``.trash/`` are never read.
 """
 
 from __future__ import annotations
@@ -58,6 +61,11 @@ class WalkPolicy:
     forbidden: tuple[ForbiddenFolder, ...] = ()
     follow_symlinks: bool = False
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    # Entries that are not content (a vault's templates folder, Obsidian's .base and .canvas
+    # files): never read, reported with the reason. Folders by path relative to the walked
+    # folder, files by suffix (lower case, with the dot).
+    excluded_folders: tuple[tuple[str, str], ...] = ()
+    excluded_suffixes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -218,6 +226,10 @@ class _Walk:
 
     def classify(self, entry: os.DirEntry, rel: str, real: str, info: os.stat_result, is_link: bool, chain) -> list:
         mode = info.st_mode
+        excluded = excluded_reason(self.policy, rel, stat_module.S_ISDIR(mode))
+        if excluded:
+            self.skip(rel, excluded)
+            return []
         if stat_module.S_ISDIR(mode):
             if is_link:
                 if real in self.followed:
@@ -235,6 +247,14 @@ class _Walk:
             return []
         self.skip(rel, f"{_special_kind(mode)}, not a regular file; never read")
         return []
+
+
+def excluded_reason(policy: WalkPolicy, rel: str, is_dir: bool) -> str | None:
+    """The policy's reason for leaving out this folder or file, or None."""
+    if is_dir:
+        return next((reason for folder, reason in policy.excluded_folders if folder == rel), None)
+    lowered = rel.lower()
+    return next((reason for suffix, reason in policy.excluded_suffixes if lowered.endswith(suffix)), None)
 
 
 def _loop_problem(real_target: str, chain: tuple[str, ...]) -> str | None:

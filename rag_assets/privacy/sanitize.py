@@ -4,8 +4,9 @@ Runs in memory right after a note is parsed, before it is chunked, so every late
 (the chunker, the embedding cache, the provider, the store and its FTS table, Dagster's
 metadata and logs) only ever sees sanitised text. Every field that reaches the store is
 sanitised, not just the body: the title, description, tags, frontmatter values, the slug
-and path (file names can name hosts too), and the reasons of skipped files (a YAML error
-quotes the line it failed on).
+and path (file names can name hosts too), a note's links (target, heading, block id, display
+text), aliases and block ids, and the reasons of skipped files (a YAML error quotes the line
+it failed on).
 
 Sanitised by structure, not string by string: a frontmatter value is read with its key path
 (``password: x``, ``db: {password: x}``, a list under ``passwords:``), and in the body a
@@ -26,7 +27,7 @@ from typing import Any, Sequence
 
 from rag_assets.privacy.identity import IdentityMap
 from rag_assets.privacy.secrets import Redaction, SecretDetector, item_path, source_digest
-from rag_assets.records import Document, ParsedCollection, SkippedFile
+from rag_assets.records import Document, Link, ParsedCollection, SkippedFile
 
 
 @dataclass
@@ -108,8 +109,22 @@ class Sanitizer:
             tags=[self.text(t, tally) for t in doc.tags],
             frontmatter=self.value(doc.frontmatter, tally),
             body=body,
+            links=[self.link(link, tally) for link in doc.links],
+            aliases=[self.text(a, tally) for a in doc.aliases],
+            anchors=[self.text(a, tally) for a in doc.anchors],
             # The hash of the raw file would let anyone confirm a guess of its contents.
             content_sha256=hashlib.sha256(body.encode("utf-8")).hexdigest(),
+        )
+
+    def link(self, link: Link, tally: SanitizeTally) -> Link:
+        """A vault note's link: its target, heading, block id, display text and property key."""
+        return Link(
+            target=self.text(link.target, tally),
+            heading=self.text(link.heading, tally),
+            block=self.text(link.block, tally),
+            display=self.text(link.display, tally),
+            kind=link.kind,
+            source=self.text(link.source, tally),
         )
 
     def collection(self, parsed: ParsedCollection) -> tuple[ParsedCollection, SanitizeTally]:

@@ -28,6 +28,7 @@ from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.index import pg_sync, store
 from rag_assets.index.integrity import read_json_object
 from rag_assets.ingest.boundaries import vault_policy
+from rag_assets.ingest.obsidian import NOTE_READING_VERSION
 from rag_assets.ingest.parsing import parse_collection
 from rag_assets.ingest.sources import (
     StatCache,
@@ -86,10 +87,12 @@ def snapshot_vault(cfg: RagConfig, vault: VaultConfig, stat_cache: StatCache | N
 
 
 def source_hash(tier: str, content_hash: str, sanitizer_fingerprint: str | None) -> str:
-    """What a tier's rows of a vault were built from: the files, and for Safe the rules."""
+    """What a tier's rows of a vault were built from: the files, the way notes are read (a
+    new reading rebuilds the vault once), and for Safe the rules."""
+    parts = {"content": content_hash, "reading": NOTE_READING_VERSION}
     if tier == "safe":
-        return combine_hashes({"content": content_hash, "sanitizer": sanitizer_fingerprint or ""})
-    return content_hash
+        parts["sanitizer"] = sanitizer_fingerprint or ""
+    return combine_hashes(parts)
 
 
 def embedding_cache_path(cfg: RagConfig, tier: str) -> Path:
@@ -132,6 +135,7 @@ def build_vault_tier(
         root=vault.path,
         policy=vault_policy(cfg, vault),
         hashed=snapshot.files,
+        obsidian=True,
     )
     tally = SanitizeTally()
     if tier == "safe":

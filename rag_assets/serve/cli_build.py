@@ -284,6 +284,7 @@ def _print_vault_progress(outcome) -> None:
             f"{private.get('skipped_files', 0)} skipped ({private['provider']})"
         )
     print(f"[vault {outcome.vault}] {'; '.join(parts)} ({outcome.seconds:.1f}s)", flush=True)
+    _print_vault_skips(outcome.vault, private or safe)
     for tier, meta in (("safe", safe), ("private", private)):
         if meta.get("failed_chunks"):
             # Said out loud: a tier store with notes but no chunks must not pass for Fresh.
@@ -293,6 +294,16 @@ def _print_vault_progress(outcome) -> None:
                 file=sys.stderr,
                 flush=True,
             )
+
+
+def _print_vault_skips(vault: str, meta: dict) -> None:
+    """Each file of the vault that was not indexed, with its reason (as collections list theirs)."""
+    entries = meta.get("skipped_entries") or []
+    for entry in entries:
+        print(f"  [vault {vault}] skipped {entry['path']}: {entry['reason']}")
+    hidden = meta.get("skipped_files", 0) - len(entries)
+    if hidden > 0:
+        print(f"  [vault {vault}] ... and {hidden} more skipped (see the asset's metadata)")
 
 
 def _dry_run(cfg: RagConfig, targets: list[str]) -> int:
