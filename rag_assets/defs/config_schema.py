@@ -68,6 +68,19 @@ def _field_types(cls: type) -> dict[str, Any]:
     return {item.name: hints[item.name] for item in dataclasses.fields(cls)}
 
 
+def _own_defaults(cls: type) -> dict[str, Any]:
+    """The plain (not factory-made) defaults a section declares, paths as text."""
+    if issubclass(cls, pydantic.BaseModel):
+        found = {
+            name: info.default
+            for name, info in cls.model_fields.items()
+            if not info.is_required() and info.default_factory is None
+        }
+    else:
+        found = {item.name: item.default for item in dataclasses.fields(cls) if item.default is not dataclasses.MISSING}
+    return {name: str(value) if isinstance(value, Path) else value for name, value in found.items()}
+
+
 def _dagster_type(kind: Any, value: Any) -> Any:
     """The Dagster config type of a configuration type (paths as text, tuples as lists)."""
     origin = get_origin(kind)
@@ -93,6 +106,10 @@ def _dagster_type(kind: Any, value: Any) -> Any:
 
 
 def _required_class(cls: type) -> type[dg.Config]:
-    """A section inside a list (a vault): every field required, as each entry gives its own."""
-    fields = {name: (_dagster_type(hint, None), ...) for name, hint in _field_types(cls).items()}
+    """A section inside a list (a vault): each entry gives its own fields; those the section
+    itself defaults (a vault's templates folder) keep that default when an entry leaves them out."""
+    defaults = _own_defaults(cls)
+    fields = {
+        name: (_dagster_type(hint, None), defaults.get(name, ...)) for name, hint in _field_types(cls).items()
+    }
     return pydantic.create_model(f"{cls.__name__}Schema", __base__=dg.Config, __doc__=cls.__doc__, **fields)
