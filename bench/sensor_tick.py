@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-# This folder holds secrets.py (the detector bench), which would shadow the standard library
-# module; the code measured comes from PYTHONPATH, so nothing is put in its place.
+# Keep bench/ off the path (no bench module may shadow a library's: bench/secrets.py once
+# shadowed `secrets`); the code measured comes from PYTHONPATH, so nothing is put in its place.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import dagster as dg
