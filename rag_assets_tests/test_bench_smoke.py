@@ -17,9 +17,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -134,6 +136,16 @@ def chat_url():
         yield server.url
 
 
+@pytest.fixture
+def bench_tmp():
+    """A fresh folder outside pytest's (whose parents are private): an embedded PostgreSQL the
+    benches start runs as its own user and must reach its data folder."""
+    folder = Path(tempfile.mkdtemp(prefix="rag-bench-smoke-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def bench_args(name: str, tmp_path: Path, scifact: Path, chat: str) -> list[str]:
     values = {
         "tmp": str(tmp_path), "content": str(SAMPLE_CONTENT), "hugo": str(HUGO_CONTENT), "scifact": str(scifact),
@@ -143,15 +155,15 @@ def bench_args(name: str, tmp_path: Path, scifact: Path, chat: str) -> list[str]
 
 
 @pytest.mark.parametrize("name", sorted(SMOKE))
-def test_the_bench_runs_at_a_tiny_size(name: str, tmp_path: Path, request) -> None:
+def test_the_bench_runs_at_a_tiny_size(name: str, bench_tmp: Path, request) -> None:
     if name in NEEDS and (reason := NEEDS[name]()):
         pytest.skip(f"bench/{name}.py needs what is missing here: {reason}")
     scifact = request.getfixturevalue("scifact_subset") if "{scifact}" in SMOKE[name] else SCIFACT
     chat = request.getfixturevalue("chat_url") if "{chat_url}" in SMOKE[name] else ""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_") and k != "DAGSTER_HOME"}
-    env["TMPDIR"] = str(tmp_path)  # the benches' default caches and temporary folders
+    env["TMPDIR"] = str(bench_tmp)  # the benches' default caches and temporary folders
     done = subprocess.run(
-        [sys.executable, str(BENCH / f"{name}.py"), *bench_args(name, tmp_path, scifact, chat)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=DEADLINE_SECONDS,
+        [sys.executable, str(BENCH / f"{name}.py"), *bench_args(name, bench_tmp, scifact, chat)],
+        cwd=bench_tmp, env=env, capture_output=True, text=True, timeout=DEADLINE_SECONDS,
     )
     assert done.returncode == 0, f"bench/{name}.py exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
