@@ -37,17 +37,18 @@ SCIFACT = CORPORA / "beir-scifact"
 DEADLINE_SECONDS = 600  # a hang, not a figure: a smoke run takes seconds
 
 # Arguments of each bench's smoke run. {tmp}: a fresh folder; {content}: the sample content;
-# {hugo}: the Hugo docs content; {scifact}: a SciFact subset (train and test splits).
+# {hugo}: the Hugo docs content; {scifact}: a SciFact subset (train and test splits); {tiny}: one
+# collection of three sample notes (where a bench's fixed costs, workers and runs, dominate).
 SMOKE: dict[str, list[str]] = {
     "access": ["--requests", "5", "--output-dir", "{tmp}/out"],
     "ask": ["--content", "{content}", "--questions", "2", "--tokens", "3", "--token-delay", "0", "--output-dir", "{tmp}/out"],
     "bm25_reference": ["--dataset", "{scifact}", "--output-dir", "{tmp}/eval", "--reference-site", "{reference_site}"],
     "browser": ["--files", "20", "--dimension", "64", "--queries", "3", "--repeat", "1", "--encodings", "float", "int16-bin"],
-    "build": ["--corpus", "sample={content}", "--repeat", "1"],
+    "build": ["--corpus", "tiny={tiny}", "--repeat", "1"],
     "build_memory": ["build", "--force", "--content-dir", "{content}", "--output-dir", "{tmp}/out",
                      "--embedder", "hashing", "--private-embedder", "hashing"],
-    "celery_build": ["--content", "{content}", "--workers", "1", "--repeat", "1"],
-    "celery_queue": ["--content", "{content}", "--repeat", "1", "--runs", "2"],
+    "celery_build": ["--content", "{tiny}", "--workers", "1", "--repeat", "1"],
+    "celery_queue": ["--content", "{tiny}", "--repeat", "1", "--runs", "1"],
     "embedders": ["--quick", "--batches", "2", "--total", "100", "--threads", "1", "--dimension", "64"],
     "fit_relevance": ["--embedder", "hashing", "--dataset", "{scifact}", "--output-dir", "{tmp}/eval",
                       "--scifact-queries", "5", "--ood-claims", "5", "--gibberish", "5"],
@@ -62,7 +63,7 @@ SMOKE: dict[str, list[str]] = {
     "search": ["--sizes", "300", "--queries", "3", "--cache-dir", "{tmp}/cache", "--corpus", "{hugo}"],
     "secret_detection": ["--corpus", "{content}"],
     "sensor_tick": ["--files", "40", "--collections", "2"],
-    "shards": ["--content", "{content}", "--shards", "1", "2", "--repeat", "1"],
+    "shards": ["--content", "{tiny}/notes", "--shards", "1", "2", "--repeat", "1"],
     "tune_bm25": ["--dataset", "{scifact}", "--output-dir", "{tmp}/eval"],
     "tune_fusion": ["--dataset", "{scifact}", "--embedder", "hashing", "--output-dir", "{tmp}/eval", "--top", "3"],
 }
@@ -146,8 +147,18 @@ def bench_tmp():
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def tiny_content(folder: Path) -> Path:
+    """One collection, ``notes``, of three notes of the sample content."""
+    notes = folder / "tiny" / "notes"
+    notes.mkdir(parents=True)
+    for page in sorted((SAMPLE_CONTENT / "docs").rglob("*.md"))[:3]:
+        shutil.copy(page, notes / page.name)
+    return notes.parent
+
+
 def bench_args(name: str, tmp_path: Path, scifact: Path, chat: str) -> list[str]:
     values = {
+        "tiny": str(tiny_content(tmp_path)),
         "tmp": str(tmp_path), "content": str(SAMPLE_CONTENT), "hugo": str(HUGO_CONTENT), "scifact": str(scifact),
         "chat_url": chat, "reference_site": os.environ.get("RAG_BENCH_BM25_REFERENCE_SITE", ""),
     }
