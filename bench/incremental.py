@@ -59,6 +59,7 @@ from rag_assets.defs import runner  # noqa: E402
 from rag_assets.embed import EmbedderSettings, select_embedder  # noqa: E402
 from rag_assets.index import manifest as manifest_io  # noqa: E402
 from rag_assets.index.freshness import detect_changes  # noqa: E402
+from rag_assets.index.integrity import output_damage, verification_record  # noqa: E402
 from rag_assets.ingest.chunking import chunk_document  # noqa: E402
 from rag_assets.ingest.parsing import parse_markdown_file  # noqa: E402
 from rag_assets.ingest.sources import iter_collection_files  # noqa: E402
@@ -526,6 +527,21 @@ def time_checks(config_path: Path, work: Path, repeat: int, baseline: Path | Non
     return walls
 
 
+def time_verification(cfg: RagConfig, repeat: int) -> dict[str, list[float]]:
+    """The damage checks alone, in-process: every file verified (as before the record) against
+    a check that finds every file in the record, unchanged (what `rag check` and `rag status` pay now)."""
+    walls: dict[str, list[float]] = defaultdict(list)
+    record = verification_record(cfg)
+    output_damage(cfg, record)  # the record holds every file once
+    record.save()
+    for _ in range(repeat):
+        for label, make in (("every file", lambda: None), ("with the record", lambda: verification_record(cfg))):
+            t0 = time.perf_counter()
+            output_damage(cfg, make())
+            walls[label].append(time.perf_counter() - t0)
+    return walls
+
+
 def print_checks(walls: dict[tuple[str, str], list[float]]) -> None:
     print("no-op rag check / rag status: process CPU time (user + system), after the runs above, by checkout")
     for (label, name), values in walls.items():
@@ -619,6 +635,7 @@ def main() -> None:
                 raise SystemExit(f"content reported changed right after the full build: {report.changed}")
 
         check_walls = time_checks(config_path, work, args.repeat, args.baseline)
+        verify_walls = time_verification(cfg, args.repeat)
 
         # One-file updates: the same paragraph of one document, edited differently each time.
         target_collection = f"col{(args.collections // 2):02d}"
@@ -681,6 +698,8 @@ def main() -> None:
     print(f"                  python + import runner    {med(startup_dagster):.2f} s   (runs: {fmt_runs(startup_dagster)})")
     print(f"                  output: {noop_out.splitlines()[-1] if noop_out else '(none)'}")
     print_checks(check_walls)
+    for label, values in verify_walls.items():
+        print(f"  damage checks in-process, {label:<16} {statistics.median(values):.3f} s   (runs: {', '.join(f'{v:.3f}' for v in values)})")
     print()
     print(f"one-file update   {update_s:.2f} s   (rag build in-process, incremental; runs: {fmt_runs([u.build.wall for u in updates])})")
     print(f"                  rag build subprocess      {med(sub_updates):.2f} s   (runs: {fmt_runs(sub_updates)})")
