@@ -2,7 +2,7 @@
 """Time to first token and total time of POST /ask (server-sent events) against a loopback chat
 model with a fixed delay per token, so the figure isolates this project's overhead.
 
-    .venv/bin/python bench/ask.py [--output-dir DIR] [--questions 60] [--token-delay 0.02] [--tokens 40]
+    .venv/bin/python bench/ask.py [--output-dir DIR] [--content DIR] [--questions 60] [--token-delay 0.02] [--tokens 40]
 
 The index: the Hugo docs corpus (../shared/corpora/hugo-docs) built with the hashing embedder
 into a temporary folder (or --output-dir, reused when it holds a store). The model: the
@@ -41,7 +41,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# bench/ holds a secrets.py that would shadow the standard library's `secrets`: drop it.
+# Keep bench/ off the path: a bench module must never shadow a library's (bench/secrets.py once shadowed `secrets`).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
@@ -56,8 +56,8 @@ HUGO_DOCS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 WARMUP = 5
 
 
-def build(output_dir: Path) -> None:
-    cfg = load_config(None, content_dir=HUGO_DOCS, output_dir=output_dir, embedder="hashing",
+def build(output_dir: Path, content: Path) -> None:
+    cfg = load_config(None, content_dir=content, output_dir=output_dir, embedder="hashing",
                       private_embedder="hashing", environ={})
     if cfg.public_store_path.is_file():
         print(f"reusing the index in {output_dir}", file=sys.stderr)
@@ -67,12 +67,12 @@ def build(output_dir: Path) -> None:
         outcome = run_build(cfg, instance, full=True)
     if not outcome.success:
         raise SystemExit(f"build failed: {outcome.error or outcome.failed_checks}")
-    print(f"built hugo-docs into {output_dir} in {time.perf_counter() - started:.0f}s", file=sys.stderr)
+    print(f"built {content} into {output_dir} in {time.perf_counter() - started:.0f}s", file=sys.stderr)
 
 
-def questions(count: int, seed: int = 7) -> list[str]:
+def questions(content: Path, count: int, seed: int = 7) -> list[str]:
     titles = []
-    for page in sorted(HUGO_DOCS.rglob("*.md")):
+    for page in sorted(content.rglob("*.md")):
         match = re.search(r"^title:\s*['\"]?(.+?)['\"]?\s*$", page.read_text(encoding="utf-8", errors="replace"), re.M)
         if match and len(match.group(1).split()) <= 6:
             titles.append(match.group(1))
@@ -86,10 +86,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(output_dir: Path, chat_url: str) -> tuple[subprocess.Popen, str]:
+def start_server(output_dir: Path, content: Path, chat_url: str) -> tuple[subprocess.Popen, str]:
     config = output_dir / "bench-ask.yaml"
     config.write_text(
-        f"content_dir: '{HUGO_DOCS}'\noutput_dir: '{output_dir}'\nidentity_map: null\nembedder: hashing\n"
+        f"content_dir: '{content}'\noutput_dir: '{output_dir}'\nidentity_map: null\nembedder: hashing\n"
         f"llm: {{name: ollama, ollama: {{host: '{chat_url}'}}}}\n"
     )
     port = free_port()
@@ -136,20 +136,21 @@ def percentile(values: list[float], q: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output-dir", type=Path, help="where to build (or find) the hugo-docs index")
+    parser.add_argument("--output-dir", type=Path, help="where to build (or find) the index")
+    parser.add_argument("--content", type=Path, default=HUGO_DOCS, help="the content folder (default: the Hugo docs)")
     parser.add_argument("--questions", type=int, default=60)
     parser.add_argument("--token-delay", type=float, default=0.02, help="seconds before each streamed piece")
     parser.add_argument("--tokens", type=int, default=40, help="pieces per answer")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         output_dir = args.output_dir or Path(tmp)
-        build(output_dir)
+        build(output_dir, args.content)
         answer = " ".join(f"word{i}" for i in range(args.tokens - 1)) + " [1]."
         with ChatServer(token_delay=args.token_delay, answer=lambda prompt: answer) as chat:
-            process, url = start_server(output_dir, chat.url)
+            process, url = start_server(output_dir, args.content, chat.url)
             try:
                 with httpx.Client(timeout=60) as client:
-                    runs = [ask_once(client, url, q) for q in questions(args.questions)]
+                    runs = [ask_once(client, url, q) for q in questions(args.content, args.questions)]
             finally:
                 process.terminate()
                 process.wait(10)
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         "overhead (TTFT - token delay)": [r["token"] - delay_ms for r in answered],
         "total (done event)": [r["done"] for r in answered],
     }
-    print(f"POST /ask on hugo-docs (hashing), {len(answered)} answered questions "
+    print(f"POST /ask on {args.content} (hashing), {len(answered)} answered questions "
           f"({len(measured) - len(answered)} abstained, not timed), {args.tokens} tokens of {delay_ms:g} ms each")
     print(f"{'':32} {'p50 ms':>8} {'p90 ms':>8}")
     for name, values in figures.items():

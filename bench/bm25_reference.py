@@ -37,7 +37,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # bench/secrets.py shadows `secrets`
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # bench/ off the path: no bench module shadows a library's
 sys.path.insert(0, str(ROOT))
 
 from rag_assets.config import load_config  # noqa: E402

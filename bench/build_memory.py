@@ -22,7 +22,7 @@ import threading
 import time
 
 INTERVAL = 0.05
-# bench/ holds a secrets.py, which would shadow the standard library's `secrets` for the build.
+# Keep bench/ off the path: a bench module must never shadow a library's (bench/secrets.py once shadowed `secrets`).
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 

@@ -34,6 +34,7 @@ import io
 import os
 import pstats
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -45,19 +46,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-import dagster as dg
-
 ROOT = Path(__file__).resolve().parents[1]
-# This folder holds secrets.py (the detector bench), which would shadow the standard
-# library module torch and others import; keep the folder off the front of the path.
+# Before any library import: a bench module must never shadow a library's module (bench/secrets.py
+# once shadowed the standard library's `secrets` for Dagster), so bench/ leaves the path first.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
+
+import dagster as dg  # noqa: E402
 
 from rag_assets.config import RagConfig, load_config  # noqa: E402
 from rag_assets.defs import runner  # noqa: E402
 from rag_assets.embed import EmbedderSettings, select_embedder  # noqa: E402
 from rag_assets.index import manifest as manifest_io  # noqa: E402
 from rag_assets.index.freshness import detect_changes  # noqa: E402
+from rag_assets.index.integrity import output_damage, verification_record  # noqa: E402
 from rag_assets.ingest.chunking import chunk_document  # noqa: E402
 from rag_assets.ingest.parsing import parse_markdown_file  # noqa: E402
 from rag_assets.ingest.sources import iter_collection_files  # noqa: E402
@@ -381,16 +383,16 @@ def one_file_update(cfg: RagConfig, config_path: Path, rel: str, original: str, 
 EMBEDDER_NAME = ["hashing"]
 
 
-def clean_env() -> dict[str, str]:
+def clean_env(checkout: Path = ROOT) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_") and k != "DAGSTER_HOME"}
     env["RAG_EMBEDDER"] = EMBEDDER_NAME[0]
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = str(checkout)
     return env
 
 
-def timed_subprocess(args: list[str], cwd: Path, expect: int = 0) -> tuple[float, str]:
+def timed_subprocess(args: list[str], cwd: Path, expect: int = 0, checkout: Path = ROOT) -> tuple[float, str]:
     t0 = time.perf_counter()
-    done = subprocess.run(args, cwd=cwd, env=clean_env(), capture_output=True, text=True)
+    done = subprocess.run(args, cwd=cwd, env=clean_env(checkout), capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if done.returncode != expect:
         raise SystemExit(f"{' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
@@ -500,6 +502,52 @@ def full_build(cfg: RagConfig) -> tuple[float, runner.BuildOutcome, list[RunTimi
     return wall, outcome, runs
 
 
+def child_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_checks(config_path: Path, work: Path, repeat: int, baseline: Path | None) -> dict[tuple[str, str], list[float]]:
+    """`rag check` and `rag status` as processes on the built output, nothing changed, with this
+    checkout's rag_assets and (when given) a baseline checkout's, interleaved so load hits all
+    alike: the CPU seconds (user + system) of each process, which the machine's load barely moves."""
+    checkouts = {"this checkout": ROOT} | ({f"baseline {baseline}": baseline} if baseline else {})
+    commands = {name: [PYTHON, "-m", "rag_assets.serve.cli", *name.split(), "--config", str(config_path)] for name in ("check", "status")}
+    # --deep verifies every file again, as every check did before the verification record.
+    commands["check --deep"] = [*commands["check"], "--deep"]
+    walls: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for _ in range(repeat):
+        for label, checkout in checkouts.items():
+            for name, command in commands.items():
+                if name == "check --deep" and checkout != ROOT:
+                    continue  # an option of this checkout's
+                before = child_cpu_seconds()
+                timed_subprocess(command, work, checkout=checkout)
+                walls[label, name].append(child_cpu_seconds() - before)
+    return walls
+
+
+def time_verification(cfg: RagConfig, repeat: int) -> dict[str, list[float]]:
+    """The damage checks alone, in-process: every file verified (as before the record) against
+    a check that finds every file in the record, unchanged (what `rag check` and `rag status` pay now)."""
+    walls: dict[str, list[float]] = defaultdict(list)
+    record = verification_record(cfg)
+    output_damage(cfg, record)  # the record holds every file once
+    record.save()
+    for _ in range(repeat):
+        for label, make in (("every file", lambda: None), ("with the record", lambda: verification_record(cfg))):
+            t0 = time.perf_counter()
+            output_damage(cfg, make())
+            walls[label].append(time.perf_counter() - t0)
+    return walls
+
+
+def print_checks(walls: dict[tuple[str, str], list[float]]) -> None:
+    print("no-op rag check / rag status: process CPU time (user + system), after the runs above, by checkout")
+    for (label, name), values in walls.items():
+        print(f"  {label:<40} rag {name:<12} {statistics.median(values):.2f} s CPU   (runs: {fmt_runs(values)})")
+
+
 def write_config(path: Path, content: Path, output: Path) -> None:
     path.write_text(f"content_dir: {content}\noutput_dir: {output}\nembedder: {EMBEDDER_NAME[0]}\n", encoding="utf-8")
 
@@ -515,6 +563,9 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="work in this folder (created, kept) instead of a temporary one")
     parser.add_argument(
         "--embedder", default="hashing", help="hashing (default), or local to time a realistic full build (slow)"
+    )
+    parser.add_argument(
+        "--baseline", type=Path, help="another checkout (e.g. main before a change) whose no-op rag check and rag status are timed too"
     )
     args = parser.parse_args()
     EMBEDDER_NAME[0] = args.embedder
@@ -555,7 +606,11 @@ def main() -> None:
         full_misses = sum(c.metadata["embeddings"]["cache_misses"] for c in full_outcome.collections)
         skipped = sum(len(c.skipped) for c in full_outcome.collections)
         collection_s = sum(c.seconds for c in full_outcome.collections)
-        publish_run = next(r for r in full_runs if r.job == runner.PUBLISH_JOB)
+        # A build is one run now: publishing is a step of it (none: the step was renamed, say so).
+        publish_steps = [s for r in full_runs for s in r.steps if "publish" in s.step]
+        if not publish_steps:
+            raise SystemExit(f"no publish step in the full build's runs: {[s.step for r in full_runs for s in r.steps]}")
+        publish_s = sum(s.total for s in publish_steps)
 
         # No-op: nothing changed since the full build.
         check_cmd = [PYTHON, "-m", "rag_assets.serve.cli", "check", "--config", str(config_path)]
@@ -578,6 +633,9 @@ def main() -> None:
             inproc.append(time.perf_counter() - t0)
             if not report.up_to_date:
                 raise SystemExit(f"content reported changed right after the full build: {report.changed}")
+
+        check_walls = time_checks(config_path, work, args.repeat, args.baseline)
+        verify_walls = time_verification(cfg, args.repeat)
 
         # One-file updates: the same paragraph of one document, edited differently each time.
         target_collection = f"col{(args.collections // 2):02d}"
@@ -628,16 +686,20 @@ def main() -> None:
     print(f"full build        {full_s:.2f} s   (cold, run_build; runs: {fmt_runs(full_walls)})")
     print(
         f"                  {len(full_outcome.collections)} index_collection runs {collection_s:.2f} s,"
-        f" publish run {publish_run.wall:.2f} s, {docs / full_s:.0f} documents/s"
+        f" publish step {publish_s:.2f} s, {docs / full_s:.0f} documents/s"
     )
     print()
-    print(f"no-op check       rag check (subprocess)    {check_s:.2f} s   (runs: {fmt_runs(checks)})")
+    print(f"no-op check       rag check (subprocess)    {check_s:.2f} s   (runs: {fmt_runs(checks)};"
+          " the first verifies the new build, the next only what changed since)")
     print(f"                  python + import only      {med(startup):.2f} s   (runs: {fmt_runs(startup)})")
     print(f"                  detect_changes in-process {med(inproc):.3f} s  (runs: {', '.join(f'{v:.3f}' for v in inproc)})")
-    print(f"                  output: {check_out.splitlines()[0] if check_out else '(none)'}")
+    print(f"                  output: {' / '.join(check_out.splitlines()[:2]) if check_out else '(none)'}")
     print(f"no-op rag build   subprocess                {med(noop_builds):.2f} s   (runs: {fmt_runs(noop_builds)})")
     print(f"                  python + import runner    {med(startup_dagster):.2f} s   (runs: {fmt_runs(startup_dagster)})")
     print(f"                  output: {noop_out.splitlines()[-1] if noop_out else '(none)'}")
+    print_checks(check_walls)
+    for label, values in verify_walls.items():
+        print(f"  damage checks in-process, {label:<16} {statistics.median(values):.3f} s   (runs: {', '.join(f'{v:.3f}' for v in values)})")
     print()
     print(f"one-file update   {update_s:.2f} s   (rag build in-process, incremental; runs: {fmt_runs([u.build.wall for u in updates])})")
     print(f"                  rag build subprocess      {med(sub_updates):.2f} s   (runs: {fmt_runs(sub_updates)})")

@@ -61,7 +61,7 @@ CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 
 @functools.cache
 def search_bench():
-    """bench/search.py, imported by path (bench/ is not a package and holds secrets.py), once."""
+    """bench/search.py, imported by path (bench/ is not a package), once."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("bench_search", ROOT / "bench" / "search.py")

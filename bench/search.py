@@ -55,7 +55,7 @@ from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Not bench/ itself: bench/secrets.py would shadow the stdlib `secrets` that numpy.random imports.
+# Not bench/ itself: a bench module must never shadow a library's (bench/secrets.py once shadowed `secrets`).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 

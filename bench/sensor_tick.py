@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-# This folder holds secrets.py (the detector bench), which would shadow the standard library
-# module; the code measured comes from PYTHONPATH, so nothing is put in its place.
+# Keep bench/ off the path (no bench module may shadow a library's: bench/secrets.py once
+# shadowed `secrets`); the code measured comes from PYTHONPATH, so nothing is put in its place.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import dagster as dg
@@ -78,7 +78,7 @@ def main() -> None:
             print(f"first tick (no cursor): {first * 1000:.0f} ms, {len(result.run_requests or [])} run request(s)")
             steady, again = tick(sensor, instance, result.cursor, defs)
             print(f"tick, nothing changed: {steady * 1000:.0f} ms, {len(again.run_requests or [])} run request(s)")
-            edited = content / "c03" / "note-00003.md"
+            edited = content / f"c{3 % args.collections:02d}" / "note-00003.md"  # note i is in c{i % collections}
             edited.write_text(edited.read_text() + "\none more line\n")
             stamp = time.time() + 2
             os.utime(edited, (stamp, stamp))

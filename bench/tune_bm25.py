@@ -35,7 +35,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# bench/ holds a secrets.py that would shadow the standard library's `secrets`: drop the
+# Keep bench/ off the path (bench/secrets.py once shadowed `secrets`): drop the
 # script's own folder, then import the long-query set as a module of this folder.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))

@@ -36,7 +36,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# bench/ holds a secrets.py that would shadow the standard library's `secrets` (which
+# Keep bench/ off the path (bench/secrets.py once shadowed the `secrets` that
 # huggingface_hub imports when the local model loads): drop the script's own folder.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from rag_assets.base.verified import VerificationRecord
 from rag_assets.config import RagConfig
 from rag_assets.config.settings import ChunkingParams
 from rag_assets.embed import select_embedder
@@ -210,13 +211,15 @@ def observe(
     save_stat_cache: bool = True,
     collections: bool = True,
     vaults: bool = True,
+    record: VerificationRecord | None = None,
 ) -> ObservedState:
     """The state the planner decides from. ``verify_outputs=False`` skips reading the published
     files for damage (a sensor tick: that re-reads the whole index; `rag build` verifies);
     ``collections``/``vaults`` False leave that side unobserved (so unplanned), for a sensor
-    that triggers only the other."""
+    that triggers only the other. ``record``: the files verified before and unchanged since are
+    not read again (rag_assets.base.verified)."""
     if collections:
-        changes = detect_changes(cfg, save_stat_cache=save_stat_cache, verify_outputs=verify_outputs)
+        changes = detect_changes(cfg, save_stat_cache=save_stat_cache, verify_outputs=verify_outputs, record=record)
         names, signature, published = list(discover_collections(cfg).collections), build_signature(cfg), published_settings(cfg)
     else:
         changes, names, signature, published = ChangeReport([], "", None, False), [], None, None

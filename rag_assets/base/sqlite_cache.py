@@ -12,6 +12,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from rag_assets.base.verified import VerificationRecord
+
 log = logging.getLogger(__name__)
 
 # (path, inode, size, mtime) of cache files already verified by this process: a build opens
@@ -41,9 +43,10 @@ class SqliteCache:
         return conn
 
 
-def discard_if_damaged(path: Path) -> str | None:
+def discard_if_damaged(path: Path, record: VerificationRecord | None = None) -> str | None:
     """Delete the SQLite file at ``path`` (with its WAL) when it fails ``quick_check``;
-    returns why it was discarded, or None when it is sound or absent."""
+    returns why it was discarded, or None when it is sound or absent. With a ``record``
+    (rag_assets.base.verified), a file that passed before and is unchanged is not checked again."""
     try:
         stat = path.stat()
     except FileNotFoundError:
@@ -51,7 +54,7 @@ def discard_if_damaged(path: Path) -> str | None:
     key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key in _verified:
         return None
-    problem = sqlite_problem(path)
+    problem = record.run(path, "quick_check", lambda: sqlite_problem(path)) if record else sqlite_problem(path)
     if problem is None:
         _verified.add(key)
         return None

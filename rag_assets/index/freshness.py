@@ -20,6 +20,7 @@ from rag_assets.index import manifest as manifest_io
 from rag_assets.base.atomic import atomic_write_bytes
 from rag_assets.base.file_lock import exclusive_lock
 from rag_assets.index.index_json import read_meta
+from rag_assets.base.verified import VerificationRecord
 from rag_assets.index.integrity import Damage, publication_damage, read_json_object
 from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.ingest.collections import discover_collections
@@ -84,7 +85,13 @@ class ChangeReport:
         return self.has_index and not self.damage and not self.changed and self.current_hash == self.published_hash
 
 
-def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True, verify_outputs: bool = True) -> ChangeReport:
+def detect_changes(
+    cfg: RagConfig,
+    *,
+    save_stat_cache: bool = True,
+    verify_outputs: bool = True,
+    record: VerificationRecord | None = None,
+) -> ChangeReport:
     """Compare the content on disk with the last published build; ``verify_outputs=False``
     leaves the published files unread (no damage reported: a sensor tick)."""
     gen = generations.published(cfg)
@@ -135,7 +142,7 @@ def detect_changes(cfg: RagConfig, *, save_stat_cache: bool = True, verify_outpu
     if save_stat_cache:
         stat_cache.save()
     meta = read_meta(gen.meta_path)
-    damage = publication_damage(cfg, gen) if verify_outputs else []
+    damage = publication_damage(cfg, gen, record) if verify_outputs else []
     return ChangeReport(
         changes, overall_content_hash(hashes), meta.get("contentHash") if meta else None, gen.index_path.is_file(), damage
     )

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import orjson
 
 from rag_assets.base.sqlite_cache import discard_if_damaged, sqlite_problem
+from rag_assets.base.verified import RECORD_NAME, VerificationRecord
 from rag_assets.config import RagConfig
 from rag_assets.index import generations
 from rag_assets.index.generations import Generation
@@ -59,9 +60,21 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def published_damage(generation: Generation) -> list[Damage]:
+def verification_record(cfg: RagConfig, *, deep: bool = False) -> VerificationRecord:
+    """The record of the files verified so far (rag_assets.base.verified), beside the outputs;
+    ``deep``: one that takes nothing as verified (`rag check --deep`)."""
+    return VerificationRecord.load(cfg.data_dir / RECORD_NAME, deep=deep)
+
+
+def checked(record: VerificationRecord | None, path: Path, check: str, verify: Callable[[], str | None]) -> str | None:
+    """``verify()``, or nothing when ``record`` knows ``path`` passed ``check`` unchanged since."""
+    return record.run(path, check, verify) if record is not None else verify()
+
+
+def published_damage(generation: Generation, record: VerificationRecord | None = None) -> list[Damage]:
     """What is wrong with the published outputs of one generation ([] when they are whole
-    or when nothing was published yet)."""
+    or when nothing was published yet). With a ``record``, a file verified before and unchanged
+    since is not read again."""
     g = generation
     present = [p for p in (g.index_path, g.meta_path, g.manifest_path, g.store_path) if p.exists()]
     if not present:
@@ -71,16 +84,12 @@ def published_damage(generation: Generation) -> list[Damage]:
     if g.meta_path.exists() and meta is None:
         damage.append(Damage(g.meta_path, "not a JSON object (damaged)"))
     if meta is not None and g.index_path.exists():
-        damage.extend(_index_damage(g.index_path, meta))
+        damage.extend(_index_damage(g.index_path, meta, record))
     if meta is not None:
-        damage.extend(_named_files_damage(g, meta))
-    if g.manifest_path.exists():
-        manifest = read_json_object(g.manifest_path)
-        if manifest is None or not isinstance(manifest.get("documents"), dict):
-            damage.append(Damage(g.manifest_path, "not a valid manifest (damaged)"))
-        elif g.id is not None and manifest.get("generation") != g.id:
-            damage.append(Damage(g.manifest_path, f"belongs to generation {manifest.get('generation')}, not {g.id}"))
-    problem = sqlite_problem(g.store_path)
+        damage.extend(_named_files_damage(g, meta, record))
+    if g.manifest_path.exists() and (problem := checked(record, g.manifest_path, f"manifest:{g.id}", lambda: manifest_problem(g))):
+        damage.append(Damage(g.manifest_path, problem))
+    problem = checked(record, g.store_path, "quick_check", lambda: sqlite_problem(g.store_path))
     if problem:
         damage.append(Damage(g.store_path, problem))
     elif g.id is not None and g.store_path.exists():
@@ -92,8 +101,20 @@ def published_damage(generation: Generation) -> list[Damage]:
     return damage
 
 
-def _index_damage(index_path: Path, meta: dict[str, Any]) -> list[Damage]:
-    return _digest_damage(index_path, meta.get("sizeBytes"), meta.get("indexSha256"))
+def manifest_problem(g: Generation) -> str | None:
+    """Why the generation's manifest is not its valid manifest (None: it is)."""
+    manifest = read_json_object(g.manifest_path)
+    if manifest is None or not isinstance(manifest.get("documents"), dict):
+        return "not a valid manifest (damaged)"
+    if g.id is not None and manifest.get("generation") != g.id:
+        return f"belongs to generation {manifest.get('generation')}, not {g.id}"
+    return None
+
+
+def _index_damage(index_path: Path, meta: dict[str, Any], record: VerificationRecord | None) -> list[Damage]:
+    size, sha = meta.get("sizeBytes"), meta.get("indexSha256")
+    problem = checked(record, index_path, f"sha256:{size}:{sha}", lambda: _digest_problem(index_path, size, sha))
+    return [Damage(index_path, problem)] if problem else []
 
 
 @dataclass(frozen=True)
@@ -128,7 +149,7 @@ def sidecar_entries(meta: dict[str, Any]) -> dict[str, Recorded]:
     return {name: recorded for name, recorded in entries.items() if name}
 
 
-def _named_files_damage(g: Generation, meta: dict[str, Any]) -> list[Damage]:
+def _named_files_damage(g: Generation, meta: dict[str, Any], record: VerificationRecord | None) -> list[Damage]:
     """Each file the sidecar names: there, of its size and digest."""
     damage = []
     for name, recorded in sidecar_entries(meta).items():
@@ -137,21 +158,25 @@ def _named_files_damage(g: Generation, meta: dict[str, Any]) -> list[Damage]:
             if name == generations.MANIFEST_NAME or (g.id is None and name in generations.BROWSER_NAMES):
                 continue  # said above; the single-folder layout of older versions had no browser search
             damage.append(Damage(path, "missing (the sidecar names it)"))
-        elif problem := recorded.problem(path.stat().st_size, lambda: sha256_of(path)):
+        elif problem := checked(record, path, f"sha256:{recorded.size}:{recorded.sha256}", _recorded_check(recorded, path)):
             damage.append(Damage(path, problem))
     return damage
 
 
-def _digest_damage(path: Path, size_bytes: Any, sha256: Any) -> list[Damage]:
+def _recorded_check(recorded: Recorded, path: Path) -> Callable[[], str | None]:
+    return lambda: recorded.problem(path.stat().st_size, lambda: sha256_of(path))
+
+
+def _digest_problem(path: Path, size_bytes: Any, sha256: Any) -> str | None:
     size = path.stat().st_size
     if size_bytes != size:
-        return [Damage(path, f"is {size} bytes but its sidecar says {size_bytes} (truncated or replaced)")]
+        return f"is {size} bytes but its sidecar says {size_bytes} (truncated or replaced)"
     if sha256 and sha256_of(path) != sha256:
-        return [Damage(path, "content does not match the SHA-256 its sidecar records (damaged)")]
-    return []
+        return "content does not match the SHA-256 its sidecar records (damaged)"
+    return None
 
 
-def publication_damage(cfg: RagConfig, generation: Generation) -> list[Damage]:
+def publication_damage(cfg: RagConfig, generation: Generation, record: VerificationRecord | None = None) -> list[Damage]:
     """What is wrong with the published generation and with the links that publish it."""
     link = generations.current_link(cfg)
     if generation.id is not None and not generation.folder.is_dir():
@@ -159,7 +184,7 @@ def publication_damage(cfg: RagConfig, generation: Generation) -> list[Damage]:
     if generation.id is None and not link.exists() and generations.candidates(cfg):
         # Generations but no data/current: every published path leads nowhere.
         return [Damage(link, "link missing (the published generation is no longer linked)")]
-    return published_damage(generation) + link_damage(cfg, generation)
+    return published_damage(generation, record) + link_damage(cfg, generation)
 
 
 def link_damage(cfg: RagConfig, generation: Generation) -> list[Damage]:
@@ -204,32 +229,40 @@ def cache_files(cfg: RagConfig) -> tuple[list[Path], list[Path]]:
     return sqlite_files, json_files
 
 
-def output_damage(cfg: RagConfig) -> list[Damage]:
+def output_damage(cfg: RagConfig, record: VerificationRecord | None = None) -> list[Damage]:
     """Everything damaged: the published generation, the tier stores and the caches."""
-    return publication_damage(cfg, generations.published(cfg)) + cache_damage(cfg)
+    return publication_damage(cfg, generations.published(cfg), record) + cache_damage(cfg, record)
 
 
-def cache_damage(cfg: RagConfig) -> list[Damage]:
+def cache_damage(cfg: RagConfig, record: VerificationRecord | None = None) -> list[Damage]:
     """The damaged caches and tier stores (not the published generation: see published_damage)."""
-    return _cache_damage(cfg, discard=False)
+    return _cache_damage(cfg, record, discard=False)
 
 
-def discard_damaged_caches(cfg: RagConfig) -> list[Damage]:
+def discard_damaged_caches(cfg: RagConfig, record: VerificationRecord | None = None) -> list[Damage]:
     """Delete damaged caches and tier stores (they are rebuilt by the build that follows);
     the published generation is left for the publish step to replace. Returns what went."""
-    return _cache_damage(cfg, discard=True)
+    return _cache_damage(cfg, record, discard=True)
 
 
-def _cache_damage(cfg: RagConfig, *, discard: bool) -> list[Damage]:
+def _cache_damage(cfg: RagConfig, record: VerificationRecord | None, *, discard: bool) -> list[Damage]:
     sqlite_files, json_files = cache_files(cfg)
     damage = []
     for path in sqlite_files:
-        problem = discard_if_damaged(path) if discard else sqlite_problem(path)
+        problem = discard_if_damaged(path, record) if discard else checked(record, path, "quick_check", _sqlite_check(path))
         if problem:
             damage.append(Damage(path, problem))
     for path in json_files:
-        if path.is_file() and read_json_object(path) is None:
+        if path.is_file() and checked(record, path, "json-object", _json_check(path)):
             if discard:
                 path.unlink()
             damage.append(Damage(path, "not a JSON object (damaged)"))
     return damage
+
+
+def _sqlite_check(path: Path) -> Callable[[], str | None]:
+    return lambda: sqlite_problem(path)
+
+
+def _json_check(path: Path) -> Callable[[], str | None]:
+    return lambda: None if read_json_object(path) is not None else "not a JSON object (damaged)"

@@ -180,8 +180,13 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser(
         "check",
         parents=[common],
-        help="exit 0 if the index matches the content, 1 if it is stale; writes nothing",
+        help="exit 0 if the index matches the content, 1 if it is stale; writes only its record of verified files",
         description="Compare the content on disk with the last build and say which collections changed and why.",
+    )
+    check.add_argument(
+        "--deep",
+        action="store_true",
+        help="re-verify every output and cache file, also those unchanged since their last verification",
     )
     check.set_defaults(handler=lazy("rag_assets.serve.cli_build", "cmd_check"))
 

@@ -19,7 +19,9 @@ from rag_assets.config import (
 from rag_assets.embed import select_embedder
 from rag_assets.index import generations
 from rag_assets.index.freshness import detect_changes
-from rag_assets.index.integrity import cache_damage, discard_damaged_caches
+from rag_assets.base import verified
+from rag_assets.base.verified import VerificationRecord
+from rag_assets.index.integrity import cache_damage, discard_damaged_caches, verification_record
 from rag_assets.index.repair import repair_in_place
 from rag_assets.ingest.collections import VAULT_FOLDER_REASON, discover_collections, holds_configured_vault
 from rag_assets.pipeline import plan_collection
@@ -107,10 +109,12 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.dry_run:
         return _dry_run(cfg, targets)
-    for damage in discard_damaged_caches(cfg):
+    record = verification_record(cfg)  # what was verified before and is unchanged is not read again
+    for damage in discard_damaged_caches(cfg, record):
         print(f"note: discarded {damage}; it is rebuilt by this build")
     asked = bool(args.collection or args.vault)
-    state = _observe_and_repair(cfg, repair=not asked and not args.force)
+    state = _observe_and_repair(cfg, record, repair=not asked and not args.force)
+    record.save()
     the_plan = plan(
         cfg,
         state,
@@ -192,17 +196,17 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     return EXIT_FAILED if outcome.failed_checks else EXIT_OK
 
 
-def _observe_and_repair(cfg: RagConfig, *, repair: bool) -> ObservedState:
+def _observe_and_repair(cfg: RagConfig, record: VerificationRecord, *, repair: bool) -> ObservedState:
     """The planner's view of the outputs, after repairing in place what of their damage can be
     (links, and files made again exactly as published): what is left is republished."""
-    state = observe(cfg)
+    state = observe(cfg, record=record)
     if not (repair and state.changes.damage and state.collections):
         return state
     repaired = repair_in_place(cfg, state.changes.damage)
     for path in repaired:
         reasons = "; ".join(d.reason for d in state.changes.damage if d.path == path) or "stray"
         print(f"repaired {path} (damaged: {reasons})")
-    return observe(cfg) if repaired else state
+    return observe(cfg, record=record) if repaired else state
 
 
 def _print_plan(cfg: RagConfig, state: ObservedState, the_plan: Plan) -> None:
@@ -326,9 +330,13 @@ def _dry_run(cfg: RagConfig, targets: list[str]) -> int:
 
 
 def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
-    report = detect_changes(cfg, save_stat_cache=False)
+    record = verification_record(cfg, deep=getattr(args, "deep", False))
+    verified.reset_counts()
+    report = detect_changes(cfg, save_stat_cache=False, record=record)
     stale = False
-    damage = report.damage + cache_damage(cfg)  # the published generation was verified just above
+    damage = report.damage + cache_damage(cfg, record)  # the published generation was verified just above
+    record.save()
+    _print_verified(deep=record.deep)
     if damage:
         stale = True
         print("Damaged: run `rag build` to repair what is listed here (it republishes what it cannot repair).")
@@ -365,6 +373,13 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
         else:
             print(f"Fresh: the Safe and Private stores match {len(cfg.vaults)} vault(s).")
     return EXIT_FAILED if stale else EXIT_OK
+
+
+def _print_verified(*, deep: bool) -> None:
+    """How many files were read for damage, and how many were known sound and unchanged."""
+    counts = verified.counts
+    known = "" if deep else f"; {counts.skipped} unchanged since their last verification (--deep re-verifies them)"
+    print(f"Verified {counts.performed} output and cache file check(s){known}.")
 
 
 def _print_unreadable(report) -> None:

@@ -14,7 +14,7 @@ from rag_assets.config import (
 from rag_assets.config.masking import mask_url
 from rag_assets.index import generations, index_json, store
 from rag_assets.index.freshness import age_label
-from rag_assets.index.integrity import output_damage
+from rag_assets.index.integrity import output_damage, verification_record
 from rag_assets.privacy.tier_cards import tiers_report
 from rag_assets.reporting import human_bytes, relative_age
 from rag_assets.serve.exit_codes import EXIT_FAILED, EXIT_OK
@@ -28,9 +28,14 @@ if TYPE_CHECKING:
 def status_report(cfg: RagConfig, check_damage: bool = True) -> dict[str, Any]:
     """What the published index and store hold, as a JSON-ready dict. ``check_damage=False``
     leaves out the damage checks (the index's SHA-256 and `PRAGMA quick_check` of every SQLite
-    file: minutes at a million chunks), for the summary a build prints of what it just wrote."""
+    file: minutes at a million chunks), for the summary a build prints of what it just wrote.
+    The checks read only the files changed since their last verification (rag_assets.base.verified)."""
     gen = generations.published(cfg)  # resolved once: every figure below is of one build
-    damage = output_damage(cfg) if check_damage else []
+    damage = []
+    if check_damage:
+        record = verification_record(cfg)
+        damage = output_damage(cfg, record)
+        record.save()
     # With what a damaged link now leads to: a store reached through it is not opened either.
     damaged = {d.path for d in damage} | {d.path.resolve() for d in damage}
     meta = index_json.read_meta(gen.meta_path)

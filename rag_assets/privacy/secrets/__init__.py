@@ -32,7 +32,7 @@ The Artifactory and Discord-bot-token rules, and the heuristic filters applied t
 (``ds_filters.py``), are ported from detect-secrets 1.5.0 (Yelp, Apache-2.0): the library is
 no longer used.  Its documented Python API scans files under process-wide settings and
 returns values without offsets, and its other plugins added false positives and no recall
-on the shared corpus at ~9x the time (``bench/secrets.py`` before the port: detect-secrets
+on the shared corpus at ~9x the time (``bench/secret_detection.py``, then ``bench/secrets.py``, before the port: detect-secrets
 alone recall 0.664, FP rate 0.243; the own rules plus every plugin 1.000 and 0.029; the own
 rules plus these two 1.000 and 0.000).
 

@@ -23,8 +23,8 @@ longer used: its Artifactory and Discord plugins are ported into the table) it p
   rules (in docs these are mostly false positives, so they are worth reading: ``--show N``
   prints N masked examples per mode).
 
-Usage: ``python -P bench/secrets.py [--cases F] [--contested F] [--corpus DIR] [--identity-map F] [--show N]``
-(``-P``: this file would otherwise shadow the standard library's ``secrets`` module).
+Usage: ``python bench/secret_detection.py [--cases F] [--contested F] [--corpus DIR] [--identity-map F] [--show N]``
+(it was bench/secrets.py, which shadowed the standard library's ``secrets`` for any bench run from this folder).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# Run as a script, this file's directory comes first on sys.path, where "secrets.py" would
-# shadow the standard library's secrets module for any library that imports it.
+# Run as a script, this file's directory comes first on sys.path, where a bench module could
+# shadow a library's module (bench/secrets.py once shadowed the standard library's `secrets`).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO_ROOT))
 

@@ -1,0 +1,106 @@
+"""``rag check`` and ``rag status`` verify only what changed since the last verification.
+
+On a real build of the sample content: a second ``rag check`` reads no file it verified
+before; a file whose bytes change is verified again and its damage reported, even when its
+size and mtime are put back with ``os.utime``; ``rag check --deep`` verifies everything again.
+The verifications are counted by rag_assets.base.verified's public counter (and printed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from rag_assets.base import verified
+from rag_assets.config import load_config
+from rag_assets.index import generations
+from rag_assets.serve.cli import main
+
+from .conftest import SAMPLE_CONTENT
+
+
+def write_config(folder: Path) -> Path:
+    config = folder / "rag.yaml"
+    config.write_text(f"content_dir: {SAMPLE_CONTENT}\noutput_dir: {folder / 'out'}\nembedder: hashing\nvaults: []\n")
+    return config
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("verified-built")
+    assert main(["build", "--config", str(write_config(folder))]) == 0
+    return folder / "out"
+
+
+@pytest.fixture
+def site(built: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the built site (its own record) and its config."""
+    config = write_config(tmp_path)
+    shutil.copytree(built, tmp_path / "out", symlinks=True)
+    # A file changed within the racy margin is not remembered (its fingerprint could repeat):
+    # let the copy's timestamps age past it, so the first check can remember them.
+    time.sleep(verified.RACY_MARGIN_NS / 1e9 * 2)
+    return config
+
+
+def run(config: Path, *command: str) -> tuple[int, verified.VerificationCounts]:
+    verified.reset_counts()
+    code = main([*command, "--config", str(config)])
+    return code, verified.VerificationCounts(verified.counts.performed, verified.counts.skipped)
+
+
+def test_a_second_check_and_status_verify_nothing_verified_before(site: Path, capsys) -> None:
+    code, first = run(site, "check")
+    assert code == 0, capsys.readouterr().out
+    assert first.performed >= 5 and first.skipped == 0  # index, BM25 file, manifest, store, caches...
+    code, second = run(site, "check")
+    out = capsys.readouterr().out
+    assert code == 0
+    assert (second.performed, second.skipped) == (0, first.performed)
+    assert f"Verified 0 output and cache file check(s); {first.performed} unchanged" in out
+    code, status = run(site, "status")
+    assert code == 0 and status.performed == 0 and status.skipped >= first.performed
+
+
+def test_a_changed_file_is_verified_again_and_its_damage_found(site: Path, capsys) -> None:
+    code, first = run(site, "check")
+    assert code == 0
+    index = generations.published(load_config(site, environ={})).index_path
+    before = index.stat()
+    data = bytearray(index.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit flipped: same size...
+    index.write_bytes(bytes(data))
+    os.utime(index, ns=(before.st_atime_ns, before.st_mtime_ns))  # ...and the same mtime
+    assert index.stat().st_size == before.st_size and index.stat().st_mtime_ns == before.st_mtime_ns
+    capsys.readouterr()
+    code, again = run(site, "check")
+    out = capsys.readouterr().out
+    assert code == 1 and str(index) in out and "SHA-256" in out, out
+    assert (again.performed, again.skipped) == (1, first.performed - 1)
+    # Damage is never remembered as verified: reported again, by status too.
+    code, status = run(site, "status")
+    assert code == 1 and status.performed == 1 and str(index) in capsys.readouterr().out
+
+
+def test_a_damaged_json_cache_of_the_same_size_is_found(site: Path, capsys) -> None:
+    assert run(site, "check")[0] == 0
+    cache = load_config(site, environ={}).stat_cache_path
+    size = cache.stat().st_size
+    cache.write_bytes(b"[" + b" " * (size - 2) + b"]")  # valid JSON, not an object; same size
+    capsys.readouterr()
+    code, again = run(site, "check")
+    out = capsys.readouterr().out
+    assert code == 1 and str(cache) in out and again.performed == 1, out
+
+
+def test_deep_verifies_everything_again(site: Path, capsys) -> None:
+    _, first = run(site, "check")
+    code, deep = run(site, "check", "--deep")
+    out = capsys.readouterr().out
+    assert code == 0
+    assert (deep.performed, deep.skipped) == (first.performed, 0)
+    assert f"Verified {first.performed} output and cache file check(s)." in out
