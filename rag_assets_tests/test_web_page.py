@@ -326,7 +326,7 @@ def test_the_header_names_the_embedder_that_answers_not_the_next_builds(cfg, chr
     """With an API key set, `auto` would build the next index with the remote model; the queries
     of this index are still embedded by the model that built it, and the header says both."""
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-never-sent")
-    auto = dataclasses.replace(cfg, embedding=dataclasses.replace(cfg.embedding, name="auto"))
+    auto = dataclasses.replace(cfg, embedding=cfg.embedding.model_copy(update={"name": "auto"}))
     with ServerThread(create_app(auto, preload=False)) as running:
         status = running.get("/status").json()
         assert status["embeddingService"]["model"] == "openai/text-embedding-3-small"  # a next build's pick
