@@ -25,7 +25,6 @@ from rag_assets.serve.http import create_app
 from .live_server import ServerThread
 from .rerank_server import RerankServer
 from .test_egress import RecordingServer
-from .test_privacy import non_loopback_address
 from .test_search import TREE
 
 QUERY = "proxmox vlan bridge snapshots handshake"
@@ -177,10 +176,8 @@ def test_rag_search_says_when_reranking_failed_or_none_is_configured(built, tmp_
     assert "no reranker is configured" in capsys.readouterr().err
 
 
-def test_rag_search_private_refuses_a_reranker_off_this_machine(built, tmp_path, capsys):
-    address = non_loopback_address()
-    if address is None:
-        pytest.skip("this machine has no non-loopback IPv4 address")
+def test_rag_search_private_refuses_a_reranker_off_this_machine(built, tmp_path, capsys, non_loopback_address):
+    address = non_loopback_address
     with RerankServer(bind_host="0.0.0.0") as server:
         config = write_config(built, tmp_path / "rag.yaml", f"{{name: http, base_url: 'http://{address}:{server.port}'}}")
         assert search_json(capsys, *config)["reranked"] is True  # reachable there: the silence below is a refusal
