@@ -10,7 +10,9 @@
 Every task shares one virtual environment, .venv. A task installs only what it lacks: the
 extras each task needs are recorded in .venv/.installed-from, so switching between `test`
 and `build` or `ui` installs nothing (once `test` has added its extras, they stay), and the
-project is reinstalled only when pyproject.toml changes (then with every extra installed so far).
+project is reinstalled only when pyproject.toml or requirements.lock changes (then with every
+extra installed so far). pip installs within requirements.lock (`-c`, constraints): the versions
+CI tested, not whatever is newest that day (README "Development" says how to refresh it).
 
 `build`, `rag` and `ui` share one Dagster instance, DAGSTER_HOME=.dagster_home (its dagster.yaml
 links to the project's), so the builds show in the UI's run history and asset catalog.
@@ -31,14 +33,16 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".installed-from"
+LOCK = ROOT / "requirements.lock"
 DAGSTER_HOME = ROOT / ".dagster_home"
 
 # The tests also need the postgres extra (small: dagster-postgres, psycopg2-binary): the Dagster
-# instance tests run on PostgreSQL as well as on SQLite; and the distributed (Celery workers)
-# and k8s (the Kubernetes configuration is validated) extras. lint shares them so that CI,
-# which runs both, installs once.
-TEST_EXTRAS = frozenset({"dev", "postgres", "distributed", "k8s"})
-EXTRAS = {"build": frozenset({"dev"}), "rag": frozenset({"dev"}), "ui": frozenset({"dev"}),
+# instance tests run on PostgreSQL as well as on SQLite; the distributed (Celery workers) and
+# k8s (the Kubernetes configuration is validated) extras; and ui (dagster-webserver), as a test
+# starts `dagster dev`. lint shares them so that CI, which runs both, installs once. `build`
+# installs ui too: its runs are recorded for `tasks.py ui` to show, the usual next step.
+TEST_EXTRAS = frozenset({"dev", "postgres", "distributed", "k8s", "ui"})
+EXTRAS = {"build": frozenset({"dev", "ui"}), "rag": frozenset({"dev"}), "ui": frozenset({"dev", "ui"}),
           "test": TEST_EXTRAS, "lint": TEST_EXTRAS}
 
 # `dagster dev` warns on every start that it is superseded by `dg dev`, a separate CLI this
@@ -50,7 +54,16 @@ Runner = Callable[..., object]
 
 
 def pyproject_hash() -> str:
-    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    """What an install depends on: pyproject.toml and, when there is one, requirements.lock."""
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes())
+    if LOCK.exists():
+        digest.update(b"\0" + LOCK.read_bytes())
+    return digest.hexdigest()
+
+
+def constraints() -> list[str]:
+    """pip's `-c requirements.lock` (every pinned version CI tested), if the checkout has one."""
+    return ["-c", str(LOCK)] if LOCK.exists() else []
 
 
 def installed() -> tuple[str | None, frozenset[str]]:
@@ -93,7 +106,7 @@ def ensure_venv(wanted: frozenset[str], runner: Runner = subprocess.run) -> None
         return
     print(f"Installing rag-assets with the extras {', '.join(sorted(extras))} (the first time takes a minute or two) ...",
           flush=True)
-    runner([*pip, "-e", f"{ROOT}[{','.join(sorted(extras))}]"], check=True)
+    runner([*pip, *constraints(), "-e", f"{ROOT}[{','.join(sorted(extras))}]"], check=True)
     STAMP.write_text(json.dumps({"pyproject": pyproject_hash(), "extras": sorted(extras)}) + "\n")
 
 

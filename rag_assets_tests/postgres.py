@@ -3,7 +3,7 @@
 The machines (and CI) run PostgreSQL on 127.0.0.1:5432 with trust authentication; every test
 gets a database of its own, created here and dropped after. Where no server answers or the
 ``postgres`` extra is not installed, the PostgreSQL variants skip with the reason, except
-under CI (``CI`` set), where that is a failure: CI must run them.
+under CI (``CI=true``), where that is a failure: CI must run them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from .skip_allowlist import under_ci
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PG_YAML = REPO_ROOT / "dagster.postgres.yaml"
 PG_HOST = os.environ.get("RAG_TEST_PG_HOST", "127.0.0.1")
@@ -28,7 +30,7 @@ PG_ENV = ("DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_DB", "DAGSTER_PG_USE
 
 def unavailable(reason: str, ci_provides: str = f"runs PostgreSQL on {PG_HOST}:{PG_PORT} and installs the postgres extra") -> None:
     """Skip on a laptop without the service; fail under CI, where the service always runs."""
-    if os.environ.get("CI"):
+    if under_ci():
         pytest.fail(f"{reason} (CI {ci_provides})")
     pytest.skip(reason)
 

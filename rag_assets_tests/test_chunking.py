@@ -8,7 +8,6 @@ that its fences are balanced, so they do not share logic with the chunker.
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 import re
 
 import pytest
@@ -24,12 +23,14 @@ from rag_assets.ingest.chunking import (
 )
 from rag_assets.records import Chunk, Document
 
+from .conftest import CORPORA
 from .deadline import deadline
 
 PARAMS = ChunkingParams()
 HANG_SECONDS = 120  # only against a hang: speed is measured in bench/, not asserted here
 MD = MarkdownIt("commonmark")
-HUGO_CONTENT = pathlib.Path("/work/shared/corpora/hugo-docs/content")
+# The shared corpora beside the checkout (../shared), wherever it is cloned.
+HUGO_CONTENT = CORPORA / "hugo-docs" / "content"
 
 # --------------------------------------------------------------------------- helpers
 

@@ -8,7 +8,6 @@ executor's run config is validated against the jobs that use ``k8s_job_executor`
 
 from __future__ import annotations
 
-import os
 
 import dagster as dg
 import pytest
@@ -18,6 +17,7 @@ from rag_assets.config import load_config
 
 from .conftest import REPO_ROOT
 from .postgres import scratch_database
+from .skip_allowlist import under_ci
 
 DEPLOY = REPO_ROOT / "deploy" / "kubernetes"
 KUBECONFIG = """apiVersion: v1
@@ -35,7 +35,7 @@ def dagster_k8s():
     try:
         import dagster_k8s
     except ImportError as exc:
-        if os.environ.get("CI"):
+        if under_ci():
             pytest.fail(f"the k8s extra is not installed ({exc.name}); CI installs it")
         pytest.skip(f"the k8s extra is not installed ({exc.name}): pip install -e '.[k8s]'")
     return dagster_k8s

@@ -5,7 +5,6 @@ the real Dagster build of a small content tree with a Safe and a Private vault."
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -351,23 +350,10 @@ def test_a_server_bound_off_loopback_refuses_the_private_tier(cfg):
         run(lambda: http_session(running.url), body)
 
 
-def _non_loopback_address() -> str | None:
-    """This machine's address on its default route (no packet is sent), if it has one."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("192.0.2.1", 9))
-            address = probe.getsockname()[0]
-        except OSError:
-            return None
-    return None if address.startswith("127.") else address
-
-
-def test_a_real_non_loopback_client_is_refused_the_private_tier(cfg):
+def test_a_real_non_loopback_client_is_refused_the_private_tier(cfg, non_loopback_address):
     """A server allowed to serve the Private tier (bound to an interface, --allow-private-remote)
     still refuses it over MCP to a client whose address is not loopback."""
-    address = _non_loopback_address()
-    if address is None:
-        pytest.skip("this machine has no non-loopback IPv4 address to connect from")
+    address = non_loopback_address
     with ServerThread(create_app(cfg, serve_private=True, host=address), host=address) as running:
         async def body(session: ClientSession) -> None:
             message = await call_error(session, "search", {"query": "heirloom tomatoes", "tier": "private"})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import socket
 
 import pytest
 
@@ -30,17 +29,6 @@ title: Bank recovery codes
 
 The recovery phrase for the savings account is kept in the fire safe, second drawer.
 """
-
-
-def non_loopback_address() -> str | None:
-    """This machine's address on its default interface (a UDP connect sends no packet)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("192.0.2.1", 9))
-        except OSError:
-            return None
-        address = s.getsockname()[0]
-    return None if address.startswith("127.") or address == "0.0.0.0" else address
 
 
 @pytest.mark.parametrize(
@@ -92,10 +80,8 @@ def test_enforce_local_only_refuses_remote_embedders_before_any_request():
         assert server.requests == []
 
 
-def test_ollama_at_a_non_loopback_address_of_this_machine_gets_nothing(write_tree, make_config):
-    address = non_loopback_address()
-    if address is None:
-        pytest.skip("this machine has no non-loopback IPv4 address")
+def test_ollama_at_a_non_loopback_address_of_this_machine_gets_nothing(write_tree, make_config, non_loopback_address):
+    address = non_loopback_address
     with EmbeddingServer(bind_host="0.0.0.0") as server:
         host = f"http://{address}:{server.port}"
         # The server is reachable there, so silence below means we refused, not that it was down.
@@ -113,11 +99,9 @@ def test_ollama_at_a_non_loopback_address_of_this_machine_gets_nothing(write_tre
         assert server.embedding_requests == []
 
 
-def test_the_request_guard_stops_a_redirected_embedder(monkeypatch):
+def test_the_request_guard_stops_a_redirected_embedder(monkeypatch, non_loopback_address):
     """Defence in depth: even an embedder whose host changes after the check sends nothing."""
-    address = non_loopback_address()
-    if address is None:
-        pytest.skip("this machine has no non-loopback IPv4 address")
+    address = non_loopback_address
     with EmbeddingServer(bind_host="0.0.0.0") as server:
         embedder = enforce_local_only(OllamaEmbedder(host=server.url, model="nomic-embed-text"))
         embedder.host = f"http://{address}:{server.port}"

@@ -20,7 +20,6 @@ from rag_assets.search.rerank.http import HttpReranker
 from rag_assets.search.rerank.selection import select_reranker
 
 from .rerank_server import RerankServer, word_overlap
-from .test_privacy import non_loopback_address
 
 QUERY = "proxmox vlan bridge"
 PASSAGES = [
@@ -170,10 +169,8 @@ def test_the_reranker_is_off_unless_configured_and_each_needs_its_settings(tmp_p
 
 
 @pytest.mark.parametrize("name", ["http", "chat"])
-def test_a_reranker_off_this_machine_gets_no_private_passage(name):
-    address = non_loopback_address()
-    if address is None:
-        pytest.skip("this machine has no non-loopback IPv4 address")
+def test_a_reranker_off_this_machine_gets_no_private_passage(name, non_loopback_address):
+    address = non_loopback_address
     with RerankServer(bind_host="0.0.0.0") as server:
         remote = f"http://{address}:{server.port}"
         # The server answers there, so its silence below means we refused, not that it was down.
@@ -190,11 +187,9 @@ def test_a_reranker_off_this_machine_gets_no_private_passage(name):
         assert server.requests == []
 
 
-def test_a_private_reranker_whose_host_changes_later_still_sends_nothing():
+def test_a_private_reranker_whose_host_changes_later_still_sends_nothing(non_loopback_address):
     """Defence in depth: the egress client checks every request, not only the configured URL."""
-    address = non_loopback_address()
-    if address is None:
-        pytest.skip("this machine has no non-loopback IPv4 address")
+    address = non_loopback_address
     with RerankServer(bind_host="0.0.0.0") as server:
         reranker = select_reranker(RerankerSettings(name="http", base_url=server.url), "private")
         reranker.base_url = f"http://{address}:{server.port}"

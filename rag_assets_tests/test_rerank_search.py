@@ -24,7 +24,6 @@ from rag_assets.serve.http import create_app
 from .live_server import ServerThread
 from .rerank_server import RerankServer
 from .test_egress import RecordingServer
-from .test_privacy import non_loopback_address
 from .test_search import TREE
 from .conftest import instance_for_test
 
@@ -177,10 +176,8 @@ def test_rag_search_says_when_reranking_failed_or_none_is_configured(built, tmp_
     assert "no reranker is configured" in capsys.readouterr().err
 
 
-def test_rag_search_private_refuses_a_reranker_off_this_machine(built, tmp_path, capsys):
-    address = non_loopback_address()
-    if address is None:
-        pytest.skip("this machine has no non-loopback IPv4 address")
+def test_rag_search_private_refuses_a_reranker_off_this_machine(built, tmp_path, capsys, non_loopback_address):
+    address = non_loopback_address
     with RerankServer(bind_host="0.0.0.0") as server:
         config = write_config(built, tmp_path / "rag.yaml", f"{{name: http, base_url: 'http://{address}:{server.port}'}}")
         assert search_json(capsys, *config)["reranked"] is True  # reachable there: the silence below is a refusal
@@ -224,7 +221,7 @@ def test_the_http_api_reranks_unless_told_not_to(built):
         assert len(judge.rerank_requests) == 2
 
 
-def test_the_http_api_degrades_when_the_reranker_is_down_and_refuses_remote_private(built):
+def test_the_http_api_degrades_when_the_reranker_is_down_and_refuses_remote_private(built, non_loopback_address):
     with ServerThread(create_app(with_reranker(built, closed_port_url()), preload=False)) as api:
         body = api.get("/search", q=QUERY, min_score=0).json()
         assert body["reranked"] is False and body["rerankError"] and body["hits"]
@@ -232,9 +229,7 @@ def test_the_http_api_degrades_when_the_reranker_is_down_and_refuses_remote_priv
     with none_configured as api:
         assert api.get("/search", q=QUERY).json()["reranked"] is False
         assert api.get("/search", q=QUERY, rerank="true").status_code == 400
-    address = non_loopback_address()
-    if address is None:
-        return
+    address = non_loopback_address  # before, a machine without one silently skipped this half
     with RerankServer(bind_host="0.0.0.0") as judge:
         with ServerThread(create_app(with_reranker(built, f"http://{address}:{judge.port}"), preload=False)) as api:
             refused = api.get("/search", q="recovery phrase", tier="private")

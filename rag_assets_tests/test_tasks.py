@@ -9,6 +9,7 @@ installed, and the log shows every pip install and every command a task started.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,7 @@ STUB = '#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\npwd > "{log}.cwd"\n'
 def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     root.mkdir()
-    for name in ("tasks.py", "pyproject.toml"):
+    for name in ("tasks.py", "pyproject.toml", "requirements.lock"):
         shutil.copy(REPO_ROOT / name, root / name)
     bin_dir = root / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
@@ -51,20 +52,21 @@ def installs(calls: list[str]) -> list[str]:
 
 def test_switching_between_test_build_and_ui_installs_nothing_again(project):
     [first] = installs(task(project, "test"))
-    assert first.endswith("[dev,distributed,k8s,postgres]")
+    assert first.endswith("[dev,distributed,k8s,postgres,ui]")
     calls = task(project, "build")
     assert installs(calls) == [] and calls == ["rag build"]
     assert installs(task(project, "ui")) == []
     assert installs(task(project, "lint")) == []
     assert installs(task(project, "test")) == []
-    assert json.loads((project / ".venv" / ".installed-from").read_text())["extras"] == ["dev", "distributed", "k8s", "postgres"]
+    assert json.loads((project / ".venv" / ".installed-from").read_text())["extras"] == ["dev", "distributed", "k8s", "postgres", "ui"]
 
 
 def test_a_task_adds_only_the_extras_it_lacks_and_keeps_the_others(project):
-    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "build"))] == ["dev]"]
+    # build installs the ui extra (dagster-webserver) too: its runs are for `tasks.py ui` to show.
+    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "build"))] == ["dev,ui]"]
     assert installs(task(project, "rag", "status")) == []
     # test needs more: one install of everything so far plus what it lacks (pip keeps what is there)
-    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "test"))] == ["dev,distributed,k8s,postgres]"]
+    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "test"))] == ["dev,distributed,k8s,postgres,ui]"]
     assert installs(task(project, "build")) == []
 
 
@@ -72,17 +74,65 @@ def test_a_changed_pyproject_reinstalls_once_with_every_extra_installed_so_far(p
     task(project, "test")
     with (project / "pyproject.toml").open("a") as f:
         f.write("\n# a change\n")
-    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "build"))] == ["dev,distributed,k8s,postgres]"]
+    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "build"))] == ["dev,distributed,k8s,postgres,ui]"]
     assert installs(task(project, "test")) == []
 
 
-def test_the_stamp_of_an_older_tasks_py_is_honoured(project):
-    """A .venv set up before this change is not reinstalled: the old stamp was "<hash> [extras]"."""
+def test_ui_installs_the_webserver_extra_that_dagster_dev_needs(project):
+    [install] = installs(task(project, "ui"))
+    assert install.endswith("[dev,ui]")
+    assert installs(task(project, "ui")) == []
+
+
+def test_every_install_is_constrained_by_the_lock_file(project):
+    lock = project / "requirements.lock"
+    for name in ("build", "test"):
+        [install] = installs(task(project, name))
+        assert f" -c {lock} -e {project}[" in install, install
+
+
+def test_a_refreshed_lock_file_reinstalls_once_with_every_extra_installed_so_far(project):
+    task(project, "test")
+    with (project / "requirements.lock").open("a") as f:
+        f.write("# refreshed\n")
+    [install] = installs(task(project, "build"))
+    assert install.endswith("[dev,distributed,k8s,postgres,ui]") and " -c " in install
+    assert installs(task(project, "build")) == []
+
+
+def test_without_a_lock_file_the_install_is_unconstrained(project):
+    (project / "requirements.lock").unlink()
+    [install] = installs(task(project, "build"))
+    assert " -c " not in install and install.endswith("[dev,ui]")
+
+
+def test_the_lock_file_pins_every_package_of_the_extras_the_tests_use():
+    """requirements.lock was compiled for the test extras (README "Development"): each of their
+    direct requirements is pinned there, and pandas, which nothing imports, is not."""
+    import tomllib
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *(r for e in sorted({"dev", "postgres", "distributed", "k8s", "ui"})
+                                          for r in project["optional-dependencies"][e])]
+    def normalised(name: str) -> str:  # PEP 503: ruamel.yaml and ruamel-yaml are one package
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    pinned = {normalised(line.split("==")[0].split("[")[0]) for line in (REPO_ROOT / "requirements.lock").read_text().splitlines()
+              if "==" in line and not line.startswith((" ", "#"))}
+    names = {normalised(re.split(r"[<>=!\[ ;]", r, maxsplit=1)[0]) for r in wanted}
+    assert names - pinned == set()
+    assert "pandas" not in pinned
+
+
+def test_the_stamp_of_an_older_tasks_py_is_read_and_its_extras_kept(project):
+    """The old stamp was "<hash> [extras]", of pyproject.toml alone. A .venv set up before the lock
+    file is reinstalled once, within the lock, keeping the extras that stamp lists."""
     import hashlib
 
     digest = hashlib.sha256((project / "pyproject.toml").read_bytes()).hexdigest()
     (project / ".venv" / ".installed-from").write_text(f"{digest} [dev,postgres,distributed,k8s]")
-    assert installs(task(project, "build")) == []
+    [install] = installs(task(project, "build"))
+    assert install.endswith("[dev,distributed,k8s,postgres,ui]") and " -c " in install
     assert installs(task(project, "test")) == []
 
 
