@@ -5,6 +5,7 @@
     python3 tasks.py rag ARGS    # run `rag ARGS` from .venv (e.g. `python3 tasks.py rag search wireguard`)
     python3 tasks.py test        # the same .venv plus the test extras; run the whole test suite
     python3 tasks.py lint        # the same .venv; check the package's layers (lint-imports)
+    python3 tasks.py benches     # the same .venv; run every bench/*.py once at a tiny size
     python3 tasks.py ui          # the same .venv; start `dagster dev`
 
 Every task shares one virtual environment, .venv. A task installs only what it lacks: the
@@ -43,7 +44,7 @@ DAGSTER_HOME = ROOT / ".dagster_home"
 # installs ui too: its runs are recorded for `tasks.py ui` to show, the usual next step.
 TEST_EXTRAS = frozenset({"dev", "postgres", "distributed", "k8s", "ui"})
 EXTRAS = {"build": frozenset({"dev", "ui"}), "rag": frozenset({"dev"}), "ui": frozenset({"dev", "ui"}),
-          "test": TEST_EXTRAS, "lint": TEST_EXTRAS}
+          "test": TEST_EXTRAS, "lint": TEST_EXTRAS, "benches": TEST_EXTRAS}
 
 # `dagster dev` warns on every start that it is superseded by `dg dev`, a separate CLI this
 # project does not install; nothing a user of `tasks.py ui` can act on. -W filters only that
@@ -147,8 +148,14 @@ def main(argv: list[str]) -> int:
         # The layers contract in pyproject.toml: no stage imports one above it.
         return run(str(BIN / "lint-imports"), *rest)
     if task == "test":
-        # One worker per core: the suite is CPU-bound (real builds, real Dagster runs).
-        return run(str(BIN / "python"), "-m", "pytest", "-n", "auto", *rest)
+        # One worker per core: the suite is CPU-bound (real builds, real Dagster runs). The bench
+        # smoke runs are `tasks.py benches` (CI runs both); a -m of the caller's comes later and wins.
+        return run(str(BIN / "python"), "-m", "pytest", "-n", "auto", "-m", "not bench_smoke", *rest)
+    if task == "benches":
+        # Every bench/*.py once at a tiny size, so that none breaks silently (several minutes:
+        # the Celery benches start workers and Dagster's daemon).
+        return run(str(BIN / "python"), "-m", "pytest", "-n", "auto", "-m", "bench_smoke",
+                   "rag_assets_tests/test_bench_smoke.py", *rest)
     return ui(rest)
 
 

@@ -103,4 +103,5 @@ def test_every_allow_list_entry_names_a_test_that_exists_and_says_why() -> None:
         assert len(entry.reason) > 20, entry.node
         if function:
             tree = ast.parse((REPO_ROOT / path).read_text(encoding="utf-8"))
-            assert function in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}, entry.node
+            name = function.split("[", 1)[0]  # an entry may name one parametrisation (test[id])
+            assert name in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}, entry.node
