@@ -55,6 +55,9 @@ SMOKE: dict[str, list[str]] = {
     "incremental": ["--files", "120", "--collections", "2", "--repeat", "1", "--full-repeat", "1", "--no-profile"],
     "local_model": ["--passages", "4", "--batch-sizes", "2", "--repeat", "1"],
     "long_queries": ["--dataset", "{scifact}", "--out", "{tmp}/long", "--per-split", "5"],
+    "long_query_speed": ["--dataset", "{scifact}", "--output-dir", "{tmp}/eval", "--queries", "3", "--caps", "8,0",
+                         "--reference-site", "{reference_site}"],
+    "startup": ["--runs", "1", "--keep", "{tmp}/site"],
     "pg_store": ["--sizes", "300", "--queries", "3", "--cache-dir", "{tmp}/cache"],
     "precision": ["--corpus", "{content}", "--queries", "5", "--dimension", "64"],
     "rerank": ["--dataset", "{scifact}", "--embedder", "hashing", "--output-dir", "{tmp}/eval", "--limit", "3",
@@ -91,6 +94,7 @@ def _no_reference_env() -> str | None:
 # What a bench needs beyond the project's test dependencies: why it is skipped, when it is.
 NEEDS: dict[str, Callable[[], str | None]] = {
     "bm25_reference": _no_reference_env,
+    "long_query_speed": _no_reference_env,
     "celery_build": _broker_down,
     "celery_queue": _broker_down,
     "local_model": _missing_module("sentence_transformers"),
