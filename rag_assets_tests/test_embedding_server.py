@@ -281,10 +281,9 @@ def test_stop_returns_promptly_while_a_slow_handler_sleeps():
     t = threading.Thread(target=call, daemon=True)
     t.start()
     srv.wait_for_requests(1, timeout=SLEEPER_SECONDS / 2)
-    start = time.monotonic()
     srv.stop()
-    # Against the sleeper's own time: stopping did not wait for it (promptly is ~ms when idle).
-    assert time.monotonic() - start < SLEEPER_SECONDS / 2
+    # Had stop() waited for the sleeper, the client would have got its answer after 60 s; a
+    # transport error before then shows it hung up instead (no clock needed to prove it).
     t.join(SLEEPER_SECONDS / 2)
     assert outcome and isinstance(outcome[0], httpx.TransportError)  # the sleeper hung up instead of answering
     assert not isinstance(outcome[0], httpx.TimeoutException)  # hung up on, not given up on
