@@ -26,6 +26,7 @@ from rag_assets.index.repair import repair_in_place
 from rag_assets.ingest.collections import VAULT_FOLDER_REASON, discover_collections, holds_configured_vault
 from rag_assets.pipeline import plan_collection
 from rag_assets.planning import Cause, ObservedState, Plan, Reason, observe, plan
+from rag_assets.serve.cli_links import print_link_reports
 from rag_assets.privacy.vaults import (
     departed_vaults,
     detect_vault_changes,
@@ -372,6 +373,7 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
             stale = True
         else:
             print(f"Fresh: the Safe and Private stores match {len(cfg.vaults)} vault(s).")
+        print_link_reports(cfg)  # a report, not staleness: an unresolved link is the notes' own state
     return EXIT_FAILED if stale else EXIT_OK
 
 
