@@ -36,7 +36,7 @@ from rag_assets.ingest.obsidian_syntax import NOTE_SUFFIXES
 from rag_assets.records import Backlink, Document, Link, ResolvedLink
 
 MAX_LINKS_PER_NOTE = 5_000  # resolved and stored per note; the rest counted and reported
-MAX_ISSUES_LISTED = 200  # per report: the counts are complete, the list is not
+MAX_ISSUES_LISTED = 200  # per kind of issue: the counts are complete, the list is not
 _HEADING_NOISE = re.compile(r"[#|^:%\[\]\\\s]+")
 
 
@@ -76,7 +76,7 @@ class LinkReport:
 
     def add(self, issue: LinkIssue) -> None:
         self.counts[issue.kind] += 1
-        if len(self.issues) < MAX_ISSUES_LISTED:
+        if self.counts[issue.kind] <= MAX_ISSUES_LISTED:  # so 10,000 unresolved links hide no loop
             self.issues.append(issue)
 
     def summary(self) -> str:
