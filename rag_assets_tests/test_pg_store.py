@@ -209,7 +209,7 @@ def test_status_reports_each_tiers_postgres_store(built):
     _, pg, _ = built
     tiers = status_report(pg)["postgres"]["tiers"]
     assert {t: (v["schemaVersion"], v["inSync"]) for t, v in tiers.items()} == {
-        t: (1, True) for t in ("public", "safe", "private")
+        t: (pg_schema.SCHEMA_VERSION, True) for t in ("public", "safe", "private")
     }
     assert tiers["private"]["documents"] > tiers["safe"]["documents"] > 0
 
