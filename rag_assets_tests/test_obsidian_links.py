@@ -19,6 +19,7 @@ from rag_assets.config import VaultConfig, load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed import HashingEmbedder
 from rag_assets.index import store
+from rag_assets.index.links import stored_link_report
 from rag_assets.ingest.link_resolution import MAX_LINKS_PER_NOTE, resolve_vault
 from rag_assets.privacy.audit import audit_store
 from rag_assets.privacy.secrets import SecretDetector
@@ -32,7 +33,7 @@ from .conftest import instance_for_test
 from .deadline import deadline
 from .live_server import ServerThread
 from .test_mcp import call, call_error, http_session, stdio_session
-from .test_obsidian import GITHUB_TOKEN, note
+from .test_obsidian import GITHUB_TOKEN, SHARED_VAULT, note
 
 EMAIL = "alice.smith@corp-mail.net"
 LAB = {
@@ -300,3 +301,24 @@ def test_postgres_store_holds_the_same_links_and_a_version_1_schema_is_migrated(
             for index in indexes:
                 index.close()
         assert answers[0] == answers[1] and answers[0]["backlinks"]
+
+
+@pytest.mark.skipif(not SHARED_VAULT.is_dir(), reason="the shared corpora are not next to the repository")
+def test_the_shared_vault_links_are_resolved_and_reported(tmp_path, capsys):
+    """`rag build` of ../shared/corpora/obsidian-vault, then `rag check`: its distinct links per note
+    by status (the .base views live in the skipped templates folder; the rest name unwritten notes)."""
+    config = tmp_path / "rag.yaml"
+    config.write_text(
+        f"content_dir: content\noutput_dir: out\nidentity_map: null\n"
+        f"vaults:\n  - {{name: shared, path: '{SHARED_VAULT.resolve()}', tier: private}}\n"
+    )
+    (tmp_path / "content").mkdir()
+    assert rag(["build", "--config", str(config), "--embedder", "hashing", "--private-embedder", "hashing"]) == 0
+    report = stored_link_report(tmp_path / "out" / "data" / "rag-store.db", "shared")
+    assert dict(report.statuses) == {"note": 55, "file": 1, "unresolved": 80}
+    capsys.readouterr()
+    rag(["check", "--config", str(config)])
+    assert "[vault shared] links: 136 distinct links per note: 56 resolved; 80 unresolved" in capsys.readouterr().out
+    related = rag(["related", "--config", str(config), "Kevin Kelly", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert related == 0 and {"Out of Control", "Well Made 145 Kevin Kelly"} <= {r["title"] for r in out["backlinks"]}

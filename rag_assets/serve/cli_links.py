@@ -63,12 +63,14 @@ def cmd_related(cfg: RagConfig, args: argparse.Namespace) -> int:
     from rag_assets.index.params import SearchError
     from rag_assets.search.backends import open_index
     from rag_assets.search.related import related_notes
+    from rag_assets.serve.questions import TierQuestions
 
+    note = TierQuestions(cfg)(args.tier, args.note)  # the Safe store's names are sanitised: so is the name asked
     index = open_index(cfg, args.tier, log_searches=False)
     try:
         if not index.exists():
             raise SearchError(f"the {args.tier} tier has no store yet; build it with `rag build`")
-        related = related_notes(index, args.note, collection=args.collection, k=args.k)
+        related = related_notes(index, note, collection=args.collection, k=args.k)
     except SearchError as exc:
         print(f"rag: {exc}", file=sys.stderr)
         return EXIT_USAGE
