@@ -316,7 +316,8 @@ def test_the_shared_vault_links_are_resolved_and_reported(tmp_path, capsys):
     assert rag(["build", "--config", str(config), "--embedder", "hashing", "--private-embedder", "hashing"]) == 0
     report = stored_link_report(tmp_path / "out" / "data" / "rag-store.db", "shared")
     assert dict(report.statuses) == {"note": 55, "file": 1, "unresolved": 80}
-    capsys.readouterr()
+    built = capsys.readouterr().out
+    assert "[vault shared] links: 56/137 resolved, 81 unresolved, 0 ambiguous, 0 outside the vault" in built
     rag(["check", "--config", str(config)])
     assert "[vault shared] links: 136 distinct links per note: 56 resolved; 80 unresolved" in capsys.readouterr().out
     related = rag(["related", "--config", str(config), "Kevin Kelly", "--json"])

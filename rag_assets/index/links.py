@@ -34,9 +34,11 @@ class StoredLinkReport:
 
     @property
     def total(self) -> int:
+        """Distinct links per note, every status."""
         return sum(self.statuses.values())
 
     def summary(self) -> str:
+        """One line for `rag check`."""
         resolved = self.statuses["note"] + self.statuses["file"]
         bad = ", ".join(f"{self.statuses[s]} {s}" for s in ("unresolved", "ambiguous", "outside") if self.statuses[s])
         missing = f", {self.problems} to a missing heading or block" if self.problems else ""
@@ -76,12 +78,14 @@ def stored_link_report(path: Path, vault: str) -> StoredLinkReport | None:
 
 
 def _written(link: dict) -> str:
+    """The link as written: target, ``#heading``, ``#^block``."""
     heading = f"#{link['heading']}" if link.get("heading") else ""
     block = f"#^{link['block']}" if link.get("block") else ""
     return (link.get("target") or "(this note)") + heading + block
 
 
 def _why(link: dict) -> str:
+    """Why the link is listed: its problem, or its status in words."""
     if link.get("problem"):
         return link["problem"]
     return {

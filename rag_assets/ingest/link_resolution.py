@@ -68,6 +68,7 @@ class LinkReport:
 
     @property
     def resolved(self) -> int:
+        """Links that resolved, to a note or a file."""
         return self.to_notes + self.to_files
 
     def share_resolved(self) -> float:
@@ -75,6 +76,7 @@ class LinkReport:
         return self.resolved / self.links if self.links else 1.0
 
     def add(self, issue: LinkIssue) -> None:
+        """Count an issue; list it while fewer than MAX_ISSUES_LISTED of its kind are listed."""
         self.counts[issue.kind] += 1
         if self.counts[issue.kind] <= MAX_ISSUES_LISTED:  # so 10,000 unresolved links hide no loop
             self.issues.append(issue)
@@ -114,6 +116,7 @@ class VaultFiles:
     """The vault's notes and other files, looked up by Obsidian's rules (no file is opened)."""
 
     def __init__(self, documents: Iterable[Document], files: Iterable[str]) -> None:
+        """Index the notes by slug and the other files by path, each also by file name."""
         self.by_path: dict[str, _Entry] = {}  # note_key(path in vault) -> entry
         self.by_name: dict[str, list[_Entry]] = defaultdict(list)  # note_key(file name) -> entries
         for doc in documents:
@@ -123,6 +126,7 @@ class VaultFiles:
                 self._add(_Entry(rel))
 
     def _add(self, entry: _Entry) -> None:
+        """Register one file under its path and its file name."""
         key = note_key(entry.rel)
         self.by_path[key] = entry
         self.by_name[posixpath.basename(key)].append(entry)
@@ -160,6 +164,7 @@ class VaultFiles:
 
 
 def _ends_with(path_key: str, key: str) -> bool:
+    """A path key is the link's key, or ends with it after a ``/`` (a shorter unique path)."""
     return path_key == key or path_key.endswith("/" + key)
 
 
@@ -221,6 +226,7 @@ def _resolve_note(
 def _resolve_link(
     link: Link, doc: Document, rel: str, index: VaultFiles, by_id: dict[str, Document], headings: dict[str, list[str]]
 ) -> ResolvedLink:
+    """One link: to this note, a note, a file, or why not."""
     if not link.target:  # [[#Heading]], [[#^block]]: this note
         return _checked(ResolvedLink(link, "note", doc.id), doc, headings)
     status, entries = index.find(link.target, rel)
@@ -261,6 +267,7 @@ def _missing_heading(parts: list[str], present: list[str]) -> str:
 
 
 def _tally(resolved: ResolvedLink, note: str, times: int, report: LinkReport) -> None:
+    """Count a link written ``times`` times in the note; list it when it did not resolve cleanly."""
     link = resolved.link
     written = link.target + (f"#{link.heading}" if link.heading else "") + (f"#^{link.block}" if link.block else "")
     if resolved.status == "note":

@@ -41,6 +41,7 @@ class RelatedNote:
     score: float | None = None  # cosine, for ``similar``
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON of the CLI, ``/related`` and the MCP tool."""
         out = {"collection": self.collection, "slug": self.slug, "title": self.title, "relation": self.relation,
                "reason": self.reason}
         if self.score is not None:
@@ -62,6 +63,7 @@ class Related:
     counts: dict[str, int] = field(default_factory=dict)  # links, backlinks before MAX_LISTED
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON of the CLI, ``/related`` and the MCP tool."""
         return {
             "collection": self.collection,
             "slug": self.slug,
@@ -119,6 +121,7 @@ def related_notes(index: SearchIndex, note: str, *, collection: str | None = Non
 
 
 def _stored_links(index: SearchIndex, doc_id: str) -> tuple[list[dict], list[dict]]:
+    """The note's stored links and backlinks (none from a store that predates them)."""
     with closing(store.connect(index.path, readonly=True)) as conn:
         try:
             row = conn.execute("SELECT links, backlinks FROM documents WHERE id = ?", (doc_id,)).fetchone()

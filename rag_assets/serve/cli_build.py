@@ -289,6 +289,11 @@ def _print_vault_progress(outcome) -> None:
             f"{private.get('skipped_files', 0)} skipped ({private['provider']})"
         )
     print(f"[vault {outcome.vault}] {'; '.join(parts)} ({outcome.seconds:.1f}s)", flush=True)
+    links = private or safe  # the Private tier's raw names when it has the vault (`rag check` lists them)
+    if links.get("links"):
+        print(f"[vault {outcome.vault}] links: {links['links_resolved']}/{links['links']} resolved, "
+              f"{links['links_unresolved']} unresolved, {links['links_ambiguous']} ambiguous, "
+              f"{links['links_outside']} outside the vault", flush=True)
     _print_vault_skips(outcome.vault, private or safe)
     for tier, meta in (("safe", safe), ("private", private)):
         if meta.get("failed_chunks"):

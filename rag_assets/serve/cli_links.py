@@ -60,6 +60,7 @@ def add_related_parser(commands, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_related(cfg: RagConfig, args: argparse.Namespace) -> int:
+    """Print the note's neighbours (or JSON); exit 2 when the note or the store is not there."""
     from rag_assets.index.params import SearchError
     from rag_assets.search.backends import open_index
     from rag_assets.search.related import related_notes

@@ -30,6 +30,7 @@ def related_routes(tiers: Tiers) -> list[Route]:
     """The ``/related`` route over the server's tiers."""
 
     def work(request: Request) -> dict[str, Any]:
+        """The blocking part: parameters checked, the tier opened through its gate, the note's neighbours."""
         check_known(request, RELATED_PARAMS)
         note = (single(request, "note") or "").strip()
         if not note or len(note) > MAX_QUERY_CHARS:
@@ -44,6 +45,7 @@ def related_routes(tiers: Tiers) -> list[Route]:
         return {"tier": tier, **related.to_json()}
 
     async def get(request: Request) -> JSONResponse:
+        """Run ``work`` in the thread pool; expected failures become 400/401/403 with ``{"error"}``."""
         try:
             return JSONResponse(await run_in_threadpool(work, request))
         except Refused as exc:
