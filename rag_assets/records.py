@@ -41,6 +41,57 @@ class Link:
     source: str = "body"
 
 
+@dataclass(frozen=True)
+class ResolvedLink:
+    """A note's link after resolution within its own vault (rag_assets.ingest.link_resolution).
+
+    ``status``: ``note`` (``to`` is the target note's document id), ``file`` (a vault file that
+    is not an indexed note: an attachment; ``to`` is its vault path), ``unresolved`` (no such
+    note or file), ``ambiguous`` (several equally good matches, in ``candidates``; not linked),
+    ``outside`` (a path that leaves the vault, never followed). ``problem`` says what is wrong
+    with a link that still resolved (a heading or block the target note does not have).
+    """
+
+    link: Link
+    status: str
+    to: str = ""
+    candidates: tuple[str, ...] = ()
+    problem: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (``documents.links``): only the fields that hold something."""
+        out: dict[str, Any] = {"target": self.link.target, "kind": self.link.kind, "status": self.status}
+        extra = {
+            "heading": self.link.heading, "block": self.link.block, "display": self.link.display,
+            "to": self.to, "problem": self.problem,
+        }
+        out.update({k: v for k, v in extra.items() if v})
+        if self.link.source != "body":
+            out["source"] = self.link.source
+        if self.candidates:
+            out["candidates"] = list(self.candidates)
+        return out
+
+
+@dataclass(frozen=True)
+class Backlink:
+    """A note that links to this one: its document id, how (kind, property) and to which part."""
+
+    source_id: str
+    kind: str = "wikilink"
+    source: str = "body"  # body, or property:<key>
+    heading: str = ""
+    block: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (``documents.backlinks``)."""
+        out: dict[str, Any] = {"from": self.source_id, "kind": self.kind}
+        for key, value in (("source", self.source if self.source != "body" else ""), ("heading", self.heading), ("block", self.block)):
+            if value:
+                out[key] = value
+        return out
+
+
 @dataclass
 class Document:
     """One Markdown file, parsed: frontmatter split from the body."""
@@ -59,6 +110,9 @@ class Document:
     links: list[Link] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)
     anchors: list[str] = field(default_factory=list)  # block ids (``^id``) found in the note
+    # Filled for vault notes by link resolution, after parsing (and, in the Safe tier, sanitising).
+    resolved_links: list[ResolvedLink] = field(default_factory=list)
+    backlinks: list[Backlink] = field(default_factory=list)
 
     @property
     def id(self) -> str:

@@ -30,7 +30,7 @@ from .conftest import REPO_ROOT, instance_for_test
 from .live_server import ServerThread
 from .test_server import CONTENT, ZIGBEE
 
-TOOLS = {"search", "get_context", "get_document", "list_collections"}
+TOOLS = {"search", "get_context", "get_document", "list_collections", "related"}
 
 SAFE_NOTE = """---
 title: Router notes
@@ -385,7 +385,7 @@ def config_with_chat(site: Path, url: str) -> Path:
 def test_ask_is_offered_only_with_a_chat_model(cfg):
     from rag_assets.serve.mcp_tools import build_tools
 
-    assert [t.name for t in build_tools(cfg)] == ["search", "get_context", "get_document", "list_collections"]
+    assert [t.name for t in build_tools(cfg)] == ["search", "get_context", "get_document", "list_collections", "related"]
     with ChatServer() as chat:
         with_model = load_config(config_with_chat(Path(cfg.config_path), chat.url), environ={})
         assert [t.name for t in build_tools(with_model)][-1] == "ask"

@@ -101,8 +101,9 @@ def test_the_schemas_hold_the_stores_rows_with_their_indexes(built):
     with psycopg.connect(url) as conn:
         for tier in ("public", "safe", "private"):
             s = pg_schema.schema_name(tier)
-            assert conn.execute(f"SELECT version FROM {s}.schema_migrations").fetchall() == [(pg_schema.SCHEMA_VERSION,)]
-            assert pg_schema.schema_version(conn, tier) == 1
+            versions = conn.execute(f"SELECT version FROM {s}.schema_migrations ORDER BY version").fetchall()
+            assert versions == [(1,), (2,)] and pg_schema.SCHEMA_VERSION == 2
+            assert pg_schema.schema_version(conn, tier) == 2
             ids = {r[0] for r in conn.execute(f"SELECT id FROM {s}.chunks")}
             assert ids == store.chunk_ids(lite.store_path(tier)) and ids
             indexes = {r[0]: r[1] for r in conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s", (s,))}
@@ -208,7 +209,7 @@ def test_status_reports_each_tiers_postgres_store(built):
     _, pg, _ = built
     tiers = status_report(pg)["postgres"]["tiers"]
     assert {t: (v["schemaVersion"], v["inSync"]) for t, v in tiers.items()} == {
-        t: (1, True) for t in ("public", "safe", "private")
+        t: (pg_schema.SCHEMA_VERSION, True) for t in ("public", "safe", "private")
     }
     assert tiers["private"]["documents"] > tiers["safe"]["documents"] > 0
 

@@ -67,7 +67,29 @@ def _vault_metadata(build: VaultBuild) -> dict:
         "store_rewritten": build.sync.full_rewrite,
         "source_hash": build.source_hash,
         **({"replacements": dg.MetadataValue.json(counts)} if build.tier == "safe" else {}),
+        **_links_metadata(build),
         **usage_metadata(build.stats, None),
+    }
+
+
+def _links_metadata(build: VaultBuild) -> dict:
+    """How the vault's links resolved: counts, and the unresolved, ambiguous and outside ones."""
+    report = build.links
+    if report is None:
+        return {}
+    return {
+        "links": report.links,
+        "links_resolved": report.resolved,
+        "links_to_notes": report.to_notes,
+        "links_to_files": report.to_files,
+        "links_share_resolved": round(report.share_resolved(), 4),
+        **{f"links_{kind}": report.counts.get(kind, 0) for kind in ("unresolved", "ambiguous", "outside")},
+        "link_issue_counts": dg.MetadataValue.json(dict(sorted(report.counts.items()))),
+        "link_issues": dg.MetadataValue.md(bullets_markdown([i.line() for i in report.issues])),
+        # The same as data, for `rag build` and tests (sanitised in the Safe tier, as the links are).
+        "link_issue_entries": dg.MetadataValue.json(
+            [{"note": i.note, "target": i.target, "kind": i.kind, "detail": i.detail} for i in report.issues]
+        ),
     }
 
 

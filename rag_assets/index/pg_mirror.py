@@ -30,6 +30,7 @@ from rag_assets.index.answer_log import ensure_table as ensure_answer_log
 
 MIRROR_TABLE = "CREATE TABLE IF NOT EXISTS pg_mirror (schema TEXT NOT NULL, stamp JSON NOT NULL)"
 _BATCH = 2000
+_JSON_COLUMNS = ("tags", "frontmatter", "links", "backlinks")  # json in PostgreSQL, copied as their text
 
 
 def pg_stamp(pg: Any, schema: str) -> list | None:
@@ -81,13 +82,11 @@ def write_mirror(pg: Any, schema: str, path: Path, stamp: list) -> None:
 def _copy_rows(pg: Any, schema: str, lite: sqlite3.Connection) -> None:
     with pg.transaction():  # one snapshot of the PostgreSQL store (REPEATABLE READ below)
         pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        names = ", ".join(store.DOCUMENT_COLUMNS)
+        texts = ", ".join(f"{c}::text" if c in _JSON_COLUMNS else c for c in store.DOCUMENT_COLUMNS)
         lite.executemany(
-            "INSERT INTO documents (id, collection, slug, title, tags, updated_at, chunk_count, frontmatter)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            pg.execute(
-                f"SELECT id, collection, slug, title, tags::text, updated_at, chunk_count, frontmatter::text"
-                f" FROM {schema}.documents ORDER BY id"
-            ),
+            f"INSERT INTO documents (id, {names}) VALUES (?{', ?' * len(store.DOCUMENT_COLUMNS)})",
+            pg.execute(f"SELECT id, {texts} FROM {schema}.documents ORDER BY id"),
         )
         # Rows in the order they were written, so the mirror's rowids follow the store's.
         with pg.cursor(name="rag_mirror_chunks") as cur:

@@ -1,7 +1,8 @@
 """A tier's PostgreSQL store: connecting (the Private tier only locally) and its versioned schema.
 
 Each tier lives in its own schema (``rag_public``, ``rag_safe``, ``rag_private``) with the
-SQLite store's tables (:mod:`rag_assets.index.store`), plus:
+SQLite store's tables (:mod:`rag_assets.index.store`; ``documents.links`` and ``backlinks``
+since migration 2), plus:
 
 - ``chunks.embedding``: a pgvector ``vector(d)`` (``halfvec(d)`` above pgvector's 2,000
   dimensions for HNSW) with an HNSW cosine index, typed when the store gets its model;
@@ -74,6 +75,14 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         CREATE TABLE {s}.search_profile (profile json NOT NULL);
         CREATE TABLE {s}.publication (generation text NOT NULL);
+        """,
+    ),
+    (
+        2,
+        "documents.links and documents.backlinks: vault notes' resolved links (as the SQLite store's schema 4)",
+        """
+        ALTER TABLE {s}.documents ADD COLUMN links json;
+        ALTER TABLE {s}.documents ADD COLUMN backlinks json;
         """,
     ),
 )

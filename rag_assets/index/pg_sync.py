@@ -28,7 +28,8 @@ import numpy as np
 
 from rag_assets.index import pg_schema, store
 
-_DOCUMENT_COLUMNS = ("collection", "slug", "title", "tags", "updated_at", "chunk_count", "frontmatter")
+_DOCUMENT_COLUMNS = store.DOCUMENT_COLUMNS
+_JSON_COLUMNS = ("tags", "frontmatter", "links", "backlinks")  # json in PostgreSQL, read back as text
 _CHUNK_COLUMNS = ("document_id", "chunk_index", "text", "heading_path", "word_count")
 
 
@@ -109,7 +110,7 @@ def _sync(pg: Any, tier: str, lite: sqlite3.Connection, version: int, hnsw: tupl
             old_docs = {
                 r[0]: tuple(r[1:])
                 for r in pg.execute(
-                    f"SELECT id, collection, slug, title, tags::text, updated_at, chunk_count, frontmatter::text FROM {s}.documents"
+                    f"SELECT id, {_document_select()} FROM {s}.documents"
                 )
             }
             old_hashes = dict(pg.execute(f"SELECT id, row_hash FROM {s}.chunks"))
@@ -133,15 +134,20 @@ def _sync(pg: Any, tier: str, lite: sqlite3.Connection, version: int, hnsw: tupl
     return PgSyncResult(tier, len(changed), len(gone), len(fresh), len(stale), False, version)
 
 
+def _document_select() -> str:
+    """The document columns as the SQLite store holds them (json columns as their text)."""
+    return ", ".join(f"{c}::text" if c in _JSON_COLUMNS else c for c in _DOCUMENT_COLUMNS)
+
+
 def _upsert_documents(pg: Any, s: str, rows: list[tuple]) -> None:
     if not rows:
         return
+    values = ", ".join("%s::json" if c in _JSON_COLUMNS else "%s" for c in _DOCUMENT_COLUMNS)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in _DOCUMENT_COLUMNS)
     with pg.cursor() as cur:
         cur.executemany(
-            f"INSERT INTO {s}.documents (id, collection, slug, title, tags, updated_at, chunk_count, frontmatter)"
-            " VALUES (%s, %s, %s, %s, %s::json, %s, %s, %s::json) ON CONFLICT (id) DO UPDATE SET"
-            " collection = excluded.collection, slug = excluded.slug, title = excluded.title, tags = excluded.tags,"
-            " updated_at = excluded.updated_at, chunk_count = excluded.chunk_count, frontmatter = excluded.frontmatter",
+            f"INSERT INTO {s}.documents (id, {', '.join(_DOCUMENT_COLUMNS)}) VALUES (%s, {values})"
+            f" ON CONFLICT (id) DO UPDATE SET {updates}",
             rows,
         )
 

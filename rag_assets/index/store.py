@@ -2,7 +2,10 @@
 
 Schema (a contract; other tools read it):
 
-- ``documents(id, collection, slug, title, tags JSON, updated_at, chunk_count, frontmatter JSON)``
+- ``documents(id, collection, slug, title, tags JSON, updated_at, chunk_count, frontmatter JSON,
+  links JSON, backlinks JSON)``: ``links`` a vault note's links as resolved in its vault
+  (:meth:`rag_assets.records.ResolvedLink.to_json`), ``backlinks`` the notes that link to it
+  (:meth:`rag_assets.records.Backlink.to_json`); NULL when it has none (every site page)
 - ``chunks(id, document_id, chunk_index, text, heading_path JSON, word_count, embedding BLOB float32)``
 - ``fts_chunks(text, title, headings, tags)``: an FTS5 external-content table over the view
   ``chunk_fields`` (each chunk's text, its document's title, its heading path, its document's
@@ -53,7 +56,9 @@ CREATE TABLE IF NOT EXISTS documents (
     tags JSON,
     updated_at TEXT,
     chunk_count INTEGER,
-    frontmatter JSON
+    frontmatter JSON,
+    links JSON,
+    backlinks JSON
 );
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY,
@@ -144,24 +149,36 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 # 3: fts_chunks has the fields text, title, headings and tags (rag_assets.index.fts).
-SCHEMA_VERSION = 3
+# 4: documents.links and documents.backlinks (vault notes' resolved links).
+SCHEMA_VERSION = 4
+# The documents table's columns after ``id``, in the order every reader and writer uses.
+DOCUMENT_COLUMNS = ("collection", "slug", "title", "tags", "updated_at", "chunk_count", "frontmatter", "links", "backlinks")
+_DOCUMENT_NAMES = ", ".join(DOCUMENT_COLUMNS)
+_DOCUMENT_UPSERT = (
+    f"INSERT INTO documents(id, {_DOCUMENT_NAMES}) VALUES (?{', ?' * len(DOCUMENT_COLUMNS)})"
+    " ON CONFLICT(id) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in DOCUMENT_COLUMNS)
+)
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
     """Create the tables, and bring a store written by an older version up to date."""
-    if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version >= SCHEMA_VERSION:
         conn.executescript(SCHEMA)
         _add_log_relevance(conn)
         return
-    fts.migrate(conn)  # an FTS table over chunks.text alone: rebuilt with the fields
+    if version < 3:
+        fts.migrate(conn)  # an FTS table over chunks.text alone: rebuilt with the fields
     conn.executescript(SCHEMA)
     _add_log_relevance(conn)
     columns = {table: {r[1] for r in conn.execute(f"PRAGMA table_info({table})")} for table in ("documents", "embeddings_meta")}
-    if "frontmatter" not in columns["documents"]:
-        conn.execute("ALTER TABLE documents ADD COLUMN frontmatter JSON")
+    for column in ("frontmatter", "links", "backlinks"):  # NULL in the rows already there: no links
+        if column not in columns["documents"]:
+            conn.execute(f"ALTER TABLE documents ADD COLUMN {column} JSON")
     if "provider" not in columns["embeddings_meta"]:
         conn.execute("ALTER TABLE embeddings_meta ADD COLUMN provider TEXT")
-    reindex_cjk(conn)
+    if version < 3:
+        reindex_cjk(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -196,10 +213,18 @@ def _index_cjk_chunks(conn: sqlite3.Connection, chunk_ids: list[str], texts: lis
 
 
 def _document_row(d, chunk_count: int) -> tuple:
+    """The values of DOCUMENT_COLUMNS for document ``d``."""
     return (
         d.collection, d.slug, d.title, json.dumps(d.tags), d.updated_at, chunk_count,
         json.dumps(d.frontmatter, sort_keys=True, ensure_ascii=False, default=str),
+        _json_list([r.to_json() for r in d.resolved_links]),
+        _json_list([b.to_json() for b in d.backlinks]),
     )
+
+
+def _json_list(items: list) -> str | None:
+    """A JSON list, or NULL for none (a site page's links: its row stays as before links existed)."""
+    return json.dumps(items, ensure_ascii=False) if items else None
 
 
 def replace_contents(
@@ -295,7 +320,7 @@ def sync_contents(
             old_docs = {
                 r[0]: tuple(r[1:])
                 for r in conn.execute(
-                    f"SELECT id, collection, slug, title, tags, updated_at, chunk_count, frontmatter FROM documents d {where}",
+                    f"SELECT id, {_DOCUMENT_NAMES} FROM documents d {where}",
                     params,
                 )
             }
@@ -319,13 +344,7 @@ def sync_contents(
             gone_docs = [did for did in old_docs if did not in new_docs]
             conn.executemany("DELETE FROM documents WHERE id = ?", [(did,) for did in gone_docs])
             changed_docs = [did for did, row in new_docs.items() if old_docs.get(did) != row]
-            conn.executemany(
-                "INSERT INTO documents(id, collection, slug, title, tags, updated_at, chunk_count, frontmatter)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET collection=excluded.collection,"
-                " slug=excluded.slug, title=excluded.title, tags=excluded.tags, updated_at=excluded.updated_at,"
-                " chunk_count=excluded.chunk_count, frontmatter=excluded.frontmatter",
-                [(did, *new_docs[did]) for did in changed_docs],
-            )
+            conn.executemany(_DOCUMENT_UPSERT, [(did, *new_docs[did]) for did in changed_docs])
             conn.executemany(
                 "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count, embedding)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -430,8 +449,7 @@ def _insert_collection(conn: sqlite3.Connection, col: EmbeddedCollection) -> Non
     for chunk in col.chunks:
         counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
     conn.executemany(
-        "INSERT INTO documents(id, collection, slug, title, tags, updated_at, chunk_count, frontmatter)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO documents(id, {_DOCUMENT_NAMES}) VALUES (?{', ?' * len(DOCUMENT_COLUMNS)})",
         [(d.id, *_document_row(d, counts.get(d.id, 0))) for d in col.documents],
     )
     vectors = np.ascontiguousarray(col.vectors, dtype=np.float32)

@@ -28,6 +28,7 @@ from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.index import pg_sync, store
 from rag_assets.index.integrity import read_json_object
 from rag_assets.ingest.boundaries import vault_policy
+from rag_assets.ingest.link_resolution import LinkReport, resolve_vault
 from rag_assets.ingest.obsidian import NOTE_READING_VERSION
 from rag_assets.ingest.parsing import parse_collection
 from rag_assets.ingest.sources import (
@@ -73,6 +74,7 @@ class VaultBuild:
     source_hash: str
     tally: SanitizeTally = field(default_factory=SanitizeTally)
     preview: list[Chunk] = field(default_factory=list)  # Safe tier only: sanitised chunks
+    links: LinkReport | None = None  # how the notes' links resolved (sanitised in the Safe tier)
 
 
 def vault_stat_cache(cfg: RagConfig, *, trust: bool = True) -> StatCache:
@@ -147,6 +149,11 @@ def build_vault_tier(
         )
     fingerprint = sanitizer.fingerprint if sanitizer is not None else None
     parsed.content_hash = source_hash(tier, snapshot.content_hash, fingerprint)
+    # After sanitising: a Safe link's target and the names it is matched with are both sanitised.
+    files = [p.removeprefix(vault.name + "/") for p in snapshot.files]
+    resolved = resolve_vault(vault.name, parsed.documents, [sanitizer.text(f) for f in files] if sanitizer else files)
+    parsed.documents = resolved.documents
+    log(f"[{vault.name}] links: {resolved.report.summary()}")
     chunked = chunk_collection(parsed, cfg.chunking, cache=None)
     embedded, stats = embed_collection(
         chunked,
@@ -190,6 +197,7 @@ def build_vault_tier(
         source_hash=parsed.content_hash,
         tally=tally,
         preview=list(embedded.chunks[:2]) if tier == "safe" else [],
+        links=resolved.report,
     )
 
 

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 
 from rag_assets.index.params import MAX_BUDGET, MAX_PER_DOCUMENT
 from rag_assets.serve.cli_ask import add_ask_parser
+from rag_assets.serve.cli_links import add_related_parser
 from rag_assets.serve.cli_mcp import add_mcp_command
 from rag_assets.serve.cli_numbers import finite_float, int_between
 from rag_assets.serve.cli_token import add_token_command
@@ -285,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     context.set_defaults(handler=lazy("rag_assets.serve.cli_query", "cmd_context"))
 
     add_ask_parser(commands, common)
+    add_related_parser(commands, common)
 
     log = commands.add_parser(
         "log",

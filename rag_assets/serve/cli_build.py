@@ -26,6 +26,7 @@ from rag_assets.index.repair import repair_in_place
 from rag_assets.ingest.collections import VAULT_FOLDER_REASON, discover_collections, holds_configured_vault
 from rag_assets.pipeline import plan_collection
 from rag_assets.planning import Cause, ObservedState, Plan, Reason, observe, plan
+from rag_assets.serve.cli_links import print_link_reports
 from rag_assets.privacy.vaults import (
     departed_vaults,
     detect_vault_changes,
@@ -288,6 +289,11 @@ def _print_vault_progress(outcome) -> None:
             f"{private.get('skipped_files', 0)} skipped ({private['provider']})"
         )
     print(f"[vault {outcome.vault}] {'; '.join(parts)} ({outcome.seconds:.1f}s)", flush=True)
+    links = private or safe  # the Private tier's raw names when it has the vault (`rag check` lists them)
+    if links.get("links"):
+        print(f"[vault {outcome.vault}] links: {links['links_resolved']}/{links['links']} resolved, "
+              f"{links['links_unresolved']} unresolved, {links['links_ambiguous']} ambiguous, "
+              f"{links['links_outside']} outside the vault", flush=True)
     _print_vault_skips(outcome.vault, private or safe)
     for tier, meta in (("safe", safe), ("private", private)):
         if meta.get("failed_chunks"):
@@ -372,6 +378,7 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
             stale = True
         else:
             print(f"Fresh: the Safe and Private stores match {len(cfg.vaults)} vault(s).")
+        print_link_reports(cfg)  # a report, not staleness: an unresolved link is the notes' own state
     return EXIT_FAILED if stale else EXIT_OK
 
 

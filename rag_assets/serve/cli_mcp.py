@@ -14,7 +14,7 @@ def add_mcp_command(commands: "argparse._SubParsersAction[argparse.ArgumentParse
     mcp = commands.add_parser(
         "mcp",
         parents=[common],
-        help="MCP server over stdio (search, get_context, get_document, list_collections, ask) for AI agents",
+        help="MCP server over stdio (search, get_context, get_document, list_collections, related, ask) for AI agents",
         description=(
             "Serve the Model Context Protocol over stdin/stdout, for a desktop or coding agent to launch "
             "(`rag serve` offers the same tools over streamable HTTP at /mcp). Tools: search, get_context, "

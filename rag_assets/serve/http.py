@@ -27,6 +27,7 @@ Routes (``GET`` unless marked; all but ``/`` answer JSON)::
                 as `rag mcp`, on the same per-tier indexes; the Private tier only to loopback clients
     POST /ask -> an answer with numbered citations, JSON or server-sent events (:mod:`.ask_routes`)
     POST /embed -> the Public tier's query vectors for rag-search.js (:mod:`.embed_routes`)
+    /related?note=...&tier=... -> a note's links, backlinks and nearest notes (:mod:`.related_routes`)
     /        -> the page for people: search, chat and status in a browser (:mod:`.web_routes`)
     /admin   -> the admin console (scope admin): tier cards, vaults, ingest, audit (:mod:`.admin_routes`)
 
@@ -92,6 +93,7 @@ from rag_assets.serve.access import AccessBackend, TierDenied, auth_error
 from rag_assets.serve.admin_routes import admin_routes
 from rag_assets.serve.ask_routes import ask_routes
 from rag_assets.serve.embed_routes import embed_routes
+from rag_assets.serve.related_routes import related_routes
 from rag_assets.serve.host_check import LoopbackHostOnly
 from rag_assets.serve.http_params import (
     MAX_QUERY_CHARS,
@@ -257,7 +259,7 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        hint = " (routes: /, /search, /context, POST /ask, /status, /health, /mcp)" if exc.status_code == 404 else ""
+        hint = " (routes: /, /search, /context, /related, POST /ask, /status, /health, /mcp)" if exc.status_code == 404 else ""
         return error(exc.status_code, f"{exc.detail}{hint}")
 
     async def server_error(request: Request, exc: Exception) -> JSONResponse:
@@ -282,6 +284,7 @@ def create_app(
         *ask_routes(cfg, tiers, limits),  # POST /ask (rag_assets.serve.ask_routes)
         mcp.route,
         *embed_routes(tiers),  # POST /embed: the Public tier's query vectors for rag-search.js
+        *related_routes(tiers),  # /related: a note's links, backlinks and nearest notes
         *admin_routes(cfg),  # /admin: the admin console and its API (rag_assets.serve.admin_routes)
         *web_routes(),  # the page for people at / (rag_assets/serve/web/)
         *login_routes(tokens, sessions),  # GET/POST /login, POST /logout (rag_assets.serve.login)

@@ -119,3 +119,20 @@ ASK_SCHEMA = _schema(
     },
     ["question"],
 )
+
+
+def related_schema(max_k: int, default_k: int) -> dict[str, Any]:
+    """The ``related`` tool's arguments (bounds from :mod:`rag_assets.search.related`)."""
+    return _schema(
+        {
+            "note": {
+                "type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
+                "description": "The note: collection/slug as search hits give them (e.g. homelab/Proxmox setup), a slug, or its title.",
+            },
+            "collection": {"type": "string", "minLength": 1, "description": "Optional: look the note up in this vault only."},
+            "k": {"type": "integer", "minimum": 0, "maximum": max_k, "default": default_k,
+                  "description": "How many nearest notes by vector to list."},
+            "tier": _TIER,
+        },
+        ["note"],
+    )

@@ -41,6 +41,7 @@ MCP_PATH = "/mcp"
 INSTRUCTIONS = (
     "Search a Markdown knowledge base (site collections and note vaults). Start with `search` (or "
     "`get_context` for cited passages to answer from), read a whole page or section with `get_document`, "
+    "list a note's links, backlinks and nearest notes with `related`, "
     "and see what is indexed with `list_collections`. Tier public is the default; safe holds sanitised "
     "notes; private (raw notes) is only available to a client on this machine. Cite the [collection:slug#anchor] "
     "tags you use."

@@ -11,7 +11,8 @@ everything over stdio and to a loopback client of a server bound to loopback; ov
 otherwise what the request's token grants, see :mod:`rag_assets.serve.access`), checked by
 :func:`tier_index` through the same function as every HTTP route.
 
-``ask`` (:mod:`rag_assets.serve.mcp_ask`) is one more ToolSpec, appended in :func:`build_tools`
+``related`` (:mod:`rag_assets.serve.mcp_related`) and ``ask`` (:mod:`rag_assets.serve.mcp_ask`) are ToolSpecs
+of their own modules; ``ask`` is appended in :func:`build_tools`
 when a chat model is configured. The pieces both build on (ToolSpec, Caller, ToolEnv, ToolError,
 the tier gate) are in :mod:`rag_assets.serve.mcp_base` and re-exported here.
 """
@@ -39,6 +40,7 @@ from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.search.retrieval import SearchIndex
 from rag_assets.serve.mcp_ask import ask_tool, chat_model_available
 from rag_assets.serve.mcp_base import Caller, ToolEnv, ToolError, ToolSpec, caller_scopes, private_allowed, tier_index
+from rag_assets.serve.mcp_related import RELATED
 from rag_assets.serve.mcp_schemas import (
     COLLECTIONS_SCHEMA,
     CONTEXT_SCHEMA,
@@ -283,7 +285,7 @@ LIST_COLLECTIONS = ToolSpec(
 def build_tools(cfg: RagConfig) -> list[ToolSpec]:
     """The tools this configuration serves, in the order tools/list shows them: ``ask``
     (:mod:`rag_assets.serve.mcp_ask`) last, and only when a chat model is configured."""
-    tools = [SEARCH, GET_CONTEXT, GET_DOCUMENT, LIST_COLLECTIONS]
+    tools = [SEARCH, GET_CONTEXT, GET_DOCUMENT, LIST_COLLECTIONS, RELATED]
     if chat_model_available(cfg):
         tools.append(ask_tool(cfg))
     return tools
