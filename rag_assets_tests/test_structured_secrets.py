@@ -130,7 +130,25 @@ title: Router
 Password: must be 12 characters long.
 """
 
-NOTES = {"creds.md": FRONTMATTER_NOTE, "accounts.md": TABLE_NOTE, "wifi.md": DEFINITION_NOTE, "router.md": PROSE_NOTE}
+# Obsidian's Dataview inline fields: "key:: value" on its own line, or [key:: value] and
+# (key:: value) inside a sentence; a Haskell type signature has the same "::" and stays.
+DATAVIEW_NOTE = """---
+title: Dataview fields
+---
+# Dataview fields
+
+password:: Dv1Field7Qk3Wz
+Root password (nas):: Dv2Label8Rm4Xt
+The admin login is [api_token:: Dv3Brack9Sn5Yu] since May, and (secret:: Dv4Paren2Tp6Zv) too.
+
+status:: active
+`checkPassword :: Text -> Bool` is the type of the check.
+"""
+
+NOTES = {
+    "creds.md": FRONTMATTER_NOTE, "accounts.md": TABLE_NOTE, "wifi.md": DEFINITION_NOTE, "router.md": PROSE_NOTE,
+    "fields.md": DATAVIEW_NOTE,
+}
 
 SECRETS = [
     # frontmatter: flat, nested, lists, a list of mappings, an int, a quoted phrase
@@ -142,12 +160,14 @@ SECRETS = [
     "Gw5Lp8Qz2Rk7", "Ad3Tk9Vm6Xq2Wn8Lz4Pr", "Ad4Tk9Vm6Xq2Wn8Lz4Ps",
     # labelled lines
     "Pr7Dash9Wq2Lx", "Pr8Dash3Zm5Kt", "Pr9Arrow4Jv6Nc", "Pr1Paren8Hs3Qd", "Pr2Multi6Bx9Fe",
+    # Dataview inline fields
+    "Dv1Field7Qk3Wz", "Dv2Label8Rm4Xt", "Dv3Brack9Sn5Yu", "Dv4Paren2Tp6Zv",
 ]
 
 KEPT_IN_TEXT = [
     "| Ctrl+Shift+P | Open the command palette |", "| Cmd+K Cmd+S |", "| hello | 31373 |", "| ##ing | 278 |",
     "| [CLS] | 101 |", "| User | backup |", "Password policy — strict, 12 characters at least", "Key — Ctrl+Alt+Delete",
-    "Password: must be 12 characters long.", ": 36",
+    "Password: must be 12 characters long.", ": 36", "status:: active", "`checkPassword :: Text -> Bool`",
 ]
 
 

@@ -48,7 +48,7 @@ _LABEL_RE = re.compile(
     (?:\*\*|__|\*|`)?
     (?P<label>[^\n:=|\u2014\u2013\u2192\[\]{}<>"`;,!?]{1,64}?)  # a name: no brackets, quotes or clause marks
     [ \t]*(?:\*\*|__|\*|`)?[ \t]*
-    (?:\u2014|\u2013|\u2192|->|=>|:|=|-(?=[ \t]))            # em/en dash, arrows, colon, " - "
+    (?:\u2014|\u2013|\u2192|->|=>|::|:|=|-(?=[ \t]))        # em/en dash, arrows, colon(s), " - "
     [ \t]*(?:\*\*|__)?[ \t]*(?=\S)
     """,
     re.X,
