@@ -7,7 +7,9 @@ before the value. Notes often put the name elsewhere:
   beside a row label (``| Password | hunter2 |``);
 * a definition list's term (``Password`` on one line, ``: hunter2`` on the next);
 * a line's label before a dash or an arrow, or a label of a few words
-  (``- Password — hunter2``, ``Root password (nas): hunter2``);
+  (``- Password — hunter2``, ``Root password (nas): hunter2``), or before the ``::`` of an
+  Obsidian Dataview field (``Root password (nas):: hunter2``; ``password:: hunter2`` and
+  ``[password:: hunter2]`` are the generic scanner's);
 * a frontmatter value under its key path (``db: {password: ...}``, a list under
   ``passwords:``), which the sanitiser reads one value at a time (:func:`field_line`).
 
