@@ -330,3 +330,31 @@ def test_audit_scans_every_field_of_the_store(site, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "answer_log (1)" in printed and "search_log (1)" in printed
     assert not [s[:8] for s in planted.values() if s in printed or s[4:] in printed]
+
+
+def test_an_audit_preview_never_shows_the_secret_next_to_its_finding(site, tmp_path, capsys):
+    """Two passwords a line apart are each other's context: the preview of the second showed the
+    first raw (short values are no "long token"), and a long one cut by the window's edge to 15
+    characters slipped through too. The previews reach the terminal, --json and the Dagster
+    check's metadata, stored in the event log."""
+    out = tmp_path / "out"
+    shutil.copytree(site.parent / "out", out)
+    config = tmp_path / "rag.yaml"
+    config.write_text(
+        f"content_dir: {site.parent / 'content'}\noutput_dir: {out}\nembedder: {{name: hashing}}\nidentity_map: null\n"
+        f"private_tier: {{embedder: hashing}}\nvaults:\n  - {{name: notes, path: {site.parent / 'vault'}, tier: safe}}\n",
+        encoding="utf-8",
+    )
+    neighbours = ["Pw1aQb9Zz", "Sc2QbXb8Yy", "DataviewPwAa1122", "DataviewTokBb3344x"]
+    planted = (
+        f"\ndb_password: {neighbours[0]}\npassword: {neighbours[1]}\n\n"
+        f"password:: {neighbours[2]}\ntoken:: {neighbours[3]}\n"
+    )
+    with closing(sqlite3.connect(out / "data" / "rag-store-blog.db")) as conn, conn:
+        chunk_id = conn.execute("SELECT id FROM chunks ORDER BY id LIMIT 1").fetchone()[0]
+        conn.execute("UPDATE chunks SET text = text || ? WHERE id = ?", (planted, chunk_id))
+    for extra in ([], ["--json"]):
+        assert rag(["audit", "--config", str(config), *extra]) == 1
+        printed = capsys.readouterr().out
+        assert printed.count(chunk_id) >= 4, printed
+        assert [s[:4] for s in neighbours if s in printed or s[1:] in printed or s[:-1] in printed] == []
