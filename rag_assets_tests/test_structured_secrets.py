@@ -145,9 +145,27 @@ status:: active
 `checkPassword :: Text -> Bool` is the type of the check.
 """
 
+# HTML tables, which Obsidian renders as it does Markdown ones: a header row, a row label, a
+# value in <code>; a shortcut table and a settings table's description stay.
+HTML_NOTE = """---
+title: HTML tables
+---
+# HTML tables
+
+<table>
+  <tr><th>Service</th><th>User</th><th>Password</th></tr>
+  <tr><td>nas</td><td>admin</td><td><code>Ht1Head5Qm8Zx</code></td></tr>
+</table>
+
+<table><tr><td>API key</td><td> Ht2RowLbl6Wn9Lp3Vc </td></tr></table>
+
+<table><tr><th>Key</th><th>Action</th></tr><tr><td>Ctrl+Shift+P</td><td>Open the palette</td></tr></table>
+<table><tr><th>Setting</th><th>Description</th></tr><tr><td>password</td><td>The password used to connect</td></tr></table>
+"""
+
 NOTES = {
     "creds.md": FRONTMATTER_NOTE, "accounts.md": TABLE_NOTE, "wifi.md": DEFINITION_NOTE, "router.md": PROSE_NOTE,
-    "fields.md": DATAVIEW_NOTE,
+    "fields.md": DATAVIEW_NOTE, "html.md": HTML_NOTE,
 }
 
 SECRETS = [
@@ -162,12 +180,15 @@ SECRETS = [
     "Pr7Dash9Wq2Lx", "Pr8Dash3Zm5Kt", "Pr9Arrow4Jv6Nc", "Pr1Paren8Hs3Qd", "Pr2Multi6Bx9Fe",
     # Dataview inline fields
     "Dv1Field7Qk3Wz", "Dv2Label8Rm4Xt", "Dv3Brack9Sn5Yu", "Dv4Paren2Tp6Zv",
+    # HTML tables
+    "Ht1Head5Qm8Zx", "Ht2RowLbl6Wn9Lp3Vc",
 ]
 
 KEPT_IN_TEXT = [
     "| Ctrl+Shift+P | Open the command palette |", "| Cmd+K Cmd+S |", "| hello | 31373 |", "| ##ing | 278 |",
     "| [CLS] | 101 |", "| User | backup |", "Password policy — strict, 12 characters at least", "Key — Ctrl+Alt+Delete",
     "Password: must be 12 characters long.", ": 36", "status:: active", "`checkPassword :: Text -> Bool`",
+    "<td>Ctrl+Shift+P</td><td>Open the palette</td>", "<td>password</td><td>The password used to connect</td>",
 ]
 
 
