@@ -91,6 +91,11 @@ STRUCTURED: list[dict] = [
     {"kind": "label_prose", "expect": "flag", "secret": "Pr9Arrow4Jv6Nc", "text": "NAS password \u2192 Pr9Arrow4Jv6Nc\n"},
     {"kind": "label_prose", "expect": "flag", "secret": "Pr1Paren8Hs3Qd", "text": "Root password (nas): Pr1Paren8Hs3Qd\n"},
     {"kind": "label_prose", "expect": "flag", "secret": "Pr3Bold5Kw8Zu", "text": "**Password**: Pr3Bold5Kw8Zu\n"},
+    {"kind": "dataview_field", "expect": "flag", "secret": "Dv1Field7Qk3Wz", "text": "password:: Dv1Field7Qk3Wz\n"},
+    {"kind": "dataview_field", "expect": "flag", "secret": "Dv3Brack9Sn5Yu",
+     "text": "The admin login is [api_token:: Dv3Brack9Sn5Yu] since May.\n"},
+    {"kind": "html_table", "expect": "flag", "secret": "Ht1Head5Qm8Zx",
+     "text": "<table>\n<tr><th>Service</th><th>Password</th></tr>\n<tr><td>nas</td><td><code>Ht1Head5Qm8Zx</code></td></tr>\n</table>\n"},
     {"kind": "frontmatter_clean", "expect": "clean",
      "text": "---\ntitle: Policy\npassword_policy: strict\npassword_min_length: 12\ntoken_budget: 4000\n"
              "keys:\n  save: Ctrl+S\npassword:\n  policy: strict\n  expiry: 90d\n---\nbody\n"},
@@ -102,6 +107,11 @@ STRUCTURED: list[dict] = [
      "text": "| Setting | Type | Description |\n| --- | --- | --- |\n| password | string | The password used to connect |\n"
              "| token | string | An API token; see Settings |\n"},
     {"kind": "definition_clean", "expect": "clean", "text": "Password\n: at least 12 characters, one digit\n"},
+    {"kind": "html_table_clean", "expect": "clean",
+     "text": "<table><tr><th>Setting</th><th>Description</th></tr><tr><td>password</td><td>The password used to connect</td></tr>"
+             "</table>\n<table><tr><th>Key</th><th>Action</th></tr><tr><td>Ctrl+Shift+P</td><td>palette</td></tr></table>\n"},
+    {"kind": "dataview_clean", "expect": "clean",
+     "text": "status:: active\n`checkPassword :: Text -> Bool` is the type of the check.\n"},
     {"kind": "label_clean", "expect": "clean",
      "text": "- Password \u2014 see the vault entry\n- Key \u2014 Ctrl+Alt+Delete\n- Token budget \u2192 4000\n"},
 ]

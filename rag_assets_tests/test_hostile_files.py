@@ -292,6 +292,36 @@ def test_a_file_deleted_between_hashing_and_parsing_is_reported_as_skipped(tmp_p
     assert {c["metadata"]["slug"] for c in index["chunks"]} == {"good"}
 
 
+def test_a_vault_note_deleted_during_the_safe_tier_alone_is_listed_by_rag_build(tmp_path, monkeypatch, capsys):
+    """Each tier hashes and parses a vault on its own: a note deleted after the Safe tier hashed
+    it, before its parser listed the folder, is skipped by the Safe tier alone (the Private tier
+    never sees it). `rag build` listed only the Private tier's skips, so it said "1 skipped"
+    for the Safe tier and never which file or why."""
+    (tmp_path / "content/posts").mkdir(parents=True)
+    (tmp_path / "content/posts/p.md").write_text("# P\n\nA public post.\n")
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "kept.md").write_text("# Kept\n\nA note about vlans.\n")
+    (vault / "gone.md").write_text("# Gone\n\nHashed by the Safe tier, then deleted.\n")
+    config = tmp_path / "rag.yaml"
+    config.write_text(
+        "content_dir: content\noutput_dir: out\nembedder: {name: hashing}\nidentity_map: null\n"
+        "private_tier: {embedder: hashing}\nvaults: [{name: v, path: v, tier: safe}]\n"
+    )
+    real_list = parsing.list_folder
+
+    def delete_then_list(root, policy, *, prefix=""):
+        if prefix == "v/":  # the first vault listing is the Safe tier's parse (its hash is taken)
+            (vault / "gone.md").unlink(missing_ok=True)
+        return real_list(root, policy, prefix=prefix)
+
+    monkeypatch.setattr(parsing, "list_folder", delete_then_list)
+    assert main(["build", "--config", str(config)]) == 0
+    printed = capsys.readouterr().out
+    assert "safe: 1 documents, 1 chunks, 1 skipped" in printed and "private: 1 documents, 1 chunks, 0 skipped" in printed
+    assert "[vault v] skipped v/gone.md (Safe tier only): file vanished while the build was reading the folder" in printed
+
+
 def test_skipped_symlinks_are_never_read_or_hashed(tmp_path):
     from rag_assets.ingest.boundaries import collection_policy
 

@@ -90,6 +90,28 @@ def test_a_zero_weight_switches_its_list_off(api, route, fusion, tier):
     assert both.status_code == 400 and "not both 0" in both.json()["error"]
 
 
+# --- huge weights: only their ratio counts, so 1e308 is as valid as 1 -----------------------------
+
+
+@pytest.mark.parametrize("route", ["/search", "/context"])
+@pytest.mark.parametrize("fusion", FUSIONS)
+@pytest.mark.parametrize("tier", TIERS)
+def test_huge_weights_rank_as_their_ratio(api, route, fusion, tier):
+    """1e308 for both weights ranks and scores exactly as 1 for both; 1e308 against 1 is a 200
+    with finite scores. (zscore multiplied them first: inf, then NaN scores, a 400 saying
+    "Out of range float values are not JSON compliant" and a traceback in the server's log.)"""
+    base = {"q": QUESTION, "tier": tier, "min_score": "0", **({"fusion": fusion} if fusion else {})}
+    key = "hits" if route == "/search" else "citations"
+    one = api.get(route, **base, bm25_weight="1", vector_weight="1")
+    huge = api.get(route, **base, bm25_weight="1e308", vector_weight="1e308")
+    assert one.status_code == huge.status_code == 200, huge.text[:500]
+    assert huge.json()[key] and huge.json()[key] == one.json()[key]
+    for weights in ({"bm25_weight": "1e308", "vector_weight": "1"}, {"bm25_weight": "1", "vector_weight": "1.7e308"}):
+        lopsided = api.get(route, **base, **weights)
+        assert lopsided.status_code == 200, (weights, lopsided.text[:500])
+        check_sane(lopsided, weights)
+
+
 # --- every numeric query parameter of /search and /context --------------------------------------
 
 odd_values = st.one_of(
@@ -231,3 +253,15 @@ def test_rag_search_with_bm25_weight_0_searches_the_vectors_alone(site, capsys):
                 "--min-score", "0", "--json"]) == 0
     alone = json.loads(capsys.readouterr().out)
     assert zero["hits"] and [h["id"] for h in zero["hits"]] == [h["id"] for h in alone["hits"]]
+
+
+def test_rag_search_with_huge_weights_scores_as_with_their_ratio(site, capsys):
+    """The command line too: finite scores (json.loads reads NaN, so they are compared)."""
+    def hits(weight: str) -> list:
+        assert rag(["search", QUESTION, "--config", str(site), "--tier", "safe", "--fusion", "zscore", "--min-score", "0",
+                    "--bm25-weight", weight, "--vector-weight", weight, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["hits"]
+
+    huge, one = hits("1e308"), hits("1")
+    assert huge and all(math.isfinite(h["score"]) for h in huge)
+    assert [(h["id"], h["score"]) for h in huge] == [(h["id"], h["score"]) for h in one]

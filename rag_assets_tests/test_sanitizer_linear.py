@@ -141,6 +141,14 @@ PATTERNS: dict[str, Callable[[], str]] = {
     "definition_markers": lambda: repeat(": x\n"),
     "label_lines": lambda: repeat("- Password \u2014 Pr7Dash9Wq2Lx\n"),
     "labels_on_one_line": lambda: repeat("Root password (nas) - "),
+    # HTML tables and Dataview fields (attack23): a cell per tag, cells never closed, a value
+    # wrapped in many inline tags, a whitespace run in one cell, a field per line.
+    "html_secret_cells": lambda: "<table><tr><th>password</th></tr>" + repeat("<tr><td>Xy7pQ2wZ</td></tr>", SIZE - 33),
+    "html_unclosed_cells": lambda: repeat("<td>password<td>Xy7pQ2wZ "),
+    "html_inline_tags": lambda: "<table><tr><td>password</td><td>" + repeat("<b>", SIZE - 32),
+    "html_cell_spaces": lambda: "<table><tr><td>password</td><td>x" + repeat(" ", SIZE - 33),
+    "html_tag_names": lambda: repeat("<t"),
+    "dataview_fields": lambda: repeat("password:: Dv1Field7Qk3Wz\n"),
 }
 
 

@@ -130,7 +130,43 @@ title: Router
 Password: must be 12 characters long.
 """
 
-NOTES = {"creds.md": FRONTMATTER_NOTE, "accounts.md": TABLE_NOTE, "wifi.md": DEFINITION_NOTE, "router.md": PROSE_NOTE}
+# Obsidian's Dataview inline fields: "key:: value" on its own line, or [key:: value] and
+# (key:: value) inside a sentence; a Haskell type signature has the same "::" and stays.
+DATAVIEW_NOTE = """---
+title: Dataview fields
+---
+# Dataview fields
+
+password:: Dv1Field7Qk3Wz
+Root password (nas):: Dv2Label8Rm4Xt
+The admin login is [api_token:: Dv3Brack9Sn5Yu] since May, and (secret:: Dv4Paren2Tp6Zv) too.
+
+status:: active
+`checkPassword :: Text -> Bool` is the type of the check.
+"""
+
+# HTML tables, which Obsidian renders as it does Markdown ones: a header row, a row label, a
+# value in <code>; a shortcut table and a settings table's description stay.
+HTML_NOTE = """---
+title: HTML tables
+---
+# HTML tables
+
+<table>
+  <tr><th>Service</th><th>User</th><th>Password</th></tr>
+  <tr><td>nas</td><td>admin</td><td><code>Ht1Head5Qm8Zx</code></td></tr>
+</table>
+
+<table><tr><td>API key</td><td> Ht2RowLbl6Wn9Lp3Vc </td></tr></table>
+
+<table><tr><th>Key</th><th>Action</th></tr><tr><td>Ctrl+Shift+P</td><td>Open the palette</td></tr></table>
+<table><tr><th>Setting</th><th>Description</th></tr><tr><td>password</td><td>The password used to connect</td></tr></table>
+"""
+
+NOTES = {
+    "creds.md": FRONTMATTER_NOTE, "accounts.md": TABLE_NOTE, "wifi.md": DEFINITION_NOTE, "router.md": PROSE_NOTE,
+    "fields.md": DATAVIEW_NOTE, "html.md": HTML_NOTE,
+}
 
 SECRETS = [
     # frontmatter: flat, nested, lists, a list of mappings, an int, a quoted phrase
@@ -142,12 +178,17 @@ SECRETS = [
     "Gw5Lp8Qz2Rk7", "Ad3Tk9Vm6Xq2Wn8Lz4Pr", "Ad4Tk9Vm6Xq2Wn8Lz4Ps",
     # labelled lines
     "Pr7Dash9Wq2Lx", "Pr8Dash3Zm5Kt", "Pr9Arrow4Jv6Nc", "Pr1Paren8Hs3Qd", "Pr2Multi6Bx9Fe",
+    # Dataview inline fields
+    "Dv1Field7Qk3Wz", "Dv2Label8Rm4Xt", "Dv3Brack9Sn5Yu", "Dv4Paren2Tp6Zv",
+    # HTML tables
+    "Ht1Head5Qm8Zx", "Ht2RowLbl6Wn9Lp3Vc",
 ]
 
 KEPT_IN_TEXT = [
     "| Ctrl+Shift+P | Open the command palette |", "| Cmd+K Cmd+S |", "| hello | 31373 |", "| ##ing | 278 |",
     "| [CLS] | 101 |", "| User | backup |", "Password policy — strict, 12 characters at least", "Key — Ctrl+Alt+Delete",
-    "Password: must be 12 characters long.", ": 36",
+    "Password: must be 12 characters long.", ": 36", "status:: active", "`checkPassword :: Text -> Bool`",
+    "<td>Ctrl+Shift+P</td><td>Open the palette</td>", "<td>password</td><td>The password used to connect</td>",
 ]
 
 
@@ -310,3 +351,31 @@ def test_audit_scans_every_field_of_the_store(site, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "answer_log (1)" in printed and "search_log (1)" in printed
     assert not [s[:8] for s in planted.values() if s in printed or s[4:] in printed]
+
+
+def test_an_audit_preview_never_shows_the_secret_next_to_its_finding(site, tmp_path, capsys):
+    """Two passwords a line apart are each other's context: the preview of the second showed the
+    first raw (short values are no "long token"), and a long one cut by the window's edge to 15
+    characters slipped through too. The previews reach the terminal, --json and the Dagster
+    check's metadata, stored in the event log."""
+    out = tmp_path / "out"
+    shutil.copytree(site.parent / "out", out)
+    config = tmp_path / "rag.yaml"
+    config.write_text(
+        f"content_dir: {site.parent / 'content'}\noutput_dir: {out}\nembedder: {{name: hashing}}\nidentity_map: null\n"
+        f"private_tier: {{embedder: hashing}}\nvaults:\n  - {{name: notes, path: {site.parent / 'vault'}, tier: safe}}\n",
+        encoding="utf-8",
+    )
+    neighbours = ["Pw1aQb9Zz", "Sc2QbXb8Yy", "DataviewPwAa1122", "DataviewTokBb3344x"]
+    planted = (
+        f"\ndb_password: {neighbours[0]}\npassword: {neighbours[1]}\n\n"
+        f"password:: {neighbours[2]}\ntoken:: {neighbours[3]}\n"
+    )
+    with closing(sqlite3.connect(out / "data" / "rag-store-blog.db")) as conn, conn:
+        chunk_id = conn.execute("SELECT id FROM chunks ORDER BY id LIMIT 1").fetchone()[0]
+        conn.execute("UPDATE chunks SET text = text || ? WHERE id = ?", (planted, chunk_id))
+    for extra in ([], ["--json"]):
+        assert rag(["audit", "--config", str(config), *extra]) == 1
+        printed = capsys.readouterr().out
+        assert printed.count(chunk_id) >= 4, printed
+        assert [s[:4] for s in neighbours if s in printed or s[1:] in printed or s[:-1] in printed] == []

@@ -103,12 +103,15 @@ def audit_store(
 def _findings(stored: StoredText, detector: SecretDetector, identity_map: IdentityMap | None) -> Iterator[AuditFinding]:
     text = stored.text
     secrets = detector.find_in_field(stored.path, text) if stored.path else detector.find(text)
+    identities = list(identity_map.find(text)) if identity_map else []
+    # Every finding is masked in every other's preview: two secrets a line apart are each other's context.
+    spans = [(f.start, f.end) for f in secrets] + [(start, end) for _, start, end in identities]
     for finding in secrets:
         if finding.kind == "email" and is_documentation_address(text[finding.start : finding.end]):
             continue
-        yield AuditFinding(stored.item_id, stored.field, finding.kind, masked_preview(text, finding))
-    for kind, start, end in identity_map.find(text) if identity_map else ():
-        masked = masked_preview(text, SecretFinding(f"identity:{kind}", start, end, "identity-map"))
+        yield AuditFinding(stored.item_id, stored.field, finding.kind, masked_preview(text, finding, others=spans))
+    for kind, start, end in identities:
+        masked = masked_preview(text, SecretFinding(f"identity:{kind}", start, end, "identity-map"), others=spans)
         yield AuditFinding(stored.item_id, stored.field, f"identity:{kind}", masked)
 
 

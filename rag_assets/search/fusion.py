@@ -30,7 +30,7 @@ def fuse(
     if mode == "bm25":
         top = max((s for _, s in lexical.values()), default=1.0) or 1.0
         return {row: score / top for row, (_, score) in lexical.items()}
-    wv, wb = params.vector_weight, params.bm25_weight
+    wv, wb = unit_weights(params.vector_weight, params.bm25_weight)
     rows = set(vector) | set(lexical)
     if params.fusion == "rrf":
         k = params.rrf_k
@@ -46,6 +46,14 @@ def fuse(
     v = _min_max({row: s for row, (_, s) in vector.items()})
     b = _min_max({row: s for row, (_, s) in lexical.items()})
     return {row: (wv * v.get(row, 0.0) + wb * b.get(row, 0.0)) / (wv + wb) for row in rows}
+
+
+def unit_weights(wv: float, wb: float) -> tuple[float, float]:
+    """The two weights scaled so the larger is 1. Every fusion depends only on their ratio,
+    and a huge weight (1e308, as valid as 2) would otherwise overflow its products and sums
+    to inf, then NaN: scores no JSON can carry, and an order that means nothing."""
+    scale = max(wv, wb)
+    return (wv / scale, wb / scale) if scale > 0 else (wv, wb)
 
 
 def _standardise(scores: Mapping[int, float]) -> dict[int, float]:

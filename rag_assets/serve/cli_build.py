@@ -294,7 +294,7 @@ def _print_vault_progress(outcome) -> None:
         print(f"[vault {outcome.vault}] links: {links['links_resolved']}/{links['links']} resolved, "
               f"{links['links_unresolved']} unresolved, {links['links_ambiguous']} ambiguous, "
               f"{links['links_outside']} outside the vault", flush=True)
-    _print_vault_skips(outcome.vault, private or safe)
+    _print_vault_skips(outcome.vault, safe, private)
     for tier, meta in (("safe", safe), ("private", private)):
         if meta.get("failed_chunks"):
             # Said out loud: a tier store with notes but no chunks must not pass for Fresh.
@@ -306,14 +306,29 @@ def _print_vault_progress(outcome) -> None:
             )
 
 
-def _print_vault_skips(vault: str, meta: dict) -> None:
-    """Each file of the vault that was not indexed, with its reason (as collections list theirs)."""
+def _print_vault_skips(vault: str, safe: dict, private: dict) -> None:
+    """Each file of the vault that was not indexed, with its reason (as collections list theirs).
+
+    The Private tier's entries (raw paths) when it ran, else the Safe tier's. Each tier lists
+    the vault on its own, so a file can be skipped by one alone (deleted between the two):
+    when the Safe tier skipped a different number of files, its entries the Private tier does
+    not name are listed too, marked, rather than hidden behind a count."""
+    first = private or safe
+    _print_skip_entries(vault, first, "")
+    if private and safe.get("skipped_files", 0) != private.get("skipped_files", 0):
+        named = {entry["path"] for entry in private.get("skipped_entries") or []}
+        _print_skip_entries(vault, safe, " (Safe tier only)", named)
+
+
+def _print_skip_entries(vault: str, meta: dict, note: str, named: frozenset[str] | set[str] = frozenset()) -> None:
+    """One tier's skipped entries, those whose path ``named`` already holds left out."""
     entries = meta.get("skipped_entries") or []
     for entry in entries:
-        print(f"  [vault {vault}] skipped {entry['path']}: {entry['reason']}")
+        if entry["path"] not in named:
+            print(f"  [vault {vault}] skipped {entry['path']}{note}: {entry['reason']}")
     hidden = meta.get("skipped_files", 0) - len(entries)
     if hidden > 0:
-        print(f"  [vault {vault}] ... and {hidden} more skipped (see the asset's metadata)")
+        print(f"  [vault {vault}] ... and {hidden} more skipped{note} (see the asset's metadata)")
 
 
 def _dry_run(cfg: RagConfig, targets: list[str]) -> int:

@@ -96,7 +96,7 @@ _AFTER_RE = re.compile(
     r"""
     (?P<close>\\?["'`]?\]?\*{0,2})
     (?:                                             # in this order: "is" must not be read as a value
-        [ \t]{0,4}(?P<op>:=|=>|==|!=|=|:|->|,)
+        [ \t]{0,4}(?P<op>:=|::|=>|==|!=|=|:|->|,)
       | (?P<prose>(?:[ \t]+(?:for|of|on|at|to)[ \t]+[^\n:=]{1,40}?)?[ \t]+(?:is|was|are|were)
                   (?:[ \t]+(?:set[ \t]+to|now|still))?(?:[ \t]*[:\-])?)
       | [ \t]+(?P<ws>)

@@ -4,10 +4,13 @@ The generic scanner (``generic.py``) reads ``password: hunter2``, where the name
 before the value. Notes often put the name elsewhere:
 
 * a table cell under a ``Password`` / ``Token`` / ``Secret`` / ``API key`` column header, or
-  beside a row label (``| Password | hunter2 |``);
+  beside a row label (``| Password | hunter2 |``), in Markdown or in an HTML ``<table>``
+  (Obsidian renders both);
 * a definition list's term (``Password`` on one line, ``: hunter2`` on the next);
 * a line's label before a dash or an arrow, or a label of a few words
-  (``- Password — hunter2``, ``Root password (nas): hunter2``);
+  (``- Password — hunter2``, ``Root password (nas): hunter2``), or before the ``::`` of an
+  Obsidian Dataview field (``Root password (nas):: hunter2``; ``password:: hunter2`` and
+  ``[password:: hunter2]`` are the generic scanner's);
 * a frontmatter value under its key path (``db: {password: ...}``, a list under
   ``passwords:``), which the sanitiser reads one value at a time (:func:`field_line`).
 
@@ -24,6 +27,7 @@ a name is at most ``MAX_NAME`` characters.
 from __future__ import annotations
 
 import re
+from itertools import chain
 from typing import Iterable, Iterator, Sequence
 
 from rag_assets.privacy.secrets import generic
@@ -48,7 +52,7 @@ _LABEL_RE = re.compile(
     (?:\*\*|__|\*|`)?
     (?P<label>[^\n:=|\u2014\u2013\u2192\[\]{}<>"`;,!?]{1,64}?)  # a name: no brackets, quotes or clause marks
     [ \t]*(?:\*\*|__|\*|`)?[ \t]*
-    (?:\u2014|\u2013|\u2192|->|=>|:|=|-(?=[ \t]))            # em/en dash, arrows, colon, " - "
+    (?:\u2014|\u2013|\u2192|->|=>|::|:|=|-(?=[ \t]))        # em/en dash, arrows, colon(s), " - "
     [ \t]*(?:\*\*|__)?[ \t]*(?=\S)
     """,
     re.X,
@@ -60,6 +64,8 @@ def spans(text: str, low: str) -> Iterable[tuple[int, int, str]]:
     """Values a table header or row label, a definition term or a line label names a secret."""
     if "|" in text:
         yield from _table_spans(text, low)
+    if "<t" in low:
+        yield from _html_table_spans(text)
     if ":" in text:
         yield from _definition_spans(text)
     yield from _label_spans(text, low)
@@ -135,6 +141,48 @@ def _cells(text: str, start: int, end: int) -> list[tuple[int, int]]:
     if len(cells) > 1 and not text[cells[-1][0] : cells[-1][1]].strip():
         cells = cells[:-1]
     return cells
+
+
+# An HTML table's tags, read as one stream (one pass over the text, whatever it holds): a cell's
+# content runs from its <th>/<td> to the next table tag, so an unclosed cell costs nothing extra.
+_HTML_TABLE_TAG_RE = re.compile(r"<(/?)(table|tr|th|td)\b[^<>]{0,200}>", re.I)
+_HTML_LEAD_RE = re.compile(r"(?:\s|<[^<>]{0,100}>)*")
+_MAX_EDGE_TAGS = 10  # inline tags closed after a cell's value (</code></b>...) that are looked past
+
+
+def _html_table_spans(text: str) -> Iterator[tuple[int, int, str]]:
+    """Cells of HTML tables named by their column header (a <th> row) or their row's first cell."""
+    headers: list[str | None] = []
+    row: list[tuple[int, int, bool]] = []  # the current row's cells: content bounds, is a <th>
+    cell: tuple[int, bool] | None = None  # (content start, is a <th>) of the open cell
+    for tag in chain(_HTML_TABLE_TAG_RE.finditer(text), (None,)):  # None: the text ends, as a </table>
+        at, name = (tag.start(), tag.group(2).lower()) if tag else (len(text), "table")
+        if cell is not None:
+            row.append((*_html_content(text, cell[0], at), cell[1]))
+            cell = None
+        if tag is not None and name in ("th", "td") and not tag.group(1):
+            cell = (tag.end(), name == "th")
+        elif name in ("tr", "table"):  # a row ends (with the table, its headers)
+            if row and all(head for _, _, head in row) and not any(headers):
+                headers = [name_ident(text[a:b]) for a, b, _ in row]
+            elif row:
+                yield from _row_spans(text, [(a, b) for a, b, _ in row], headers)
+            row = []
+            if name == "table":
+                headers = []
+
+
+def _html_content(text: str, start: int, end: int) -> tuple[int, int]:
+    """A cell's bounds without the whitespace and inline tags (<code>, <b>) around its value; at
+    most ``_MAX_VALUE_LINE`` characters are read (the generic scanner reads 200 of a value)."""
+    end = min(end, start + _MAX_VALUE_LINE)
+    begin = _HTML_LEAD_RE.match(text, start, end).end()
+    for _ in range(_MAX_EDGE_TAGS):
+        end = begin + len(text[begin:end].rstrip())
+        if end <= begin or text[end - 1] != ">" or (lt := text.rfind("<", begin, end)) < 0:
+            break
+        end = lt
+    return begin, end
 
 
 def _definition_spans(text: str) -> Iterator[tuple[int, int, str]]:
