@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 import pytest
 
@@ -111,6 +112,35 @@ def test_the_anonymous_daily_allowance_survives_a_restart(site, ns, chat):
     assert member["status"] == 200 and json.loads(member["text"])["model"]  # a token holder is not counted
     (after_restart,) = serve_and_ask([ask])
     assert after_restart["status"] == 503 and "allowance" in json.loads(after_restart["text"])["error"]
+
+
+def spent_today(usage) -> int:
+    """The anonymous chat tokens the usage file counts (0 before the first answer writes it)."""
+    return json.loads(usage.read_text())["tokens"] if usage.exists() else 0
+
+
+def test_an_answer_left_mid_stream_still_counts_against_the_allowance(site, ns):
+    """A stranger who reads the first words of each streamed answer and hangs up must not get
+    answers for free: the model was asked (the provider bills the prompt), so the answer counts."""
+    from .test_ask import with_llm
+
+    cfg = served_with(site.cfg, anonymous_chat_tokens_per_day=50)
+    usage = cfg.data_dir / USAGE_FILE
+    usage.unlink(missing_ok=True)
+    question = {"question": f"who is the {PUBLIC_WORD}?"}
+    with ChatServer(token_delay=0.2) as slow:
+        app = create_app(with_llm(cfg, slow.url), preload=False, serve_private=False, host=ns.host_address)
+        with ServerThread(app, host=ns.host_address) as server:
+            (left,) = ns.run_client(server.url, [{"kind": "cut", "method": "POST", "path": "/ask",
+                                                  "json": {**question, "stream": True}, "until": "event: token"}])
+            assert left["status"] == 200 and "event: done" not in left["text"]  # it left mid-answer
+            deadline = time.monotonic() + 60  # a hang deadline only: the server notices at its next write
+            while spent_today(usage) == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            counted = spent_today(usage)
+            (after,) = ns.run_client(server.url, [{"kind": "http", "method": "POST", "path": "/ask", "json": question}])
+    assert counted >= 50  # the prompt and the words sent, estimated
+    assert after["status"] == 503 and "allowance" in json.loads(after["text"])["error"]
 
 
 def test_cors_is_closed_unless_the_origin_is_listed(site):

@@ -41,8 +41,9 @@ import json
 import logging
 import threading
 from dataclasses import replace
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Generator, Iterator
 
+import anyio
 import orjson
 from starlette.background import BackgroundTask
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
@@ -138,14 +139,29 @@ def _refusal(exc: Exception) -> JSONResponse:
     raise exc
 
 
-async def _released(frames: Iterator[bytes], slot: Slot | None) -> AsyncIterator[bytes]:
-    """The stream's frames; its answer slot is freed when it ends, fails or the client leaves."""
+async def _released(frames: Generator[bytes, None, None], slot: Slot | None) -> AsyncIterator[bytes]:
+    """The stream's frames; its answer slot is freed when it ends, fails or the client leaves.
+
+    When the client leaves, ``frames`` is closed here rather than whenever the garbage collector
+    gets to it (tracebacks keep it alive): closing runs :func:`~rag_assets.serve.limits.counted`'s
+    accounting and closes the model's stream."""
     try:
         async for frame in iterate_in_threadpool(frames):
             yield frame
     finally:
         if slot is not None:
             slot.release()
+        # The thread pool's next() has returned by now (it is not abandoned on cancellation);
+        # shielded, as a stream cancelled on disconnect would cancel this await too.
+        with anyio.CancelScope(shield=True):
+            await run_in_threadpool(_close, frames)
+
+
+def _close(frames: Generator[bytes, None, None]) -> None:
+    try:
+        frames.close()
+    except ValueError:  # still running in a worker thread: it ends with the generator's own return
+        log.warning("an answer's stream could not be closed at once; it is closed when it ends")
 
 
 class TooLarge(ValueError):

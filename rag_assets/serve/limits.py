@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 from starlette.responses import JSONResponse
 
@@ -197,19 +197,38 @@ def tokens_spent(event: Event, prepared: Prepared, answer_chars: int) -> int:
             return int(total)
     elif event.data.get("status") != 502:  # 503 (no model) or 403 (refused before sending): nothing spent
         return 0
+    return estimated_tokens(prepared, answer_chars)
+
+
+def estimated_tokens(prepared: Prepared, answer_chars: int) -> int:
+    """What an answer cost when the provider did not say: the sources, the prompt, the words so far."""
     prompt_chars = len(prepared.request.question) + len(prepared.rewrite.query)
     return prepared.context_tokens + PROMPT_OVERHEAD_TOKENS + (prompt_chars + answer_chars) // CHARS_PER_TOKEN
 
 
 def counted(events: Iterator[Event], prepared: Prepared, budget: DailyBudget | None) -> Iterator[Event]:
-    """``events`` unchanged; when they end, what the answer cost is added to ``budget`` (if any)."""
+    """``events`` unchanged; when they end, what the answer cost is added to ``budget`` (if any).
+
+    A client that leaves mid-stream closes this generator at a ``yield``: past the ``sources``
+    event the model was asked (the provider bills the prompt), so the estimate is counted then;
+    otherwise reading the first words and hanging up would make every answer free."""
     answer_chars = 0
-    for event in events:
-        if event.kind == "token":
-            answer_chars += len(event.data.get("text", ""))
-        elif event.kind in ("done", "error") and budget is not None:
-            budget.add(tokens_spent(event, prepared, answer_chars))
-        yield event
+    asked = finished = False
+    try:
+        for event in events:
+            if event.kind == "token":
+                answer_chars += len(event.data.get("text", ""))
+            elif event.kind in ("done", "error"):
+                finished = True
+                if budget is not None:
+                    budget.add(tokens_spent(event, prepared, answer_chars))
+            asked = asked or event.kind != "sources"
+            yield event
+    finally:
+        if isinstance(events, Generator):
+            events.close()  # the model's stream too: its connection closed, the provider stops writing
+        if budget is not None and asked and not finished and prepared.selection.provider is not None:
+            budget.add(estimated_tokens(prepared, answer_chars))
 
 
 class Limits:
