@@ -246,3 +246,24 @@ def test_the_scopes_each_caller_gets(site, ns, server, server_private):
         mine = local.get("/status").json()["access"]
     assert mine == {"user": "loopback", "signedIn": False, "locked": [],
                     "scopes": ["authenticated", "public", "safe", "private", "admin"]}
+
+
+def test_a_conversation_is_continued_only_by_the_caller_who_began_it(site, ns, server, chat):
+    """A session name is no key: a stranger naming another caller's session must not continue
+    it, so neither a prompt sent for them nor their answer shows that caller's earlier question."""
+    secret = "marmaladesmuggler"
+    first = {"question": f"does the {PUBLIC_WORD} know the {secret}?", "session": "shared"}
+    follow_up = {"question": "and who else?", "session": "shared"}
+    before = len(chat.prompts())
+    mine, again = ns.run_client(server.url, [
+        {"kind": "http", "method": "POST", "path": "/ask", "json": first, "headers": bearer(site.tokens["reader"])},
+        {"kind": "http", "method": "POST", "path": "/ask", "json": follow_up, "headers": bearer(site.tokens["reader"])},
+    ])
+    assert mine["status"] == again["status"] == 200, again["text"][:300]
+    assert json.loads(again["text"])["retrieval"]["rewrite"] != "first question"  # its own follow-up continues it
+    assert any(secret in p and "and who else?" in p for p in chat.prompts()[before:])
+    before = len(chat.prompts())
+    (theirs,) = ns.run_client(server.url, [{"kind": "http", "method": "POST", "path": "/ask", "json": follow_up}])
+    assert theirs["status"] == 200, theirs["text"][:300]
+    assert json.loads(theirs["text"])["retrieval"]["rewrite"] == "first question"  # a conversation of its own
+    assert secret not in theirs["text"] and not any(secret in p for p in chat.prompts()[before:])
