@@ -267,3 +267,16 @@ def test_a_conversation_is_continued_only_by_the_caller_who_began_it(site, ns, s
     assert theirs["status"] == 200, theirs["text"][:300]
     assert json.loads(theirs["text"])["retrieval"]["rewrite"] == "first question"  # a conversation of its own
     assert secret not in theirs["text"] and not any(secret in p for p in chat.prompts()[before:])
+
+
+def test_another_schemes_credentials_are_not_for_rag_to_judge(site, ns, server):
+    """A reverse proxy with a sign-in of its own (HTTP Basic) passes its Authorization header on:
+    the page and the Public tier still answer, and that header opens nothing more."""
+    basic = {"Authorization": "Basic dXNlcjpwYXNzd29yZA=="}
+    page, public, safe = ns.run_client(server.url, [
+        {"kind": "http", "path": "/", "headers": basic},
+        {"kind": "http", "path": "/search", "params": {"q": PUBLIC_WORD, "mode": "bm25"}, "headers": basic},
+        {"kind": "http", "path": "/search", "params": {"q": SAFE_WORD, "tier": "safe", "mode": "bm25"}, "headers": basic},
+    ])
+    assert page["status"] == 200 and public["status"] == 200 and PUBLIC_WORD in public["text"]
+    assert safe["status"] == 401 and SAFE_WORD not in safe["text"]

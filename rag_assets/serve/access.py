@@ -13,6 +13,8 @@ Starlette's :class:`~starlette.middleware.authentication.AuthenticationMiddlewar
 
 A Bearer token that is not valid (unknown, revoked, expired, malformed) is a 401 on any route,
 so a client learns at once that its credentials are wrong rather than silently reading Public.
+An ``Authorization`` header of another scheme (``Basic``, from a reverse proxy's own sign-in) is
+not this server's to judge: it is ignored, and opens nothing.
 
 A tier named by a request (query parameter, JSON body, MCP tool argument) is checked by
 :func:`check_tier_access`, which :meth:`rag_assets.serve.tiers.Tiers.index` calls for every
@@ -125,7 +127,7 @@ class AccessBackend(AuthenticationBackend):
         if self.bound_loopback and is_loopback_client(conn):
             return AuthCredentials(list(LOOPBACK_SCOPES)), RagUser("loopback", "loopback")  # a list per request
         header = conn.headers.get("authorization")
-        if header is not None:
+        if header is not None and header.partition(" ")[0].lower() == "bearer":
             record = await self._bearer(header)
             return AuthCredentials(token_scopes(record, self.allow_private_remote)), RagUser(record.name, "bearer")
         session_id = conn.cookies.get(SESSION_COOKIE)
@@ -136,9 +138,8 @@ class AccessBackend(AuthenticationBackend):
         return AuthCredentials(list(ANONYMOUS_SCOPES)), RagUser("", "anonymous")
 
     async def _bearer(self, header: str) -> TokenRecord:
-        scheme, _, token = header.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        token = header.partition(" ")[2].strip()
+        if not token:
             raise AuthenticationError("send the token as `Authorization: Bearer <token>`")
         record = None
         if self.tokens is not None:
