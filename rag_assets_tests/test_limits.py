@@ -154,3 +154,26 @@ def test_cors_is_closed_unless_the_origin_is_listed(site):
             assert answer.headers.get("access-control-allow-origin") == (origin if allowed else None)
             preflight = server.client.options("/embed", headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
             assert preflight.headers.get("access-control-allow-origin") == (origin if allowed else None)
+
+
+def test_an_ipv6_client_cannot_escape_its_bucket_by_changing_address(site):
+    """One subscriber is given a whole IPv6 /64 and may use any address in it: the bucket is the
+    /64's, or a client would get a fresh burst per request. Another /64 has its own."""
+    import asyncio
+
+    import httpx
+
+    cfg = served_with(site.cfg, search_limit=RateLimit(per_second=0.01, burst=3))
+    app = create_app(cfg, preload=False, serve_private=False, host="2001:db8::ff")
+
+    async def status_from(host: str) -> int:
+        transport = httpx.ASGITransport(app, client=(host, 40000))  # the app as served, the client's address set
+        async with httpx.AsyncClient(transport=transport, base_url="http://[2001:db8::ff]") as client:
+            return (await client.get("/search", params={"q": PUBLIC_WORD, "mode": "bm25"})).status_code
+
+    async def run() -> tuple[list[int], int]:
+        same = [await status_from(f"2001:db8::{i}") for i in range(1, 7)]
+        return same, await status_from("2001:db8:0:1::1")
+
+    same_64, other_64 = asyncio.run(run())
+    assert same_64 == [200, 200, 200, 429, 429, 429] and other_64 == 200

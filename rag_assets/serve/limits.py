@@ -1,8 +1,8 @@
 """Limits for the public: per-client rate limits, a cap on answers generated at once, and a daily
 allowance of chat-model tokens for anonymous questions (``serve:`` in rag.yaml).
 
-- :class:`RateLimiter`: a token bucket per client (its address when anonymous, its token's name
-  when it has one): ``burst`` requests at once, refilled at ``per_second``. :class:`RateLimits`
+- :class:`RateLimiter`: a token bucket per client (its address when anonymous, an IPv6 one's
+  /64; its token's name when it has one): ``burst`` requests at once, refilled at ``per_second``. :class:`RateLimits`
   applies the ``search_limit`` bucket to ``/search``, ``/context``, ``/embed`` and ``/mcp``
   and the ``ask_limit`` bucket to ``POST /ask`` (the MCP ``ask`` tool takes from the same one);
   over it, a 429 with ``Retry-After`` in whole seconds (at least 1).
@@ -19,6 +19,7 @@ from all three.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import math
@@ -59,13 +60,28 @@ def too_many(message: str, wait: float) -> JSONResponse:
 
 
 def client_key(scope: Any) -> str:
-    """Whose bucket a request takes from: the token's name, else the client's address."""
+    """Whose bucket a request takes from: the token's name, else the client's address (:func:`address_key`)."""
     user = scope.get("user") if isinstance(scope, dict) else getattr(scope, "user", None)
     name = getattr(user, "display_name", "")
     if name and getattr(user, "is_authenticated", False):
         return f"token:{name}"
     client = scope.get("client") if isinstance(scope, dict) else None
-    return f"addr:{client[0] if client else 'unknown'}"
+    return address_key(client[0] if client else None)
+
+
+def address_key(host: str | None) -> str:
+    """An anonymous client's key: its IPv4 address, or its IPv6 address's /64. One subscriber is
+    given a whole /64 and may use any address in it, so keyed by address it would get a fresh
+    bucket per request."""
+    try:
+        ip = ipaddress.ip_address(host or "")
+    except ValueError:
+        return f"addr:{host or 'unknown'}"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:  # ::ffff:a.b.c.d, an IPv4 client of a dual-stack socket
+            return f"addr:{ip.ipv4_mapped}"
+        return f"addr:{ipaddress.IPv6Network((ip, 64), strict=False)}"
+    return f"addr:{ip}"
 
 
 def exempt(who: Any) -> bool:
