@@ -280,3 +280,20 @@ def test_another_schemes_credentials_are_not_for_rag_to_judge(site, ns, server):
     ])
     assert page["status"] == 200 and public["status"] == 200 and PUBLIC_WORD in public["text"]
     assert safe["status"] == 401 and SAFE_WORD not in safe["text"]
+
+
+@pytest.mark.parametrize("header", ["Forwarded: for=203.0.113.9", "X-Real-IP: 203.0.113.9", "X-Forwarded-For: 127.0.0.1"])
+def test_a_request_a_proxy_forwarded_is_not_the_owners(site, header):
+    """A loopback address behind a reverse proxy on the same machine is anyone's: a request that
+    carries a proxy's header is judged by its token, not by its loopback address (uvicorn itself
+    replaces the address only from X-Forwarded-For, and keeps it when that names loopback)."""
+    name, value = header.split(": ")
+    with ServerThread(create_app(site.cfg, preload=False)) as local:
+        owner = local.get("/status").json()["access"]
+        proxied = local.client.get("/status", headers={name: value}).json()["access"]
+        safe = local.client.get("/search", params={"q": SAFE_WORD, "tier": "safe", "mode": "bm25"}, headers={name: value})
+        signed_in = local.client.get("/search", params={"q": SAFE_WORD, "tier": "safe", "mode": "bm25"},
+                                     headers={name: value, **bearer(site.tokens["reader"])})
+    assert owner["user"] == "loopback" and proxied["scopes"] == ["public"]
+    assert safe.status_code == 401 and SAFE_WORD not in safe.text
+    assert signed_in.status_code == 200 and SAFE_WORD in signed_in.text

@@ -6,6 +6,8 @@ Starlette's :class:`~starlette.middleware.authentication.AuthenticationMiddlewar
 
 - a loopback client of a server bound to loopback (the default ``rag serve``): the machine's
   owner, ``["authenticated", "public", "safe", "private", "admin"]``, user ``"loopback"``;
+  unless the request carries a reverse proxy's header (``Forwarded``, ``X-Forwarded-For``,
+  ``X-Real-IP``, ...): through a proxy on this machine anyone's address is loopback;
 - ``Authorization: Bearer <token>`` or the web page's session cookie (:mod:`.login`):
   ``["authenticated", "public", *the token's scopes]``, ``private`` only when the server was
   started with ``--allow-private-remote``; user: the token's name;
@@ -108,9 +110,20 @@ def check_tier_access(who: Any, tier: str) -> None:
                           "or sign in at /login (the server's owner creates tokens with `rag token create`)")
 
 
+# Headers a reverse proxy adds. Behind a proxy on this machine every client's address is
+# loopback, so a request carrying one is not known to come from the owner (uvicorn replaces the
+# address from X-Forwarded-For only, and keeps loopback when the header names it).
+PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip", "cf-connecting-ip", "true-client-ip")
+
+
 def is_loopback_client(conn: HTTPConnection) -> bool:
     client = conn.client
     return client is not None and is_loopback_host(client.host or "")
+
+
+def is_owner(conn: HTTPConnection) -> bool:
+    """A loopback client that no proxy forwarded (see PROXY_HEADERS)."""
+    return is_loopback_client(conn) and not any(name in conn.headers for name in PROXY_HEADERS)
 
 
 class AccessBackend(AuthenticationBackend):
@@ -124,7 +137,7 @@ class AccessBackend(AuthenticationBackend):
         self.allow_private_remote = allow_private_remote
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser]:
-        if self.bound_loopback and is_loopback_client(conn):
+        if self.bound_loopback and is_owner(conn):
             return AuthCredentials(list(LOOPBACK_SCOPES)), RagUser("loopback", "loopback")  # a list per request
         header = conn.headers.get("authorization")
         if header is not None and header.partition(" ")[0].lower() == "bearer":
