@@ -167,11 +167,13 @@ def test_an_ipv6_client_cannot_escape_its_bucket_by_changing_address(site):
     app = create_app(cfg, preload=False, serve_private=False, host="2001:db8::ff")
 
     async def status_from(host: str) -> int:
+        """One search's status, sent from ``host``."""
         transport = httpx.ASGITransport(app, client=(host, 40000))  # the app as served, the client's address set
         async with httpx.AsyncClient(transport=transport, base_url="http://[2001:db8::ff]") as client:
             return (await client.get("/search", params={"q": PUBLIC_WORD, "mode": "bm25"})).status_code
 
     async def run() -> tuple[list[int], int]:
+        """Six searches from six addresses of one /64, then one from the next /64."""
         same = [await status_from(f"2001:db8::{i}") for i in range(1, 7)]
         return same, await status_from("2001:db8:0:1::1")
 

@@ -170,6 +170,7 @@ async def _released(frames: Generator[bytes, None, None], slot: Slot | None) -> 
 
 
 def _close(frames: Generator[bytes, None, None]) -> None:
+    """Close an answer's frames (and with them its accounting and model stream), in a worker thread."""
     try:
         frames.close()
     except ValueError:  # still running in a worker thread: it ends with the generator's own return
