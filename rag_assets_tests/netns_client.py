@@ -14,6 +14,9 @@ by that cookie's current value.
   "retryAfter": [values seen]}``
 - ``{"kind": "parallel", "calls": [...], "stagger"}``: those calls at once, each ``stagger``
   seconds after the previous -> the list of their results
+- ``{"kind": "cut", "method", "path", "json"?, "headers"?, "until"}``: a streamed request whose
+  connection is closed as soon as the body holds ``until`` (a client that leaves mid-answer)
+  -> ``{"status", "text"}``: what it had read
 """
 
 from __future__ import annotations
@@ -105,9 +108,23 @@ def parallel(call: dict[str, Any]) -> list[dict[str, Any]]:
     return results
 
 
+def cut(call: dict[str, Any]) -> dict[str, Any]:
+    """Read a streamed answer until ``until`` shows, then drop the connection (its own client, so
+    closing it closes the socket rather than returning it to a pool)."""
+    text = ""
+    with httpx.Client(base_url=BASE, timeout=120) as own:
+        with own.stream(call.get("method", "POST"), call["path"], json=call.get("json"),
+                        headers=call.get("headers") or {}) as r:
+            for piece in r.iter_text():
+                text += piece
+                if call["until"] in text:
+                    break
+    return {"status": r.status_code, "text": text}
+
+
 def one(call: dict[str, Any]) -> Any:
     kind = call.get("kind", "http")
-    return {"http": http_call, "mcp": mcp_call, "burst": burst, "parallel": parallel}[kind](call)
+    return {"http": http_call, "mcp": mcp_call, "burst": burst, "parallel": parallel, "cut": cut}[kind](call)
 
 
 if __name__ == "__main__":

@@ -246,3 +246,54 @@ def test_the_scopes_each_caller_gets(site, ns, server, server_private):
         mine = local.get("/status").json()["access"]
     assert mine == {"user": "loopback", "signedIn": False, "locked": [],
                     "scopes": ["authenticated", "public", "safe", "private", "admin"]}
+
+
+def test_a_conversation_is_continued_only_by_the_caller_who_began_it(site, ns, server, chat):
+    """A session name is no key: a stranger naming another caller's session must not continue
+    it, so neither a prompt sent for them nor their answer shows that caller's earlier question."""
+    secret = "marmaladesmuggler"
+    first = {"question": f"does the {PUBLIC_WORD} know the {secret}?", "session": "shared"}
+    follow_up = {"question": "and who else?", "session": "shared"}
+    before = len(chat.prompts())
+    mine, again = ns.run_client(server.url, [
+        {"kind": "http", "method": "POST", "path": "/ask", "json": first, "headers": bearer(site.tokens["reader"])},
+        {"kind": "http", "method": "POST", "path": "/ask", "json": follow_up, "headers": bearer(site.tokens["reader"])},
+    ])
+    assert mine["status"] == again["status"] == 200, again["text"][:300]
+    assert json.loads(again["text"])["retrieval"]["rewrite"] != "first question"  # its own follow-up continues it
+    assert any(secret in p and "and who else?" in p for p in chat.prompts()[before:])
+    before = len(chat.prompts())
+    (theirs,) = ns.run_client(server.url, [{"kind": "http", "method": "POST", "path": "/ask", "json": follow_up}])
+    assert theirs["status"] == 200, theirs["text"][:300]
+    assert json.loads(theirs["text"])["retrieval"]["rewrite"] == "first question"  # a conversation of its own
+    assert secret not in theirs["text"] and not any(secret in p for p in chat.prompts()[before:])
+
+
+def test_another_schemes_credentials_are_not_for_rag_to_judge(site, ns, server):
+    """A reverse proxy with a sign-in of its own (HTTP Basic) passes its Authorization header on:
+    the page and the Public tier still answer, and that header opens nothing more."""
+    basic = {"Authorization": "Basic dXNlcjpwYXNzd29yZA=="}
+    page, public, safe = ns.run_client(server.url, [
+        {"kind": "http", "path": "/", "headers": basic},
+        {"kind": "http", "path": "/search", "params": {"q": PUBLIC_WORD, "mode": "bm25"}, "headers": basic},
+        {"kind": "http", "path": "/search", "params": {"q": SAFE_WORD, "tier": "safe", "mode": "bm25"}, "headers": basic},
+    ])
+    assert page["status"] == 200 and public["status"] == 200 and PUBLIC_WORD in public["text"]
+    assert safe["status"] == 401 and SAFE_WORD not in safe["text"]
+
+
+@pytest.mark.parametrize("header", ["Forwarded: for=203.0.113.9", "X-Real-IP: 203.0.113.9", "X-Forwarded-For: 127.0.0.1"])
+def test_a_request_a_proxy_forwarded_is_not_the_owners(site, header):
+    """A loopback address behind a reverse proxy on the same machine is anyone's: a request that
+    carries a proxy's header is judged by its token, not by its loopback address (uvicorn itself
+    replaces the address only from X-Forwarded-For, and keeps it when that names loopback)."""
+    name, value = header.split(": ")
+    with ServerThread(create_app(site.cfg, preload=False)) as local:
+        owner = local.get("/status").json()["access"]
+        proxied = local.client.get("/status", headers={name: value}).json()["access"]
+        safe = local.client.get("/search", params={"q": SAFE_WORD, "tier": "safe", "mode": "bm25"}, headers={name: value})
+        signed_in = local.client.get("/search", params={"q": SAFE_WORD, "tier": "safe", "mode": "bm25"},
+                                     headers={name: value, **bearer(site.tokens["reader"])})
+    assert owner["user"] == "loopback" and proxied["scopes"] == ["public"]
+    assert safe.status_code == 401 and SAFE_WORD not in safe.text
+    assert signed_in.status_code == 200 and SAFE_WORD in signed_in.text

@@ -138,6 +138,9 @@ def test_adding_and_removing_a_vault_edits_rag_yaml_and_is_logged(server, cfg):
 REFUSED = [
     ({"name": "a/b", "path": "vaults/new", "tier": "safe"}, "may not contain"),
     ({"name": "..", "path": "vaults/new", "tier": "safe"}, "may not contain"),
+    ({"name": "x", "path": "vaults/new\x00", "tier": "safe"}, "control character"),  # was a 500 (embedded null byte)
+    ({"name": "x\x00y", "path": "vaults/new", "tier": "safe"}, "control character"),
+    ({"name": "x\ny", "path": "vaults/new", "tier": "safe"}, "control character"),
     ({"name": "x", "path": "/tmp", "tier": "safe"}, "outside the allowed roots"),
     ({"name": "x", "path": "content/docs", "tier": "private"}, "overlaps the content folder"),
     ({"name": "x", "path": "out/data", "tier": "private"}, "overlaps the output"),

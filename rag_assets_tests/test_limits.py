@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 import pytest
 
@@ -113,6 +114,35 @@ def test_the_anonymous_daily_allowance_survives_a_restart(site, ns, chat):
     assert after_restart["status"] == 503 and "allowance" in json.loads(after_restart["text"])["error"]
 
 
+def spent_today(usage) -> int:
+    """The anonymous chat tokens the usage file counts (0 before the first answer writes it)."""
+    return json.loads(usage.read_text())["tokens"] if usage.exists() else 0
+
+
+def test_an_answer_left_mid_stream_still_counts_against_the_allowance(site, ns):
+    """A stranger who reads the first words of each streamed answer and hangs up must not get
+    answers for free: the model was asked (the provider bills the prompt), so the answer counts."""
+    from .test_ask import with_llm
+
+    cfg = served_with(site.cfg, anonymous_chat_tokens_per_day=50)
+    usage = cfg.data_dir / USAGE_FILE
+    usage.unlink(missing_ok=True)
+    question = {"question": f"who is the {PUBLIC_WORD}?"}
+    with ChatServer(token_delay=0.2) as slow:
+        app = create_app(with_llm(cfg, slow.url), preload=False, serve_private=False, host=ns.host_address)
+        with ServerThread(app, host=ns.host_address) as server:
+            (left,) = ns.run_client(server.url, [{"kind": "cut", "method": "POST", "path": "/ask",
+                                                  "json": {**question, "stream": True}, "until": "event: token"}])
+            assert left["status"] == 200 and "event: done" not in left["text"]  # it left mid-answer
+            deadline = time.monotonic() + 60  # a hang deadline only: the server notices at its next write
+            while spent_today(usage) == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            counted = spent_today(usage)
+            (after,) = ns.run_client(server.url, [{"kind": "http", "method": "POST", "path": "/ask", "json": question}])
+    assert counted >= 50  # the prompt and the words sent, estimated
+    assert after["status"] == 503 and "allowance" in json.loads(after["text"])["error"]
+
+
 def test_cors_is_closed_unless_the_origin_is_listed(site):
     cfg = served_with(site.cfg, cors_origins=("https://site.example",))
     with ServerThread(create_app(cfg, preload=False)) as listed, ServerThread(create_app(site.cfg, preload=False)) as closed:
@@ -124,3 +154,28 @@ def test_cors_is_closed_unless_the_origin_is_listed(site):
             assert answer.headers.get("access-control-allow-origin") == (origin if allowed else None)
             preflight = server.client.options("/embed", headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
             assert preflight.headers.get("access-control-allow-origin") == (origin if allowed else None)
+
+
+def test_an_ipv6_client_cannot_escape_its_bucket_by_changing_address(site):
+    """One subscriber is given a whole IPv6 /64 and may use any address in it: the bucket is the
+    /64's, or a client would get a fresh burst per request. Another /64 has its own."""
+    import asyncio
+
+    import httpx
+
+    cfg = served_with(site.cfg, search_limit=RateLimit(per_second=0.01, burst=3))
+    app = create_app(cfg, preload=False, serve_private=False, host="2001:db8::ff")
+
+    async def status_from(host: str) -> int:
+        """One search's status, sent from ``host``."""
+        transport = httpx.ASGITransport(app, client=(host, 40000))  # the app as served, the client's address set
+        async with httpx.AsyncClient(transport=transport, base_url="http://[2001:db8::ff]") as client:
+            return (await client.get("/search", params={"q": PUBLIC_WORD, "mode": "bm25"})).status_code
+
+    async def run() -> tuple[list[int], int]:
+        """Six searches from six addresses of one /64, then one from the next /64."""
+        same = [await status_from(f"2001:db8::{i}") for i in range(1, 7)]
+        return same, await status_from("2001:db8:0:1::1")
+
+    same_64, other_64 = asyncio.run(run())
+    assert same_64 == [200, 200, 200, 429, 429, 429] and other_64 == 200

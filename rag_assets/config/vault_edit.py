@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -60,6 +61,8 @@ def add_vault(
         raise VaultEditRefused(f"tier must be one of {', '.join(VAULT_TIERS)} (got {tier!r})")
     if not path.strip():
         raise VaultEditRefused("give the vault's folder (a path relative to rag.yaml's folder, or absolute)")
+    if has_control_character(path):  # a NUL byte would fail deep in the path functions
+        raise VaultEditRefused("the vault's path may not contain a control character (a NUL byte, a newline, ...)")
     current = _validated(config_path, text, environ, "the current rag.yaml does not validate; fix it first")
     if any(v.name == name for v in current.vaults):
         raise VaultEditRefused(f"a vault named {name!r} exists already; pick another name or remove it first")
@@ -109,6 +112,13 @@ def check_vault_name(name: str) -> None:
         raise VaultEditRefused("give the vault a name")
     if "/" in name or "\\" in name or ".." in name:
         raise VaultEditRefused(f"vault name {name!r} may not contain '/', '\\' or '..'; use a plain name such as 'notes'")
+    if has_control_character(name):
+        raise VaultEditRefused(f"vault name {name!r} may not contain a control character; use a plain name such as 'notes'")
+
+
+def has_control_character(text: str) -> bool:
+    """Whether ``text`` holds a control character (NUL, newline, tab, escape, ...)."""
+    return any(unicodedata.category(ch) == "Cc" for ch in text)
 
 
 def allowed_roots(cfg: RagConfig) -> list[Path]:

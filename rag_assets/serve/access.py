@@ -6,6 +6,8 @@ Starlette's :class:`~starlette.middleware.authentication.AuthenticationMiddlewar
 
 - a loopback client of a server bound to loopback (the default ``rag serve``): the machine's
   owner, ``["authenticated", "public", "safe", "private", "admin"]``, user ``"loopback"``;
+  unless the request carries a reverse proxy's header (``Forwarded``, ``X-Forwarded-For``,
+  ``X-Real-IP``, ...): through a proxy on this machine anyone's address is loopback;
 - ``Authorization: Bearer <token>`` or the web page's session cookie (:mod:`.login`):
   ``["authenticated", "public", *the token's scopes]``, ``private`` only when the server was
   started with ``--allow-private-remote``; user: the token's name;
@@ -13,6 +15,8 @@ Starlette's :class:`~starlette.middleware.authentication.AuthenticationMiddlewar
 
 A Bearer token that is not valid (unknown, revoked, expired, malformed) is a 401 on any route,
 so a client learns at once that its credentials are wrong rather than silently reading Public.
+An ``Authorization`` header of another scheme (``Basic``, from a reverse proxy's own sign-in) is
+not this server's to judge: it is ignored, and opens nothing.
 
 A tier named by a request (query parameter, JSON body, MCP tool argument) is checked by
 :func:`check_tier_access`, which :meth:`rag_assets.serve.tiers.Tiers.index` calls for every
@@ -106,9 +110,20 @@ def check_tier_access(who: Any, tier: str) -> None:
                           "or sign in at /login (the server's owner creates tokens with `rag token create`)")
 
 
+# Headers a reverse proxy adds. Behind a proxy on this machine every client's address is
+# loopback, so a request carrying one is not known to come from the owner (uvicorn replaces the
+# address from X-Forwarded-For only, and keeps loopback when the header names it).
+PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip", "cf-connecting-ip", "true-client-ip")
+
+
 def is_loopback_client(conn: HTTPConnection) -> bool:
     client = conn.client
     return client is not None and is_loopback_host(client.host or "")
+
+
+def is_owner(conn: HTTPConnection) -> bool:
+    """A loopback client that no proxy forwarded (see PROXY_HEADERS)."""
+    return is_loopback_client(conn) and not any(name in conn.headers for name in PROXY_HEADERS)
 
 
 class AccessBackend(AuthenticationBackend):
@@ -122,10 +137,10 @@ class AccessBackend(AuthenticationBackend):
         self.allow_private_remote = allow_private_remote
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser]:
-        if self.bound_loopback and is_loopback_client(conn):
+        if self.bound_loopback and is_owner(conn):
             return AuthCredentials(list(LOOPBACK_SCOPES)), RagUser("loopback", "loopback")  # a list per request
         header = conn.headers.get("authorization")
-        if header is not None:
+        if header is not None and header.partition(" ")[0].lower() == "bearer":
             record = await self._bearer(header)
             return AuthCredentials(token_scopes(record, self.allow_private_remote)), RagUser(record.name, "bearer")
         session_id = conn.cookies.get(SESSION_COOKIE)
@@ -136,9 +151,8 @@ class AccessBackend(AuthenticationBackend):
         return AuthCredentials(list(ANONYMOUS_SCOPES)), RagUser("", "anonymous")
 
     async def _bearer(self, header: str) -> TokenRecord:
-        scheme, _, token = header.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        token = header.partition(" ")[2].strip()
+        if not token:
             raise AuthenticationError("send the token as `Authorization: Bearer <token>`")
         record = None
         if self.tokens is not None:

@@ -6,7 +6,8 @@ Request body (JSON; any other key is a 400)::
      "collections"?: ["a", "b"] or "a,b", "stream"?: true}
 
 ``question`` is required, at most ``MAX_QUESTION_CHARS`` characters; ``tier`` defaults to
-public; ``session`` continues a conversation (1-64 letters, digits, ``.``, ``_``, ``-``).
+public; ``session`` continues a conversation (1-64 letters, digits, ``.``, ``_``, ``-``): the
+caller's own, as each remote caller's sessions are kept apart (:func:`caller_session`).
 
 JSON (the default) answers what ``rag ask --json`` prints::
 
@@ -41,8 +42,9 @@ import json
 import logging
 import threading
 from dataclasses import replace
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Generator, Iterator
 
+import anyio
 import orjson
 from starlette.background import BackgroundTask
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
@@ -60,7 +62,7 @@ from rag_assets.index.params import SearchError
 from rag_assets.search.rendered import rendered_source_json
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.serve.access import TierDenied
-from rag_assets.serve.limits import Limits, Slot, counted, exempt, too_many
+from rag_assets.serve.limits import Limits, Slot, client_key, counted, exempt, too_many
 from rag_assets.serve.http_params import MAX_QUERY_CHARS
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 
@@ -80,7 +82,8 @@ def ask_routes(cfg: RagConfig, tiers: Tiers, limits: Limits) -> list[Route]:
     def prepare_answer(request: AskRequest, caller: Request) -> Prepared:
         tiers.check_tier(request.tier, caller)  # before anything is searched or a model chosen
         # Sanitised before the rewrite, the search, the model and the answer log see it
-        request = replace(request, question=tiers.question(request.tier, request.question))
+        request = replace(request, question=tiers.question(request.tier, request.question),
+                          session=caller_session(request.session, caller))
         selection = models.get(request.tier)
         budget = limits.anonymous_budget(caller)
         if budget is not None and selection.provider is not None and budget.exhausted():
@@ -123,6 +126,16 @@ def ask_routes(cfg: RagConfig, tiers: Tiers, limits: Limits) -> list[Route]:
     return [Route("/ask", ask, methods=["POST"])]
 
 
+def caller_session(session: str | None, caller: Request) -> str | None:
+    """A conversation's name as stored. The owner's (a loopback client of a loopback server) as
+    given, shared with ``rag ask --session``; anyone else's under their token's name or address,
+    so a caller who names another's session starts a conversation of their own instead of
+    continuing (and reading, through the rewrite) that one."""
+    if session is None or getattr(caller.user, "via", None) == "loopback":
+        return session
+    return f"{client_key(caller.scope)}/{session}"
+
+
 def _refusal(exc: Exception) -> JSONResponse:
     """The JSON error for what stopped a question before any answer (a bug is re-raised: a 500)."""
     if isinstance(exc, (BadRequest, SearchError)):
@@ -138,14 +151,30 @@ def _refusal(exc: Exception) -> JSONResponse:
     raise exc
 
 
-async def _released(frames: Iterator[bytes], slot: Slot | None) -> AsyncIterator[bytes]:
-    """The stream's frames; its answer slot is freed when it ends, fails or the client leaves."""
+async def _released(frames: Generator[bytes, None, None], slot: Slot | None) -> AsyncIterator[bytes]:
+    """The stream's frames; its answer slot is freed when it ends, fails or the client leaves.
+
+    When the client leaves, ``frames`` is closed here rather than whenever the garbage collector
+    gets to it (tracebacks keep it alive): closing runs :func:`~rag_assets.serve.limits.counted`'s
+    accounting and closes the model's stream."""
     try:
         async for frame in iterate_in_threadpool(frames):
             yield frame
     finally:
         if slot is not None:
             slot.release()
+        # The thread pool's next() has returned by now (it is not abandoned on cancellation);
+        # shielded, as a stream cancelled on disconnect would cancel this await too.
+        with anyio.CancelScope(shield=True):
+            await run_in_threadpool(_close, frames)
+
+
+def _close(frames: Generator[bytes, None, None]) -> None:
+    """Close an answer's frames (and with them its accounting and model stream), in a worker thread."""
+    try:
+        frames.close()
+    except ValueError:  # still running in a worker thread: it ends with the generator's own return
+        log.warning("an answer's stream could not be closed at once; it is closed when it ends")
 
 
 class TooLarge(ValueError):

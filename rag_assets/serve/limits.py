@@ -1,8 +1,8 @@
 """Limits for the public: per-client rate limits, a cap on answers generated at once, and a daily
 allowance of chat-model tokens for anonymous questions (``serve:`` in rag.yaml).
 
-- :class:`RateLimiter`: a token bucket per client (its address when anonymous, its token's name
-  when it has one): ``burst`` requests at once, refilled at ``per_second``. :class:`RateLimits`
+- :class:`RateLimiter`: a token bucket per client (its address when anonymous, an IPv6 one's
+  /64; its token's name when it has one): ``burst`` requests at once, refilled at ``per_second``. :class:`RateLimits`
   applies the ``search_limit`` bucket to ``/search``, ``/context``, ``/embed`` and ``/mcp``
   and the ``ask_limit`` bucket to ``POST /ask`` (the MCP ``ask`` tool takes from the same one);
   over it, a 429 with ``Retry-After`` in whole seconds (at least 1).
@@ -19,6 +19,7 @@ from all three.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import math
@@ -29,7 +30,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 from starlette.responses import JSONResponse
 
@@ -59,13 +60,28 @@ def too_many(message: str, wait: float) -> JSONResponse:
 
 
 def client_key(scope: Any) -> str:
-    """Whose bucket a request takes from: the token's name, else the client's address."""
+    """Whose bucket a request takes from: the token's name, else the client's address (:func:`address_key`)."""
     user = scope.get("user") if isinstance(scope, dict) else getattr(scope, "user", None)
     name = getattr(user, "display_name", "")
     if name and getattr(user, "is_authenticated", False):
         return f"token:{name}"
     client = scope.get("client") if isinstance(scope, dict) else None
-    return f"addr:{client[0] if client else 'unknown'}"
+    return address_key(client[0] if client else None)
+
+
+def address_key(host: str | None) -> str:
+    """An anonymous client's key: its IPv4 address, or its IPv6 address's /64. One subscriber is
+    given a whole /64 and may use any address in it, so keyed by address it would get a fresh
+    bucket per request."""
+    try:
+        ip = ipaddress.ip_address(host or "")
+    except ValueError:
+        return f"addr:{host or 'unknown'}"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:  # ::ffff:a.b.c.d, an IPv4 client of a dual-stack socket
+            return f"addr:{ip.ipv4_mapped}"
+        return f"addr:{ipaddress.IPv6Network((ip, 64), strict=False)}"
+    return f"addr:{ip}"
 
 
 def exempt(who: Any) -> bool:
@@ -197,19 +213,38 @@ def tokens_spent(event: Event, prepared: Prepared, answer_chars: int) -> int:
             return int(total)
     elif event.data.get("status") != 502:  # 503 (no model) or 403 (refused before sending): nothing spent
         return 0
+    return estimated_tokens(prepared, answer_chars)
+
+
+def estimated_tokens(prepared: Prepared, answer_chars: int) -> int:
+    """What an answer cost when the provider did not say: the sources, the prompt, the words so far."""
     prompt_chars = len(prepared.request.question) + len(prepared.rewrite.query)
     return prepared.context_tokens + PROMPT_OVERHEAD_TOKENS + (prompt_chars + answer_chars) // CHARS_PER_TOKEN
 
 
 def counted(events: Iterator[Event], prepared: Prepared, budget: DailyBudget | None) -> Iterator[Event]:
-    """``events`` unchanged; when they end, what the answer cost is added to ``budget`` (if any)."""
+    """``events`` unchanged; when they end, what the answer cost is added to ``budget`` (if any).
+
+    A client that leaves mid-stream closes this generator at a ``yield``: past the ``sources``
+    event the model was asked (the provider bills the prompt), so the estimate is counted then;
+    otherwise reading the first words and hanging up would make every answer free."""
     answer_chars = 0
-    for event in events:
-        if event.kind == "token":
-            answer_chars += len(event.data.get("text", ""))
-        elif event.kind in ("done", "error") and budget is not None:
-            budget.add(tokens_spent(event, prepared, answer_chars))
-        yield event
+    asked = finished = False
+    try:
+        for event in events:
+            if event.kind == "token":
+                answer_chars += len(event.data.get("text", ""))
+            elif event.kind in ("done", "error"):
+                finished = True
+                if budget is not None:
+                    budget.add(tokens_spent(event, prepared, answer_chars))
+            asked = asked or event.kind != "sources"
+            yield event
+    finally:
+        if isinstance(events, Generator):
+            events.close()  # the model's stream too: its connection closed, the provider stops writing
+        if budget is not None and asked and not finished and prepared.selection.provider is not None:
+            budget.add(estimated_tokens(prepared, answer_chars))
 
 
 class Limits:

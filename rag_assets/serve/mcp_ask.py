@@ -19,7 +19,7 @@ from rag_assets.config import RagConfig
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.serve.ask_routes import ChatModels
 from rag_assets.serve.mcp_schemas import ASK_SCHEMA
-from rag_assets.serve.limits import DailyBudget, Limits, counted, exempt, retry_after
+from rag_assets.serve.limits import DailyBudget, Limits, address_key, counted, exempt, retry_after
 from rag_assets.serve.mcp_base import Caller, ToolEnv, ToolError, ToolSpec, caller_scopes, tier_index
 
 ASK_DESCRIPTION = (
@@ -82,7 +82,7 @@ def _ask_allowance(limits: Limits | None, caller: Caller, scopes: list[str]) -> 
     if limits is None or exempt(scopes):
         yield None
         return
-    key = f"token:{caller.user}" if caller.user else f"addr:{caller.client_host or 'unknown'}"
+    key = f"token:{caller.user}" if caller.user else address_key(caller.client_host)
     wait = limits.ask.take(key)
     if wait > 0:
         raise ToolError(f"too many questions from this client; retry after {retry_after(wait)} s")
