@@ -73,7 +73,14 @@ _HOMES = {
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
-__all__ = sorted(_MODULE_OF)
+__all__ = [
+    "CONFIG_FILE_NAME", "DEFAULT_COLLECTION_WEIGHTS", "SHARD_MARK", "ENV_OVERRIDES", "TIERS", "VAULTS_FOLDER", "AutomationConfig",
+    "ChunkingParams", "ConfigError", "ConfigFile", "EmbedderSettings", "EvaluationConfig", "OllamaSettings", "OpenAISettings",
+    "Override", "RagConfig", "RerankerSettings", "VaultConfig", "build_config", "chunking_params", "collect_overrides",
+    "CONFIG_ADAPTER", "config_digest", "default_question_files", "describe_error", "effective_settings",
+    "find_config_file", "invalid_collection_reason", "load_config", "mask_secrets", "read_config_source",
+    "shard_mark_problem", "validate_config_data",
+]
 
 
 def __getattr__(name: str) -> Any:
