@@ -8,9 +8,10 @@ serialised into the published outputs, so they hold only JSON-friendly values
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np  # annotations only: `rag status` reads no vectors and never loads numpy
 
 
 @dataclass(frozen=True)

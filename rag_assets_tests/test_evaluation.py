@@ -40,6 +40,7 @@ from rag_assets.evaluation.runner import (
     run_evaluation,
     select_eval_embedder,
 )
+from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.index import store
 from rag_assets.index.params import SearchParams
 
@@ -229,6 +230,32 @@ def test_end_to_end_with_the_hashing_embedder(tiny: Path, cfg):
     write_beir(tiny, corpus=changed)
     rebuilt = run_evaluation(cfg, tiny, "test", "hashing")
     assert rebuilt.info.rebuilt and rebuilt.info.documents == 11
+
+
+def test_the_searches_run_with_one_blas_thread(tiny: Path, cfg, monkeypatch):
+    """`rag eval` searches query after query: a BLAS thread pool only spins between the small
+    matrix products and halves nothing but the CPU left (rag_assets.base.blas). The limit holds
+    while the queries are searched, and the caller's setting is back afterwards."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+
+    def blas_threads_now() -> int:
+        return max(info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas")
+
+    seen: list[int] = []
+
+    class Watching(HashingEmbedder):
+        def embed_query(self, text: str):
+            seen.append(blas_threads_now())
+            return super().embed_query(text)
+
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        assert blas_threads_now() == 2, "the control: BLAS runs 2 threads before the evaluation"
+        report = run_evaluation(cfg, tiny, "test", embedder=Watching(), provider="hashing")
+        after = blas_threads_now()
+    assert report.info.queries == 4 and seen  # every query was embedded once (QueryMemo), inside the limit
+    assert set(seen) == {1}
+    assert after == 2
 
 
 def test_graded_ndcg_end_to_end(tiny: Path, cfg):

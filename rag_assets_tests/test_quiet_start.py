@@ -101,3 +101,20 @@ def test_everyday_commands_do_not_import_the_build_or_the_servers(sample, args):
     assert "rag_assets.serve.cli" in modules  # the control: the listing is of the command that ran
     assert loaded(modules, HEAVY) == []
     assert loaded(modules, BUILD_ONLY) == []
+
+
+def test_status_reads_no_vectors(sample):
+    """`rag status` reports counts, sizes and freshness: numpy (about as costly to import as
+    httpx) is for the commands that make or compare vectors."""
+    out, _ = sample
+    modules = imported_by(out, "status")
+    assert "rag_assets.serve.status" in modules  # the control: the status command ran
+    assert loaded(modules, ("numpy",)) == []
+
+
+def test_help_builds_no_configuration(sample):
+    """`rag --help` reads no rag.yaml, so neither pydantic (the config models) nor PyYAML loads."""
+    out, _ = sample
+    modules = imported_by(out, "--help")
+    assert "rag_assets.serve.cli_ask" in modules  # the control: every command's parser was built
+    assert loaded(modules, ("pydantic", "pydantic_core", "yaml", "numpy", "httpx")) == []

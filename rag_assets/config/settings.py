@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 from pydantic.dataclasses import dataclass
 
 from rag_assets.config.serving import ServeSettings
+from rag_assets.config.tiers import TIERS, VAULTS_FOLDER  # noqa: F401 (their home before tiers.py)
 from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
     FILE_DEFAULTS,
@@ -30,10 +31,6 @@ from rag_assets.config.schema import (
     StoreSection,
 )
 
-# A folder of this name in the content dir holds note vaults: never a public collection,
-# even when no vault is configured (yet), so private notes cannot leak into the public index.
-VAULTS_FOLDER = "vaults"
-TIERS = ("public", "safe", "private")
 
 
 

@@ -61,32 +61,36 @@ def dotted(loc: Sequence[Union[str, int]]) -> str:
 
 
 def read_config_source(path: Path, text: str | None = None) -> ConfigSource:
-    """Parse the file twice over: the values (safe_load) and the nodes with their line marks.
-    ``text``: the content to parse instead of the file's (a would-be version of it, held to
-    the same size cap)."""
+    """Parse the file once: the nodes with their line marks (checked as they are read), then
+    the values made from those nodes. ``text``: the content to parse instead of the file's (a
+    would-be version of it, held to the same size cap)."""
     shown = display_path(path)
     if text is None:
         text = _decoded(_bounded_bytes(path, shown), shown)
     elif len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{shown} would be larger than {MAX_CONFIG_BYTES:,} bytes (1 MiB), the most a configuration may be")
+    loader = _GuardedLoader(text, shown)
+    lines: dict[Loc, int] = {}
+    problems: list[str] = []
     try:
-        _check_events(text, shown)
-        data = yaml.safe_load(text)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = loader.get_single_node()
+        # The lines before the values: making the values folds `<<` merge keys into their
+        # mapping's nodes, and the lines are those of the file as written.
+        _collect_lines(root, (), lines, problems, shown)
+        data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{shown}, line {mark.line + 1}" if mark is not None else shown
         raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
     except (ValueError, RecursionError) as exc:
-        # A backstop: the event check refuses the values known to do this first.
+        # A backstop: the loader's checks refuse the values known to do this first.
         raise ConfigError(f"{shown}: cannot read the settings: {exc}") from None
+    finally:
+        loader.dispose()
     if data is None:
         return ConfigSource(path, {}, {}, [])
     if not isinstance(data, dict):
         raise ConfigError(f"{shown} must hold a mapping of settings (key: value lines), not a {type(data).__name__}")
-    lines: dict[Loc, int] = {}
-    problems: list[str] = []
-    _collect_lines(root, (), lines, problems, shown)
     return ConfigSource(path, data, lines, problems)
 
 
@@ -116,31 +120,47 @@ def _decoded(raw: bytes, shown: str) -> str:
         ) from None
 
 
-def _check_events(text: str, shown: str) -> None:
-    """Refuse, from the parser's events (no recursion, nothing built), what the loader would
-    choke on: nesting deeper than MAX_CONFIG_DEPTH, numbers too long, and aliases."""
-    depth = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        where = f"{shown}, line {event.start_mark.line + 1}"
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_CONFIG_DEPTH:
-                raise ConfigError(
-                    f"{where}: settings nest more than {MAX_CONFIG_DEPTH} levels deep; no setting of rag.yaml "
-                    "is more than a few levels down"
-                )
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
-        elif isinstance(event, yaml.AliasEvent):
-            # A few nested aliases expand to gigabytes while the file is validated.
-            raise ConfigError(
-                f"{where}: YAML alias *{event.anchor} is not allowed in the configuration; write the value out"
-            )
-        elif isinstance(event, yaml.ScalarEvent) and event.style is None and _LONG_NUMBER.fullmatch(event.value):
-            raise ConfigError(
-                f"{where}: a number of {len(event.value):,} characters; no setting needs more than "
-                f"{MAX_NUMBER_DIGITS} digits (quote it if it is meant as text)"
-            )
+class _GuardedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing as it reads what it would choke on: nesting deeper than
+    MAX_CONFIG_DEPTH, numbers too long, and aliases. Each event is checked before it is composed
+    into a node, so nothing is built from a refused value and the composer never recurses past
+    the depth cap; one pass over the text gives the nodes (their lines) and then the values."""
+
+    def __init__(self, text: str, shown: str) -> None:
+        super().__init__(text)
+        self._shown = shown
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        """Check the next event, then compose it as PyYAML does."""
+        event = self.peek_event()
+        opens = isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent))
+        _refuse(event, self._depth + opens, self._shown)
+        self._depth += opens
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= opens
+
+
+def _refuse(event: yaml.Event, depth: int, shown: str) -> None:
+    """ConfigError for an event no configuration needs; ``depth``: the nesting once it has opened."""
+    where = f"{shown}, line {event.start_mark.line + 1}"
+    if depth > MAX_CONFIG_DEPTH:
+        raise ConfigError(
+            f"{where}: settings nest more than {MAX_CONFIG_DEPTH} levels deep; no setting of rag.yaml "
+            "is more than a few levels down"
+        )
+    if isinstance(event, yaml.AliasEvent):
+        # A few nested aliases expand to gigabytes while the file is validated.
+        raise ConfigError(
+            f"{where}: YAML alias *{event.anchor} is not allowed in the configuration; write the value out"
+        )
+    if isinstance(event, yaml.ScalarEvent) and event.style is None and _LONG_NUMBER.fullmatch(event.value):
+        raise ConfigError(
+            f"{where}: a number of {len(event.value):,} characters; no setting needs more than "
+            f"{MAX_NUMBER_DIGITS} digits (quote it if it is meant as text)"
+        )
 
 
 def _collect_lines(node: yaml.Node, path: Loc, lines: dict[Loc, int], problems: list[str], shown: str) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np  # annotations only: `rag status` reads no vectors and never loads numpy
 
 
 @runtime_checkable
@@ -34,6 +35,8 @@ class Embedder(Protocol):
 
 def l2_normalise(matrix: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length; all-zero rows stay zero instead of becoming NaN."""
+    import numpy as np
+
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return (matrix / norms).astype(np.float32, copy=False)

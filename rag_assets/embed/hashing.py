@@ -14,12 +14,13 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
-from typing import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Sequence
 
 from rag_assets.base.cjk import WORD, bigrams, has_cjk
 from rag_assets.embed.base import l2_normalise
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where vectors are made: `rag status` never loads numpy
 
 MODEL_NAME = "rag-assets/feature-hash-v1"
 
@@ -60,6 +61,8 @@ class HashingEmbedder:
         return text
 
     def embed_documents(self, texts: Sequence[str], *, batch_label: str | None = None) -> np.ndarray:
+        import numpy as np
+
         matrix = np.zeros((len(texts), self._dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             self._accumulate(matrix[row], text)

@@ -23,8 +23,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import numpy as np
-
 from rag_assets.base.egress import PrivateEgress
 from rag_assets.base.http_retry import (
     MalformedResponse,
@@ -40,6 +38,7 @@ from rag_assets.embed.errors import EmbeddingAuthError, EmbeddingBatchError
 
 if TYPE_CHECKING:
     import httpx  # imported where a request is made: a search that sends nothing never loads it
+    import numpy as np  # imported where vectors are made: `rag status` never loads numpy
 
 
 @dataclass
@@ -65,6 +64,8 @@ class Usage:
 
 def validate_vectors(raw: Any, expected: int, dimension: int) -> np.ndarray:
     """Turn a decoded list of vectors into a checked float32 matrix, or raise MalformedResponse."""
+    import numpy as np
+
     if not isinstance(raw, list):
         raise MalformedResponse(f"expected a list of vectors, got {type(raw).__name__}")
     if len(raw) != expected:
@@ -233,6 +234,8 @@ class RemoteEmbedder:
         self._sender.restrict_to(egress)
 
     def _embed(self, texts: list[str], batch_label: str | None) -> np.ndarray:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self._dimension), dtype=np.float32)
         parts = []

@@ -29,9 +29,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-import numpy as np
-
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only; importing it costs seconds
+    import numpy as np  # imported where vectors are made: `rag status` asks only whether the model is here
     from sentence_transformers import SentenceTransformer
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -217,6 +216,8 @@ class LocalEmbedder:
         if isinstance(texts, str):
             raise TypeError("embed_documents takes a sequence of texts, not one string")
         if len(texts) == 0:
+            import numpy as np
+
             return np.zeros((0, self.dimension), dtype=np.float32)
         model = self._load()
         encode = getattr(model, "encode_document", model.encode)
@@ -241,6 +242,8 @@ class LocalEmbedder:
         }
 
     def _as_matrix(self, vectors: Any, rows: int) -> np.ndarray:
+        import numpy as np
+
         matrix = np.asarray(vectors, dtype=np.float32)
         if matrix.shape != (rows, self.dimension):
             raise RuntimeError(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np  # annotations only: `rag status` reads no vectors and never loads numpy
 
 from rag_assets.base.http_retry import MalformedResponse, RetryPolicy
 from rag_assets.config.providers import OPENAI_DEFAULT_DIMENSION as DEFAULT_DIMENSION

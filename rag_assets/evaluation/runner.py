@@ -31,6 +31,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from rag_assets.base.blas import blas_threads
 from rag_assets.config import RagConfig
 from rag_assets.embed.base import Embedder
 from rag_assets.embed.selection import select_embedder
@@ -253,7 +254,8 @@ def run_evaluation(
         evaluator = Evaluator(built.path, dataset, embedder, depth=depth, index=index, lexical="memory")
         t0 = time.perf_counter()
         try:
-            metrics = evaluator.evaluate(params)
+            with blas_threads(1):  # thousands of searches, one after the other (rag_assets.base.blas)
+                metrics = evaluator.evaluate(params)
         finally:
             evaluator.close()
         search_seconds = time.perf_counter() - t0

@@ -20,11 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator
 
-import numpy as np
 import orjson
 
 from rag_assets.base.atomic import atomic_open
-from rag_assets.index.vector_codec import encode_rows
 from rag_assets.records import EmbeddedCollection
 
 INDEX_FORMAT_VERSION = "1.0"
@@ -99,6 +97,11 @@ _READ_BLOCK = 1 << 20
 def iter_collection(col: EmbeddedCollection, vector_decimals: int, encoding: str = "float") -> Iterator[bytes]:
     """One collection's chunk objects as comma-separated JSON (no brackets), to splice in, in
     pieces of :data:`RENDER_ROWS` chunks whose concatenation is the whole."""
+    # Here, not at the top: `rag status` reads the index's sidecar and never loads numpy.
+    import numpy as np
+
+    from rag_assets.index.vector_codec import encode_rows
+
     vectors = np.asarray(col.vectors)
     for start in range(0, len(col.chunks), RENDER_ROWS):
         part = col.chunks[start : start + RENDER_ROWS]

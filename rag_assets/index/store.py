@@ -40,8 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import numpy as np
-
 from rag_assets.base import cjk
 from rag_assets.index import fts
 from rag_assets.index.profiles import profile_for, write_profile
@@ -301,6 +299,8 @@ def sync_contents(
         n_chunks = sum(len(c.chunks) for c in collections)
         return SyncResult(n_docs, 0, n_chunks, 0, True)
 
+    import numpy as np  # here, where vectors are written: `rag status` opens the store and never loads numpy
+
     new_docs = {}
     new_chunks = {}
     for col in collections:
@@ -452,6 +452,8 @@ def _insert_collection(conn: sqlite3.Connection, col: EmbeddedCollection) -> Non
         f"INSERT INTO documents(id, {_DOCUMENT_NAMES}) VALUES (?{', ?' * len(DOCUMENT_COLUMNS)})",
         [(d.id, *_document_row(d, counts.get(d.id, 0))) for d in col.documents],
     )
+    import numpy as np
+
     vectors = np.ascontiguousarray(col.vectors, dtype=np.float32)
     # A generator, not a list: the rows (texts and vector bytes) of a large collection are
     # made one at a time as SQLite takes them.

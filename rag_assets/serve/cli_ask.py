@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rag_assets.config import TIERS, RagConfig
+from rag_assets.config import TIERS
 from rag_assets.serve.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:  # annotations only: `rag --help` builds no config models
+    from rag_assets.config import RagConfig
 
 DESCRIPTION = (
     "Answer a question from one tier's notes. The question (a follow-up in a --session is first rewritten into a "

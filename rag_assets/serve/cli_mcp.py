@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
+from typing import TYPE_CHECKING
 
-from rag_assets.config import RagConfig
 from rag_assets.serve.exit_codes import EXIT_OK
+
+if TYPE_CHECKING:  # annotations only: `rag --help` builds no config models
+    from rag_assets.config import RagConfig
 
 
 def add_mcp_command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]", common: argparse.ArgumentParser) -> None:
@@ -26,6 +28,8 @@ def add_mcp_command(commands: "argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def cmd_mcp(cfg: RagConfig, args: argparse.Namespace) -> int:
+    import logging
+
     import anyio
 
     from rag_assets.serve.mcp_server import serve_stdio

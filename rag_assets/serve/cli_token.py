@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
-from rag_assets.config import RagConfig
 from rag_assets.serve.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from rag_assets.serve.tokens import GRANTABLE_SCOPES, TokenError, TokenStore, parse_scopes, token_file_path
+
+if TYPE_CHECKING:  # annotations only: `rag --help` builds no config models
+    from rag_assets.config import RagConfig
 
 
 def add_token_command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]", common: argparse.ArgumentParser) -> None:

@@ -84,6 +84,7 @@ from starlette.routing import Route
 from rag_assets.config import RagConfig
 from rag_assets.config.providers import is_loopback_host
 from rag_assets.embed.errors import EmbeddingError
+from rag_assets.base.blas import limit_blas_threads
 from rag_assets.base.egress import PrivacyError
 from rag_assets.search.context import pack_context
 from rag_assets.search.rendered import rendered_hit_json
@@ -313,22 +314,6 @@ def create_app(
     )
     app.state.tiers = tiers
     return app
-
-
-def limit_blas_threads(threads: int = 1) -> str:
-    """Give numpy's BLAS ``threads`` threads per call (when threadpoolctl is installed).
-
-    The server's parallelism is one search per worker thread. A multi-threaded BLAS on top
-    of that oversubscribes the cores, and OpenBLAS's workers spin after each matrix product,
-    taking the core the same search's SQLite (BM25) work needs next: in bench/search.py on
-    2 cores, hybrid p50 at 100,000 chunks was 132 ms with 2 BLAS threads, 79 ms with 1.
-    """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return "BLAS threads unchanged (threadpoolctl not installed; set OPENBLAS_NUM_THREADS=1 to limit them)"
-    threadpool_limits(threads, user_api="blas")
-    return f"BLAS limited to {threads} thread(s) per search"
 
 
 def serve(

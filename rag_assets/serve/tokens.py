@@ -32,9 +32,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
-from rag_assets.config import RagConfig
+if TYPE_CHECKING:  # annotations only: `rag --help` builds no config models
+    from rag_assets.config import RagConfig
 
 log = logging.getLogger("rag_assets.serve.tokens")
 
