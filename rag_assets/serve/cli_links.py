@@ -12,10 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
-from rag_assets.config import RagConfig
 from rag_assets.serve.cli_numbers import int_between
 from rag_assets.serve.exit_codes import EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:  # annotations only: `rag --help` builds no config models
+    from rag_assets.config import RagConfig
 
 ISSUES_PRINTED = 10
 
