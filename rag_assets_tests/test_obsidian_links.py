@@ -247,7 +247,7 @@ def test_a_store_of_schema_3_gains_the_link_columns(tmp_path):
     with closing(store.connect(db)) as conn:
         store.ensure_schema(conn)
         columns = {r[1] for r in conn.execute("PRAGMA table_info(documents)")}
-        assert {"links", "backlinks"} <= columns and conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert {"links", "backlinks"} <= columns and conn.execute("PRAGMA user_version").fetchone()[0] == 5
         assert conn.execute("SELECT id, links FROM documents").fetchall() == [("v/a", None)]
 
 

@@ -196,8 +196,8 @@ class SearchIndex:
         meta = conn.execute("SELECT model, dimension, provider FROM embeddings_meta LIMIT 1").fetchone()
         model, dimension, provider = meta if meta else (None, None, None)
         documents = {}
-        for doc_id, collection, slug, title, tags, frontmatter in conn.execute(
-            "SELECT id, collection, slug, title, tags, frontmatter FROM documents"
+        for doc_id, collection, slug, title, tags, frontmatter, aliases in conn.execute(
+            "SELECT id, collection, slug, title, tags, frontmatter, aliases FROM documents"
         ):
             documents[doc_id] = {
                 "collection": collection,
@@ -205,6 +205,7 @@ class SearchIndex:
                 "title": title or "",
                 "tags": json.loads(tags or "[]"),
                 "frontmatter": json.loads(frontmatter or "{}"),
+                "aliases": json.loads(aliases or "[]"),  # a vault note's: they name it as its title does
             }
         rows = conn.execute(
             "SELECT rowid, document_id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid"
