@@ -152,6 +152,7 @@ def _heading(hit) -> str:
 
 def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
     from rag_assets.search.context import pack_context
+    from rag_assets.search.passages import cites_notes
 
     if args.budget <= 0:
         print("rag: --budget must be a positive number of tokens", file=sys.stderr)
@@ -174,7 +175,7 @@ def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
         else:
             print(result.nothing_passed(), file=sys.stderr)
         return EXIT_OK
-    packed = pack_context(result.hits, args.budget)
+    packed = pack_context(result.hits, args.budget, notes=cites_notes(args.tier))
     if args.json:
         print(json.dumps(packed.to_json(), indent=2, ensure_ascii=False))
     elif packed.message:  # not even the best passage fits: say what budget would, not an empty line

@@ -34,7 +34,7 @@ from rag_assets.privacy.vaults import tier_card
 from rag_assets.search import documents
 from rag_assets.search.context import pack_context
 from rag_assets.index.params import Hit, SearchError, SearchParams, SearchResult
-from rag_assets.search.passages import citation_tag, heading_anchor
+from rag_assets.search.passages import citation_tag, cites_notes, heading_anchor
 from rag_assets.index.query import STOP_WORDS
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.search.retrieval import SearchIndex
@@ -173,7 +173,7 @@ def run_search(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> dict[str, 
 def run_get_context(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     # The chunk view: packing merges a page's consecutive chunks itself (as /context does).
     query, tier, result = _run_search(env, caller, args, args.get("k", 20), "chunks")
-    packed = pack_context(result.hits, args.get("budget", DEFAULT_BUDGET))
+    packed = pack_context(result.hits, args.get("budget", DEFAULT_BUDGET), notes=cites_notes(tier))
     out: dict[str, Any] = {
         "query": query,
         "tier": tier,
