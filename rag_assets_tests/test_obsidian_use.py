@@ -18,8 +18,12 @@ import pytest
 from rag_assets.config import load_config
 from rag_assets.config.settings import LlmOllamaSettings, LlmSettings
 from rag_assets.defs.runner import run_build
+from rag_assets.embed import HashingEmbedder
 from rag_assets.index import store
+from rag_assets.index.params import SearchError, SearchParams
 from rag_assets.search.passages import note_citation, obsidian_uri
+from rag_assets.search.relevance import weighted
+from rag_assets.search.retrieval import SearchIndex
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
 
@@ -37,7 +41,7 @@ LAB = {
         f"{FILLER * 8}\n\n## Network\n\nBridges vmbr0 and vmbr1 carry the guests' VLANs.\n\n{FILLER * 8}\n"
     ),
     # Says "hypervisor cluster" in its body more often than the note whose alias it is.
-    "Rack.md": f"# Rack\n\nThe hypervisor cluster sits in the rack; the hypervisor cluster is loud. {FILLER}\n",
+    "Rack.md": f"# Rack\n\nThe hypervisor cluster sits in the rack; the hypervisor cluster is loud. [[Disks]]. {FILLER}\n",
     "Disks.md": f"---\nalias: spinning rust\n---\n# Disks\n\nSMART every week. {FILLER}\n",
     f"Mail {EMAIL}.md": f"---\naliases: postbox\n---\n# Mail\n\n## Relay\n\nThe mail relay forwards to the provider. {FILLER}\n",
 }
@@ -125,6 +129,27 @@ def test_a_store_of_schema_4_gains_aliases_in_its_title_field(tmp_path):
         conn.execute("UPDATE documents SET aliases = NULL WHERE id = 'v/a'")
         assert conn.execute(match, ("pomme",)).fetchone()[0] == 0
         conn.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('integrity-check')")  # the entries match the view
+
+
+def test_the_link_signal_boosts_the_notes_linked_with_the_best_hit_and_is_off_by_default(site):
+    _, cfg = site
+    index = SearchIndex(cfg.store_path("private"), log_searches=False)
+
+    def relevance(factor: float) -> tuple[str, dict[str, float]]:
+        params = SearchParams(k=10, min_score=0.0, link_boost=factor)
+        hits = index.search("the rack is loud", HashingEmbedder(), params).hits
+        return hits[0].slug, {h.slug: h.relevance for h in hits}
+
+    best, off = relevance(1.0)
+    assert best == "Rack" and {"Disks", "Projects/Proxmox setup"} <= set(off)
+    best, on = relevance(3.0)
+    assert best == "Rack" and on["Rack"] == off["Rack"]
+    assert on["Disks"] == pytest.approx(weighted(off["Disks"], 3.0)) and on["Disks"] > off["Disks"]  # Rack links to it
+    assert on["Projects/Proxmox setup"] == off["Projects/Proxmox setup"]  # not linked with Rack
+    assert SearchParams().link_boost == 1.0  # off: bench/link_signal.py found no gain in hit@5
+    for bad in (0.5, float("nan"), 11.0):
+        with pytest.raises(SearchError, match="link_boost"):
+            SearchParams(link_boost=bad).validate()
 
 
 def test_note_citations_and_uris():
