@@ -105,6 +105,10 @@ def test_rag_ask_retrieves_the_note_an_alias_names(site, capsys):
     sources = out["retrieval"]["sources"]
     assert sources[0]["slug"] == "Projects/Proxmox setup"
     assert sources[0]["url"] == "obsidian://open?vault=lab&file=Projects%2FProxmox%20setup"
+    # The Safe tier's note names are sanitised: so are its citations and Obsidian URIs.
+    assert rag(["ask", "--config", str(config), "--tier", "safe", "--json", "where does the mail relay forward?"]) == 1
+    safe = json.loads(capsys.readouterr().out)["retrieval"]["sources"][0]
+    assert safe["url"] == "obsidian://open?vault=lab&file=Mail%20%5BREDACTED%3Aemail%5D" and EMAIL not in json.dumps(safe)
 
 
 def test_a_store_of_schema_4_gains_aliases_in_its_title_field(tmp_path):
