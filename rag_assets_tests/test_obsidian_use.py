@@ -179,14 +179,17 @@ def test_context_packs_cite_vault_notes_as_obsidian_links(site, capsys):
         got = server.get("/context", q="bridges vmbr0 vmbr1 VLANs", tier="private").json()
         assert got["citations"][0]["tag"] == "[[Projects/Proxmox setup#Network]]"
 
-        async def body(session):
-            return await call(session, "get_context", query="bridges vmbr0 vmbr1 VLANs", tier="private")
-
         async def main():
             async with http_session(server.url) as session:
-                return await body(session)
+                context = await call(session, "get_context", query="bridges vmbr0 vmbr1 VLANs", tier="private")
+                found = await call(session, "search", query="bridges vmbr0 vmbr1 VLANs", tier="private")
+                public = await call(session, "search", query="public page hypervisor", tier="public")
+                return context, found, public
 
-        assert anyio.run(main)["context"].startswith("[[Projects/Proxmox setup#Network]]")
+        context, found, public = anyio.run(main)
+        assert context["context"].startswith("[[Projects/Proxmox setup#Network]]")
+        assert found["hits"][0]["citation"] == "[[Projects/Proxmox setup#Network]]"
+        assert public["hits"][0]["citation"] == "[docs:page#a-page]"
 
 
 def test_answers_cite_vault_notes_and_the_page_links_them_into_obsidian(site, page):
