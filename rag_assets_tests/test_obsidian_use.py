@@ -216,3 +216,24 @@ def test_answers_cite_vault_notes_and_the_page_links_them_into_obsidian(site, pa
             posted = server.post("/ask", json={"question": "which bridges carry the guests' VLANs?", "tier": "private"})
             assert posted.status_code == 200, posted.text
             assert posted.json()["citations"][0]["cite"] == "[[Projects/Proxmox setup#Network]]"
+
+
+def test_an_alias_finds_its_note_over_the_postgresql_store(site, tmp_path):
+    """Synced to PostgreSQL (aliases column: migration 3), searched through the postgres backend's
+    mirror: the alias query ranks the note first, as over SQLite."""
+    from rag_assets.config.settings import StoreSettings
+    from rag_assets.index import pg_sync
+    from rag_assets.search.backends import open_index
+
+    from .pgvector import pgvector_server, scratch_database
+
+    _, cfg = site
+    with pgvector_server() as server, scratch_database(server) as url:
+        pg_sync.sync_tier(url, "private", cfg.store_path("private"))
+        on_pg = dataclasses.replace(cfg, store=StoreSettings(backend="postgres", url=url), output_dir=tmp_path / "out")
+        index = open_index(on_pg, "private", log_searches=False)
+        try:
+            hits = index.search("pve box", HashingEmbedder(), SearchParams(k=3, min_score=0.0)).hits
+        finally:
+            index.close()
+    assert hits[0].slug == "Projects/Proxmox setup"
