@@ -135,8 +135,8 @@ def test_a_store_of_schema_4_gains_aliases_in_its_title_field(tmp_path):
         conn.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('integrity-check')")  # the entries match the view
 
 
-def test_the_link_signal_boosts_the_notes_linked_with_the_best_hit_and_is_off_by_default(site):
-    _, cfg = site
+def test_the_link_signal_boosts_the_notes_linked_with_the_best_hit_and_is_off_by_default(site, capsys):
+    config, cfg = site
     index = SearchIndex(cfg.store_path("private"), log_searches=False)
 
     def relevance(factor: float) -> tuple[str, dict[str, float]]:
@@ -151,6 +151,12 @@ def test_the_link_signal_boosts_the_notes_linked_with_the_best_hit_and_is_off_by
     assert on["Disks"] == pytest.approx(weighted(off["Disks"], 3.0)) and on["Disks"] > off["Disks"]  # Rack links to it
     assert on["Projects/Proxmox setup"] == off["Projects/Proxmox setup"]  # not linked with Rack
     assert SearchParams().link_boost == 1.0  # off: bench/link_signal.py found no gain in hit@5
+    args = ["search", "--config", str(config), "--tier", "private", "--min-score", "0", "--json", "the rack is loud"]
+    boosted = cli_json(capsys, *args, "--link-boost", "3")["hits"]
+    assert [h["slug"] for h in boosted[:2]] == ["Rack", "Disks"]
+    assert boosted[1]["relevance"] == pytest.approx(on["Disks"], abs=1e-4)
+    plain = {h["slug"]: h["relevance"] for h in cli_json(capsys, *args)["hits"]}
+    assert plain["Disks"] == pytest.approx(off["Disks"], abs=1e-4)
     for bad in (0.5, float("nan"), 11.0):
         with pytest.raises(SearchError, match="link_boost"):
             SearchParams(link_boost=bad).validate()

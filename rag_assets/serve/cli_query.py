@@ -67,6 +67,7 @@ def _search_params(cfg: RagConfig, args: argparse.Namespace):
         "min_score": args.min_score,
         "mmr_lambda": args.mmr,
         "max_per_document": args.per_doc,
+        "link_boost": getattr(args, "link_boost", None),
     }
     chunks = bool(getattr(args, "chunks", False) or args.per_doc)
     params = SearchParams(
