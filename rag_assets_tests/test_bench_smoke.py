@@ -54,6 +54,7 @@ SMOKE: dict[str, list[str]] = {
                       "--scifact-queries", "5", "--ood-claims", "5", "--gibberish", "5"],
     "incremental": ["--files", "120", "--collections", "2", "--repeat", "1", "--full-repeat", "1", "--no-profile"],
     "obsidian_links": ["--vault", "{content}/vaults/homelab-notes", "--many", "100", "--loop", "10", "--repeat", "1"],
+    "link_signal": ["--factors", "1,1.25", "--modes", "bm25"],
     "local_model": ["--passages", "4", "--batch-sizes", "2", "--repeat", "1"],
     "long_queries": ["--dataset", "{scifact}", "--out", "{tmp}/long", "--per-split", "5"],
     "long_query_speed": ["--dataset", "{scifact}", "--output-dir", "{tmp}/eval", "--queries", "3", "--caps", "8,0",

@@ -247,7 +247,7 @@ def test_a_store_of_schema_3_gains_the_link_columns(tmp_path):
     with closing(store.connect(db)) as conn:
         store.ensure_schema(conn)
         columns = {r[1] for r in conn.execute("PRAGMA table_info(documents)")}
-        assert {"links", "backlinks"} <= columns and conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert {"links", "backlinks"} <= columns and conn.execute("PRAGMA user_version").fetchone()[0] == 5
         assert conn.execute("SELECT id, links FROM documents").fetchall() == [("v/a", None)]
 
 
@@ -285,11 +285,12 @@ def test_postgres_store_holds_the_same_links_and_a_version_1_schema_is_migrated(
             pg_schema.ensure_schema(pg, "private")
             pg.execute("ALTER TABLE rag_private.documents DROP COLUMN links")
             pg.execute("ALTER TABLE rag_private.documents DROP COLUMN backlinks")
-            pg.execute("DELETE FROM rag_private.schema_migrations WHERE version = 2")
+            pg.execute("ALTER TABLE rag_private.documents DROP COLUMN aliases")
+            pg.execute("DELETE FROM rag_private.schema_migrations WHERE version >= 2")
         pg_sync.sync_tier(url, "private", cfg.store_path("private"))
         with psycopg.connect(url) as conn:
             in_pg = conn.execute("SELECT id, links::text, backlinks::text FROM rag_private.documents ORDER BY id").fetchall()
-            assert pg_schema.schema_version(conn, "private") == 2
+            assert pg_schema.schema_version(conn, "private") == pg_schema.SCHEMA_VERSION == 3
         with closing(sqlite3.connect(cfg.store_path("private"))) as conn:
             in_lite = conn.execute("SELECT id, links, backlinks FROM documents ORDER BY id").fetchall()
         assert in_pg == in_lite and any(row[1] for row in in_pg) and any(row[2] for row in in_pg)

@@ -226,7 +226,7 @@ def test_odd_numbers_in_mcp_tool_arguments_are_tool_errors_or_results(api):
 # --- CLI flags --------------------------------------------------------------------------------
 
 
-CLI_NUMBERS = ["-k", "--vector-weight", "--bm25-weight", "--min-score", "--mmr", "--per-doc"]
+CLI_NUMBERS = ["-k", "--vector-weight", "--bm25-weight", "--min-score", "--mmr", "--per-doc", "--link-boost"]
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "-inf", "1e308", "1" + "0" * 400, "abc"])

@@ -102,8 +102,8 @@ def test_the_schemas_hold_the_stores_rows_with_their_indexes(built):
         for tier in ("public", "safe", "private"):
             s = pg_schema.schema_name(tier)
             versions = conn.execute(f"SELECT version FROM {s}.schema_migrations ORDER BY version").fetchall()
-            assert versions == [(1,), (2,)] and pg_schema.SCHEMA_VERSION == 2
-            assert pg_schema.schema_version(conn, tier) == 2
+            assert versions == [(1,), (2,), (3,)] and pg_schema.SCHEMA_VERSION == 3
+            assert pg_schema.schema_version(conn, tier) == 3
             ids = {r[0] for r in conn.execute(f"SELECT id FROM {s}.chunks")}
             assert ids == store.chunk_ids(lite.store_path(tier)) and ids
             indexes = {r[0]: r[1] for r in conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s", (s,))}

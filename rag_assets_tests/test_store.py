@@ -210,7 +210,7 @@ def test_a_version_2_store_is_migrated_to_the_fields(tmp_path):
     conn = store.connect(path)
     try:
         store.ensure_schema(conn)
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 5
         assert fts.has_fields(conn)
         assert_index_is_a_rebuild(conn)
         store.ensure_schema(conn)  # a second time: nothing to do

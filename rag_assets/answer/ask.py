@@ -28,10 +28,11 @@ from rag_assets.answer.grounding import CitationCheck, check_citations, citation
 from rag_assets.answer.providers.base import ChatError, ChatUsage
 from rag_assets.answer.selection import ChatSelection
 from rag_assets.answer.sessions import Rewrite, history, standalone_query
-from rag_assets.answer.sources import Source, page_urls, sources_from_context, sources_from_hits
+from rag_assets.answer.sources import Source, as_notes, page_urls, sources_from_context, sources_from_hits
 from rag_assets.config.settings import LlmSettings
 from rag_assets.base.egress import PrivacyError
 from rag_assets.search.context import pack_context
+from rag_assets.search.passages import cites_notes
 from rag_assets.index.params import SearchParams, SearchResult
 
 Search = Callable[[str, SearchParams], SearchResult]
@@ -114,16 +115,18 @@ def prepare(request: AskRequest, search: Search, selection: ChatSelection, store
     common = dict(request=request, rewrite=rewrite, selection=selection, store_path=store_path, started=started)
     if not result.hits:
         nearest = search(rewrite.query, replace(params, k=NEAREST_PAGES, view="pages", min_score=0.0)).hits
+        nearest_sources = sources_from_hits(nearest, page_urls(store_path, [h.document_id for h in nearest]))
         return Prepared(
-            result=result, sources=sources_from_hits(nearest, page_urls(store_path, [h.document_id for h in nearest])),
+            result=result, sources=as_notes(nearest_sources) if cites_notes(request.tier) else nearest_sources,
             abstained=True, message=abstain_message(result),
             retrieval_ms=(time.perf_counter() - retrieval_started) * 1000, **common,
         )
-    packed = pack_context(result.hits, settings.context_budget)
+    packed = pack_context(result.hits, settings.context_budget, notes=cites_notes(request.tier))
     urls = page_urls(store_path, [h.document_id for h in result.hits])
     message = None if selection.provider is not None else f"No answer: {selection.reason}. The sources found are listed."
+    sources = sources_from_context(packed, result.hits, urls)
     return Prepared(
-        result=result, sources=sources_from_context(packed, result.hits, urls), abstained=False,
+        result=result, sources=as_notes(sources) if cites_notes(request.tier) else sources, abstained=False,
         context_tokens=packed.tokens, message=message, retrieval_ms=(time.perf_counter() - retrieval_started) * 1000,
         **common,
     )

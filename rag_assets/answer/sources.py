@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from rag_assets.index import store
 from rag_assets.index.params import Hit
 from rag_assets.search.context import TAG_SEPARATOR, PackedContext
-from rag_assets.search.passages import PASSAGE_SEPARATOR, heading_anchor
+from rag_assets.search.passages import PASSAGE_SEPARATOR, heading_anchor, note_citation, obsidian_uri
 
 # Frontmatter keys a page may give its public address in (Hugo: url, permalink).
 URL_KEYS = ("url", "permalink")
@@ -34,14 +34,16 @@ class Source:
     url: str | None = None
     ids: list[str] = field(default_factory=list)
     document_id: str = ""
+    cite: str = ""  # a vault note's Obsidian link, ``[[Note#Heading]]`` (:func:`as_notes`)
 
     @property
     def anchor(self) -> str:
         return heading_anchor(self.heading_path[-1]) if self.heading_path else ""
 
     def citation_json(self) -> dict[str, Any]:
-        """The shape of ``citations`` in answers (``rag ask --json``, POST /ask)."""
-        return {
+        """The shape of ``citations`` in answers (``rag ask --json``, POST /ask); a vault note's
+        carries ``cite``, its Obsidian link."""
+        out = {
             "n": self.n,
             "id": self.id,
             "collection": self.collection,
@@ -49,6 +51,9 @@ class Source:
             "title": self.title,
             "headingPath": list(self.heading_path),
         }
+        if self.cite:
+            out["cite"] = self.cite
+        return out
 
     def to_json(self) -> dict[str, Any]:
         """The shape of ``sources`` (the SSE ``sources`` event, ``retrieval.sources``)."""
@@ -104,6 +109,15 @@ def sources_from_hits(hits: Sequence[Hit], urls: Mapping[str, str] | None = None
             text=h.text, relevance=h.relevance, url=urls.get(h.document_id), ids=[h.id], document_id=h.document_id,
         )
         for n, h in enumerate(hits, start=1)
+    ]
+
+
+def as_notes(sources: Sequence[Source]) -> list[Source]:
+    """Vault notes' sources (the Safe and Private tiers): each cited as Obsidian links it,
+    ``[[Note#Heading]]``, and addressed by the ``obsidian://open`` URI of its note (the vault is
+    the collection; in the Safe tier both names are the sanitised ones the store holds)."""
+    return [
+        replace(s, cite=note_citation(s.slug, s.heading_path), url=obsidian_uri(s.collection, s.slug)) for s in sources
     ]
 
 

@@ -3,7 +3,8 @@
 Columns, in this order (the order of the weights ``bm25(fts_chunks, ...)`` takes):
 
 - ``text``: the chunk's text;
-- ``title``: its document's title;
+- ``title``: its document's title, then its aliases (``documents.aliases``, a vault note's
+  ``aliases`` property): Obsidian finds a note by an alias as by its title, so BM25 does;
 - ``headings``: its heading path (``chunks.heading_path``), the headings joined by spaces;
 - ``tags``: its document's tags (``documents.tags``), joined by spaces.
 
@@ -58,6 +59,13 @@ _INDEX_ROWS = f"INSERT INTO {TABLE}(rowid, {_COLUMNS}) SELECT chunk_rowid, {_COL
 _DELETE = f"INSERT INTO {TABLE}({TABLE}, rowid, {_COLUMNS})"
 
 
+def _title(row: str) -> str:
+    """SQL for the ``title`` field of document row ``row`` (``d``, ``old``): its title followed
+    by its aliases; exactly the title when it has none (every site page)."""
+    aliases = _joined(f"{row}.aliases")
+    return f"coalesce({row}.title || ' ' || {aliases}, {row}.title, {aliases})"
+
+
 def _reindex_document(title: str, tags: str, doc_id: str) -> str:
     """Remove the entries of the chunks of document ``doc_id`` indexed with ``title`` and
     ``tags`` (SQL expressions), then index them again from the view."""
@@ -69,14 +77,14 @@ def _reindex_document(title: str, tags: str, doc_id: str) -> str:
 
 
 _DELETE_CHUNK = (
-    f"{_DELETE} SELECT 'delete', old.rowid, old.text, d.title, {_joined('old.heading_path')}, {_joined('d.tags')}"
+    f"{_DELETE} SELECT 'delete', old.rowid, old.text, {_title('d')}, {_joined('old.heading_path')}, {_joined('d.tags')}"
     " FROM (SELECT 1) LEFT JOIN documents d ON d.id = old.document_id;"
 )
 
 # Created after ``chunks`` and ``documents`` (rag_assets.index.store.SCHEMA).
 SCHEMA = f"""
 CREATE VIEW IF NOT EXISTS {CONTENT} AS
-    SELECT c.rowid AS chunk_rowid, c.text AS text, d.title AS title,
+    SELECT c.rowid AS chunk_rowid, c.text AS text, {_title('d')} AS title,
            {_joined('c.heading_path')} AS headings, {_joined('d.tags')} AS tags
     FROM chunks c LEFT JOIN documents d ON d.id = c.document_id;
 CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(
@@ -92,15 +100,15 @@ CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
     {_DELETE_CHUNK}
     {_INDEX_ROWS} WHERE chunk_rowid = new.rowid;
 END;
-CREATE TRIGGER IF NOT EXISTS documents_au_fts AFTER UPDATE OF title, tags ON documents
-WHEN old.title IS NOT new.title OR old.tags IS NOT new.tags BEGIN
-    {_reindex_document('old.title', 'old.tags', 'old.id')}
+CREATE TRIGGER IF NOT EXISTS documents_au_fts AFTER UPDATE OF title, tags, aliases ON documents
+WHEN old.title IS NOT new.title OR old.tags IS NOT new.tags OR old.aliases IS NOT new.aliases BEGIN
+    {_reindex_document(_title('old'), 'old.tags', 'old.id')}
 END;
 CREATE TRIGGER IF NOT EXISTS documents_ai_fts AFTER INSERT ON documents BEGIN
     {_reindex_document('NULL', 'NULL', 'new.id')}
 END;
 CREATE TRIGGER IF NOT EXISTS documents_ad_fts AFTER DELETE ON documents BEGIN
-    {_reindex_document('old.title', 'old.tags', 'old.id')}
+    {_reindex_document(_title('old'), 'old.tags', 'old.id')}
 END;
 """
 
@@ -111,6 +119,14 @@ def has_fields(conn: sqlite3.Connection) -> bool:
     """True when ``fts_chunks`` exists with the four fields (False: absent or older)."""
     columns = [row[1] for row in conn.execute(f"PRAGMA table_info({TABLE})")]
     return columns == list(FIELDS)
+
+
+def refresh_view(conn: sqlite3.Connection) -> None:
+    """Replace the view and triggers of a store made before aliases joined the title field
+    (schema version 3 or 4) by today's. Its FTS entries stay right: no document had aliases
+    then, and the title field of a document without aliases is its title as before."""
+    drops = "".join(f"DROP TRIGGER IF EXISTS {name};\n" for name in _TRIGGERS)
+    conn.executescript(f"{drops}DROP VIEW IF EXISTS {CONTENT};\n{SCHEMA}")
 
 
 def migrate(conn: sqlite3.Connection) -> bool:

@@ -30,7 +30,7 @@ from rag_assets.index.answer_log import ensure_table as ensure_answer_log
 
 MIRROR_TABLE = "CREATE TABLE IF NOT EXISTS pg_mirror (schema TEXT NOT NULL, stamp JSON NOT NULL)"
 _BATCH = 2000
-_JSON_COLUMNS = ("tags", "frontmatter", "links", "backlinks")  # json in PostgreSQL, copied as their text
+_JSON_COLUMNS = ("tags", "frontmatter", "links", "backlinks", "aliases")  # json in PostgreSQL, copied as their text
 
 
 def pg_stamp(pg: Any, schema: str) -> list | None:

@@ -85,6 +85,13 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         ALTER TABLE {s}.documents ADD COLUMN backlinks json;
         """,
     ),
+    (
+        3,
+        "documents.aliases: a vault note's aliases, searched with its title (as the SQLite store's schema 5)",
+        """
+        ALTER TABLE {s}.documents ADD COLUMN aliases json;
+        """,
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -29,7 +29,7 @@ import numpy as np
 from rag_assets.index import pg_schema, store
 
 _DOCUMENT_COLUMNS = store.DOCUMENT_COLUMNS
-_JSON_COLUMNS = ("tags", "frontmatter", "links", "backlinks")  # json in PostgreSQL, read back as text
+_JSON_COLUMNS = ("tags", "frontmatter", "links", "backlinks", "aliases")  # json in PostgreSQL, read back as text
 _CHUNK_COLUMNS = ("document_id", "chunk_index", "text", "heading_path", "word_count")
 
 

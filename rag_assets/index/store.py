@@ -3,9 +3,10 @@
 Schema (a contract; other tools read it):
 
 - ``documents(id, collection, slug, title, tags JSON, updated_at, chunk_count, frontmatter JSON,
-  links JSON, backlinks JSON)``: ``links`` a vault note's links as resolved in its vault
+  links JSON, backlinks JSON, aliases JSON)``: ``links`` a vault note's links as resolved in its vault
   (:meth:`rag_assets.records.ResolvedLink.to_json`), ``backlinks`` the notes that link to it
-  (:meth:`rag_assets.records.Backlink.to_json`); NULL when it has none (every site page)
+  (:meth:`rag_assets.records.Backlink.to_json`), ``aliases`` its ``aliases`` property (searched
+  with the title); NULL when it has none (every site page)
 - ``chunks(id, document_id, chunk_index, text, heading_path JSON, word_count, embedding BLOB float32)``
 - ``fts_chunks(text, title, headings, tags)``: an FTS5 external-content table over the view
   ``chunk_fields`` (each chunk's text, its document's title, its heading path, its document's
@@ -56,7 +57,8 @@ CREATE TABLE IF NOT EXISTS documents (
     chunk_count INTEGER,
     frontmatter JSON,
     links JSON,
-    backlinks JSON
+    backlinks JSON,
+    aliases JSON
 );
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY,
@@ -148,9 +150,10 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
 
 # 3: fts_chunks has the fields text, title, headings and tags (rag_assets.index.fts).
 # 4: documents.links and documents.backlinks (vault notes' resolved links).
-SCHEMA_VERSION = 4
+# 5: documents.aliases, searched in fts_chunks' title field.
+SCHEMA_VERSION = 5
 # The documents table's columns after ``id``, in the order every reader and writer uses.
-DOCUMENT_COLUMNS = ("collection", "slug", "title", "tags", "updated_at", "chunk_count", "frontmatter", "links", "backlinks")
+DOCUMENT_COLUMNS = ("collection", "slug", "title", "tags", "updated_at", "chunk_count", "frontmatter", "links", "backlinks", "aliases")
 _DOCUMENT_NAMES = ", ".join(DOCUMENT_COLUMNS)
 _DOCUMENT_UPSERT = (
     f"INSERT INTO documents(id, {_DOCUMENT_NAMES}) VALUES (?{', ?' * len(DOCUMENT_COLUMNS)})"
@@ -165,19 +168,30 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
         conn.executescript(SCHEMA)
         _add_log_relevance(conn)
         return
+    _add_document_columns(conn)  # before the FTS view, which reads documents.aliases
     if version < 3:
         fts.migrate(conn)  # an FTS table over chunks.text alone: rebuilt with the fields
+    elif fts.has_fields(conn):
+        fts.refresh_view(conn)  # the title field gains the aliases
     conn.executescript(SCHEMA)
     _add_log_relevance(conn)
     columns = {table: {r[1] for r in conn.execute(f"PRAGMA table_info({table})")} for table in ("documents", "embeddings_meta")}
-    for column in ("frontmatter", "links", "backlinks"):  # NULL in the rows already there: no links
-        if column not in columns["documents"]:
-            conn.execute(f"ALTER TABLE documents ADD COLUMN {column} JSON")
     if "provider" not in columns["embeddings_meta"]:
         conn.execute("ALTER TABLE embeddings_meta ADD COLUMN provider TEXT")
     if version < 3:
         reindex_cjk(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _add_document_columns(conn: sqlite3.Connection) -> None:
+    """Give an older store's documents table the columns added since (NULL in the rows already
+    there: no links, no aliases); nothing when the table does not exist yet."""
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(documents)")}
+    if not columns:
+        return
+    for column in ("frontmatter", "links", "backlinks", "aliases"):
+        if column not in columns:
+            conn.execute(f"ALTER TABLE documents ADD COLUMN {column} JSON")
 
 
 def _add_log_relevance(conn: sqlite3.Connection) -> None:
@@ -217,6 +231,7 @@ def _document_row(d, chunk_count: int) -> tuple:
         json.dumps(d.frontmatter, sort_keys=True, ensure_ascii=False, default=str),
         _json_list([r.to_json() for r in d.resolved_links]),
         _json_list([b.to_json() for b in d.backlinks]),
+        _json_list(d.aliases),
     )
 
 

@@ -24,7 +24,7 @@ from rag_assets.records import Link
 _TAG_SEPARATORS = re.compile(r"[,\s]+")
 # Part of each vault's source hash (rag_assets/privacy/vaults.py): bump it when the same note
 # file would be read differently, so the sensor and `rag build` rebuild every vault once.
-NOTE_READING_VERSION = "obsidian-2"  # 2: links resolved, stored with backlinks
+NOTE_READING_VERSION = "obsidian-3"  # 2: links resolved, stored with backlinks; 3: aliases stored
 
 
 @dataclass

@@ -45,7 +45,9 @@ Each passage starts with a citation tag on its own line::
 
 The anchor is the GitHub/Hugo-style slug of the deepest heading of the passage's first
 chunk (:func:`heading_anchor`); without a heading the tag is ``[posts:homelab-proxmox-setup]``.
-Duplicate headings in one page (GitHub/Hugo suffix them ``-1``, ``-2``) and custom
+A vault note (the Safe and Private tiers: ``pack_context(..., notes=True)``) is cited as
+Obsidian links it, ``[[Projects/Proxmox setup#Network]]`` (the note's path in its vault and
+the heading's own text). Duplicate headings in one page (GitHub/Hugo suffix them ``-1``, ``-2``) and custom
 ``{#id}`` anchors cannot be known from a chunk and are not reproduced. Passages are
 separated by one blank line.
 
@@ -62,6 +64,7 @@ from rag_assets.index.params import Hit
 from rag_assets.search.passages import (
     PASSAGE_SEPARATOR,
     citation_tag,
+    note_citation,
     join_consecutive_chunks,
 )
 from rag_assets.search.tokens import TokenCounter, default_token_counter
@@ -153,10 +156,12 @@ class _Passage:
 
 
 class _Packer:
-    """Renders a set of selected hits; remembers merged texts across tries."""
+    """Renders a set of selected hits; remembers merged texts across tries. ``notes``: the hits
+    are vault notes, cited as Obsidian links (:func:`note_citation`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, notes: bool = False) -> None:
         self._joined: dict[tuple[str, str], str] = {}
+        self.notes = notes
 
     def passages(self, selected: Sequence[Hit]) -> list[_Passage]:
         by_doc: dict[str, list[Hit]] = {}
@@ -189,7 +194,11 @@ class _Packer:
             hits=list(run),
             text=text,
             score=max(h.score for h in run),
-            tag=citation_tag(first.collection, first.slug, first.heading_path),
+            tag=(
+                note_citation(first.slug, first.heading_path)
+                if self.notes
+                else citation_tag(first.collection, first.slug, first.heading_path)
+            ),
         )
 
 
@@ -211,14 +220,17 @@ def _order(hit: Hit) -> tuple[int, float, float]:
     return (0, -hit.rerank_score, 0.0) if hit.rerank_score is not None else (1, -hit.relevance, -hit.score)
 
 
-def pack_context(hits: Sequence[Hit], budget: int, *, tokenizer: TokenCounter | None = None) -> PackedContext:
+def pack_context(
+    hits: Sequence[Hit], budget: int, *, tokenizer: TokenCounter | None = None, notes: bool = False
+) -> PackedContext:
     """The best-scoring hits that fit in ``budget`` tokens, merged into cited passages.
 
     See the module docstring for the selection, merging and tag rules. ``tokenizer``
     defaults to :func:`default_token_counter`. Duplicate hit ids count once (the first,
     best-scored one). A budget too small for any passage gives an empty text with every
     hit in ``dropped``, and ``needed_budget`` (with ``message``): what the best passage needs;
-    ``budget <= 0`` raises ValueError.
+    ``budget <= 0`` raises ValueError. ``notes``: the hits are vault notes (the Safe and Private
+    tiers, :func:`~rag_assets.search.passages.cites_notes`), tagged ``[[Note#Heading]]``.
     """
     if isinstance(budget, bool) or not isinstance(budget, int):
         raise TypeError(f"budget must be an integer number of tokens, not {type(budget).__name__}")
@@ -232,11 +244,11 @@ def pack_context(hits: Sequence[Hit], budget: int, *, tokenizer: TokenCounter | 
             seen.add(hit.id)
             ordered.append(hit)
     additive = bool(getattr(counter, "additive", False))
-    passages, dropped = _select(ordered, budget, counter, additive)
+    passages, dropped = _select(ordered, budget, counter, additive, notes)
     text = _render(passages)
     tokens = counter.count(text)
     if tokens > budget and additive:  # a counter wrongly declared additive: count everything exactly
-        passages, dropped = _select(ordered, budget, counter, False)
+        passages, dropped = _select(ordered, budget, counter, False, notes)
         text = _render(passages)
         tokens = counter.count(text)
     packed = PackedContext(
@@ -248,13 +260,13 @@ def pack_context(hits: Sequence[Hit], budget: int, *, tokenizer: TokenCounter | 
         dropped=dropped,
     )
     if not passages and ordered:  # an empty context must say what budget the best passage needs
-        best = _Packer().passages(ordered[:1])[0]
+        best = _Packer(notes).passages(ordered[:1])[0]
         packed.needed_budget, packed.best_tag = counter.count(best.render()), best.tag
     return packed
 
 
 def _select(
-    ordered: Sequence[Hit], budget: int, counter: TokenCounter, additive: bool
+    ordered: Sequence[Hit], budget: int, counter: TokenCounter, additive: bool, notes: bool = False
 ) -> tuple[list[_Passage], list[str]]:
     """The greedy pass: passages of the hits kept, ids of the hits dropped.
 
@@ -266,7 +278,7 @@ def _select(
     boundary is counted again as a whole, exactly, so ``tokens <= budget`` holds
     whatever the counter.
     """
-    packer = _Packer()
+    packer = _Packer(notes)
     counts: dict[str, int] = {}
     separator = counter.count(PASSAGE_SEPARATOR)
 

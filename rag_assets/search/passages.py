@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from typing import Sequence
+from urllib.parse import quote
 
 PASSAGE_SEPARATOR = "\n\n"
 """Between passages: one blank line."""
@@ -29,6 +30,31 @@ def citation_tag(collection: str, slug: str, heading_path: Sequence[str] = ()) -
     """``[<collection>:<slug>#<anchor>]`` for the deepest heading, ``[<collection>:<slug>]`` without one."""
     anchor = heading_anchor(heading_path[-1]) if heading_path else ""
     return f"[{collection}:{slug}#{anchor}]" if anchor else f"[{collection}:{slug}]"
+
+
+# Characters Obsidian does not allow in a link's heading part (it drops them when it links one).
+_NOTE_HEADING_DROP = re.compile(r"[\[\]|#^]")
+
+
+def cites_notes(tier: str) -> bool:
+    """True for the tiers whose stores hold vault notes only (Safe and Private): their passages
+    are cited as Obsidian links; the public tier's site pages keep ``[collection:slug#anchor]``."""
+    return tier != "public"
+
+
+def note_citation(slug: str, heading_path: Sequence[str] = ()) -> str:
+    """``[[<note path>#<deepest heading>]]``, how Obsidian links a note's section (``[[<note path>]]``
+    without a heading). The path (the slug: the note's path in its vault, without ``.md``)
+    always resolves, however many notes share the file name."""
+    heading = " ".join(_NOTE_HEADING_DROP.sub(" ", heading_path[-1]).split()) if heading_path else ""
+    return f"[[{slug}#{heading}]]" if heading else f"[[{slug}]]"
+
+
+def obsidian_uri(vault: str, slug: str) -> str:
+    """``obsidian://open?vault=<vault>&file=<note path>``, both URL-encoded (``/`` too), which
+    opens the note in Obsidian. ``vault`` is the vault's name in rag.yaml: Obsidian knows a
+    vault by its folder's name, so the two should match for the link to open."""
+    return f"obsidian://open?vault={quote(vault, safe='')}&file={quote(slug, safe='')}"
 
 
 # --------------------------------------------------------------------------- merging chunks

@@ -18,7 +18,7 @@ Features of a candidate chunk:
   the content rarely use words the content never uses; questions about something else
   ("the rules of cricket" against software docs) usually do.
 - ``title``: the share of the query's BM25 ceiling whose terms name the chunk's page, in its
-  title or its slug ("restic offsite backups" against the page titled so: 1.0). A page is
+  title, its aliases (a vault note's) or its slug ("restic offsite backups" against the page titled so: 1.0). A page is
   about what its title says; a chunk that only mentions the words often is not.
 
 A model per embedder (``hashing``, ``local``; ``default`` for the others, which uses no
@@ -221,7 +221,7 @@ def title_shares(
 ) -> list[float]:
     """The ``title`` feature of candidates of these documents (one per entry of ``document_ids``):
     ``words``, the query's terms, with ``shares``, their parts of ``ceiling``. Computed once per
-    document; each document's title and slug stems are kept in ``cache`` (per loaded store)."""
+    document; each document's title, alias and slug stems are kept in ``cache`` (per loaded store)."""
     term_shares: dict[str, float] = {}
     for term, share in zip(words, shares):
         term_shares[term] = term_shares.get(term, 0.0) + share
@@ -231,6 +231,7 @@ def title_shares(
         if named is None:
             doc = documents.get(doc_id, {})
             slug = str(doc.get("slug", "")).replace("/", " ").replace("-", " ").replace("_", " ")
-            named = cache[doc_id] = frozenset(query_stems(f"{doc.get('title', '')} {slug}"))
+            aliases = " ".join(doc.get("aliases", ()))  # a vault note's aliases name it too
+            named = cache[doc_id] = frozenset(query_stems(f"{doc.get('title', '')} {aliases} {slug}"))
         per_document[doc_id] = title_share(term_shares, ceiling, named)
     return [per_document[doc_id] for doc_id in document_ids]

@@ -66,6 +66,7 @@ from rag_assets.index.params import (
 )
 from rag_assets.index.profiles import SearchProfile, apply_profile, read_profile
 from rag_assets.index.query import fts_match_of_words
+from rag_assets.search.link_signal import boost_linked, linked_notes
 from rag_assets.search.relevance import TermStatistics, candidate_features, shipped_models, title_shares, weighted
 
 log = logging.getLogger(__name__)
@@ -196,8 +197,8 @@ class SearchIndex:
         meta = conn.execute("SELECT model, dimension, provider FROM embeddings_meta LIMIT 1").fetchone()
         model, dimension, provider = meta if meta else (None, None, None)
         documents = {}
-        for doc_id, collection, slug, title, tags, frontmatter in conn.execute(
-            "SELECT id, collection, slug, title, tags, frontmatter FROM documents"
+        for doc_id, collection, slug, title, tags, frontmatter, aliases, links, backlinks in conn.execute(
+            "SELECT id, collection, slug, title, tags, frontmatter, aliases, links, backlinks FROM documents"
         ):
             documents[doc_id] = {
                 "collection": collection,
@@ -205,6 +206,8 @@ class SearchIndex:
                 "title": title or "",
                 "tags": json.loads(tags or "[]"),
                 "frontmatter": json.loads(frontmatter or "{}"),
+                "aliases": json.loads(aliases or "[]"),  # a vault note's: they name it as its title does
+                "linked": linked_notes(links, backlinks),  # the link-graph signal's (search/link_signal.py)
             }
         rows = conn.execute(
             "SELECT rowid, document_id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid"
@@ -322,6 +325,7 @@ class SearchIndex:
         relevance, features = self._relevance(data, query, mode, candidates, vector, lexical, cosines, words)
         if params.collection_weights:
             relevance = {row: weighted(p, self.weights.get(str(data.collections[row]), 1.0)) for row, p in relevance.items()}
+        relevance = boost_linked(relevance, data.document_ids, data.documents, params.link_boost)
         # One ranking: by the relevance every hit shows (the fused score only breaks ties).
         ordered = sorted(candidates, key=lambda row: (-relevance[row], -scored[row], row))
         pool = ordered[: max(params.k * params.sections * 2, 60)]

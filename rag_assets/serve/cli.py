@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from rag_assets.index.params import MAX_BUDGET, MAX_PER_DOCUMENT
+from rag_assets.index.params import MAX_BUDGET, MAX_LINK_BOOST, MAX_PER_DOCUMENT
 from rag_assets.serve.cli_ask import add_ask_parser
 from rag_assets.serve.cli_links import add_related_parser
 from rag_assets.serve.cli_mcp import add_mcp_command
@@ -244,6 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
             "(default: 0.5, the line chosen on held-in data; 0 shows everything)",
         )
         cmd.add_argument("--mmr", type=finite_float(0, 1), metavar="LAMBDA", help="MMR re-ranking: 1.0 relevance only, lower = more diverse")
+        cmd.add_argument(
+            "--link-boost", type=finite_float(1, MAX_LINK_BOOST), metavar="F",
+            help="vault notes linked with the best hit's note gain: their relevance odds times F (default 1: off)",
+        )
         cmd.add_argument(
             "--chunks", action="store_true",
             help="one result per chunk instead of one per page (a page's matching sections listed beneath it)",

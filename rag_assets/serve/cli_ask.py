@@ -156,7 +156,8 @@ def _print_sources(sources, cited: set[int]) -> None:
         where = " > ".join(s.heading_path)
         mark = "*" if s.n in cited else " "
         section = f" > {where}" if where else ""
-        print(f" {mark}[{s.n}] {s.title or s.slug}: {s.collection}/{s.slug}{section}  ({s.relevance:.2f})")
+        where_from = s.cite or f"{s.collection}/{s.slug}{section}"  # a vault note: its Obsidian link
+        print(f" {mark}[{s.n}] {s.title or s.slug}: {where_from}  ({s.relevance:.2f})")
 
 
 def _print_footer(prepared, data: dict) -> None:

@@ -67,6 +67,7 @@ def _search_params(cfg: RagConfig, args: argparse.Namespace):
         "min_score": args.min_score,
         "mmr_lambda": args.mmr,
         "max_per_document": args.per_doc,
+        "link_boost": getattr(args, "link_boost", None),
     }
     chunks = bool(getattr(args, "chunks", False) or args.per_doc)
     params = SearchParams(
@@ -152,6 +153,7 @@ def _heading(hit) -> str:
 
 def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
     from rag_assets.search.context import pack_context
+    from rag_assets.search.passages import cites_notes
 
     if args.budget <= 0:
         print("rag: --budget must be a positive number of tokens", file=sys.stderr)
@@ -174,7 +176,7 @@ def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
         else:
             print(result.nothing_passed(), file=sys.stderr)
         return EXIT_OK
-    packed = pack_context(result.hits, args.budget)
+    packed = pack_context(result.hits, args.budget, notes=cites_notes(args.tier))
     if args.json:
         print(json.dumps(packed.to_json(), indent=2, ensure_ascii=False))
     elif packed.message:  # not even the best passage fits: say what budget would, not an empty line

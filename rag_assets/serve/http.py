@@ -87,6 +87,7 @@ from rag_assets.embed.errors import EmbeddingError
 from rag_assets.base.blas import limit_blas_threads
 from rag_assets.base.egress import PrivacyError
 from rag_assets.search.context import pack_context
+from rag_assets.search.passages import cites_notes
 from rag_assets.search.rendered import rendered_hit_json
 from rag_assets.index.params import MAX_BUDGET, SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
@@ -224,7 +225,7 @@ def create_app(
             params = replace(params, view="chunks")  # packing merges a page's chunks itself
             started = time.perf_counter()
             result = run_search(request, query, tier, params, bool_param(request, "rerank"))
-            packed = pack_context(result.hits, budget)
+            packed = pack_context(result.hits, budget, notes=cites_notes(tier))
             out = dict(packed.to_json())
             if not result.hits:
                 out["message"] = result.nothing_passed()

@@ -34,7 +34,7 @@ from rag_assets.privacy.vaults import tier_card
 from rag_assets.search import documents
 from rag_assets.search.context import pack_context
 from rag_assets.index.params import Hit, SearchError, SearchParams, SearchResult
-from rag_assets.search.passages import citation_tag, heading_anchor
+from rag_assets.search.passages import citation_tag, cites_notes, heading_anchor, note_citation
 from rag_assets.index.query import STOP_WORDS
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.search.retrieval import SearchIndex
@@ -130,7 +130,7 @@ def _anchor(heading_path: list[str]) -> str | None:
     return heading_anchor(heading_path[-1]) if heading_path else None
 
 
-def hit_json(hit: Hit, terms: list[str]) -> dict[str, Any]:
+def hit_json(hit: Hit, terms: list[str], notes: bool = False) -> dict[str, Any]:
     """A page-level hit for a model: where it is, how relevant, a snippet per matching section."""
     full = hit.to_json()
     return {
@@ -140,7 +140,8 @@ def hit_json(hit: Hit, terms: list[str]) -> dict[str, Any]:
         "relevance": full["relevance"],
         "headingPath": full["headingPath"],
         "anchor": _anchor(full["headingPath"]),
-        "citation": citation_tag(hit.collection, hit.slug, hit.heading_path),
+        # A vault note (notes: the Safe and Private tiers) is cited as Obsidian links it.
+        "citation": note_citation(hit.slug, hit.heading_path) if notes else citation_tag(hit.collection, hit.slug, hit.heading_path),
         "snippet": snippet(full["text"], terms),
         "sections": [
             {
@@ -160,7 +161,7 @@ def run_search(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> dict[str, 
     out: dict[str, Any] = {
         "query": query,
         "tier": tier,
-        "hits": [hit_json(h, terms) for h in result.hits],
+        "hits": [hit_json(h, terms, cites_notes(tier)) for h in result.hits],
         "minRelevance": result.params.min_score,
         "bestRelevance": round(result.best_relevance, 4),
         "model": result.model,
@@ -173,7 +174,7 @@ def run_search(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> dict[str, 
 def run_get_context(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     # The chunk view: packing merges a page's consecutive chunks itself (as /context does).
     query, tier, result = _run_search(env, caller, args, args.get("k", 20), "chunks")
-    packed = pack_context(result.hits, args.get("budget", DEFAULT_BUDGET))
+    packed = pack_context(result.hits, args.get("budget", DEFAULT_BUDGET), notes=cites_notes(tier))
     out: dict[str, Any] = {
         "query": query,
         "tier": tier,

@@ -36,6 +36,7 @@ export function openSource(source, pattern = null) {
   link.hidden = !href;
   if (href) link.href = href;
   else link.removeAttribute("href");
+  link.textContent = href?.startsWith("obsidian:") ? "Open in Obsidian" : "Open the page";
   // The "close" event comes a task after the dialog closed (and the browser put focus back):
   // by then a key may have moved the focus on, which must not be taken back. Only a focus left
   // on nothing (the opener re-rendered away, a browser that restores nothing) goes to the opener.
@@ -50,14 +51,26 @@ export function openSource(source, pattern = null) {
 
 /**
  * The page's address at the cited section (its anchor), when the source has an absolute
- * http(s) url. A site path ("/docs/x/") names a page of the published site, not of this
+ * http(s) url; a vault note's obsidian://open URI as it is (Obsidian opens the note). A site path ("/docs/x/") names a page of the published site, not of this
  * server, so it is shown as text instead.
  */
 function pageLink(source) {
+  if (typeof source.url === "string" && source.url.startsWith("obsidian://open?")) return obsidianLink(source.url);
   if (typeof source.url !== "string" || !/^https?:\/\//i.test(source.url)) return null;
   const href = safeUrl(source.url);
   if (!href || !source.anchor || href.includes("#")) return href;
   return `${href}#${encodeURIComponent(source.anchor)}`;
+}
+
+/**
+ * A vault note's address in Obsidian: an obsidian://open URI the server built, whose vault and
+ * file are URL-encoded; rebuilt from those two parameters alone, so nothing else rides along.
+ */
+function obsidianLink(url) {
+  const params = new URLSearchParams(url.slice("obsidian://open?".length));
+  const vault = params.get("vault"), file = params.get("file");
+  if (!vault || !file) return null;
+  return `obsidian://open?vault=${encodeURIComponent(vault)}&file=${encodeURIComponent(file)}`;
 }
 
 /** Close on a click on the backdrop (outside the dialog's box), as people expect. */
