@@ -40,6 +40,7 @@ _LOW = (1 << _ID_BITS) - 1
 # The memo is dropped when it grows past these (a corpus with millions of distinct words).
 _MAX_WORDS = 500_000
 _MAX_PAIRS = 1_000_000
+_SHORT_QUERY = 200  # characters: a query this short is embedded feature by feature
 
 
 def tokenize(text: str) -> list[str]:
@@ -152,6 +153,8 @@ class HashingEmbedder:
         return l2_normalise(matrix.reshape(len(texts), self._dimension))
 
     def embed_query(self, text: str) -> np.ndarray:
+        if len(text) <= _SHORT_QUERY:  # a few words: numpy's fixed costs per call would be most of the time
+            return reference_vector(text, self._dimension, self._bigram_weight)
         return self.embed_documents([text])[0]
 
     def _word_ids(self, words: list[str]) -> np.ndarray:
