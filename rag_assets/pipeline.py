@@ -123,31 +123,38 @@ def embed_collection(
     batches = [missing[i : i + batch_size] for i in range(0, len(missing), batch_size)]
     stats.batches = len(batches)
     failed: list[int] = []
-    for number, positions in enumerate(batches, start=1):
-        texts = [chunked.chunks[i].text for i in positions]
-        t0 = time.perf_counter()
-        label = f"{number}/{len(batches)} of {chunked.collection}"
-        try:
-            batch_vectors = (
-                embedder.embed_documents(texts, batch_label=label)  # names the batch in its errors
-                if isinstance(embedder, RemoteEmbedder)
-                else embedder.embed_documents(texts)
+    # Cached in groups, not per batch (embed/cache.py, CacheWriter); what was embedded is
+    # written even when a later batch raises.
+    writer = cache.writer(embedder.model) if cache else None
+    try:
+        for number, positions in enumerate(batches, start=1):
+            texts = [chunked.chunks[i].text for i in positions]
+            t0 = time.perf_counter()
+            label = f"{number}/{len(batches)} of {chunked.collection}"
+            try:
+                batch_vectors = (
+                    embedder.embed_documents(texts, batch_label=label)  # names the batch in its errors
+                    if isinstance(embedder, RemoteEmbedder)
+                    else embedder.embed_documents(texts)
+                )
+                _check_vectors(batch_vectors, len(texts), embedder, number)
+            except EmbeddingBatchError as exc:
+                stats.failed_batches += 1
+                stats.errors.append(str(exc))
+                failed.extend(positions)
+                log(f"[{chunked.collection}] Batch {number}/{len(batches)}: FAILED, {len(texts)} chunks left for the next run: {exc}")
+                continue
+            if writer:
+                writer.add([sent_texts[i] for i in positions], batch_vectors)
+            matrix[positions] = batch_vectors
+            have[positions] = True
+            log(
+                f"[{chunked.collection}] Batch {number}/{len(batches)}: "
+                f"{len(texts)} chunks embedded ({time.perf_counter() - t0:.1f}s)"
             )
-            _check_vectors(batch_vectors, len(texts), embedder, number)
-        except EmbeddingBatchError as exc:
-            stats.failed_batches += 1
-            stats.errors.append(str(exc))
-            failed.extend(positions)
-            log(f"[{chunked.collection}] Batch {number}/{len(batches)}: FAILED, {len(texts)} chunks left for the next run: {exc}")
-            continue
-        if cache:
-            cache.put_many(embedder.model, [sent_texts[i] for i in positions], batch_vectors)
-        matrix[positions] = batch_vectors
-        have[positions] = True
-        log(
-            f"[{chunked.collection}] Batch {number}/{len(batches)}: "
-            f"{len(texts)} chunks embedded ({time.perf_counter() - t0:.1f}s)"
-        )
+    finally:
+        if writer:
+            writer.flush()
     usage = _usage(embedder).since(usage_before) if usage_before else None
     if usage:
         stats.requests, stats.retries, stats.tokens = usage.requests, usage.retries, usage.tokens

@@ -697,3 +697,12 @@ def test_hugo_docs_corpus() -> None:
             assert fences_balanced(chunk.text), chunk.id
         body, spans = plan_chunks(doc)
         assert "".join(body[s.start : s.end] for s in spans).split() == body.split()
+
+
+def test_word_starts_of_ascii_text_are_the_regular_expression_ones():
+    from rag_assets.ingest.blocks import word_starts
+
+    every_ascii = "".join(chr(c) for c in range(128))
+    texts = ["", " ", "one", "  lead and trail  ", every_ascii * 3, "a\x1cb\x1dc\x1ed\x1fe\x0bf\x0cg\rh\ti\nj", "caf\u00e9 \u00a0x\u2003y"]
+    for text in texts:
+        assert word_starts(text) == [m.start() for m in re.finditer(r"\S+", text)], repr(text)

@@ -55,3 +55,59 @@ def test_cjk_text_is_matched_through_character_bigrams():
 def test_unknown_name_says_which_exist():
     with pytest.raises(UnknownEmbedderError, match="hashing"):
         create_embedder("word2vec")
+
+
+# Texts that exercise every path of the batched embedder: ASCII (the translate-and-split
+# tokenizer), non-ASCII and CJK (the regular expression), repeated words and bigrams
+# (counts above one), underscores and digits, case folding into ASCII (the Kelvin sign),
+# empty and one-word texts (no bigram), and a word repeated hundreds of times.
+EDGE_TEXTS = [
+    "",
+    "one",
+    "Alpha beta alpha BETA alpha beta gamma_delta 42 42 x-y x_y",
+    "Caf\u00e9 na\u00efve \u201cquoted\u201d \u2014 dash; \u212a kelvin",
+    "我们使用虚拟局域网隔离物联网设备 and VLANs 虚拟",
+    "word " * 300,
+    "tabs\tand\nnewlines\r\n and  double  spaces!!",
+    "\u0130stanbul \u00df stra\u00dfe",
+]
+
+
+def test_batched_vectors_are_bit_identical_to_the_plain_definition():
+    from rag_assets.embed.hashing import reference_vector
+
+    rng = np.random.default_rng(3)
+    vocab = ["alpha", "beta", "gamma", "delta", "vlan", "proxmox", "bridge", "the", "a", "of", "数据", "caf\u00e9"]
+    random_texts = [" ".join(rng.choice(vocab, size=int(rng.integers(0, 60)))) for _ in range(40)]
+    # Hundreds of distinct words with uneven counts in few buckets: float32 sums that come out
+    # differently when the same additions are made in another order.
+    many = [" ".join(f"w{int(i)}" for i in rng.zipf(1.3, size=400) if i < 10_000) for _ in range(10)]
+    texts = EDGE_TEXTS + random_texts + many
+    for dimension in (7, 64, 384, 1536):
+        emb = HashingEmbedder(dimension)
+        # Twice over: the second pass reads every word and pair from the memo.
+        for _ in range(2):
+            got = emb.embed_documents(texts)
+            want = np.stack([reference_vector(t, dimension) for t in texts])
+            assert got.dtype == np.float32 and np.array_equal(got, want)
+        for text in texts[:4]:
+            assert np.array_equal(emb.embed_query(text), reference_vector(text, dimension))
+
+
+def test_batched_vectors_do_not_depend_on_the_batch_or_the_memo():
+    texts = EDGE_TEXTS * 3
+    whole = HashingEmbedder().embed_documents(texts)
+    one_by_one = np.stack([HashingEmbedder().embed_query(t) for t in texts])
+    assert np.array_equal(whole, one_by_one)
+
+
+def test_the_tokenizer_splits_ascii_as_the_regular_expression_does():
+    import re
+
+    from rag_assets.embed.hashing import tokenize
+
+    word = re.compile(r"\w+")
+    ascii_texts = ["".join(chr(c) for c in range(128)) * 2, "a_b-c.d/e\\f g\x00h\x7fi", "MiXeD CaSe_99 z"]
+    for text in ascii_texts + EDGE_TEXTS:
+        if text.lower().isascii():
+            assert tokenize(text) == word.findall(text.lower())

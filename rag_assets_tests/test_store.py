@@ -234,3 +234,46 @@ def test_a_failed_migration_leaves_the_old_store(tmp_path, monkeypatch):
     finally:
         conn.close()
     assert fts_ids(path, "trunk") == ["p/d/chunk-0"]  # the old table and triggers are intact
+
+
+def trigger_names(conn) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+
+
+def test_chunks_written_in_bulk_are_indexed_as_the_trigger_would_and_the_trigger_stays(tmp_path):
+    path = tmp_path / "s.db"
+    store.replace_contents(path, [make_collection("posts", ["alpha words", "beta words", "gamma words"])], model="m", dimension=8, built_at="1")
+    second = make_collection("posts", ["alpha words", "beta changed", "epsilon"])
+    store.sync_contents(path, [second, make_collection("docs", ["delta zeta"])], model="m", dimension=8, built_at="2")
+    with sqlite3.connect(path) as conn:
+        assert_index_is_a_rebuild(conn)
+        assert trigger_names(conn) >= {"chunks_ai", "chunks_ad", "chunks_au"}
+    assert fts_ids(path, "zeta") == ["docs/doc/chunk-0"] and fts_ids(path, "changed") == ["posts/doc/chunk-1"]
+    # A chunk inserted by another writer, after the bulk writes, is still indexed by the trigger.
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count) VALUES ('docs/doc/chunk-9', 'docs/doc', 9, 'omega', '[]', 1)")
+    assert fts_ids(path, "omega") == ["docs/doc/chunk-9"]
+
+
+def test_a_failed_bulk_write_keeps_the_trigger_and_the_index(tmp_path):
+    path = tmp_path / "s.db"
+    store.replace_contents(path, [make_collection("posts", ["kept text"])], model="m", dimension=8, built_at="1")
+    broken = make_collection("posts", ["kept text", "a", "b"])
+    broken.chunks[2].slug = "missing"  # a chunk of no document: the foreign key fails inside the bulk insert
+    with pytest.raises(sqlite3.IntegrityError):
+        store.sync_contents(path, [broken], model="m", dimension=8, built_at="2")
+    with sqlite3.connect(path) as conn:
+        assert "chunks_ai" in trigger_names(conn)
+        assert_index_is_a_rebuild(conn)
+    assert store.chunk_ids(path) == {"posts/doc/chunk-0"}
+
+
+def test_bulk_indexing_refuses_to_run_outside_a_transaction(tmp_path):
+    path = tmp_path / "s.db"
+    store.replace_contents(path, [make_collection("posts", ["x"])], model="m", dimension=8, built_at="1")
+    conn = store.connect(path)
+    with pytest.raises(RuntimeError, match="transaction"):
+        with fts.chunks_indexed_at_end(conn):
+            pass
+    conn.close()

@@ -74,8 +74,39 @@ class EmbeddingCache(SqliteCache):
             conn.executemany("INSERT OR REPLACE INTO embedding_cache VALUES (?, ?, ?, ?, ?)", rows)
             conn.execute("COMMIT")
 
+    def writer(self, model: str, interval: float = 1.0) -> "CacheWriter":
+        """A writer that groups ``put_many`` calls (see :class:`CacheWriter`)."""
+        return CacheWriter(self, model, interval)
+
     def count(self, model: str | None = None) -> int:
         with closing(self._connect()) as conn:
             if model is None:
                 return conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
             return conn.execute("SELECT COUNT(*) FROM embedding_cache WHERE model = ?", (model,)).fetchone()[0]
+
+
+class CacheWriter:
+    """Vectors for the cache, written together once ``interval`` seconds have passed since the
+    last write (and on ``flush``): a fast embedder finishes a batch every few milliseconds, and
+    each write is a transaction, a commit and a WAL checkpoint, which cost more than embedding
+    it did. A slow (remote) embedder still writes after every batch, so a run stopped midway
+    loses at most ``interval`` seconds of embedding, which the next run redoes."""
+
+    def __init__(self, cache: EmbeddingCache, model: str, interval: float = 1.0) -> None:
+        self.cache, self.model, self.interval = cache, model, interval
+        self._texts: list[str] = []
+        self._vectors: list[np.ndarray] = []
+        self._last = time.monotonic()
+
+    def add(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        self._texts.extend(texts)
+        self._vectors.append(vectors)
+        if time.monotonic() - self._last >= self.interval:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is pending, in one transaction."""
+        if self._texts:
+            self.cache.put_many(self.model, self._texts, np.concatenate(self._vectors))
+            self._texts, self._vectors = [], []
+        self._last = time.monotonic()

@@ -30,6 +30,8 @@ in one transaction (:func:`migrate`): a ``rag build`` or the first search does i
 from __future__ import annotations
 
 import sqlite3
+from contextlib import contextmanager
+from typing import Iterator
 
 TABLE = "fts_chunks"
 CONTENT = "chunk_fields"
@@ -147,3 +149,31 @@ def migrate(conn: sqlite3.Connection) -> bool:
             conn.execute("ROLLBACK")
         raise
     return True
+
+
+@contextmanager
+def chunks_indexed_at_end(conn: sqlite3.Connection) -> Iterator[None]:
+    """Inside a write transaction: the chunks inserted within are indexed by one statement
+    when the block ends, not row by row by the ``chunks_ai`` trigger (which costs more than
+    the indexing itself: a full build spent half its store time there).
+
+    The block must only insert chunks (a delete could free the highest rowid, and an insert
+    reuse it). The trigger is dropped and made again within the caller's transaction, so a
+    failure, whose rollback undoes both, never leaves a store without it; and the rows
+    indexed are counted against the rows inserted, so that none can be missed.
+    """
+    if not conn.in_transaction:
+        raise RuntimeError("chunks_indexed_at_end needs an open write transaction")
+    found = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'chunks_ai'").fetchone()
+    if found is None:  # a store without the trigger: nothing to stand in for
+        yield
+        return
+    highest, count = conn.execute("SELECT coalesce(max(rowid), 0), count(*) FROM chunks").fetchone()
+    conn.execute("DROP TRIGGER chunks_ai")
+    yield
+    # New rows take rowids above the highest (SQLite's rule without AUTOINCREMENT).
+    indexed = conn.execute(f"{_INDEX_ROWS} WHERE chunk_rowid > ?", (highest,)).rowcount
+    inserted = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] - count
+    if indexed != inserted:
+        raise RuntimeError(f"indexed {indexed} new chunks of {inserted} inserted; the write is rolled back")
+    conn.execute(found[0])

@@ -259,8 +259,9 @@ def replace_contents(
             conn.execute("DELETE FROM documents")
             conn.execute("DELETE FROM embeddings_meta")
             conn.execute("DELETE FROM sources")
-            for col in collections:
-                _insert_collection(conn, col)
+            with fts.chunks_indexed_at_end(conn):  # one indexing statement, not a trigger per chunk
+                for col in collections:
+                    _insert_collection(conn, col)
             _record_sources(conn, collections, built_at)
             conn.execute(
                 "INSERT INTO embeddings_meta(model, dimension, built_at, provider) VALUES (?, ?, ?, ?)",
@@ -360,11 +361,12 @@ def sync_contents(
             conn.executemany("DELETE FROM documents WHERE id = ?", [(did,) for did in gone_docs])
             changed_docs = [did for did, row in new_docs.items() if old_docs.get(did) != row]
             conn.executemany(_DOCUMENT_UPSERT, [(did, *new_docs[did]) for did in changed_docs])
-            conn.executemany(
-                "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count, embedding)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                ((cid, *new_chunks[cid][0], new_chunks[cid][2][new_chunks[cid][1]].tobytes()) for cid in fresh_chunks),
-            )
+            with fts.chunks_indexed_at_end(conn):
+                conn.executemany(
+                    "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count, embedding)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    ((cid, *new_chunks[cid][0], new_chunks[cid][2][new_chunks[cid][1]].tobytes()) for cid in fresh_chunks),
+                )
             _index_cjk_chunks(conn, fresh_chunks, [new_chunks[cid][0][2] for cid in fresh_chunks])
             conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
             conn.execute(f"DELETE FROM sources {_scope_filter(scope, 'collection')[0]}", params)
