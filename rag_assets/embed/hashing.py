@@ -23,12 +23,13 @@ import math
 import operator
 import threading
 from collections import Counter
-from typing import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Sequence
 
 from rag_assets.base.cjk import WORD, bigrams, has_cjk
 from rag_assets.embed.base import l2_normalise
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where vectors are made: `rag status` never loads numpy
 
 MODEL_NAME = "rag-assets/feature-hash-v1"
 
@@ -66,6 +67,7 @@ def feature_bucket(feature: str, dimension: int) -> tuple[int, float]:
 def reference_vector(text: str, dimension: int = 384, bigram_weight: float = 0.5) -> np.ndarray:
     """One text's vector by the plain definition, feature by feature (slow; the tests' reference):
     unigrams then bigrams, each in the order it first occurs, added into float32 buckets."""
+    import numpy as np
     out = np.zeros(dimension, dtype=np.float32)
     tokens = tokenize(text)
     for feature, count in Counter(tokens).items():
@@ -80,6 +82,7 @@ def reference_vector(text: str, dimension: int = 384, bigram_weight: float = 0.5
 def first_occurrence_counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``keys`` in the order each first occurs, and how often each occurs
     (what ``Counter(keys)`` iterates, without a stable sort)."""
+    import numpy as np
     if keys.size == 0:
         return keys, keys
     perm = np.argsort(keys)
@@ -103,16 +106,18 @@ class HashingEmbedder:
         self._bigram_weight = bigram_weight
         # One embedding at a time: the memo below is shared (a server embeds queries on threads).
         self._lock = threading.Lock()
-        self._forget()
+        self._memo_ready = False  # made on the first batch: `rag status` builds an embedder but no vectors
 
     def _forget(self) -> None:
         """An empty memo: word -> id, with each id's bucket and sign; word pair -> signed bucket."""
+        import numpy as np
         self._ids: dict[str, int] = {}
         self._words: list[str] = []
         self._word_bucket = np.zeros(1024, dtype=np.int64)
         self._word_sign = np.zeros(1024, dtype=np.float64)
         self._pair_code: dict[int, int] = {}  # (id << 32 | id) -> bucket + 1, negated for sign -1
         self._log_weight = np.zeros(0, dtype=np.float64)  # 1 + log(count), index count - 1
+        self._memo_ready = True
 
     def __getstate__(self) -> dict:
         """Pickled without the lock and the memo (both are rebuilt)."""
@@ -121,7 +126,7 @@ class HashingEmbedder:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
-        self._forget()
+        self._memo_ready = False
 
     @property
     def model(self) -> str:
@@ -135,8 +140,9 @@ class HashingEmbedder:
         return text
 
     def embed_documents(self, texts: Sequence[str], *, batch_label: str | None = None) -> np.ndarray:
+        import numpy as np
         with self._lock:
-            if len(self._words) > _MAX_WORDS or len(self._pair_code) > _MAX_PAIRS:
+            if not self._memo_ready or len(self._words) > _MAX_WORDS or len(self._pair_code) > _MAX_PAIRS:
                 self._forget()
             matrix = np.zeros(len(texts) * self._dimension, dtype=np.float32)
             words: list[str] = []
@@ -159,6 +165,7 @@ class HashingEmbedder:
 
     def _word_ids(self, words: list[str]) -> np.ndarray:
         """The id of every word, new words hashed and remembered."""
+        import numpy as np
         ids = list(map(self._ids.get, words))
         if None in ids:
             for i in itertools.compress(range(len(ids)), map(operator.is_, ids, itertools.repeat(None))):
@@ -168,6 +175,7 @@ class HashingEmbedder:
         return np.array(ids, dtype=np.int64)
 
     def _remember_word(self, word: str) -> int:
+        import numpy as np
         new = len(self._words)
         if new >= self._word_bucket.size:
             self._word_bucket = np.resize(self._word_bucket, 2 * new)
@@ -179,12 +187,14 @@ class HashingEmbedder:
 
     def _weights(self, counts: np.ndarray) -> np.ndarray:
         """1 + log(count) as math.log computes it (a table, so numpy's own log cannot differ)."""
+        import numpy as np
         top = int(counts.max(initial=0))
         if top > self._log_weight.size:
             self._log_weight = np.array([1.0 + math.log(c) for c in range(1, max(top, 1024) + 1)])
         return self._log_weight[counts - 1]
 
     def _add_unigrams(self, matrix: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> None:
+        import numpy as np
         keys, counts = first_occurrence_counts((rows << _ID_BITS) | ids)
         word = keys & _LOW
         values = (self._word_sign[word] * self._weights(counts)).astype(np.float32)
@@ -192,6 +202,7 @@ class HashingEmbedder:
         np.add.at(matrix, (keys >> _ID_BITS) * self._dimension + self._word_bucket[word], values)
 
     def _add_bigrams(self, matrix: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> None:
+        import numpy as np
         within = rows[:-1] == rows[1:]  # no pair across two texts
         pairs = (ids[:-1][within] << _ID_BITS) | ids[1:][within]
         distinct, which = np.unique(pairs, return_inverse=True)
@@ -204,6 +215,7 @@ class HashingEmbedder:
 
     def _pair_codes(self, pairs: np.ndarray) -> np.ndarray:
         """Signed bucket (bucket + 1, negative for sign -1) of each word pair's feature "a b"."""
+        import numpy as np
         keys = pairs.tolist()
         codes = list(map(self._pair_code.get, keys))
         # A code is never 0, so `not code` finds exactly the pairs not seen before (without a Python loop over all).
