@@ -31,9 +31,11 @@ def fuse(
         top = max((s for _, s in lexical.values()), default=1.0) or 1.0
         return {row: score / top for row, (_, score) in lexical.items()}
     wv, wb = params.vector_weight, params.bm25_weight
+    assert wv is not None and wb is not None  # apply_profile filled them
     rows = set(vector) | set(lexical)
     if params.fusion == "rrf":
         k = params.rrf_k
+        assert k is not None  # apply_profile filled it
         best = (wv + wb) / (k + 1)
         return {
             row: ((wv / (k + vector[row][0]) if row in vector else 0.0) + (wb / (k + lexical[row][0]) if row in lexical else 0.0)) / best
