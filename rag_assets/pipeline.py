@@ -148,7 +148,8 @@ def embed_collection(
             f"[{chunked.collection}] Batch {number}/{len(batches)}: "
             f"{len(texts)} chunks embedded ({time.perf_counter() - t0:.1f}s)"
         )
-    usage = _usage(embedder).since(usage_before) if usage_before else None
+    usage_after = _usage(embedder)  # there is one when there was one before
+    usage = usage_after.since(usage_before) if usage_before and usage_after else None
     if usage:
         stats.requests, stats.retries, stats.tokens = usage.requests, usage.retries, usage.tokens
     kept = [i for i in range(len(chunked.chunks)) if have[i]]
@@ -164,7 +165,7 @@ def embed_collection(
         model=embedder.model,
         dimension=embedder.dimension,
         skipped=list(chunked.skipped),
-        provider=provider or getattr(embedder, "provider", "custom"),
+        provider=provider or getattr(embedder, "provider", None) or "custom",
         failed_chunk_ids=[chunked.chunks[i].id for i in failed],
         shard=chunked.shard,
     )
