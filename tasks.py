@@ -4,7 +4,7 @@
     python3 tasks.py build       # set up .venv, build the sample index, print the summary
     python3 tasks.py rag ARGS    # run `rag ARGS` from .venv (e.g. `python3 tasks.py rag search wireguard`)
     python3 tasks.py test        # the same .venv plus the test extras; run the whole test suite
-    python3 tasks.py lint        # the same .venv; check the package's layers (lint-imports)
+    python3 tasks.py lint        # the same .venv; check the package's layers (lint-imports), then its types (mypy)
     python3 tasks.py benches     # the same .venv; run every bench/*.py once at a tiny size
     python3 tasks.py ui          # the same .venv; start `dagster dev`
 
@@ -145,8 +145,9 @@ def main(argv: list[str]) -> int:
     if task == "rag":
         return run(str(BIN / "rag"), *rest, env=dagster_home())
     if task == "lint":
-        # The layers contract in pyproject.toml: no stage imports one above it.
-        return run(str(BIN / "lint-imports"), *rest)
+        # The layers contract in pyproject.toml: no stage imports one above it; then the types
+        # (mypy, its [tool.mypy] settings in pyproject.toml), only when the layers hold.
+        return run(str(BIN / "lint-imports"), *rest) or run(str(BIN / "mypy"))
     if task == "test":
         # One worker per core: the suite is CPU-bound (real builds, real Dagster runs). The bench
         # smoke runs are `tasks.py benches` (CI runs both); a -m of the caller's comes later and wins.

@@ -155,7 +155,8 @@ def embed_collection(
     finally:
         if writer:
             writer.flush()
-    usage = _usage(embedder).since(usage_before) if usage_before else None
+    usage_after = _usage(embedder)  # there is one when there was one before
+    usage = usage_after.since(usage_before) if usage_before and usage_after else None
     if usage:
         stats.requests, stats.retries, stats.tokens = usage.requests, usage.retries, usage.tokens
     kept = [i for i in range(len(chunked.chunks)) if have[i]]
@@ -171,7 +172,7 @@ def embed_collection(
         model=embedder.model,
         dimension=embedder.dimension,
         skipped=list(chunked.skipped),
-        provider=provider or getattr(embedder, "provider", "custom"),
+        provider=provider or getattr(embedder, "provider", None) or "custom",
         failed_chunk_ids=[chunked.chunks[i].id for i in failed],
         shard=chunked.shard,
     )

@@ -1,7 +1,7 @@
 """tasks.py shares one .venv between its tasks and installs only what a task lacks (issue 26).
 
 Each test copies tasks.py and pyproject.toml into a temporary folder whose .venv is a stub:
-its ``python``, ``rag`` and ``lint-imports`` are shell scripts that append their arguments to
+its ``python``, ``rag``, ``lint-imports`` and ``mypy`` are shell scripts that append their arguments to
 a log and exit 0. So the tasks run for real (as `python3 tasks.py TASK`), nothing is
 installed, and the log shows every pip install and every command a task started.
 """
@@ -30,7 +30,7 @@ def project(tmp_path: Path) -> Path:
         shutil.copy(REPO_ROOT / name, root / name)
     bin_dir = root / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
-    for name in ("python", "rag", "lint-imports"):
+    for name in ("python", "rag", "lint-imports", "mypy"):
         script = bin_dir / name
         script.write_text(STUB.format(log=root / "calls.log"))
         script.chmod(0o755)
@@ -59,6 +59,17 @@ def test_switching_between_test_build_and_ui_installs_nothing_again(project):
     assert installs(task(project, "lint")) == []
     assert installs(task(project, "test")) == []
     assert json.loads((project / ".venv" / ".installed-from").read_text())["extras"] == ["dev", "distributed", "k8s", "postgres", "ui"]
+
+
+def test_lint_checks_the_layers_then_the_types_and_stops_at_broken_layers(project):
+    task(project, "lint")  # the install
+    assert task(project, "lint") == ["lint-imports ", "mypy "]
+    # Broken layers: lint fails with lint-imports' status, and mypy does not run.
+    (project / ".venv" / "bin" / "lint-imports").write_text(STUB.format(log=project / "calls.log") + "exit 3\n")
+    (project / "calls.log").unlink()
+    done = subprocess.run([sys.executable, str(project / "tasks.py"), "lint"], cwd=project, capture_output=True, timeout=60)
+    assert done.returncode == 3
+    assert (project / "calls.log").read_text().splitlines() == ["lint-imports "]
 
 
 def test_a_task_adds_only_the_extras_it_lacks_and_keeps_the_others(project):

@@ -112,7 +112,7 @@ def prepare(request: AskRequest, search: Search, selection: ChatSelection, store
     params = SearchParams(k=CANDIDATE_CHUNKS, view="chunks", collections=request.collections)
     retrieval_started = time.perf_counter()
     result = search(rewrite.query, params)
-    common = dict(request=request, rewrite=rewrite, selection=selection, store_path=store_path, started=started)
+    common: dict[str, Any] = dict(request=request, rewrite=rewrite, selection=selection, store_path=store_path, started=started)
     if not result.hits:
         nearest = search(rewrite.query, replace(params, k=NEAREST_PAGES, view="pages", min_score=0.0)).hits
         nearest_sources = sources_from_hits(nearest, page_urls(store_path, [h.document_id for h in nearest]))

@@ -51,6 +51,7 @@ def system_folder_problem(path: Path, *, reading: bool = True) -> str | None:
 def path_problems(cfg: RagConfig) -> list[tuple[Loc, str]]:
     """Every problem with the paths of ``cfg``, each with the key path that names it."""
     problems: list[tuple[Loc, str]] = []
+    loc: Loc  # the key path of each problem, in both loops
     for loc, problem in (
         (("content_dir",), system_folder_problem(cfg.content_dir)),
         (("content_dir",), _not_a_folder(cfg.content_dir)),
@@ -59,7 +60,7 @@ def path_problems(cfg: RagConfig) -> list[tuple[Loc, str]]:
         if problem:
             problems.append((loc, f"{loc[0]}: {problem}"))
     for index, vault in enumerate(cfg.vaults):
-        loc: Loc = ("vaults", index, "path")
+        loc = ("vaults", index, "path")
         problem = (
             system_folder_problem(vault.path)
             or _not_a_folder(vault.path)

@@ -93,7 +93,7 @@ def remove_vault(config_path: Path, text: str, *, name: str, environ: Mapping[st
         known = ", ".join(str(v.get("name")) for v in vaults if isinstance(v, Mapping)) or "none"
         raise VaultEditRefused(f"no vault named {name!r} in rag.yaml (vaults: {known})")
     del vaults[index]
-    if not vaults:
+    if not vaults and isinstance(vaults, CommentedSeq):  # it had the vault: rag.yaml's own list
         _keep_end_comments(document, vaults)
     new_text = _dump(yaml, document)
     cfg = _validated(config_path, new_text, environ, "rag.yaml would not validate without this vault")

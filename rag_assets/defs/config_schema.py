@@ -65,6 +65,7 @@ def _field_types(cls: type) -> dict[str, Any]:
     if issubclass(cls, pydantic.BaseModel):
         return {name: info.annotation for name, info in cls.model_fields.items()}
     hints = typing.get_type_hints(cls)
+    assert dataclasses.is_dataclass(cls)  # _is_section: a section that is no model is a dataclass
     return {item.name: hints[item.name] for item in dataclasses.fields(cls)}
 
 
@@ -77,6 +78,7 @@ def _own_defaults(cls: type) -> dict[str, Any]:
             if not info.is_required() and info.default_factory is None
         }
     else:
+        assert dataclasses.is_dataclass(cls)  # as in _field_types
         found = {item.name: item.default for item in dataclasses.fields(cls) if item.default is not dataclasses.MISSING}
     return {name: str(value) if isinstance(value, Path) else value for name, value in found.items()}
 
@@ -98,10 +100,10 @@ def _dagster_type(kind: Any, value: Any) -> Any:
         (inner,) = [arg for arg in get_args(kind) if arg is not type(None)]
         return Optional[_dagster_type(inner, None)]
     if origin is tuple:
-        return list[_dagster_type(get_args(kind)[0], None)]
+        return list[_dagster_type(get_args(kind)[0], None)]  # type: ignore[misc]  # a type made at run time, for Dagster
     if origin in (dict, collections.abc.Mapping):
         key, item = get_args(kind)
-        return dict[_dagster_type(key, None), _dagster_type(item, None)]
+        return dict[_dagster_type(key, None), _dagster_type(item, None)]  # type: ignore[misc]  # as above
     raise TypeError(f"no Dagster config type for {kind!r}: teach rag_assets/defs/config_schema.py this type")
 
 
@@ -109,7 +111,7 @@ def _required_class(cls: type) -> type[dg.Config]:
     """A section inside a list (a vault): each entry gives its own fields; those the section
     itself defaults (a vault's templates folder) keep that default when an entry leaves them out."""
     defaults = _own_defaults(cls)
-    fields = {
+    fields: dict[str, Any] = {
         name: (_dagster_type(hint, None), defaults.get(name, ...)) for name, hint in _field_types(cls).items()
     }
     return pydantic.create_model(f"{cls.__name__}Schema", __base__=dg.Config, __doc__=cls.__doc__, **fields)

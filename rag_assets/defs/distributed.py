@@ -144,7 +144,8 @@ def config_json(cfg: RagConfig) -> str:
 def reconstructable_job(cfg: RagConfig, job_name: str):
     """A job the workers can rebuild from its name and the build's configuration."""
     return dg.build_reconstructable_job(
-        __name__, reconstruct_job.__name__, reconstructable_args=(job_name, config_json(cfg))
+        # Dagster annotates reconstructable_args as a 1-tuple; any number of arguments is its use
+        __name__, reconstruct_job.__name__, reconstructable_args=(job_name, config_json(cfg))  # type: ignore[arg-type]
     )
 
 
@@ -295,7 +296,9 @@ def _run_slice(
     """In a run process: execute one run over ``keys`` and summarise it."""
     started = time.perf_counter()
     cfg = CONFIG_ADAPTER.validate_json(settings_json)
-    job = dg.build_reconstructable_job(__name__, reconstruct_job.__name__, reconstructable_args=(INDEX_JOB, settings_json))
+    job = dg.build_reconstructable_job(  # reconstructable_args: as in reconstructable_job
+        __name__, reconstruct_job.__name__, reconstructable_args=(INDEX_JOB, settings_json)  # type: ignore[arg-type]
+    )
     with dg.DagsterInstance.from_ref(ref) as instance:
         result = dg.execute_job(job, instance=instance, run_config=run_config, tags={**tags, **run_tags(keys)})
         # The skipped files are in the parsed records on the shared disk, where the workers wrote them.
@@ -322,6 +325,12 @@ def execute_publish_run(
     )
 
 
+def _each_outcome(on_collection: Callable[[CollectionOutcome], None], report: RunReport) -> None:
+    """``on_collection`` for every collection a finished run reports."""
+    for outcome in report.outcomes:
+        on_collection(outcome)
+
+
 def build_collections_on_celery(
     cfg: RagConfig,
     instance: dg.DagsterInstance,
@@ -345,7 +354,7 @@ def build_collections_on_celery(
     prepare_pools(instance)
     reports = execute_partition_runs(
         cfg, instance, celery, keys, tags, parallel or DEFAULT_PARALLEL_RUNS, partitions_per_run,
-        lambda report: [on_collection(outcome) for outcome in report.outcomes],
+        functools.partial(_each_outcome, on_collection),
     )
     outcomes = [outcome for report in reports for outcome in report.outcomes]
     failed_checks = [problem for report in reports for problem in report.failed_checks]

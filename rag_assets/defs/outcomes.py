@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence, Union
+from typing import Any, Iterator, Mapping, Sequence, Union
 
 import dagster as dg
 
@@ -88,7 +88,8 @@ def step_failures(result: RunResult) -> list[StepFailure]:
         data = event.step_failure_data
         user = data.user_failure_data
         named = user.metadata.get(FAILED_PARTITIONS) if user is not None else None
-        partitions = dict(named.value) if isinstance(named, dg.JsonMetadataValue) else None
+        # failure_metadata writes a JSON object; anything else names no partitions
+        partitions = dict(named.value) if isinstance(named, dg.JsonMetadataValue) and isinstance(named.value, Mapping) else None
         if user is not None and user.description:
             message = user.description
         else:
@@ -131,7 +132,7 @@ def describe_check(evaluation: dg.AssetCheckEvaluation) -> str:
     return f"{evaluation.check_name}: {detail}"
 
 
-def plain_values(metadata: dict[str, Any]) -> dict[str, Any]:
+def plain_values(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """{key: the plain value} of typed metadata (a JSON value's data, a number, a text)."""
     return {k: v.value if isinstance(v, dg.MetadataValue) else v for k, v in metadata.items()}
 

@@ -143,8 +143,8 @@ def run_build(
         )
     skipped = result.output_for_node("parsed_documents") if produced(result, "parsed_documents") else {}
     outcomes = collection_outcomes(result, keys, skipped, t0)
-    for outcome in outcomes:
-        on_collection(outcome)
+    for collection_outcome in outcomes:
+        on_collection(collection_outcome)
     error = failure_message(result) if not result.success else ""
     failed_checks, warnings = check_outcomes(result)
     if not result.success:

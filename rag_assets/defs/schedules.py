@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import dagster as dg
@@ -57,13 +58,18 @@ def build_nightly_schedule(cfg: RagConfig) -> dg.ScheduleDefinition:
     )
 
 
+def _tier_vaults(tier: str, _config: RagConfig, the_plan: Plan) -> list[str]:
+    """The vaults of ``tier`` that ``the_plan`` rebuilds."""
+    return the_plan.vaults.get(tier, [])
+
+
 def build_nightly_vault_schedules(cfg: RagConfig) -> list[dg.ScheduleDefinition]:
     """One schedule per tier: collections and each tier's vaults have different partitions."""
     return [
         _nightly(
             cfg, f"nightly_{tier}_vault_rebuild", UPDATE_VAULTS_JOBS[tier], VAULT_PARTITIONS[tier],
             f"Rebuild every {tier} vault into the {tier.capitalize()} store with a rehash, in one run.",
-            lambda _config, the_plan, tier=tier: the_plan.vaults.get(tier, []), vaults=True,
+            functools.partial(_tier_vaults, tier), vaults=True,
         )
         for tier in ("safe", "private")
     ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Sequence
+from typing import Any, Sequence
 
 import dagster as dg
 
@@ -153,7 +153,7 @@ def build_vault_sensor(cfg: RagConfig) -> dg.SensorDefinition:
         # The cursor holds what was last requested per vault; the stores' `sources` tables hold
         # what was built. A vault runs when it differs from both, so an in-flight run is not
         # requested twice and an undone edit runs again.
-        state = json.loads(context.cursor) if context.cursor else {"requested": {}, "generation": 0}
+        state: dict[str, Any] = json.loads(context.cursor) if context.cursor else {"requested": {}, "generation": 0}
         requested: dict = state["requested"]
         order: dict[str, list[str]] = {}
         partition_requests: list = []
@@ -171,13 +171,13 @@ def build_vault_sensor(cfg: RagConfig) -> dg.SensorDefinition:
                 stale.setdefault(vault, {})[tier] = hashes[(vault, tier)] or ""
         to_run: dict[str, list[str]] = {}  # tier -> vaults
         keys: list[str] = []
-        for vault, hashes in sorted(stale.items()):
-            key = "|".join(sorted(f"{tier}:{digest}" for tier, digest in hashes.items()))
+        for vault, tier_hashes in sorted(stale.items()):
+            key = "|".join(sorted(f"{tier}:{digest}" for tier, digest in tier_hashes.items()))
             if requested.get(vault) == key:
                 continue
             requested[vault] = key
             keys.append(f"{vault}:{key}")
-            for tier in hashes:
+            for tier in tier_hashes:
                 to_run.setdefault(tier, []).append(vault)
         requests = []
         if to_run:

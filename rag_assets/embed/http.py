@@ -18,10 +18,11 @@ batch; the caller decides whether the run goes on.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from rag_assets.base.egress import PrivateEgress
 from rag_assets.base.http_retry import (
@@ -35,6 +36,9 @@ from rag_assets.base.http_retry import (
 )
 from rag_assets.embed.base import l2_normalise
 from rag_assets.embed.errors import EmbeddingAuthError, EmbeddingBatchError
+
+# What a response parses into: vectors for the embedders, scores for the /rerank reranker.
+Parsed = TypeVar("Parsed")
 
 if TYPE_CHECKING:
     import httpx  # imported where a request is made: a search that sends nothing never loads it
@@ -127,11 +131,11 @@ class HttpBatchSender:
         self,
         url: str,
         payload: dict[str, Any],
-        parse: Callable[[Any], tuple[np.ndarray, int]],
+        parse: Callable[[Any], tuple[Parsed, int]],
         *,
         batch: str,
         n_texts: int,
-    ) -> np.ndarray:
+    ) -> Parsed:
         """Send, retry, parse; ``parse`` returns (vectors, tokens) or raises MalformedResponse."""
         import httpx
 
@@ -244,7 +248,7 @@ class RemoteEmbedder:
                 self._sender.post(
                     self._endpoint(),
                     self._payload(list(batch)),
-                    lambda body, n=len(batch): self._parse(body, n),
+                    functools.partial(self._parse, expected=len(batch)),
                     batch=batch_label or str(number),
                     n_texts=len(batch),
                 )

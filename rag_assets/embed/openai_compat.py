@@ -52,5 +52,7 @@ class OpenAICompatibleEmbedder(RemoteEmbedder):
         items = [item if isinstance(item, dict) else {} for item in body["data"]]
         items.sort(key=lambda item: item.get("index", 0))
         vectors = validate_vectors([item.get("embedding") for item in items], expected, self._dimension)
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        usage = body.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
         return vectors, int(usage.get("total_tokens") or usage.get("prompt_tokens") or 0)

@@ -17,7 +17,7 @@ from rag_assets.base.egress import PrivateEgress
 from rag_assets.base.http_retry import RetryPolicy
 from rag_assets.config.masking import mask_url
 from rag_assets.config.providers import PROVIDERS, canonical_name
-from rag_assets.config.settings import EmbedderSettings, OllamaSettings, OpenAISettings
+from rag_assets.config.settings import EmbedderSettings, LlmSettings, OllamaSettings, OpenAISettings
 from rag_assets.embed.base import Embedder
 from rag_assets.embed.errors import ProviderUnavailable
 from rag_assets.embed.hashing import MODEL_NAME as HASHING_MODEL
@@ -33,8 +33,8 @@ class Selection:
     reason: str
 
 
-def retry_policy(settings: EmbedderSettings) -> RetryPolicy:
-    """How a remote provider retries, from the embedder settings."""
+def retry_policy(settings: EmbedderSettings | LlmSettings) -> RetryPolicy:
+    """How a remote provider retries, from the embedder settings (or the chat model's: the same keys)."""
     return RetryPolicy(
         max_retries=settings.max_retries,
         base_backoff=settings.backoff,

@@ -243,7 +243,7 @@ def run_evaluation(
     owned = embedder is None
     if embedder is None:
         embedder, provider = select_eval_embedder(cfg, embedder_name)
-    provider = provider or getattr(embedder, "provider", "custom")
+    provider = provider or getattr(embedder, "provider", None) or "custom"
     try:
         log(f"evaluating {dataset.name} ({split}) with {provider}: {embedder.model}")
         built = ensure_eval_store(cfg, dataset, embedder, provider=provider, log=log)

@@ -163,13 +163,13 @@ def bm25_weights(
 # ------------------------------------------------------------------------------ the scan
 
 
-def _drain(parts: list[np.ndarray], dtype: type, offsets: Sequence[int] | None = None) -> np.ndarray:
+def _drain(parts: list[np.ndarray], dtype: type, offsets: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
     """``np.concatenate(parts)`` as ``dtype`` (plus ``offsets[i]`` on part i), emptying ``parts``
     as it goes: each part is let go once copied, so the parts and the whole are never all held."""
-    out = np.empty(sum(len(p) for p in parts), dtype=dtype)
+    out: np.ndarray = np.empty(sum(len(p) for p in parts), dtype=dtype)
     at = 0
     for i in range(len(parts)):
-        part, parts[i] = parts[i], None
+        part, parts[i] = parts[i], None  # type: ignore[call-overload]  # let go; cleared below
         out[at : at + len(part)] = part
         if offsets is not None:
             out[at : at + len(part)] += dtype(offsets[i])
@@ -326,7 +326,8 @@ class InstanceScan:
             doc_len += np.bincount(at, weights=count, minlength=len(ids))
         stats = _statistics(doc_len)
         matrix_row = positions(rowids, ids)  # -1: a chunk without an embedding, or an orphan
-        counts, row_parts, weight_parts = [], [], []
+        counts, row_parts = [], []
+        weight_parts: list[np.ndarray] = []
         for term, at, tf, df in zip(self.term, self.at, self.tf, self.df):
             row = matrix_row[at]
             keep = row >= 0

@@ -28,6 +28,7 @@ def postgres_report(cfg: RagConfig) -> dict[str, Any]:
 
 def _tier(cfg: RagConfig, tier: str) -> dict[str, Any]:
     s = pg_schema.schema_name(tier)
+    assert cfg.store.url is not None  # StoreSection: the postgres backend needs a url
     with closing(pg_schema.connect(cfg.store.url, tier)) as conn:
         version = pg_schema.schema_version(conn, tier)
         entry: dict[str, Any] = {"schema": s, "schemaVersion": version, "synced": False}

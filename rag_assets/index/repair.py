@@ -13,6 +13,7 @@ the manifest, the store, or a file whose sources are damaged) is left to a repub
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import sqlite3
 from pathlib import Path
@@ -69,7 +70,7 @@ def _restore_files(cfg: RagConfig, gen: Generation, damaged: set[Path]) -> list[
     meta = index_json.read_meta(gen.meta_path)
     if meta is None:
         return []
-    makers: dict[str, Callable[[], bytes | None]] = {name: (lambda n=name: static_file(n)) for name in STATIC_FILES}
+    makers: dict[str, Callable[[], bytes | None]] = {name: functools.partial(static_file, name) for name in STATIC_FILES}
     if gen.store_path not in damaged:
         makers[LEXICAL_NAME] = lambda: _lexical_bytes(cfg, gen, meta)
         makers[VECTORS_NAME] = lambda: _vector_bytes(gen)

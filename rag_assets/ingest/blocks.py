@@ -176,7 +176,7 @@ class Layout:
         return self.n
 
     def _atomic(self, tok: Token, top_map: list[int] | None) -> Atomic | None:
-        first, last = tok.map  # type: ignore[misc]
+        first, last = tok.map  # type: ignore[misc]  # a block token always has its lines
         start, end = self._line_offset(first), self._line_offset(last)
         opener = self._line_text(first)
         content_start = self._line_offset(first + 1) if last > first + 1 else end
@@ -348,7 +348,7 @@ def unclosed_top_level_fence(text: str) -> str:
     lines = text.split("\n")
     for tok in _BLOCK_MD.parse(text):
         if tok.type == "fence" and tok.level == 0:
-            first, last = tok.map  # type: ignore[misc]
+            first, last = tok.map  # type: ignore[misc]  # as in _atomic
             if not (last - 1 > first and _is_closing_fence(lines[last - 1], tok.markup)):
                 return tok.markup
     return ""

@@ -146,7 +146,7 @@ def _tag_rule(state: StateInline, silent: bool) -> bool:
         return False
     match = _TAG.match(src, pos, state.posMax)
     tag = match.group(1).strip("/") if match else ""
-    if not tag or tag.isdigit():  # "#123" is an issue number, not a tag
+    if match is None or not tag or tag.isdigit():  # "#123" is an issue number, not a tag
         return False
     if not silent:
         _push(state, pos, match.end(), tag=tag)  # no "text": the tag stays in the text

@@ -187,7 +187,7 @@ class Planner:
                 continue
             prefix = atomic.opener + "\n" if atomic is not None and atomic.kind in REWRAP_KINDS else ""
             if prefix and len(prefix) + start - offset > self.overlap_cap:
-                offset = atomic.end  # type: ignore[union-attr]
+                offset = atomic.end  # type: ignore[union-attr]  # a prefix comes only with an atomic
                 continue
             return offset, prefix
         return start, ""

@@ -95,6 +95,7 @@ def parse_collection(
     listing = list_folder(root, policy, prefix=f"{collection}/")
     skipped: list[SkippedFile] = [s for s in listing.skipped if keep(s.path)]
     slug_owner: dict[str, str] = {}
+    result: Document | SkippedFile  # reused documents are parsed ones; a fresh parse may skip
     for item in listing.files:
         path = item.path
         rel = f"{collection}/{item.rel}"

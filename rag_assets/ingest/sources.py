@@ -45,7 +45,7 @@ def sha256_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
     blocks = iter_blocks(path, max_bytes)
     next(blocks)  # the stat
     for block in blocks:
-        digest.update(block)  # type: ignore[arg-type]
+        digest.update(block)
     return digest.hexdigest()
 
 

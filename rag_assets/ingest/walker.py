@@ -29,6 +29,7 @@ import os
 import stat as stat_module
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator
 
 from rag_assets.records import SkippedFile
 
@@ -303,7 +304,7 @@ def open_regular_file(path: Path, max_bytes: int) -> tuple[int, os.stat_result]:
     return fd, info
 
 
-def iter_blocks(path: Path, max_bytes: int):
+def iter_blocks(path: Path, max_bytes: int) -> Iterator[Any]:  # os.stat_result, then bytes
     """The file's bytes in blocks, never more than ``max_bytes`` (a file growing while it is
     read is refused rather than read without end); yields the fstat first."""
     fd, info = open_regular_file(path, max_bytes)
@@ -321,4 +322,4 @@ def read_bounded(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
     """The whole file (at most ``max_bytes``) and its stat."""
     blocks = iter_blocks(path, max_bytes)
     info = next(blocks)
-    return b"".join(blocks), info  # type: ignore[arg-type]
+    return b"".join(blocks), info

@@ -357,7 +357,7 @@ def _iter_hits(
             pos = start + 1
             continue
         # lastindex is the outermost group that closed last: the rule's own wrapper group.
-        rule = groups[m.lastindex] if m.lastindex in groups else _rule_of(m, groups)
+        rule = groups[m.lastindex] if m.lastindex is not None and m.lastindex in groups else _rule_of(m, groups)
         yield _Hit(rule, start, end)
         pos = end
 

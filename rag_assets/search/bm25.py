@@ -305,7 +305,7 @@ class MemoryBm25:
         if len(times) == 1 and not phrases:
             term, n = next(iter(times.items()))
             start, end = self.indptr[term], self.indptr[term + 1]
-            scores = np.zeros(self.n_rows, dtype=np.float64)
+            scores: np.ndarray = np.zeros(self.n_rows, dtype=np.float64)
             scores[self.rows[start:end]] = self.weights[start:end] * np.float64(n)
             return scores
         if ids:
@@ -322,6 +322,7 @@ class MemoryBm25:
     def _add_phrase(self, scores: np.ndarray, phrase: str) -> None:
         """FTS5's own bm25() for one phrase: its contribution to every row it matches."""
         bm25 = bm25_call(self.table, len(self.column_weights))
+        assert self.connect is not None  # query_terms makes phrases only when there is a connection
         found = self.connect().execute(
             f"SELECT rowid, -{bm25} FROM {self.table} WHERE {self.table} MATCH ?", (*self.column_weights, f'"{phrase}"')
         ).fetchall()

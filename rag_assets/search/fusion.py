@@ -30,10 +30,12 @@ def fuse(
     if mode == "bm25":
         top = max((s for _, s in lexical.values()), default=1.0) or 1.0
         return {row: score / top for row, (_, score) in lexical.items()}
+    assert params.vector_weight is not None and params.bm25_weight is not None  # apply_profile filled them
     wv, wb = unit_weights(params.vector_weight, params.bm25_weight)
     rows = set(vector) | set(lexical)
     if params.fusion == "rrf":
         k = params.rrf_k
+        assert k is not None  # apply_profile filled it
         best = (wv + wb) / (k + 1)
         return {
             row: ((wv / (k + vector[row][0]) if row in vector else 0.0) + (wb / (k + lexical[row][0]) if row in lexical else 0.0)) / best

@@ -42,7 +42,7 @@ class RelatedNote:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON of the CLI, ``/related`` and the MCP tool."""
-        out = {"collection": self.collection, "slug": self.slug, "title": self.title, "relation": self.relation,
+        out: dict[str, Any] = {"collection": self.collection, "slug": self.slug, "title": self.title, "relation": self.relation,
                "reason": self.reason}
         if self.score is not None:
             out["score"] = round(self.score, 4)

@@ -255,7 +255,7 @@ class SearchIndex:
 
         own = conn is None
         try:
-            if own:
+            if conn is None:  # own
                 conn = store.connect(self.path)
             conn.execute("BEGIN")
             try:
@@ -304,7 +304,7 @@ class SearchIndex:
         lexical: dict[int, tuple[int, float]] = {}
         qvec = None
         embed_ms = 0.0
-        if mode in ("hybrid", "vector") and len(data.rowids):
+        if mode in ("hybrid", "vector") and embedder is not None and len(data.rowids):  # (mode says it is)
             t0 = time.perf_counter()
             qvec = np.asarray(embedder.embed_query(query), dtype=np.float32)
             embed_ms = (time.perf_counter() - t0) * 1000

@@ -258,7 +258,7 @@ def _collections(value: Any) -> tuple[str, ...]:
     return tuple(v.strip() for v in value if v.strip())
 
 
-def sse(events: Iterator[Event]) -> Iterator[bytes]:
+def sse(events: Iterator[Event]) -> Generator[bytes, None, None]:
     """Events as ``text/event-stream`` frames (one JSON line of data each)."""
     for event in events:
         payload = event.data

@@ -111,7 +111,7 @@ def _tier_search(cfg: RagConfig, tier: str):
         raise SearchError(f"the {tier} tier has no store yet (expected {where}); build it with `rag build`")
     index.loaded()  # with PostgreSQL, the local mirror (where the answer log lives) is made now
     stage = rerank_stage(cfg, tier, None)
-    embedder = []
+    embedder: list[Any] = []  # the tier's query embedder, made at the first search
 
     def search(query, params):
         if not embedder:

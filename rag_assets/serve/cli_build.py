@@ -384,9 +384,9 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
     departed = departed_vaults(cfg)
     if cfg.vaults or departed:
         behind = [c for c in detect_vault_changes(cfg) if c.status != "unchanged"]
-        for change in behind:
-            why = {"new": "not built yet", "changed": "notes or rules changed", "missing": "folder missing"}[change.status]
-            print(f"  [vault {change.vault}] {change.tier} tier: {why}")
+        for vault_change in behind:
+            why = {"new": "not built yet", "changed": "notes or rules changed", "missing": "folder missing"}[vault_change.status]
+            print(f"  [vault {vault_change.vault}] {vault_change.tier} tier: {why}")
         for tier, names in departed.items():
             print(f"  [{tier} tier] holds vault(s) no longer configured for it: {', '.join(names)}")
         if behind or departed:

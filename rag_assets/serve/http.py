@@ -260,7 +260,8 @@ def create_app(
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
-    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)  # Starlette calls it for these only (exception_handlers)
         hint = " (routes: /, /search, /context, /related, POST /ask, /status, /health, /mcp)" if exc.status_code == 404 else ""
         return error(exc.status_code, f"{exc.detail}{hint}")
 

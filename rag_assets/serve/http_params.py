@@ -70,7 +70,7 @@ def bool_param(request: Request, name: str) -> bool | None:
 
 def list_param(request: Request, name: str) -> tuple[str, ...]:
     """A repeatable, comma-separable parameter: ``?collections=a,b&collections=c``."""
-    items = []
+    items: list[str] = []
     for value in request.query_params.getlist(name):
         items.extend(part.strip() for part in value.split(","))
     return tuple(dict.fromkeys(i for i in items if i))

@@ -83,7 +83,7 @@ class SessionStore:
 
 
 def csrf_matches(expected: str | None, given: str | None) -> bool:
-    return bool(expected) and bool(given) and hmac.compare_digest(expected.encode(), given.encode())
+    return bool(expected and given and hmac.compare_digest(expected.encode(), given.encode()))
 
 
 class CsrfGuard:
@@ -165,6 +165,7 @@ def login_routes(tokens: TokenStore | None, sessions: SessionStore) -> list[Rout
             fresh = secrets.token_urlsafe(24)
             page = _page(_login_form(fresh, "The form expired; sign in again."), fresh, 403)
             return _with_csrf_cookie(page, request, fresh)
+        assert csrf is not None  # csrf_matches refuses a missing cookie
         token = form.get("token", "").strip()
         record = await run_in_threadpool(tokens.verify, token) if tokens is not None and token else None
         if record is None:

@@ -54,9 +54,9 @@ class _ServedLog:
 
     def _log(self, result: SearchResult) -> None:
         if self._log_queue is None:
-            super()._log(result)
+            super()._log(result)  # type: ignore[misc]  # a mixin: the SearchIndex after it in the MRO
         else:
-            self._log_queue.put(lambda: super(_ServedLog, self)._log(result))
+            self._log_queue.put(lambda: super(_ServedLog, self)._log(result))  # type: ignore[misc]  # as above
 
 
 class ServedIndex(_ServedLog, SearchIndex):

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 if TYPE_CHECKING:  # annotations only: `rag --help` builds no config models
     from rag_assets.config import RagConfig
@@ -69,7 +69,7 @@ class TokenRecord:
             return False
         return (now or datetime.now(timezone.utc)) >= datetime.fromisoformat(self.expires)
 
-    def listing(self) -> dict[str, object]:
+    def listing(self) -> dict[str, Any]:
         """What ``rag token list`` shows: no id, salt or hash."""
         return {"name": self.name, "scopes": list(self.scopes), "created": self.created, "expires": self.expires,
                 "expired": self.expired()}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, cast
 
 import httpx
 
@@ -113,7 +113,8 @@ class ChatHttp:
                     problem, wait = self._failed_status(response)
                     continue
                 seconds = self.policy.timeout * ANSWER_TIMEOUTS
-                response.stream = _Deadline(response.stream, time.monotonic() + seconds, seconds)
+                # a Client's (not an AsyncClient's) response: its stream is a SyncByteStream
+                response.stream = _Deadline(cast(httpx.SyncByteStream, response.stream), time.monotonic() + seconds, seconds)
                 passed_on = False
                 chars = 0
                 try:

@@ -113,6 +113,13 @@ _AFTER_RE = re.compile(
 )
 
 
+def _ident_end(text: str, pos: int) -> int:
+    """Where the identifier characters from ``pos`` end (at most 64 on)."""
+    m = _IDENT_CHAR_RE.match(text, pos)
+    assert m is not None  # {0,64}: it matches, empty at the least
+    return m.end()
+
+
 def ident_parts(ident: str) -> list[str]:
     return [p.lower() for p in _CAMEL_SPLIT_RE.split(ident) if p]
 
@@ -162,8 +169,8 @@ def spans(text: str, low: str) -> Iterable[tuple[int, int, str]]:
         if start in seen_idents:
             continue
         seen_idents.add(start)
-        end = _IDENT_CHAR_RE.match(text, hit_end).end()
-        if end - start > _MAX_IDENT + hit_end - hit_start or _IDENT_CHAR_RE.match(text, end).end() != end:
+        end = _ident_end(text, hit_end)
+        if end - start > _MAX_IDENT + hit_end - hit_start or _ident_end(text, end) != end:
             continue
         if start > 0 and text[start - 1] in "/\\":
             continue  # /etc/mosquitto/passwd is a path, not a key

@@ -43,6 +43,7 @@ def spans(text: str, low: str) -> Iterable[tuple[int, int, str]]:
             body, end = text[m.end() : end_m.start()], end_m.end()
         else:  # the block was cut (chunk boundary, truncated paste): take the base64-ish lines
             tail = _PEM_BODY_RE.match(text, m.end())
+            assert tail is not None  # a starred group: it matches, empty at the least
             body, end = tail.group(0), tail.end()
         if pem_body_ok(body):
             yield m.start(), end, "private_key"

@@ -176,7 +176,9 @@ def _html_content(text: str, start: int, end: int) -> tuple[int, int]:
     """A cell's bounds without the whitespace and inline tags (<code>, <b>) around its value; at
     most ``_MAX_VALUE_LINE`` characters are read (the generic scanner reads 200 of a value)."""
     end = min(end, start + _MAX_VALUE_LINE)
-    begin = _HTML_LEAD_RE.match(text, start, end).end()
+    lead = _HTML_LEAD_RE.match(text, start, end)
+    assert lead is not None  # a starred pattern always matches, if only the empty string
+    begin = lead.end()
     for _ in range(_MAX_EDGE_TAGS):
         end = begin + len(text[begin:end].rstrip())
         if end <= begin or text[end - 1] != ">" or (lt := text.rfind("<", begin, end)) < 0:

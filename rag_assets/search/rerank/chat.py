@@ -11,6 +11,7 @@ its fused order. Scores are the grades divided by ten, so batches compare direct
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 from rag_assets.base.egress import PrivateEgress
@@ -62,7 +63,7 @@ class ChatReranker(RemoteReranker):
         for number, batch in enumerate(batched(list(passages), self.batch_size), start=1):
             scores += self._post(
                 self.payload(query, batch),
-                lambda body, n=len(batch): parse_scores(answer_text(body), n),
+                functools.partial(_parse_answer, expected=len(batch)),
                 batch=str(number),
                 count=len(batch),
             )
@@ -90,3 +91,8 @@ def answer_text(body: Any) -> str:
     if not isinstance(content, str):
         raise MalformedResponse("the message content is not text")
     return content
+
+
+def _parse_answer(body: Any, expected: int) -> list[float]:
+    """The ``expected`` scores of one batch, from the chat model's answer."""
+    return parse_scores(answer_text(body), expected)

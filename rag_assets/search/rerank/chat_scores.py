@@ -62,7 +62,8 @@ def _value(item: Any) -> float | None:
 
 def _values(items: list[Any]) -> list[float] | None:
     values = [_value(item) for item in items]
-    return None if any(v is None for v in values) else values  # type: ignore[return-value]
+    numbers = [v for v in values if v is not None]
+    return numbers if len(numbers) == len(values) else None
 
 
 def _json_candidates(text: str) -> Iterator[Any]:

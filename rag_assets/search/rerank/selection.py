@@ -16,7 +16,7 @@ passages were sanitised when they were stored, so the Safe and Public tiers may 
 from __future__ import annotations
 
 import os
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from rag_assets.base.egress import PrivacyError, PrivateEgress
 from rag_assets.base.http_retry import RetryPolicy
@@ -60,7 +60,7 @@ def select_reranker(
     base_url = reranker_base_url(settings, env)
     egress = _private_egress(settings.name, base_url, tuple(private_hosts)) if tier == "private" else None
     api_key = env.get(settings.api_key_env) if settings.api_key_env else None
-    common = dict(base_url=base_url, api_key=api_key, api_key_env=settings.api_key_env, policy=retry_policy(settings), egress=egress)
+    common: dict[str, Any] = dict(base_url=base_url, api_key=api_key, api_key_env=settings.api_key_env, policy=retry_policy(settings), egress=egress)
     if settings.name == "http":
         from rag_assets.search.rerank.http import HttpReranker
 
