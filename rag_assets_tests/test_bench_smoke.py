@@ -54,6 +54,7 @@ SMOKE: dict[str, list[str]] = {
                       "--scifact-queries", "5", "--ood-claims", "5", "--gibberish", "5"],
     "incremental": ["--files", "120", "--collections", "2", "--repeat", "1", "--full-repeat", "1", "--no-profile"],
     "local_model": ["--passages", "4", "--batch-sizes", "2", "--repeat", "1"],
+    "minilm_speed": ["--passages", "4", "--repeat", "1", "--queries", "3", "--batch-size", "2"],
     "long_queries": ["--dataset", "{scifact}", "--out", "{tmp}/long", "--per-split", "5"],
     "long_query_speed": ["--dataset", "{scifact}", "--output-dir", "{tmp}/eval", "--queries", "3", "--caps", "8,0",
                          "--reference-site", "{reference_site}"],
@@ -91,6 +92,13 @@ def _no_reference_env() -> str | None:
     return None
 
 
+def _minilm_missing() -> str | None:
+    from rag_assets.embed.minilm import minilm_status
+
+    ok, why = minilm_status()
+    return None if ok else why
+
+
 # What a bench needs beyond the project's test dependencies: why it is skipped, when it is.
 NEEDS: dict[str, Callable[[], str | None]] = {
     "bm25_reference": _no_reference_env,
@@ -98,6 +106,7 @@ NEEDS: dict[str, Callable[[], str | None]] = {
     "celery_build": _broker_down,
     "celery_queue": _broker_down,
     "local_model": _missing_module("sentence_transformers"),
+    "minilm_speed": _minilm_missing,
 }
 
 
