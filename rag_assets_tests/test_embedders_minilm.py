@@ -76,6 +76,8 @@ def test_length_batches_group_similar_lengths_and_keep_every_position() -> None:
     batches = length_batches(lengths, 2)
     assert batches == [[1, 5], [3, 2], [4, 0]]
     assert sorted(i for b in batches for i in b) == list(range(6))
+    # A token budget as well: padded to 300, only three fit in 1,000 tokens; short ones share a batch.
+    assert length_batches(lengths, 8, max_tokens=1000) == [[1, 5, 3], [2, 4, 0]]
 
 
 def test_queries_and_documents_are_embedded_alike_and_by_meaning(embedder: MiniLMEmbedder) -> None:
