@@ -56,6 +56,7 @@ SMOKE: dict[str, list[str]] = {
     "obsidian_links": ["--vault", "{content}/vaults/homelab-notes", "--many", "100", "--loop", "10", "--repeat", "1"],
     "link_signal": ["--factors", "1,1.25", "--modes", "bm25"],
     "local_model": ["--passages", "4", "--batch-sizes", "2", "--repeat", "1"],
+    "minilm_speed": ["--passages", "4", "--repeat", "1", "--queries", "3", "--batch-size", "2"],
     "long_queries": ["--dataset", "{scifact}", "--out", "{tmp}/long", "--per-split", "5"],
     "long_query_speed": ["--dataset", "{scifact}", "--output-dir", "{tmp}/eval", "--queries", "3", "--caps", "8,0",
                          "--reference-site", "{reference_site}"],
@@ -93,6 +94,13 @@ def _no_reference_env() -> str | None:
     return None
 
 
+def _minilm_missing() -> str | None:
+    from rag_assets.embed.minilm import minilm_status
+
+    ok, why = minilm_status()
+    return None if ok else why
+
+
 # What a bench needs beyond the project's test dependencies: why it is skipped, when it is.
 NEEDS: dict[str, Callable[[], str | None]] = {
     "bm25_reference": _no_reference_env,
@@ -100,6 +108,7 @@ NEEDS: dict[str, Callable[[], str | None]] = {
     "celery_build": _broker_down,
     "celery_queue": _broker_down,
     "local_model": _missing_module("sentence_transformers"),
+    "minilm_speed": _minilm_missing,
 }
 
 

@@ -11,6 +11,7 @@ from rag_assets.config.schema import LocalSection
 from rag_assets.defs.runner import run_build
 from rag_assets.embed import EmbedderSettings, OllamaSettings, select_embedder
 from rag_assets.embed.local import local_model_status
+from rag_assets.embed.minilm import minilm_status
 from rag_assets.index.index_json import read_index, read_meta
 from rag_assets.index.manifest import read_manifest
 from rag_assets.serve.cli import main
@@ -122,7 +123,7 @@ def test_cli_partial_build_with_a_new_model_rebuilds_every_collection(openai_env
     assert read_meta(tmp_path / "out" / "public" / "embeddings-meta.json")["model"] == "openai/text-embedding-3-small"
 
 
-def test_auto_prefers_a_key_then_ollama_then_local_then_hashing(embedding_server):
+def test_auto_prefers_a_key_then_ollama_then_minilm_then_local_then_hashing(embedding_server):
     settings = EmbedderSettings(name="auto", ollama=OllamaSettings(host=embedding_server.url))
     env = {"OPENROUTER_API_KEY": "k", "RAG_OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
     chosen = select_embedder(settings, env)
@@ -131,7 +132,7 @@ def test_auto_prefers_a_key_then_ollama_then_local_then_hashing(embedding_server
     assert chosen.provider == "ollama" and chosen.embedder.model == "nomic-embed-text"
     assert "has nomic-embed-text" in chosen.reason
     local_ok, _ = local_model_status()
-    expected = "local" if local_ok else "hashing"
+    expected = "minilm" if minilm_status()[0] else "local" if local_ok else "hashing"
     missing_model = settings.model_copy(update={"ollama": OllamaSettings(host=embedding_server.url, model="bge-m3")})
     chosen = select_embedder(missing_model, {})
     assert chosen.provider == expected and "lacks bge-m3" in chosen.reason
@@ -139,7 +140,7 @@ def test_auto_prefers_a_key_then_ollama_then_local_then_hashing(embedding_server
     chosen = select_embedder(offline, {})
     assert chosen.provider == expected and "not reachable" in chosen.reason
     no_local = offline.model_copy(update={"local": LocalSection(model_path="/nonexistent/model")})
-    if not local_model_status("/nonexistent/model")[0]:
+    if not local_model_status("/nonexistent/model")[0] and not minilm_status("/nonexistent/model")[0]:
         assert select_embedder(no_local, {}).provider == "hashing"
 
 

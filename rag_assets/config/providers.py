@@ -8,10 +8,10 @@ import os
 from typing import Iterable, Mapping
 from urllib.parse import urlsplit
 
-PROVIDERS = ("auto", "openai", "ollama", "local", "hashing")
+PROVIDERS = ("auto", "openai", "ollama", "local", "minilm", "hashing")
 ALIASES = {"openrouter": "openai"}
 # Providers that can run on this machine: the only ones the Private tier may use.
-LOCAL_PROVIDERS = ("auto", "ollama", "local", "hashing")
+LOCAL_PROVIDERS = ("auto", "ollama", "local", "minilm", "hashing")
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 OPENAI_DEFAULT_MODEL = "openai/text-embedding-3-small"

@@ -71,7 +71,7 @@ def invalid_collection_reason(name: str) -> str | None:
 # sections that need no resolving as they are (the embedder, llm, reranker, store and
 # automation), and takes the others' defaults from here (a test keeps them equal).
 
-EmbedderName = Literal["auto", "openai", "openrouter", "ollama", "local", "hashing"]
+EmbedderName = Literal["auto", "openai", "openrouter", "ollama", "local", "minilm", "hashing"]
 
 
 class _Section(BaseModel):

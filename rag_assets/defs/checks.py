@@ -45,6 +45,7 @@ def embedding_service(rag: RagSettings) -> dg.AssetCheckResult:
             "ollama_models": ", ".join(status.ollama_models) or "none",
             "openai_key_set": status.openai_key_set,
             "local_model": status.local_reason,
+            "minilm_model": status.minilm_reason,
         },
     )
 

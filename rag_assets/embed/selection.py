@@ -1,9 +1,10 @@
 """Choosing the embedding provider: by name, or ``auto`` with a logged reason.
 
 ``auto`` tries, in order: the OpenAI-compatible API when its key variable is set
-(OpenRouter by default), Ollama when it answers and has the model pulled, the
-local sentence-transformers model when installed, and finally the offline
-hashing embedder. The reason for the choice is kept so the UI and ``rag status``
+(OpenRouter by default), Ollama when it answers and has the model pulled,
+all-MiniLM-L6-v2 in numpy (``minilm``: no torch) when its libraries and weights are
+installed, the local sentence-transformers model when installed, and finally the
+offline hashing embedder. The reason for the choice is kept so the UI and ``rag status``
 can say which model built which index and why.
 """
 
@@ -67,6 +68,8 @@ def select_embedder(
         return Selection(_ollama(settings, env, private_egress), "ollama", "configured: ollama")
     if name == "local":
         return Selection(_local(settings), "local", "configured: local model")
+    if name == "minilm":
+        return Selection(_minilm(settings), "minilm", "configured: all-MiniLM-L6-v2 in numpy")
     if name == "hashing":
         return Selection(HashingEmbedder(settings.hashing_dimension), "hashing", "configured: hashing")
     raise ValueError(f"unknown embedder {settings.name!r}; choose one of: {', '.join(PROVIDERS)}")
@@ -96,11 +99,14 @@ def _auto(
             f"Ollama at {host} lacks {settings.ollama.model}" if health.online else f"Ollama at {host} is not reachable"
         )
     from rag_assets.embed.local import local_model_status
+    from rag_assets.embed.minilm import minilm_status
 
-    available, why = local_model_status(settings.local_model_path)
-    if available:
-        return Selection(_local(settings), "local", f"auto: {why} ({'; '.join(skipped)})")
-    skipped.append(why)
+    # minilm before local: the same vectors, without importing torch (seconds) on every start.
+    for provider, status, make in (("minilm", minilm_status, _minilm), ("local", local_model_status, _local)):
+        available, why = status(settings.local_model_path)
+        if available:
+            return Selection(make(settings), provider, f"auto: {why} ({'; '.join(skipped)})")
+        skipped.append(why)
     return Selection(
         HashingEmbedder(settings.hashing_dimension), "hashing", f"auto: offline hashing ({'; '.join(skipped)})"
     )
@@ -137,6 +143,32 @@ def _local(settings: EmbedderSettings) -> Embedder:
     return LocalEmbedder(model_path=settings.local_model_path)
 
 
+def _minilm(settings: EmbedderSettings) -> Embedder:
+    from rag_assets.embed.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder(model_path=settings.local_model_path)
+
+
+def _same_vectors(provider: str, model: str, settings: EmbedderSettings) -> Embedder:
+    """For an index built by ``local`` or ``minilm``: that provider if it runs here, else the other.
+
+    Both run the same folder's weights to the same vectors (to 1e-4) and record the same
+    model name, so an index built with sentence-transformers is searchable without torch.
+    """
+    from rag_assets.embed.local import local_model_status
+    from rag_assets.embed.minilm import minilm_status
+
+    options = {"local": (local_model_status, _local), "minilm": (minilm_status, _minilm)}
+    reasons = []
+    for name in (provider, "minilm" if provider == "local" else "local"):
+        status, make = options[name]
+        available, why = status(settings.local_model_path)
+        if available:
+            return make(settings)
+        reasons.append(why)
+    raise ProviderUnavailable(f"the index was built with the local model {model}, but {'; and '.join(reasons)}")
+
+
 def query_embedder(provider: str, model: str, dimension: int, settings: EmbedderSettings,
                    environ: Mapping[str, str] | None = None, *, egress: PrivateEgress | None = None) -> Embedder:
     """The embedder that built an index, for embedding queries; a clear error if unavailable.
@@ -166,13 +198,8 @@ def query_embedder(provider: str, model: str, dimension: int, settings: Embedder
         if not health.has_model(model):
             raise ProviderUnavailable(f"Ollama at {host} does not have {model}; run: ollama pull {model}")
         return OllamaEmbedder(host=host, model=model, dimension=dimension, policy=retry_policy(settings), egress=egress)
-    if provider == "local":
-        from rag_assets.embed.local import LocalEmbedder, local_model_status
-
-        available, why = local_model_status(settings.local_model_path)
-        if not available:
-            raise ProviderUnavailable(f"the index was built with the local model {model}, but {why}")
-        return LocalEmbedder(model_path=settings.local_model_path)
+    if provider in ("local", "minilm"):
+        return _same_vectors(provider, model, settings)
     raise ProviderUnavailable(f"the index was built by an unknown provider {provider!r} ({model})")
 
 
@@ -195,6 +222,8 @@ class ServiceStatus:
     openai_key_set: bool
     local_available: bool
     local_reason: str
+    minilm_available: bool = False
+    minilm_reason: str = ""
 
     @property
     def selected_reachable(self) -> bool:
@@ -204,6 +233,8 @@ class ServiceStatus:
             return self.openai_key_set
         if self.selected == "local":
             return self.local_available
+        if self.selected == "minilm":
+            return self.minilm_available
         return True
 
     def lines(self) -> list[str]:
@@ -217,6 +248,7 @@ class ServiceStatus:
             f"ollama     {mask_url(self.ollama_host)}: {mask_url(ollama)}",
             f"openai     key {'set' if self.openai_key_set else 'not set'}",
             f"local      {self.local_reason}",
+            f"minilm     {self.minilm_reason}",
         ]
 
 
@@ -229,11 +261,13 @@ def _same_model(wanted: str, available: str) -> bool:
 def service_status(settings: EmbedderSettings, environ: Mapping[str, str] | None = None) -> ServiceStatus:
     """Probe every provider (cheaply: no model is loaded) and report which one would run."""
     from rag_assets.embed.local import local_model_status
+    from rag_assets.embed.minilm import minilm_status
 
     env = os.environ if environ is None else environ
     host = ollama_host(settings.ollama.host, env)
     health = ollama_health(host, timeout=1.0)
     local_ok, local_why = local_model_status(settings.local_model_path)
+    minilm_ok, minilm_why = minilm_status(settings.local_model_path)
     selection = select_embedder(settings, env, probed=health)
     return ServiceStatus(
         configured=settings.name,
@@ -247,4 +281,6 @@ def service_status(settings: EmbedderSettings, environ: Mapping[str, str] | None
         openai_key_set=bool(env.get(settings.openai.api_key_env)),
         local_available=local_ok,
         local_reason=local_why,
+        minilm_available=minilm_ok,
+        minilm_reason=minilm_why,
     )

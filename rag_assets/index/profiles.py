@@ -48,6 +48,8 @@ PROFILES: dict[str, SearchProfile] = {
     # Vector weight 0: the hashing vectors add nothing BM25 lacks on train (see above).
     "hashing": SearchProfile(fusion="zscore", vector_weight=0.0, bm25_weight=1.0, embedder="hashing"),
     "local": SearchProfile(fusion="zscore", vector_weight=0.5, bm25_weight=0.5, embedder="local"),
+    # The same vectors as "local" (all-MiniLM-L6-v2 in numpy): the same fusion and relevance model.
+    "minilm": SearchProfile(fusion="zscore", vector_weight=0.5, bm25_weight=0.5, embedder="local"),
     "default": SearchProfile(fusion="zscore", vector_weight=0.5, bm25_weight=0.5, embedder="default"),
 }
 

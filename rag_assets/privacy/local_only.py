@@ -51,8 +51,10 @@ def enforce_local_only(embedder: Embedder, allowed_hosts: Iterable[str] = ()) ->
         egress.check_url(embedder.endpoint)  # fail before the first batch, not inside it
         return embedder
     from rag_assets.embed.local import LocalEmbedder
+    from rag_assets.embed.minilm import MiniLMEmbedder
 
-    if isinstance(embedder, LocalEmbedder):
+    # Both run weights from a folder on this disk, in this process, and open no connection.
+    if isinstance(embedder, (LocalEmbedder, MiniLMEmbedder)):
         return embedder
     raise PrivacyError(
         f"refusing to embed private text with {type(embedder).__name__}: it cannot be proven to run locally"
@@ -62,7 +64,7 @@ def enforce_local_only(embedder: Embedder, allowed_hosts: Iterable[str] = ()) ->
 def select_private_embedder(
     settings: EmbedderSettings, allowed_hosts: Iterable[str] = (), environ: Mapping[str, str] | None = None
 ) -> Selection:
-    """The Private tier's embedder (``auto``: local Ollama, else the local model, else hashing),
+    """The Private tier's embedder (``auto``: local Ollama, else minilm, else the local model, else hashing),
     guarded by :func:`enforce_local_only`."""
     env = os.environ if environ is None else environ
     allowed = tuple(allowed_hosts)
