@@ -42,7 +42,7 @@ embedder:
   hashing: {dimension: 64}
 vaults:
   - {name: notes, path: notes/vaults/notes, tier: safe}
-  - {name: me, path: notes/vaults/me}
+  - {name: me, path: notes/vaults/me, transclude_embeds: true}
 identity_map: ids.json
 private_tier: {embedder: hashing, allowed_hosts: [gpu.lan]}
 vector_decimals: 4
