@@ -22,6 +22,7 @@ from rag_assets.records import Document
 from rag_assets.serve.cli import main as rag
 
 from .conftest import instance_for_test
+from .deadline import deadline
 from .test_obsidian import GITHUB_TOKEN
 from .test_obsidian_incremental import embedded  # noqa: F401  (the fixture counting embedded texts)
 from .test_obsidian_links import write_vault
@@ -184,3 +185,14 @@ def test_depth_and_size_are_bounded_and_reported():
     assert "word3" in out["v/N0"].body and "word4" not in out["v/N0"].body  # three levels followed
     assert report.counts["transclusion_depth"] >= 1 and report.counts["transclusion_capped"] == 1
     assert len(out["v/Hub"].body) <= MAX_TRANSCLUDED_CHARS + 100
+
+
+def test_thousands_of_embeds_in_one_note_stay_bounded():
+    sections = "".join(f"## S{i}\n\nsection{i} text.\n\n" for i in range(3000))
+    embeds = " ".join(f"![[Big#S{i}]]" for i in range(3000))
+    docs = [_doc("Big", f"# Big\n\n{sections}"), _doc("Hub", f"# Hub\n\n{embeds} ![[Hub]]\n")]
+    report = LinkReport("v")
+    with deadline(120):  # a hang guard only: quadratic work would take far longer
+        out = {d.id: d for d in transclude_vault(resolve_vault("v", docs, []).documents, report)}
+    assert "section0 text." in out["v/Hub"].body and report.counts["transclusion_capped"] == 1
+    assert report.counts["transclusion_loop"] == 1  # the self-embed, once

@@ -38,6 +38,7 @@ class _Expansion:
 
     note: str
     pieces: list[str]
+    layouts: dict[str, Layout]  # shared by the vault's notes: 5,000 heading embeds parse a note once
     size: int = 0
     capped: bool = False
 
@@ -46,11 +47,12 @@ def transclude_vault(documents: list[Document], report: LinkReport) -> list[Docu
     """The documents with the text of their note embeds appended (only notes that embed change)."""
     by_id = {d.id: d for d in documents}
     out = []
+    layouts: dict[str, Layout] = {}
     for doc in documents:
         if not _note_embeds(doc):
             out.append(doc)
             continue
-        run = _Expansion(doc.id, [])
+        run = _Expansion(doc.id, [], layouts)
         _expand(doc, by_id, (doc.id,), 1, run, report)
         if run.capped:
             report.add(LinkIssue(doc.id, "", "transclusion_capped",
@@ -69,14 +71,16 @@ def _expand(doc: Document, by_id: dict[str, Document], chain: tuple[str, ...], d
     """Append the text of each of ``doc``'s note embeds, following whole-note embeds to the depth bound."""
     for resolved in _note_embeds(doc):
         target = by_id.get(resolved.to)
-        if target is None or run.capped:
+        if target is None:
             continue
         link = resolved.link
-        if target.id in chain:
+        if target.id in chain:  # reported even once the size bound is reached
             what = "embeds itself" if target.id == doc.id else "embed loop: " + " -> ".join((*chain, target.id))
             report.add(LinkIssue(run.note, link.target, "transclusion_loop", f"{what}; included once, not again"))
             continue
-        text = _embedded_text(target, link.heading, link.block)
+        if run.capped:
+            continue
+        text = _embedded_text(target, link.heading, link.block, run.layouts)
         if text is None:
             continue  # the heading or block is not there (already reported by resolution)
         label = " > ".join(p for p in (target.title or target.slug, *link.heading.split("#")) if p)
@@ -98,14 +102,14 @@ def _append(run: _Expansion, text: str) -> None:
     run.size += len(text)
 
 
-def _embedded_text(target: Document, heading: str, block: str) -> str | None:
+def _embedded_text(target: Document, heading: str, block: str, layouts: dict[str, Layout]) -> str | None:
     """The whole note, its section under ``heading`` (``A#B`` nested), or block ``block``; None if absent."""
     if block:
         wanted = block.lower()
         return next((text for anchor, text in target.blocks.items() if anchor.lower() == wanted), None)
     if not heading:
         return target.body.strip()
-    layout = Layout(target.body)
+    layout = layouts.get(target.id) or layouts.setdefault(target.id, Layout(target.body))
     keys = [heading_key(p) for p in heading.split("#") if p.strip()]
     for i, h in enumerate(layout.headings):
         if [heading_key(p) for p in h.path[-len(keys):]] == keys and len(h.path) >= len(keys):
