@@ -111,6 +111,8 @@ class Document:
     links: list[Link] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)
     anchors: list[str] = field(default_factory=list)  # block ids (``^id``) found in the note
+    # Block id -> the block's text as read (for ``![[Note#^id]]`` transclusion, when a vault sets it).
+    blocks: dict[str, str] = field(default_factory=dict)
     # Filled for vault notes by link resolution, after parsing (and, in the Safe tier, sanitising).
     resolved_links: list[ResolvedLink] = field(default_factory=list)
     backlinks: list[Backlink] = field(default_factory=list)

@@ -42,7 +42,7 @@ embedder:
   hashing: {dimension: 64}
 vaults:
   - {name: notes, path: notes/vaults/notes, tier: safe}
-  - {name: me, path: notes/vaults/me}
+  - {name: me, path: notes/vaults/me, transclude_embeds: true}
 identity_map: ids.json
 private_tier: {embedder: hashing, allowed_hosts: [gpu.lan]}
 vector_decimals: 4
@@ -141,7 +141,9 @@ def test_a_launchpad_override_of_one_setting_keeps_the_others_as_loaded(tmp_path
     }
     got = run_probe(cfg, {"resources": {"rag": {"config": {"settings": settings}}}})
     assert got.embedding.name == "ollama" and got.private_embedding.name == "local"
-    assert got.vaults == (dataclasses.replace(cfg.vaults[1], path=tmp_path / "elsewhere", tier="safe"),)
+    # The list is replaced: a field its entry leaves out takes the section's default, not the file's.
+    expected = dataclasses.replace(cfg.vaults[1], path=tmp_path / "elsewhere", tier="safe", transclude_embeds=False)
+    assert got.vaults == (expected,)
     # Everything not named keeps rag.yaml's value, down to the sections' other fields.
     assert got.embedding.batch_size == 7 and got.embedding.ollama.model == "bge-m3"
     assert dataclasses.replace(got, embedding=cfg.embedding, private_embedding=cfg.private_embedding, vaults=cfg.vaults) == cfg

@@ -317,7 +317,13 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         return (p if p.is_absolute() else base_dir / p).resolve()
 
     vaults = tuple(
-        VaultConfig(name=v.name, path=resolve(v.path), tier=v.tier, templates_folder=v.templates_folder)
+        VaultConfig(
+            name=v.name,
+            path=resolve(v.path),
+            tier=v.tier,
+            templates_folder=v.templates_folder,
+            transclude_embeds=v.transclude_embeds,
+        )
         for v in model.vaults
     )
     identity_map = resolve(model.identity_map) if model.identity_map else None

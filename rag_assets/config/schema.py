@@ -347,6 +347,12 @@ class VaultSection(_Section):
         "Templates",
         description="The vault's templates folder (relative to the vault), skipped and reported; null to index it.",
     )
+    transclude_embeds: bool = Field(
+        False,
+        description="Transclude note embeds: ![[Note]], ![[Note#Heading]] and ![[Note#^block]] add that note's "
+        "text, section or block (from this vault only, depth- and size-bounded) to the embedding note's chunks; "
+        "off: an embed is a link only.",
+    )
 
 
 class PrivateTierSection(_Section):

@@ -85,6 +85,8 @@ class VaultConfig:
     tier: str
     # Obsidian's templates folder, relative to the vault: skipped and reported (None: indexed).
     templates_folder: str | None = "Templates"
+    # Note embeds bring the embedded text into the embedding note (rag_assets/ingest/transclusion.py).
+    transclude_embeds: bool = False
 
 
 # The sample content shipped in this repository and the question set written for it.

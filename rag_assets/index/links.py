@@ -73,7 +73,7 @@ def stored_link_report(path: Path, vault: str) -> StoredLinkReport | None:
         if len(group) > 1 or group[0] in embeds.get(group[0], ()):
             report.embed_loops += 1
             what = "embeds itself" if len(group) == 1 else "embed loop: " + " -> ".join(sorted(group)[:10])
-            report.issues.append(f"{sorted(group)[0]}: {what} (embeds are not transcluded: no text repeats)")
+            report.issues.append(f"{sorted(group)[0]}: {what} (bounded: a note's text is never repeated)")
     return report
 
 

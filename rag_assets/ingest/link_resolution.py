@@ -19,8 +19,8 @@ followed. The rules, as Obsidian applies them:
 
 Bounded work: one dictionary lookup per link; a note's links beyond
 :data:`MAX_LINKS_PER_NOTE` are counted and reported, not resolved or stored; loops of note
-embeds (a note embedding itself too) are found in one linear pass and reported (embeds are
-not transcluded, so a loop costs nothing yet; the report is for when they are).
+embeds (a note embedding itself too) are found in one linear pass and reported (a vault that
+sets ``transclude_embeds`` includes each note once per chain: rag_assets/ingest/transclusion.py).
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ class ObsidianNote:
     aliases: list[str] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
     anchors: list[str] = field(default_factory=list)
+    blocks: dict[str, str] = field(default_factory=dict)
 
 
 def read_obsidian_note(frontmatter: dict[str, Any], body: str) -> ObsidianNote:
@@ -46,7 +47,7 @@ def read_obsidian_note(frontmatter: dict[str, Any], body: str) -> ObsidianNote:
     syntax = read_note_syntax(body)
     tags = _unique(property_tags(properties.get("tags")) + syntax.tags)
     aliases = property_list(properties.get("aliases", properties.get("alias")))
-    return ObsidianNote(syntax.body, properties, tags, aliases, links + syntax.links, syntax.anchors)
+    return ObsidianNote(syntax.body, properties, tags, aliases, links + syntax.links, syntax.anchors, syntax.blocks)
 
 
 def _resolve_links(value: Any, key: str, links: list[Link]) -> Any:

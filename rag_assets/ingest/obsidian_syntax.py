@@ -50,6 +50,7 @@ class NoteSyntax:
     links: list[Link] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     anchors: list[str] = field(default_factory=list)
+    blocks: dict[str, str] = field(default_factory=dict)  # block id -> the block's text, as typed
 
 
 def parse_wikilink(inner: str, *, embed: bool, source: str = "body") -> Link | None:
@@ -236,6 +237,8 @@ class _Rewrite:
             if child.type != "obsidian":
                 continue
             self.record(child.meta)
+            if "anchor" in child.meta:  # the block's text up to its id, read as the body is below
+                self.found.blocks.setdefault(child.meta["anchor"], token.content[: child.meta["start"]].rstrip())
             if "text" in child.meta:
                 start, end = to_body(child.meta["start"]), to_body(child.meta["end"])
                 if start is not None and end is not None:
@@ -290,6 +293,8 @@ class _Rewrite:
         # De-duplicated once here: a membership test per find was quadratic in a note of 10,000 tags.
         self.found.tags = list(dict.fromkeys(self.found.tags))
         self.found.anchors = list(dict.fromkeys(self.found.anchors))
+        # A block's text as read (links as display text); a block holds no block id, so no recursion.
+        self.found.blocks = {a: read_note_syntax(text).body for a, text in self.found.blocks.items()}
         return self.found
 
 

@@ -197,6 +197,7 @@ def as_obsidian_note(doc: Document) -> Document:
         links=note.links,
         aliases=note.aliases,
         anchors=note.anchors,
+        blocks=note.blocks,
     )
 
 

@@ -112,6 +112,7 @@ class Sanitizer:
             links=[self.link(link, tally) for link in doc.links],
             aliases=[self.text(a, tally) for a in doc.aliases],
             anchors=[self.text(a, tally) for a in doc.anchors],
+            blocks={self.text(k, tally): self.text(v, tally) for k, v in doc.blocks.items()},
             # The hash of the raw file would let anyone confirm a guess of its contents.
             content_sha256=hashlib.sha256(body.encode("utf-8")).hexdigest(),
         )

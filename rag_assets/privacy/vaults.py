@@ -36,6 +36,7 @@ from rag_assets.ingest.sources import (
     combine_hashes,
     snapshot_collection,
 )
+from rag_assets.ingest.transclusion import TRANSCLUSION_VERSION, transclude_vault
 from rag_assets.pipeline import (
     EmbeddingStats,
     chunk_collection,
@@ -88,10 +89,17 @@ def snapshot_vault(cfg: RagConfig, vault: VaultConfig, stat_cache: StatCache | N
     )
 
 
-def source_hash(tier: str, content_hash: str, sanitizer_fingerprint: str | None) -> str:
+def source_hash(tier: str, content_hash: str, sanitizer_fingerprint: str | None, transclude: bool = False) -> str:
     """What a tier's rows of a vault were built from: the files, the way notes are read (a
-    new reading rebuilds the vault once), and for Safe the rules."""
+    new reading rebuilds the vault once), and for Safe the rules.
+
+    With ``transclude_embeds`` on, a note's chunks hold the text of the notes it embeds; the
+    hash covers every file of the vault, so editing an embedded note rebuilds the vault and
+    re-reads the notes that embed it (their chunks change, nothing else is re-embedded).
+    Turning the setting on or off rebuilds the vault once."""
     parts = {"content": content_hash, "reading": NOTE_READING_VERSION}
+    if transclude:
+        parts["transclude"] = TRANSCLUSION_VERSION
     if tier == "safe":
         parts["sanitizer"] = sanitizer_fingerprint or ""
     return combine_hashes(parts)
@@ -148,11 +156,13 @@ def build_vault_tier(
             f"{sum(tally.identities.values())} identifying values replaced"
         )
     fingerprint = sanitizer.fingerprint if sanitizer is not None else None
-    parsed.content_hash = source_hash(tier, snapshot.content_hash, fingerprint)
+    parsed.content_hash = source_hash(tier, snapshot.content_hash, fingerprint, vault.transclude_embeds)
     # After sanitising: a Safe link's target and the names it is matched with are both sanitised.
     files = [p.removeprefix(vault.name + "/") for p in snapshot.files]
     resolved = resolve_vault(vault.name, parsed.documents, [sanitizer.text(f) for f in files] if sanitizer else files)
     parsed.documents = resolved.documents
+    if vault.transclude_embeds:  # after sanitising: the embedded text is the Safe text of a note of this vault
+        parsed.documents = transclude_vault(parsed.documents, resolved.report)
     log(f"[{vault.name}] links: {resolved.report.summary()}")
     chunked = chunk_collection(parsed, cfg.chunking, cache=None)
     embedded, stats = embed_collection(
@@ -250,7 +260,8 @@ def detect_vault_changes(cfg: RagConfig) -> list[VaultChange]:
             if not vault.path.is_dir():
                 changes.append(VaultChange(vault.name, tier, "missing", None))
                 continue
-            current = source_hash(tier, snapshot_vault(cfg, vault, stat_cache).content_hash, sanitizer_fingerprint)
+            snapshot = snapshot_vault(cfg, vault, stat_cache)
+            current = source_hash(tier, snapshot.content_hash, sanitizer_fingerprint, vault.transclude_embeds)
             before = built[tier].get(vault.name)
             status = "new" if before is None else "unchanged" if before == current else "changed"
             changes.append(VaultChange(vault.name, tier, status, current))
