@@ -1,0 +1,66 @@
+"""The generated reference pages of the documentation site (docs/reference/) are current, and
+every rag.yaml key and `rag` command is documented in them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from rag_assets.config.schema import ConfigFile
+from rag_assets.serve import docs_reference
+from rag_assets.serve.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_reference_pages_are_current():
+    """What the code generates now is what is committed (else: run the generator, commit)."""
+    assert docs_reference.stale_pages() == [], "run python -m rag_assets.serve.docs_reference and commit docs/reference/"
+
+
+def test_check_reports_a_stale_page(tmp_path):
+    """The check can fail: a page edited by hand (or left behind by a code change) is named."""
+    folder = tmp_path / "reference"
+    shutil.copytree(ROOT / "docs" / "reference", folder)
+    assert docs_reference.stale_pages(folder) == []
+    page = folder / "configuration.md"
+    page.write_text(page.read_text(encoding="utf-8").replace("New (non-overlap) words", "Words"), encoding="utf-8")
+    assert docs_reference.stale_pages(folder) == ["configuration.md"]
+    (folder / "cli.md").unlink()
+    assert docs_reference.stale_pages(folder) == ["configuration.md", "cli.md"]
+
+
+def test_every_rag_yaml_key_has_a_description():
+    """Each key's row carries its model field's description (a key without one fails here)."""
+    rows = [row for _, _, section in docs_reference.sections(ConfigFile, ConfigFile(), "") for row in section]
+    assert len(rows) > 80
+    assert [row.key for row in rows if not row.description.strip()] == []
+    page = docs_reference.configuration_page()
+    for row in rows:
+        assert f"| `{row.key}` |" in page
+
+
+def test_every_command_and_option_is_in_the_cli_page():
+    """Every subcommand (token's own too) has a section, and each of its options a row."""
+    page = docs_reference.cli_page()
+    parser = build_parser()
+    commands = [a for a in docs_reference.parser_actions(parser) if isinstance(a.choices, dict)][0].choices
+    assert {"build", "search", "serve", "mcp", "token", "eval", "config"} <= set(commands)
+    for name, sub in commands.items():
+        assert f"## `rag {name}`" in page
+        for action in docs_reference.parser_actions(sub):
+            for option in action.option_strings:
+                if option != "-h":
+                    assert f"`{option}" in page or f", {option}" in page, (name, option)
+    assert "### `rag token create`" in page
+
+
+def test_the_generator_runs_as_a_module_with_check():
+    """`python -m rag_assets.serve.docs_reference --check` (what CI's docs task runs) exits 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rag_assets.serve.docs_reference", "--check"],
+        cwd=ROOT, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
