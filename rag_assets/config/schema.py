@@ -426,7 +426,7 @@ class PublicIndexSection(_Section):
     """``public_index:``: how the static JSON index is written (rag_assets.index.vector_codec)."""
 
     # float: the seed's plain arrays, which existing readers expect; float16 / int16 / int8:
-    # base64, for a site's client-side search (sizes and top-10 stability: see the README);
+    # base64, for a site's client-side search (sizes and top-10 stability: see docs/web.md);
     # int16-bin: int16 in a binary file beside the index (rag_assets.index.vector_file).
     vector_encoding: Literal["float", "float16", "int16", "int8", "int16-bin"] = Field(
         "float",
