@@ -102,7 +102,9 @@ def section_rows(model: type[BaseModel], values: BaseModel | None, prefix: str) 
             kind = kind.replace("section", f"[section](#{anchor(prefix + name)})")
         if bounds(field):
             kind += f" ({bounds(field)})"
-        rows.append(KeyRow(f"{prefix}{name}", kind, shown_default(value, field, values is not None), field.description or ""))
+        rows.append(
+            KeyRow(f"{prefix}{name}", kind, shown_default(value, field, values is not None), field.description or "")
+        )
     return rows
 
 
@@ -128,10 +130,12 @@ def configuration_page() -> str:
         "",
         "# rag.yaml reference",
         "",
-        "Every key `rag.yaml` accepts, section by section, with its type, range, default and meaning, "
-        "generated from the pydantic models that validate the file (`rag_assets/config/schema.py`, "
-        "`serving.py`). An unknown key is an error. How the file is found, validated and overridden by "
-        "environment variables and flags: [Configuration](../configuration.md).",
+        (
+            "Every key `rag.yaml` accepts, section by section, with its type, range, default and meaning, "
+            "generated from the pydantic models that validate the file (`rag_assets/config/schema.py`, "
+            "`serving.py`). An unknown key is an error. How the file is found, validated and overridden by "
+            "environment variables and flags: [Configuration](../configuration.md)."
+        ),
     ]
     for path, doc, rows in sections(ConfigFile, ConfigFile(), ""):
         out += ["", f"## `{path}`" if path != "top level" else "## Top level", ""]
@@ -161,8 +165,11 @@ def argument_help(action: argparse.Action) -> str:
 
 
 def parser_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    """A parser's arguments, as its help lists them (argparse has no public accessor: a help
-    formatter, whose class a parser takes, is handed each of them)."""
+    """A parser's arguments, as its help lists them. argparse has no public accessor for them (only
+    the private ``_actions``); a parser's ``formatter_class`` is public, and its formatter is handed
+    each argument through ``add_argument``, which the argparse docs leave unspecified: if a Python
+    release changes that, this returns nothing and test_docs_reference fails rather than the
+    pages silently losing their arguments."""
     seen: list[argparse.Action] = []
 
     class Collect(argparse.HelpFormatter):
@@ -214,9 +221,11 @@ def cli_page() -> str:
         "",
         "# Command line reference",
         "",
-        "Every `rag` command and its arguments, generated from the argparse parser "
-        "(`rag_assets/serve/cli.py`); `rag COMMAND --help` prints the same. Examples: "
-        "[Getting started](../getting-started.md#command-line).",
+        (
+            "Every `rag` command and its arguments, generated from the argparse parser "
+            "(`rag_assets/serve/cli.py`); `rag COMMAND --help` prints the same. Examples: "
+            "[Getting started](../getting-started.md#command-line)."
+        ),
     ]
     out += ["", "```text", fixed_width_help(parser).rstrip(), "```"]
     for action in parser_actions(parser):
@@ -231,8 +240,11 @@ PAGES = {"configuration.md": configuration_page, "cli.md": cli_page}
 
 def stale_pages(folder: Path = REFERENCE_DIR) -> list[str]:
     """The reference pages whose committed text differs from what the code generates."""
-    return [name for name, make in PAGES.items() if not (folder / name).is_file()
-            or (folder / name).read_text(encoding="utf-8") != make()]
+    return [
+        name
+        for name, make in PAGES.items()
+        if not (folder / name).is_file() or (folder / name).read_text(encoding="utf-8") != make()
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = stale_pages()
         for name in stale:
-            print(f"docs/reference/{name} is out of date: run python -m rag_assets.serve.docs_reference", file=sys.stderr)
+            print(
+                f"docs/reference/{name} is out of date: run python -m rag_assets.serve.docs_reference", file=sys.stderr
+            )
         return 1 if stale else 0
     REFERENCE_DIR.mkdir(parents=True, exist_ok=True)
     for name, make in PAGES.items():
