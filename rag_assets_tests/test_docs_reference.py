@@ -3,6 +3,7 @@ every rag.yaml key and `rag` command is documented in them."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -70,3 +71,13 @@ def test_the_generator_runs_as_a_module_with_check():
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_readme_stays_short_and_its_links_lead_somewhere():
+    """Issue 29: a README of at most about 200 lines, whose links into docs/ name real files
+    (the site itself is checked by `mkdocs build --strict` in `tasks.py docs`)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    targets = {m.split("#")[0] for m in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in m}
+    assert "docs/getting-started.md" in targets and "CHANGELOG.md" in targets
+    assert [t for t in sorted(targets) if t and not (ROOT / t).exists()] == []
