@@ -9,7 +9,7 @@ output folder, then runs each command N times as a fresh process, round-robin so
 change of load hits every command alike, and prints each command's median wall time and CPU time
 (user + system), each with its ratio to the baseline's median. The goal (issue 26): `rag --help`, `rag search` and
 `rag status` within 3x the baseline. A no-op `rag build` (nothing changed) is timed too, for
-the figure in docs/benchmarks.md. The load average is printed before and after: the machine is shared.
+the README's figure. The load average is printed before and after: the machine is shared.
 """
 
 from __future__ import annotations
