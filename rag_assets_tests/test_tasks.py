@@ -30,7 +30,7 @@ def project(tmp_path: Path) -> Path:
         shutil.copy(REPO_ROOT / name, root / name)
     bin_dir = root / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
-    for name in ("python", "rag", "lint-imports", "mkdocs"):
+    for name in ("python", "rag", "lint-imports"):
         script = bin_dir / name
         script.write_text(STUB.format(log=root / "calls.log"))
         script.chmod(0o755)
@@ -149,6 +149,9 @@ def test_rag_and_ui_run_in_the_shared_venv_against_the_project_instance(project)
 
 def test_docs_checks_the_reference_pages_then_builds_the_site_strictly(project):
     """`tasks.py docs` adds the docs extra, runs the reference check, then mkdocs --strict."""
+    mkdocs = project / ".venv" / "bin" / "mkdocs"
+    mkdocs.write_text(STUB.format(log=project / "calls.log"))
+    mkdocs.chmod(0o755)
     calls = task(project, "docs")
     [install] = installs(calls)
     assert install.endswith("[dev,docs]")
