@@ -198,8 +198,9 @@ class EmbedderSection(_Section):
     """``embedder:``: which provider embeds, and how requests behave."""
 
     name: EmbedderName = Field(
-        "auto", description="auto (the first available of openai, ollama, local, hashing), openai (alias openrouter), "
-        "ollama, local or hashing; $RAG_EMBEDDER and --embedder override it."
+        "auto", description="auto (the first available of openai, ollama, minilm, local, hashing), openai (alias "
+        "openrouter), ollama, minilm (all-MiniLM-L6-v2 in numpy), local (the same model through sentence-transformers) "
+        "or hashing; $RAG_EMBEDDER and --embedder override it."
     )
     batch_size: int = Field(50, gt=0, description="Chunks per request.")
     max_retries: int = Field(3, ge=0, le=20, description="Retries per batch on 429 / 5xx / timeouts.")
@@ -362,8 +363,8 @@ class PrivateTierSection(_Section):
     """``private_tier:``: the Private tier's embedder (local only) and trusted hosts."""
 
     embedder: EmbedderName = Field(
-        "auto", description="auto (local Ollama, else the local model, else hashing), ollama, local or hashing; "
-        "a remote provider is an error; $RAG_PRIVATE_EMBEDDER and --private-embedder override it."
+        "auto", description="auto (local Ollama, else the local model: minilm, then local; else hashing), ollama, "
+        "minilm, local or hashing; a remote provider is an error; $RAG_PRIVATE_EMBEDDER and --private-embedder override it."
     )
     allowed_hosts: list[str] = Field(
         default_factory=list, description="Non-loopback hosts (Ollama, a chat model, a reranker) trusted with private notes."
