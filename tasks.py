@@ -6,6 +6,7 @@
     python3 tasks.py test        # the same .venv plus the test extras; run the whole test suite
     python3 tasks.py lint        # the same .venv; check the package's layers (lint-imports), then its types (mypy)
     python3 tasks.py benches     # the same .venv; run every bench/*.py once at a tiny size
+    python3 tasks.py docs        # the same .venv plus the docs extra; check docs/reference/, build the site
     python3 tasks.py ui          # the same .venv; start `dagster dev`
 
 Every task shares one virtual environment, .venv. A task installs only what it lacks: the
@@ -13,7 +14,7 @@ extras each task needs are recorded in .venv/.installed-from, so switching betwe
 and `build` or `ui` installs nothing (once `test` has added its extras, they stay), and the
 project is reinstalled only when pyproject.toml or requirements.lock changes (then with every
 extra installed so far). pip installs within requirements.lock (`-c`, constraints): the versions
-CI tested, not whatever is newest that day (README "Development" says how to refresh it).
+CI tested, not whatever is newest that day (docs/development.md says how to refresh it).
 
 `build`, `rag` and `ui` share one Dagster instance, DAGSTER_HOME=.dagster_home (its dagster.yaml
 links to the project's), so the builds show in the UI's run history and asset catalog.
@@ -43,8 +44,9 @@ DAGSTER_HOME = ROOT / ".dagster_home"
 # starts `dagster dev`. lint shares them so that CI, which runs both, installs once. `build`
 # installs ui too: its runs are recorded for `tasks.py ui` to show, the usual next step.
 TEST_EXTRAS = frozenset({"dev", "postgres", "distributed", "k8s", "ui"})
+# `docs` adds mkdocs and mkdocs-material (the docs extra) to whatever is there.
 EXTRAS = {"build": frozenset({"dev", "ui"}), "rag": frozenset({"dev"}), "ui": frozenset({"dev", "ui"}),
-          "test": TEST_EXTRAS, "lint": TEST_EXTRAS, "benches": TEST_EXTRAS}
+          "test": TEST_EXTRAS, "lint": TEST_EXTRAS, "benches": TEST_EXTRAS, "docs": frozenset({"dev", "docs"})}
 
 # `dagster dev` warns on every start that it is superseded by `dg dev`, a separate CLI this
 # project does not install; nothing a user of `tasks.py ui` can act on. -W filters only that
@@ -164,7 +166,19 @@ def main(argv: list[str]) -> int:
         # the Celery benches start workers and Dagster's daemon).
         return run(str(BIN / "python"), "-m", "pytest", "-n", "auto", "-m", "bench_smoke",
                    "rag_assets_tests/test_bench_smoke.py", *rest)
+    if task == "docs":
+        return docs(rest)
     return ui(rest)
+
+
+def docs(rest: Sequence[str]) -> int:
+    """The documentation site: the generated reference pages must be current (else it says how
+    to regenerate them), then `mkdocs build --strict`, where a broken link or anchor fails."""
+    stale = run(str(BIN / "python"), "-m", "rag_assets.serve.docs_reference", "--check")
+    if stale:
+        return stale
+    # NO_MKDOCS_2_WARNING: mkdocs-material's banner about its successor, on every build.
+    return run(str(BIN / "mkdocs"), "build", "--strict", *rest, env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def hashing_store(cache_dir: Path, n: int) -> Path:
     if not path.is_file():
         embedder = HashingEmbedder()
         # provider "bench", as the store written before with random vectors then re-embedded: the
-        # same search profile, so the README's figures still hold.
+        # same search profile, so the figures in docs/operations/postgresql.md still hold.
         search_bench.generate_store(
             path, n, *search_bench.load_corpus(search_bench.CORPUS), embed=embedder.embed_documents, model=embedder.model
         )

@@ -4,7 +4,7 @@ failure, unless it is on the short allow-list below, each entry with its reason.
 conftest.py imports the two hooks, so the whole suite runs under them: a test that skips at set-up,
 in its body or at collection (a module-level ``pytest.importorskip``) is reported as failed, with
 the skip's own reason, when CI is true and the allow-list does not name it. Outside CI a skip stays
-a skip. ``xfail`` is not a skip and is left alone. README "Development" lists the entries too.
+a skip. ``xfail`` is not a skip and is left alone. docs/development.md lists the entries too.
 """
 
 from __future__ import annotations

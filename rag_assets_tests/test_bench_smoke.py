@@ -2,7 +2,7 @@
 
 A bench is a script run from its own folder, outside the test suite: it broke twice unseen
 (bench/secrets.py shadowing the standard library's ``secrets``; bench/incremental.py still
-looking for the publish run after a build became one run). Each bench here runs as the README
+looking for the publish run after a build became one run). Each bench here runs as docs/benchmarks.md
 runs it, as a child process, with arguments that keep it small (a few files, chunks, queries or
 requests; a SciFact subset of a few dozen documents), and must exit 0. No figure it prints is
 asserted and no time is: the deadline only stops a hang.

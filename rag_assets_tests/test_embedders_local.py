@@ -171,7 +171,7 @@ def test_status_is_false_when_sentence_transformers_is_missing(monkeypatch: pyte
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     ok, reason = local_model_status()
     assert not ok
-    assert reason == "sentence-transformers is not installed: pip install '.[local]' (see README)"
+    assert reason == "sentence-transformers is not installed: pip install '.[local]' (see docs/configuration.md, Embedders)"
     with pytest.raises(LocalModelUnavailable, match="sentence-transformers is not installed"):
         LocalEmbedder().embed_documents(["text"])
 

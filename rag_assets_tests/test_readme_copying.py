@@ -1,6 +1,6 @@
-"""Copying `public/` as the README says works: its files are links into `data/`, so a plain
-`cp -r` copies links that lead nowhere at the copy, and every place the README speaks of copying
-or uploading `public/` says to follow them (`cp -rL`, `rsync -rL`)."""
+"""Copying `public/` as the documentation says works: its files are links into `data/`, so a
+plain `cp -r` copies links that lead nowhere at the copy, and every place the README or the
+docs/ site speaks of copying or uploading `public/` says to follow them (`cp -rL`, `rsync -rL`)."""
 
 from __future__ import annotations
 
@@ -15,18 +15,21 @@ import pytest
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+# The README and every page of the documentation site (docs/, mkdocs.yml).
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def paragraphs(text: str) -> list[str]:
-    """The README's blank-line-separated blocks."""
+    """A page's blank-line-separated blocks."""
     return [p for p in re.split(r"\n\s*\n", text) if p.strip()]
 
 
 def test_every_place_that_copies_public_says_to_follow_its_links():
     near = re.compile(r"\b(copy|upload)\w*\b[^.|]{0,80}public/|public/[^.|]{0,80}\b(copy|upload)", re.IGNORECASE)
-    copying = [p for p in paragraphs(README.read_text(encoding="utf-8")) if near.search(p)]
-    assert len(copying) >= 2, "the README describes copying public/"
+    copying = [p for page in PAGES for p in paragraphs(page.read_text(encoding="utf-8")) if near.search(p)]
+    assert len(PAGES) > 10, "the docs/ pages are found"
+    assert len(copying) >= 2, "the documentation describes copying public/"
     for paragraph in copying:
         assert re.search(r"cp -rL|rsync -r?L", paragraph), paragraph
 

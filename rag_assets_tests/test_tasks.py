@@ -132,7 +132,7 @@ def test_without_a_lock_file_the_install_is_unconstrained(project):
 
 
 def test_the_lock_file_pins_every_package_of_the_extras_the_tests_use():
-    """requirements.lock was compiled for the test extras (README "Development"): each of their
+    """requirements.lock was compiled for the test extras (docs/development.md): each of their
     direct requirements is pinned there, and pandas, which nothing imports, is not."""
     import tomllib
 
@@ -170,3 +170,15 @@ def test_rag_and_ui_run_in_the_shared_venv_against_the_project_instance(project)
     assert dev.endswith(str(project / "workspace.yaml"))
     assert (project / "calls.log.cwd").read_text().strip() == str(project / ".dagster_home")
     assert (project / ".dagster_home").is_dir()
+
+
+def test_docs_checks_the_reference_pages_then_builds_the_site_strictly(project):
+    """`tasks.py docs` adds the docs extra, runs the reference check, then mkdocs --strict."""
+    mkdocs = project / ".venv" / "bin" / "mkdocs"
+    mkdocs.write_text(STUB.format(log=project / "calls.log"))
+    mkdocs.chmod(0o755)
+    calls = task(project, "docs")
+    [install] = installs(calls)
+    assert install.endswith("[dev,docs]")
+    assert calls[-2:] == ["python -m rag_assets.serve.docs_reference --check", "mkdocs build --strict"]
+    assert installs(task(project, "docs")) == []

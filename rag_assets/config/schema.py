@@ -144,11 +144,13 @@ class OpenAISection(_Section):
     """``embedder.openai:``: an OpenAI-compatible /v1/embeddings API (OpenRouter by default)."""
 
     base_url: str = Field("https://openrouter.ai/api/v1", description="API base URL; $RAG_OPENAI_BASE_URL overrides it.")
-    model: str = Field("openai/text-embedding-3-small", min_length=1)
-    dimension: int = Field(1536, gt=0)
+    model: str = Field("openai/text-embedding-3-small", min_length=1, description="Embedding model name sent to the API.")
+    dimension: int = Field(1536, gt=0, description="The model's vector dimension (each answer is checked against it).")
     api_key_env: str = Field("OPENROUTER_API_KEY", description="Name of the environment variable holding the key.")
-    send_dimensions: bool = False
-    price_per_million_tokens: Optional[float] = Field(None, ge=0)
+    send_dimensions: bool = Field(False, description="Send `dimensions` in each request (models that can shorten their vectors).")
+    price_per_million_tokens: Optional[float] = Field(
+        None, ge=0, description="Price per million tokens; when set, the embeddings metadata estimates the cost."
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -165,8 +167,8 @@ class OllamaSection(_Section):
     """``embedder.ollama:``: an Ollama server."""
 
     host: Optional[str] = Field(None, description="Base URL; default $OLLAMA_HOST, else http://localhost:11434.")
-    model: str = Field("nomic-embed-text", min_length=1)
-    dimension: int = Field(768, gt=0)
+    model: str = Field("nomic-embed-text", min_length=1, description="Embedding model, pulled into Ollama.")
+    dimension: int = Field(768, gt=0, description="The model's vector dimension (each answer is checked against it).")
 
 
 class LocalSection(_Section):
@@ -178,7 +180,7 @@ class LocalSection(_Section):
 class HashingSection(_Section):
     """``embedder.hashing:``: the offline hashing embedder."""
 
-    dimension: int = Field(384, gt=0)
+    dimension: int = Field(384, gt=0, description="Buckets of the feature hashing (the vector dimension).")
 
 
 def _embedder_shorthand(value: Any) -> Any:
@@ -195,16 +197,20 @@ def _embedder_shorthand(value: Any) -> Any:
 class EmbedderSection(_Section):
     """``embedder:``: which provider embeds, and how requests behave."""
 
-    name: EmbedderName = "auto"
+    name: EmbedderName = Field(
+        "auto", description="auto (the first available of openai, ollama, minilm, local, hashing), openai (alias "
+        "openrouter), ollama, minilm (all-MiniLM-L6-v2 in numpy), local (the same model through sentence-transformers) "
+        "or hashing; $RAG_EMBEDDER and --embedder override it."
+    )
     batch_size: int = Field(50, gt=0, description="Chunks per request.")
     max_retries: int = Field(3, ge=0, le=20, description="Retries per batch on 429 / 5xx / timeouts.")
     timeout: float = Field(30.0, gt=0, description="Seconds per request.")
     retry_after_cap: float = Field(60.0, ge=0, description="Longest Retry-After honoured, in seconds.")
     backoff: float = Field(0.5, ge=0, description="Longest wait before the first retry (doubles each retry).")
-    openai: OpenAISection = Field(default_factory=OpenAISection)
-    ollama: OllamaSection = Field(default_factory=OllamaSection)
-    local: LocalSection = Field(default_factory=LocalSection)
-    hashing: HashingSection = Field(default_factory=HashingSection)
+    openai: OpenAISection = Field(default_factory=OpenAISection, description="The OpenAI-compatible provider.")
+    ollama: OllamaSection = Field(default_factory=OllamaSection, description="The Ollama provider.")
+    local: LocalSection = Field(default_factory=LocalSection, description="The local sentence-transformers model.")
+    hashing: HashingSection = Field(default_factory=HashingSection, description="The offline hashing embedder.")
 
     @property
     def local_model_path(self) -> Optional[str]:
@@ -270,7 +276,7 @@ class LlmOpenAISection(_Section):
     base_url: Optional[Annotated[str, AfterValidator(http_url)]] = Field(
         None, description="API base URL; default $RAG_OPENAI_BASE_URL, else https://openrouter.ai/api/v1."
     )
-    model: str = Field("openai/gpt-4o-mini", min_length=1)
+    model: str = Field("openai/gpt-4o-mini", min_length=1, description="Chat model name sent to the API.")
     api_key_env: Annotated[str, AfterValidator(variable_name)] = Field(
         "OPENROUTER_API_KEY", description="Name of the environment variable holding the key."
     )
@@ -280,7 +286,7 @@ class LlmOllamaSection(_Section):
     """``llm.ollama:``: a chat model served by Ollama."""
 
     host: Optional[str] = Field(None, description="Base URL; default $OLLAMA_HOST, else http://localhost:11434.")
-    model: str = Field("llama3.2", min_length=1)
+    model: str = Field("llama3.2", min_length=1, description="Chat model, pulled into Ollama.")
 
 
 def _llm_shorthand(value: Any) -> Any:
@@ -300,13 +306,13 @@ class LlmSection(_Section):
     name: LlmName = Field("auto", description="auto: openai when its key is set, else Ollama when it answers, else none.")
     context_budget: int = Field(3000, ge=100, le=200_000, description="Tokens of sources given to the model.")
     max_answer_tokens: int = Field(800, ge=16, le=32_000, description="Longest answer asked for, in tokens.")
-    temperature: float = Field(0.1, ge=0, le=2)
+    temperature: float = Field(0.1, ge=0, le=2, description="Sampling temperature of the answers.")
     timeout: float = Field(60.0, gt=0, description="Seconds to connect, and between two streamed pieces.")
     max_retries: int = Field(2, ge=0, le=10, description="Retries on 429 / 5xx / timeouts before the first token.")
     retry_after_cap: float = Field(30.0, ge=0, description="Longest Retry-After honoured, in seconds.")
     backoff: float = Field(0.5, ge=0, description="Longest wait before the first retry (doubles each retry).")
-    openai: LlmOpenAISection = Field(default_factory=LlmOpenAISection)
-    ollama: LlmOllamaSection = Field(default_factory=LlmOllamaSection)
+    openai: LlmOpenAISection = Field(default_factory=LlmOpenAISection, description="The OpenAI-compatible chat provider.")
+    ollama: LlmOllamaSection = Field(default_factory=LlmOllamaSection, description="The Ollama chat provider.")
 
 
 def shard_mark_problem(name: str) -> str | None:
@@ -340,9 +346,13 @@ def _vault_subfolder(value: str) -> str:
 class VaultSection(_Section):
     """One entry of ``vaults:``."""
 
-    name: Annotated[FolderName, AfterValidator(_vault_name)]
-    path: str = Field(min_length=1)
-    tier: Literal["safe", "private"] = "private"
+    name: Annotated[FolderName, AfterValidator(_vault_name)] = Field(
+        description="The vault's name (its partition key in Dagster; unique)."
+    )
+    path: str = Field(min_length=1, description="The vault's folder of Markdown notes, anywhere on disk.")
+    tier: Literal["safe", "private"] = Field(
+        "private", description="safe: also in the Safe store, sanitised; private: only in the Private store."
+    )
     templates_folder: Optional[Annotated[str, AfterValidator(_vault_subfolder)]] = Field(
         "Templates",
         description="The vault's templates folder (relative to the vault), skipped and reported; null to index it.",
@@ -358,8 +368,13 @@ class VaultSection(_Section):
 class PrivateTierSection(_Section):
     """``private_tier:``: the Private tier's embedder (local only) and trusted hosts."""
 
-    embedder: EmbedderName = "auto"
-    allowed_hosts: list[str] = Field(default_factory=list)
+    embedder: EmbedderName = Field(
+        "auto", description="auto (local Ollama, else the local model: minilm, then local; else hashing), ollama, "
+        "minilm, local or hashing; a remote provider is an error; $RAG_PRIVATE_EMBEDDER and --private-embedder override it."
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="Non-loopback hosts (Ollama, a chat model, a reranker) trusted with private notes."
+    )
 
 
 def _cron(value: str) -> str:
@@ -384,10 +399,12 @@ def _timezone(value: str) -> str:
 class AutomationSection(_Section):
     """``automation:``: the change sensors and the nightly schedules of ``dagster dev``."""
 
-    sensor_enabled: bool = True
-    sensor_interval_seconds: int = Field(30, ge=1)
-    nightly_cron: Annotated[str, AfterValidator(_cron)] = "0 3 * * *"
-    timezone: Annotated[str, AfterValidator(_timezone)] = "UTC"
+    sensor_enabled: bool = Field(True, description="Whether the change sensors run (on by default).")
+    sensor_interval_seconds: int = Field(30, ge=1, description="Seconds between two ticks of the change sensors.")
+    nightly_cron: Annotated[str, AfterValidator(_cron)] = Field(
+        "0 3 * * *", description="When the nightly full rebuilds run (collections and vaults), a five-field cron."
+    )
+    timezone: Annotated[str, AfterValidator(_timezone)] = Field("UTC", description="The IANA time zone of nightly_cron.")
 
 
 class EvaluationSection(_Section):
@@ -416,9 +433,13 @@ class PublicIndexSection(_Section):
     """``public_index:``: how the static JSON index is written (rag_assets.index.vector_codec)."""
 
     # float: the seed's plain arrays, which existing readers expect; float16 / int16 / int8:
-    # base64, for a site's client-side search (sizes and top-10 stability: see the README);
+    # base64, for a site's client-side search (sizes and top-10 stability: see docs/web.md);
     # int16-bin: int16 in a binary file beside the index (rag_assets.index.vector_file).
-    vector_encoding: Literal["float", "float16", "int16", "int8", "int16-bin"] = "float"
+    vector_encoding: Literal["float", "float16", "int16", "int8", "int16-bin"] = Field(
+        "float",
+        description="The public index's vectors: float (plain JSON arrays), float16, int16 or int8 (base64), or "
+        "int16-bin (int16 in embeddings-vectors.bin beside the index: the browser search's choice).",
+    )
 
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -433,21 +454,26 @@ def _store_url(value: Optional[str]) -> Optional[str]:
 class StoreSection(_Section):
     """``store:``: where the tier stores live: SQLite files (the default) or PostgreSQL + pgvector."""
 
-    backend: Literal["sqlite", "postgres"] = "sqlite"
+    backend: Literal["sqlite", "postgres"] = Field(
+        "sqlite", description="Where the tier stores are searched: sqlite (the files in data/) or postgres (synced from them)."
+    )
     url: Annotated[Optional[str], AfterValidator(_store_url)] = Field(
-        None, description="postgresql:// URL (each tier in its own schema); $RAG_STORE_URL overrides it."
+        None, description="postgresql:// URL (each tier in its own schema; local only when vaults are configured); "
+        "$RAG_STORE_URL overrides it."
     )
     # pgvector's HNSW search width (its default, 40, misses many neighbours of hashing vectors:
     # recall@10 0.46 at 20,000 chunks; 400: 0.92, 1000: 0.99 with m 16) and the graph's build
     # settings (pgvector's defaults; m 32 / ef_construction 128 gain recall, build 4x slower).
-    ef_search: int = Field(400, ge=1, le=1000)
+    ef_search: int = Field(400, ge=1, le=1000, description="pgvector's HNSW search width (raised to the candidate depth).")
     # hnsw: vector candidates from PostgreSQL's HNSW index. exact: from the search process's own
     # copy of the vectors (it holds them anyway, to score the candidates), as the SQLite path
     # does: exact at any size; HNSW with hashing vectors finds a fifth to a third of the exact
     # top 10 at a million chunks (hybrid results lose under 1%: the BM25 list covers the rest).
-    vector_search: Literal["hnsw", "exact"] = "hnsw"
-    hnsw_m: int = Field(16, ge=2, le=100)
-    hnsw_ef_construction: int = Field(64, ge=4, le=1000)
+    vector_search: Literal["hnsw", "exact"] = Field(
+        "hnsw", description="Vector candidates from pgvector's HNSW index, or exact: the search process's own vectors."
+    )
+    hnsw_m: int = Field(16, ge=2, le=100, description="The HNSW graph's m (a change rebuilds the index at the next sync).")
+    hnsw_ef_construction: int = Field(64, ge=4, le=1000, description="The HNSW graph's ef_construction (as hnsw_m).")
 
     @property
     def hnsw(self) -> tuple[int, int]:
@@ -468,32 +494,57 @@ class StoreSection(_Section):
 class ConfigFile(_Section):
     """The whole of ``rag.yaml``. Relative paths are relative to the file's folder."""
 
-    content_dir: str = Field("content", min_length=1)
-    output_dir: str = Field(".", min_length=1)
-    collections: Optional[list[FolderName]] = Field(None, description="Default: every folder of content_dir.")
+    content_dir: str = Field(
+        "content", min_length=1, description="Its top-level folders are the collections; $RAG_CONTENT_DIR and --content-dir override it."
+    )
+    output_dir: str = Field(
+        ".", min_length=1, description="Receives public/ and data/; $RAG_OUTPUT_DIR and --output-dir override it."
+    )
+    collections: Optional[list[FolderName]] = Field(None, description="Only these folders; default: every folder of content_dir.")
     # Merged over DEFAULT_COLLECTION_WEIGHTS: listing one collection keeps the others' weights.
-    weights: dict[FolderName, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    weights: dict[FolderName, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="Search priority per collection, on the odds of relevance; over the defaults docs 1.5, posts 1.2, "
+        "learn 1.1, projects 1.0, journal 0.8 (others 1.0).",
+    )
     # Shards per collection (default 1): each shard is its own partition, so one large
     # collection spreads over several runs or workers. Like `weights`, a name without a folder is harmless.
     shards: dict[
         Annotated[FolderName, AfterValidator(_shardable_name)], Annotated[int, Field(ge=1, le=MAX_SHARDS, strict=True)]
-    ] = Field(default_factory=dict)
-    chunking: ChunkingSection = Field(default_factory=ChunkingSection)
-    embedder: Annotated[EmbedderSection, BeforeValidator(_embedder_shorthand)] = Field(default_factory=EmbedderSection)
-    vaults: Annotated[list[VaultSection], AfterValidator(_unique_vault_names)] = Field(default_factory=list)
-    identity_map: Optional[str] = "identity_map.json"
-    private_tier: PrivateTierSection = Field(default_factory=PrivateTierSection)
+    ] = Field(
+        default_factory=dict,
+        description="{collection: n}, n from 1 to 1024: split a large collection into n partitions "
+        "<collection>~0 ... ~n-1; a name without a folder is harmless.",
+    )
+    chunking: ChunkingSection = Field(default_factory=ChunkingSection, description="Chunk sizes, in words.")
+    embedder: Annotated[EmbedderSection, BeforeValidator(_embedder_shorthand)] = Field(
+        default_factory=EmbedderSection, description="The public and Safe tiers' embedder; `embedder: NAME` is short for {name: NAME}."
+    )
+    vaults: Annotated[list[VaultSection], AfterValidator(_unique_vault_names)] = Field(
+        default_factory=list, description="Note vaults for the Safe and Private tiers (never in the public index)."
+    )
+    identity_map: Optional[str] = Field(
+        "identity_map.json",
+        description="The Safe tier's identifying values (required when a vault is safe); null to rely on secret detection alone.",
+    )
+    private_tier: PrivateTierSection = Field(default_factory=PrivateTierSection, description="The Private tier's local-only embedder.")
     # 1 decimal is useless for unit vectors; past 10 the float32 components have no more digits.
-    vector_decimals: int = Field(5, ge=1, le=10)
-    public_index: PublicIndexSection = Field(default_factory=PublicIndexSection)
-    automation: AutomationSection = Field(default_factory=AutomationSection)
-    reranker: Annotated[RerankerSection, BeforeValidator(_reranker_shorthand)] = Field(default_factory=RerankerSection)
-    follow_symlinks: bool = False
-    max_file_bytes: int = Field(20_000_000, gt=0)
-    evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
-    llm: Annotated[LlmSection, BeforeValidator(_llm_shorthand)] = Field(default_factory=LlmSection)
-    store: StoreSection = Field(default_factory=StoreSection)
-    serve: ServeSection = Field(default_factory=ServeSection)
+    vector_decimals: int = Field(5, ge=1, le=10, description="Decimals per vector component in the JSON index (float encoding).")
+    public_index: PublicIndexSection = Field(default_factory=PublicIndexSection, description="How the public JSON index is written.")
+    automation: AutomationSection = Field(default_factory=AutomationSection, description="The sensors and nightly schedules.")
+    reranker: Annotated[RerankerSection, BeforeValidator(_reranker_shorthand)] = Field(
+        default_factory=RerankerSection, description="Optional reranking of the top fused candidates; `reranker: NAME` is short."
+    )
+    follow_symlinks: bool = Field(
+        False, description="Follow symlinks whose target is outside the content folder (or vault); never into another tier's."
+    )
+    max_file_bytes: int = Field(20_000_000, gt=0, description="Larger files are skipped and reported, never read.")
+    evaluation: EvaluationSection = Field(default_factory=EvaluationSection, description="What the retrieval_eval asset scores.")
+    llm: Annotated[LlmSection, BeforeValidator(_llm_shorthand)] = Field(
+        default_factory=LlmSection, description="The chat model that answers; `llm: NAME` is short for {name: NAME}."
+    )
+    store: StoreSection = Field(default_factory=StoreSection, description="SQLite files, or PostgreSQL + pgvector.")
+    serve: ServeSection = Field(default_factory=ServeSection, description="`rag serve` beyond loopback: tokens, limits, CORS.")
 
 
 # Every section's defaults, as an empty rag.yaml gives them: RagConfig (config/settings.py)

@@ -18,8 +18,7 @@ The Safe and Private vaults are not distributed: their runs stay in the `rag bui
 process, so vault text never reaches a worker on another machine.
 
 Why the runs are started here rather than queued for ``dagster-daemon`` as a backfill: that
-way measured 1.6-3.7 times slower (bench/celery_queue.py; README "Distributed builds with
-Celery"), mostly because each queued run is a new process importing Dagster and the project,
+way measured 1.6-3.7 times slower (bench/celery_queue.py; docs/operations/celery.md), mostly because each queued run is a new process importing Dagster and the project,
 and it needs a running daemon and code location.
 """
 
@@ -57,7 +56,7 @@ from rag_assets.defs.outcomes import (
 
 INDEX_JOB = f"{INDEX_COLLECTION_JOB}_celery"
 PUBLISH_JOB = f"{PUBLISH_JOB_NAME}_celery"
-# The worker command the errors and the README name (dagster-celery's own CLI).
+# The worker command the errors and docs/operations/celery.md name (dagster-celery's own CLI).
 WORKER_COMMAND = "dagster-celery worker start -A dagster_celery.app -y celery.yaml -- --pool solo"
 # dagster-celery's queue when the config names none.
 DEFAULT_QUEUE = "dagster"

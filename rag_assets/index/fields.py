@@ -15,7 +15,7 @@ scored once on test (0.6944; 0.6875 before the fields). Headings and tags, which
 lacks, take the title's weight (a heading names what its section is about as a title
 names the page), checked on the Hugo docs questions (``eval/questions/hugo-docs.jsonl``,
 BM25 alone): hit@5 and hit@10 as before the fields, hit@1 one question fewer, MRR@10 0.391
-against 0.390 (0.385 with headings and tags at 1). The figures are in the README.
+against 0.390 (0.385 with headings and tags at 1). The figures are in docs/search.md.
 """
 
 from __future__ import annotations

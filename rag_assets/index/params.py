@@ -19,7 +19,7 @@ VIEWS = ("pages", "chunks")
 
 
 # The default ``min_score``. Every relevance model is centred so that the threshold chosen for
-# its embedder and mode on held-in data is 0.5 (bench/fit_relevance.py; figures in the README).
+# its embedder and mode on held-in data is 0.5 (bench/fit_relevance.py; figures in docs/search.md).
 DEFAULT_MIN_RELEVANCE = 0.5
 
 

@@ -1,7 +1,7 @@
 """Search profiles: the fusion each embedder's stores use, recorded with the store.
 
 A weak embedder must not drag a hybrid below BM25 alone. Each list is weighted by how much it
-proves to add on SciFact's TRAIN split (bench/tune_fusion.py; figures in the README): a
+proves to add on SciFact's TRAIN split (bench/tune_fusion.py; figures in docs/search.md): a
 weight earns its place only when the hybrid beats the better single list on train by more
 than noise (0.005 nDCG@10 over 809 queries). The offline hashing embedder's vectors do not
 (train nDCG@10: vector 0.284, BM25 0.710; the best hybrid, vector weight 0.05, 0.711), so its

@@ -26,7 +26,7 @@ STOP_WORDS = frozenset(
 # paragraph's recurring words are its topic. In a short query a repeat is mostly
 # structure ("British female students ... British male students"), and counting it lost
 # on SciFact's claims, so there every word counts once. Both chosen with
-# bench/tune_bm25.py on train splits (see the README).
+# bench/tune_bm25.py on train splits (see docs/search.md).
 MAX_REPEATS = 3
 LONG_QUERY_WORDS = 20
 # Distinct words searched at most. FTS5 walks every OR'd phrase's doclist for every row any
@@ -35,7 +35,7 @@ LONG_QUERY_WORDS = 20
 # most (repeats times idf; rag_assets.search.bm25_terms.capped_words), in both FTS5 and the
 # in-memory BM25, so both rank alike. Chosen with bench/long_query_speed.py on the long-query
 # set's train split: the smallest cap whose nDCG@10 did not drop (64 lost 0.0006, 32 0.006);
-# it caps 0.4% of those paragraph queries (see the README).
+# it caps 0.4% of those paragraph queries (see docs/search.md).
 MAX_QUERY_TERMS = 128
 
 

@@ -1,6 +1,6 @@
 """Fusing the vector and BM25 lists into one score, and MMR re-ranking for diversity.
 
-The formulas are in :mod:`rag_assets.search.retrieval`'s docstring and the README.
+The formulas are in :mod:`rag_assets.search.retrieval`'s docstring and docs/search.md.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rag",
         description="Build and inspect a retrieval (RAG) index of Markdown content, as Dagster assets.",
-        epilog="Run `rag COMMAND --help` for a command's options. Docs: README.md.",
+        epilog="Run `rag COMMAND --help` for a command's options. Docs: README.md and docs/ (the site).",
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
@@ -234,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--mode", choices=("hybrid", "vector", "bm25"), default="hybrid", help="ranking (default: hybrid)")
         cmd.add_argument(
             "--fusion", choices=("zscore", "rrf", "convex"),
-            help="how vector and BM25 lists combine (default: the store's profile, chosen per embedder; see README)",
+            help="how vector and BM25 lists combine (default: the store's profile, chosen per embedder; see docs/search.md)",
         )
         cmd.add_argument("--vector-weight", type=finite_float(0), help="weight of the vector list in the fusion (0: off)")
         cmd.add_argument("--bm25-weight", type=finite_float(0), help="weight of the BM25 list in the fusion (0: off)")
