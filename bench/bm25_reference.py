@@ -37,7 +37,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # bench/ off the path: no bench module shadows a library's
+sys.path[:] = [
+    p for p in sys.path if Path(p or ".").resolve() != HERE
+]  # bench/ off the path: no bench module shadows a library's
 sys.path.insert(0, str(ROOT))
 
 from rag_assets.config import load_config  # noqa: E402
@@ -74,12 +76,16 @@ def reference(dataset: BeirDataset) -> float:
     stemmer = Stemmer.Stemmer("english")
     ids = [doc.id for doc in dataset.corpus]
     retriever = bm25s.BM25()
-    corpus = bm25s.tokenize([f"{d.title} {d.text}" for d in dataset.corpus], stopwords="en", stemmer=stemmer, show_progress=False)
+    corpus = bm25s.tokenize(
+        [f"{d.title} {d.text}" for d in dataset.corpus], stopwords="en", stemmer=stemmer, show_progress=False
+    )
     retriever.index(corpus, show_progress=False)
     queries = dataset.judged_queries()
     tokens = bm25s.tokenize([dataset.queries[q] for q in queries], stopwords="en", stemmer=stemmer, show_progress=False)
     found, _ = retriever.retrieve(tokens, k=11, show_progress=False, n_threads=1)  # 11: one may be the query's own ID
-    total = sum(ndcg_at(without_self_hit([ids[i] for i in found[n]], q), dataset.qrels[q]) for n, q in enumerate(queries))
+    total = sum(
+        ndcg_at(without_self_hit([ids[i] for i in found[n]], q), dataset.qrels[q]) for n, q in enumerate(queries)
+    )
     return total / len(queries)
 
 
@@ -102,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = load_config(None, output_dir=args.output_dir)
     embedder, provider = select_eval_embedder(cfg, args.embedder)
-    datasets = {"SciFact": load_beir(args.dataset, args.split), "long queries": load_beir(ensure_long_query_set(args.dataset), args.split)}
+    datasets = {
+        "SciFact": load_beir(args.dataset, args.split),
+        "long queries": load_beir(ensure_long_query_set(args.dataset), args.split),
+    }
     systems = {
         "ours (defaults)": lambda d: ours(cfg, d, embedder, provider, FieldWeights(), query_module.MAX_REPEATS),
         "ours (fields 1/1/1/1, words once)": lambda d: ours(cfg, d, embedder, provider, FieldWeights.unweighted(), 1),
@@ -113,10 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, score in systems.items():
         started = time.perf_counter()
         figures = [score(dataset) for dataset in datasets.values()]
-        print(f"{name:36} " + " ".join(f"{f:14.4f}" for f in figures) + f"   {time.perf_counter() - started:7.1f}", flush=True)
+        print(
+            f"{name:36} " + " ".join(f"{f:14.4f}" for f in figures) + f"   {time.perf_counter() - started:7.1f}",
+            flush=True,
+        )
     for name, dataset in datasets.items():
         words = sorted(len(dataset.queries[q].split()) for q in dataset.judged_queries())
-        print(f"{name}: {len(words)} queries, {len(dataset.corpus)} documents, median {words[len(words) // 2]} words per query")
+        print(
+            f"{name}: {len(words)} queries, {len(dataset.corpus)} documents, median {words[len(words) // 2]} words per query"
+        )
     return 0
 
 

@@ -57,7 +57,11 @@ QUESTIONS = ROOT / "eval" / "questions" / "hugo-docs.jsonl"
 CHROMIUM = "/usr/bin/chromium"
 # embeddings-vectors.bin: written (and fetched) with vector_encoding int16-bin only.
 FILES = (
-    "embeddings-meta.json", "embeddings-index.json", "embeddings-bm25.json", "rag-search.js", "rag-vectors.js",
+    "embeddings-meta.json",
+    "embeddings-index.json",
+    "embeddings-bm25.json",
+    "rag-search.js",
+    "rag-vectors.js",
     "embeddings-vectors.bin",
 )
 
@@ -213,7 +217,9 @@ def main() -> None:
         questions = (questions + titles)[: args.queries]
         results = []
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+            browser = pw.chromium.launch(
+                executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
+            )
             for encoding in args.encodings:
                 cfg = build(content, out, args.dimension, encoding)
                 for gzip_on in (False, True):

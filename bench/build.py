@@ -120,7 +120,10 @@ def main() -> None:
         "--instance", action="append", default=[], metavar="NAME=YAML", help="another persistent mode (repeatable)"
     )
     parser.add_argument(
-        "--pooled-instance", action="append", default=[], metavar="NAME=YAML",
+        "--pooled-instance",
+        action="append",
+        default=[],
+        metavar="NAME=YAML",
         help="another persistent mode, its Postgres storage with a connection pool (repeatable)",
     )
     args = parser.parse_args()
@@ -134,8 +137,10 @@ def main() -> None:
     if args.corpus:
         corpora = {name: Path(folder) for name, folder in (c.split("=", 1) for c in args.corpus)}
     width = max(11, *(len(mode) for mode in configs))
-    print(f"{'corpus':<10} {'instance':<{width}} {'wall s':>7} {'runs':>5} {'events':>6} {'docs':>6} {'chunks':>7} "
-          f"{'docs/s':>7} {'chunks/s':>8} {'embed s':>7}  all wall times")
+    print(
+        f"{'corpus':<10} {'instance':<{width}} {'wall s':>7} {'runs':>5} {'events':>6} {'docs':>6} {'chunks':>7} "
+        f"{'docs/s':>7} {'chunks/s':>8} {'embed s':>7}  all wall times"
+    )
     for name, content in corpora.items():
         results = bench_corpus(content, args.repeat, configs, frozenset(pooled))
         medians = {}
@@ -143,15 +148,19 @@ def main() -> None:
             med = {k: statistics.median(b[k] for b in builds) for k in builds[0] if k != "kinds"}
             medians[mode] = med
             walls = ", ".join(f"{b['wall_s']:.2f}" for b in builds)
-            print(f"{name:<10} {mode:<{width}} {med['wall_s']:7.2f} {med['runs']:5.0f} {med['events']:6.0f} "
-                  f"{med['documents']:6.0f} {med['chunks']:7.0f} {med['docs_per_s']:7.0f} {med['chunks_per_s']:8.0f} "
-                  f"{med['embed_s']:7.2f}  {walls}")
+            print(
+                f"{name:<10} {mode:<{width}} {med['wall_s']:7.2f} {med['runs']:5.0f} {med['events']:6.0f} "
+                f"{med['documents']:6.0f} {med['chunks']:7.0f} {med['docs_per_s']:7.0f} {med['chunks_per_s']:8.0f} "
+                f"{med['embed_s']:7.2f}  {walls}"
+            )
         for mode in configs:
             ratio = medians[mode]["wall_s"] / medians["ephemeral"]["wall_s"]
             print(f"{name:<10} {mode} / ephemeral: {ratio:.2f}x")
         kinds = results["persistent"][-1]["kinds"]
-        print(f"{name:<10} stored events of one persistent build: "
-              + ", ".join(f"{kind} {n}" for kind, n in kinds.most_common()))
+        print(
+            f"{name:<10} stored events of one persistent build: "
+            + ", ".join(f"{kind} {n}" for kind, n in kinds.most_common())
+        )
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB (process, all builds)")
 
 

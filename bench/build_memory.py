@@ -80,8 +80,11 @@ def main() -> int:
     if not samples:
         return code
     peak = max(samples, key=lambda s: s[1])
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; "
-          f"sampled {peak[1]:.0f} MB at {peak[0]:.1f} s in {peak[2]}", file=sys.stderr)
+    print(
+        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; "
+        f"sampled {peak[1]:.0f} MB at {peak[0]:.1f} s in {peak[2]}",
+        file=sys.stderr,
+    )
     highest: dict[str, tuple[float, float]] = {}
     for seconds, mb, at in samples:
         if mb > highest.get(at, (0.0, 0.0))[0]:

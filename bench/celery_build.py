@@ -28,10 +28,14 @@ sys.path.insert(0, str(ROOT))
 
 from rag_assets_tests.celery_workers import celery_cluster  # noqa: E402
 
-
 # The processes of a distributed build, told apart by their command lines.
 # First match wins: the build's own command line names --celery-config.
-ROLES = (("build", "rag_assets.serve.cli"), ("run", "multiprocessing"), ("worker", "celery"), ("postgres", "postgres: "))
+ROLES = (
+    ("build", "rag_assets.serve.cli"),
+    ("run", "multiprocessing"),
+    ("worker", "celery"),
+    ("postgres", "postgres: "),
+)
 
 
 class MemorySampler(threading.Thread):
@@ -52,8 +56,11 @@ class MemorySampler(threading.Thread):
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                rss = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                           if line.startswith("VmRSS"))
+                rss = next(
+                    int(line.split()[1])
+                    for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if line.startswith("VmRSS")
+                )
             except (OSError, StopIteration):
                 continue  # gone, or a kernel thread
             role = next((name for name, marker in ROLES if marker in cmdline), None)
@@ -63,7 +70,7 @@ class MemorySampler(threading.Thread):
         used = (int(info["MemTotal"].split()[0]) - int(info["MemAvailable"].split()[0])) / 1024
         self.peaks["machine_used_mb"] = max(self.peaks.get("machine_used_mb", 0.0), used)
 
-    def __enter__(self) -> "MemorySampler":
+    def __enter__(self) -> MemorySampler:
         self.start()
         return self
 
@@ -73,8 +80,13 @@ class MemorySampler(threading.Thread):
 
 
 def celery_build(
-    content: Path, workers: int, partitions_per_run: int = 1, parallel_runs: int | None = None, config: Path | None = None,
-    count_chunks=None, report: dict | None = None,
+    content: Path,
+    workers: int,
+    partitions_per_run: int = 1,
+    parallel_runs: int | None = None,
+    config: Path | None = None,
+    count_chunks=None,
+    report: dict | None = None,
 ):
     """Seconds of one forced `rag build --executor celery` of ``content`` on ``workers`` fresh workers
     (``config``: a rag.yaml, e.g. one that shards the collection); with ``count_chunks`` (a
@@ -111,7 +123,9 @@ def main() -> None:
     args = parser.parse_args()
     medians = {}
     for count in args.workers:
-        times = [celery_build(args.content, count, args.partitions_per_run, args.parallel_runs) for _ in range(args.repeat)]
+        times = [
+            celery_build(args.content, count, args.partitions_per_run, args.parallel_runs) for _ in range(args.repeat)
+        ]
         medians[count] = statistics.median(times)
         print(f"{count} worker(s): median {medians[count]:.1f} s of {', '.join(f'{t:.1f}' for t in times)}", flush=True)
     if 1 in medians:

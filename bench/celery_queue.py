@@ -41,7 +41,7 @@ from rag_assets_tests.test_distributed import published_files  # noqa: E402
 
 # The code location of the `queue` way: the project's definitions plus the two Celery jobs, whose
 # executor carries celery.yaml's settings (a backfill takes no run config of its own).
-LOCATION = '''
+LOCATION = """
 import os
 from pathlib import Path
 
@@ -58,11 +58,16 @@ def defs():
     execution["broker"] = os.environ["RAG_CELERY_BROKER"]
     jobs = jobs_with_executor("celery", celery_executor.configured(execution), "on a Celery worker")
     return dg.Definitions.merge(build_definitions(load_config()), dg.Definitions(jobs=jobs))
-'''
+"""
 TERMINAL = ("SUCCESS", "FAILURE", "CANCELED")
 # Run lifecycle events, in order: where a run's time goes (queued, starting its process, running).
 PHASES = (
-    "PIPELINE_ENQUEUED", "PIPELINE_DEQUEUED", "PIPELINE_STARTING", "PIPELINE_START", "STEP_START", "PIPELINE_SUCCESS",
+    "PIPELINE_ENQUEUED",
+    "PIPELINE_DEQUEUED",
+    "PIPELINE_STARTING",
+    "PIPELINE_START",
+    "STEP_START",
+    "PIPELINE_SUCCESS",
 )
 WORKERS = ("q1", "q2")
 
@@ -74,9 +79,22 @@ def write_site(folder: Path, content: Path, cluster: CeleryCluster, max_runs: in
         "embedder:\n  name: hashing\nprivate_tier:\n  embedder: hashing\n"
     )
     (folder / "celery_location.py").write_text(LOCATION)
-    (folder / "workspace.yaml").write_text(yaml.safe_dump({"load_from": [{"python_file": {
-        "relative_path": "celery_location.py", "attribute": "defs", "location_name": "celery",
-        "working_directory": str(folder)}}]}))
+    (folder / "workspace.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "load_from": [
+                    {
+                        "python_file": {
+                            "relative_path": "celery_location.py",
+                            "attribute": "defs",
+                            "location_name": "celery",
+                            "working_directory": str(folder),
+                        }
+                    }
+                ]
+            }
+        )
+    )
     home_yaml = Path(cluster.env["DAGSTER_HOME"]) / "dagster.yaml"
     instance_yaml = yaml.safe_load(home_yaml.read_text())
     instance_yaml["concurrency"]["runs"]["max_concurrent_runs"] = max_runs
@@ -86,8 +104,9 @@ def write_site(folder: Path, content: Path, cluster: CeleryCluster, max_runs: in
 
 
 def dagster(cluster: CeleryCluster, folder: Path, *args: str) -> str:
-    done = subprocess.run([str(BIN / "dagster"), *args], env=cluster.env, cwd=folder, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [str(BIN / "dagster"), *args], env=cluster.env, cwd=folder, capture_output=True, text=True, timeout=600
+    )
     if done.returncode != 0:
         raise RuntimeError(f"dagster {' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
     return done.stdout
@@ -181,29 +200,59 @@ def queue_build(content: Path, max_runs: int) -> tuple[float, dict[str, bytes], 
         workspace = write_site(folder, content, cluster, max_runs)
         cluster.start_workers(*WORKERS)
         daemon_log = (folder / "daemon.log").open("wb")
-        daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(workspace)], env=cluster.env,
-                                  cwd=folder, stdout=daemon_log, stderr=subprocess.STDOUT, start_new_session=True)
+        daemon = subprocess.Popen(
+            [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)],
+            env=cluster.env,
+            cwd=folder,
+            stdout=daemon_log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             wait_for_daemon(cluster, daemon)
             started = time.perf_counter()
             keys = prepare(cluster, folder)
-            dagster(cluster, folder, "job", "backfill", "-w", str(workspace), "-j", "index_collection_celery",
-                    "--all", "all", "--noprompt")
+            dagster(
+                cluster,
+                folder,
+                "job",
+                "backfill",
+                "-w",
+                str(workspace),
+                "-j",
+                "index_collection_celery",
+                "--all",
+                "all",
+                "--noprompt",
+            )
             runs = wait_for_runs(cluster, len(keys), "index_collection_celery")
             indexed = time.perf_counter() - started
             if any(run.status.value != "SUCCESS" for run in runs):
                 failed = [run.run_id for run in runs if run.status.value != "SUCCESS"]
                 raise RuntimeError(f"partition runs failed: {', '.join(failed)}")
-            dagster(cluster, folder, "job", "launch", "-w", str(workspace), "-j", "publish_index_celery",
-                    "--tags", '{"rag/build": "full"}')  # as `rag build --force` tags it (the manifest says so)
+            dagster(
+                cluster,
+                folder,
+                "job",
+                "launch",
+                "-w",
+                str(workspace),
+                "-j",
+                "publish_index_celery",
+                "--tags",
+                '{"rag/build": "full"}',
+            )  # as `rag build --force` tags it (the manifest says so)
             [publish] = wait_for_runs(cluster, 1, "publish_index_celery")
             seconds = time.perf_counter() - started
             queued = time.time() - first_enqueued(cluster, "index_collection_celery")
             if publish.status.value != "SUCCESS":
                 raise RuntimeError(f"the publish run failed: {publish.run_id}")
             print(run_phases(cluster), flush=True)
-            return seconds, published_files(folder / "out"), {"runs": len(runs) + 1, "indexed_s": indexed,
-                                                               "queued_s": queued}
+            return (
+                seconds,
+                published_files(folder / "out"),
+                {"runs": len(runs) + 1, "indexed_s": indexed, "queued_s": queued},
+            )
         finally:
             os.killpg(daemon.pid, signal.SIGKILL)
             daemon.wait(timeout=30)
@@ -215,8 +264,9 @@ def rag_build(content: Path, parallel_runs: int) -> tuple[float, dict[str, bytes
         folder = Path(name)
         cluster.start_workers(*WORKERS)
         started = time.perf_counter()
-        done = cluster.rag(*cluster.build_args(content, folder / "out", "--parallel-runs", str(parallel_runs)),
-                           timeout=3600)
+        done = cluster.rag(
+            *cluster.build_args(content, folder / "out", "--parallel-runs", str(parallel_runs)), timeout=3600
+        )
         seconds = time.perf_counter() - started
         if done.returncode != 0:
             raise RuntimeError(f"rag build failed:\n{done.stderr[-3000:]}")
@@ -275,19 +325,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--content", type=Path, default=ROOT / "content")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--runs", type=int, default=4,
-                        help="partition runs at once: --parallel-runs, max_concurrent_runs")
+    parser.add_argument(
+        "--runs", type=int, default=4, help="partition runs at once: --parallel-runs, max_concurrent_runs"
+    )
     args = parser.parse_args()
     times: dict[str, list[float]] = {"rag": [], "queue": []}
-    print("load average %.2f %.2f %.2f" % os.getloadavg(), flush=True)
+    print("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     for _ in range(args.repeat):
         seconds, rag_files = rag_build(args.content.resolve(), args.runs)
         times["rag"].append(seconds)
         print(f"rag build --executor celery: {seconds:.1f} s", flush=True)
         seconds, queue_files, counts = queue_build(args.content.resolve(), args.runs)
         times["queue"].append(seconds)
-        print(f"daemon queue + backfill: {seconds:.1f} s ({counts['runs']} runs; partitions indexed at "
-              f"{counts['indexed_s']:.1f} s; {counts['queued_s']:.1f} s from the first run queued)", flush=True)
+        print(
+            f"daemon queue + backfill: {seconds:.1f} s ({counts['runs']} runs; partitions indexed at "
+            f"{counts['indexed_s']:.1f} s; {counts['queued_s']:.1f} s from the first run queued)",
+            flush=True,
+        )
         different = sorted(n for n in set(rag_files) | set(queue_files) if rag_files.get(n) != queue_files.get(n))
         print("same published files" if not different else f"published files differ: {different}", flush=True)
         for name in different:
@@ -295,7 +349,7 @@ def main() -> None:
     for way, values in times.items():
         print(f"{way}: median {statistics.median(values):.1f} s of {', '.join(f'{v:.1f}' for v in values)}")
     print(f"ratio queue/rag: {statistics.median(times['queue']) / statistics.median(times['rag']):.2f}")
-    print("load average %.2f %.2f %.2f" % os.getloadavg())
+    print("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -42,12 +42,13 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import httpx
 
@@ -188,6 +189,7 @@ def measure_overhead(make: ClientFactory, url: str, dimension: int, batches: lis
         client.embed_documents(batches[0])  # warm-up: the client's connection
         client_s, raw_s = [], []
         for i, (batch, (endpoint, body)) in enumerate(zip(batches, requests)):
+
             def call() -> Any:
                 return client.embed_documents(batch)
 
@@ -271,8 +273,9 @@ def throughput(url: str, dimension: int, texts: list[str], batch_size: int, thre
     return done / elapsed
 
 
-def throughput_runs(url: str, dimension: int, texts: list[str], batch_size: int,
-                    thread_counts: list[int], runs: int) -> dict[int, list[float]]:
+def throughput_runs(
+    url: str, dimension: int, texts: list[str], batch_size: int, thread_counts: list[int], runs: int
+) -> dict[int, list[float]]:
     """Chunks/s per thread count, ``runs`` each, interleaved (1, 2, 4, 1, 2, 4, ...) so that
     the load of others on the shared cores drifts over all thread counts alike."""
     warm_server(url, dimension, texts, batch_size)
@@ -302,18 +305,28 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f}"
 
 
-def print_report(args: argparse.Namespace, distinct: int, compute: float, overheads: dict[str, Overhead],
-                 rates: dict[int, list[float]], hashing: tuple[float, float]) -> None:
+def print_report(
+    args: argparse.Namespace,
+    distinct: int,
+    compute: float,
+    overheads: dict[str, Overhead],
+    rates: dict[int, list[float]],
+    hashing: tuple[float, float],
+) -> None:
     print(f"corpus      {args.corpus}: {distinct} distinct passages of {args.words} words (reused in order)")
-    print(f"vectors     {args.dimension} dimensions, batches of {args.batch_size}, "
-          f"server in a child process, {os.cpu_count()} CPUs")
+    print(
+        f"vectors     {args.dimension} dimensions, batches of {args.batch_size}, "
+        f"server in a child process, {os.cpu_count()} CPUs"
+    )
     print("note        the loopback server shares these cores: the figures bound the client, not a provider")
     print()
     print(f"1. per batch of {args.batch_size}, median of {args.batches} batches (ms)")
     print(f"   {'client':<8}{'call':>8}{'raw':>8}{'overhead':>10}{'share':>7}   {'encode':>7}{'decode':>7}{'check':>7}")
     for name, o in overheads.items():
-        print(f"   {name:<8}{ms(o.client):>8}{ms(o.raw):>8}{ms(o.overhead):>10}{o.overhead / o.client:>7.0%}   "
-              f"{ms(o.encode):>7}{ms(o.decode):>7}{ms(o.check):>7}")
+        print(
+            f"   {name:<8}{ms(o.client):>8}{ms(o.raw):>8}{ms(o.overhead):>10}{o.overhead / o.client:>7.0%}   "
+            f"{ms(o.encode):>7}{ms(o.decode):>7}{ms(o.check):>7}"
+        )
     print("   call = embed_documents; raw = the same request pre-serialised, answer read, not decoded;")
     print("   overhead = call - raw; encode/decode/check = its main parts, timed in-process")
     print("   (the rest of the overhead is unattributed: httpx, copies, GC)")
@@ -328,8 +341,10 @@ def print_report(args: argparse.Namespace, distinct: int, compute: float, overhe
         print(f"   {threads:<8}{med:>10.0f}{med / base:>9.2f}x   {runs}")
     print()
     first, warm = hashing
-    print(f"3. HashingEmbedder, same {args.total} chunks: {warm:.0f} chunks/s warm (median of {args.runs}), "
-          f"{first:.0f} first pass")
+    print(
+        f"3. HashingEmbedder, same {args.total} chunks: {warm:.0f} chunks/s warm (median of {args.runs}), "
+        f"{first:.0f} first pass"
+    )
 
 
 def main() -> None:

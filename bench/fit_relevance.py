@@ -136,7 +136,9 @@ def searched(index: SearchIndex, embedder, query: str, depth: int, key_of) -> di
         params = SearchParams(k=depth, candidates=max(200, depth), mode=mode, min_score=0.0, view="chunks")
         result = index.search(query, None if mode == "bm25" else embedder, params)
         names = MODE_FEATURES[mode]
-        x = np.array([[h.features.get(f, 0.0) for f in names] for h in result.hits], dtype=np.float64).reshape(-1, len(names))
+        x = np.array([[h.features.get(f, 0.0) for f in names] for h in result.hits], dtype=np.float64).reshape(
+            -1, len(names)
+        )
         out[mode] = (x, [key_of(h) for h in result.hits])
     return out
 
@@ -149,7 +151,9 @@ def labelled(source: str, query: str, found, relevant: set[str] | None) -> Sampl
     return sample
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, weights: np.ndarray, l2: float = 1.0, iterations: int = 50) -> tuple[np.ndarray, float]:
+def fit_logistic(
+    x: np.ndarray, y: np.ndarray, weights: np.ndarray, l2: float = 1.0, iterations: int = 50
+) -> tuple[np.ndarray, float]:
     """Weighted L2 logistic regression by Newton's method: (coefficients, intercept).
 
     ``l2`` 1.0 (against 0.1, 0.01, 0.001) separated the held-in sources best with the local
@@ -240,7 +244,9 @@ def calibration(samples_by_embedder, models_by_embedder, threshold: float) -> di
                     per_source[src] = {
                         "searches": len(mine),
                         "answerable": len(answerable),
-                        "best_hit_passes": round(sum(r[1] >= threshold for r in answerable) / max(len(answerable), 1), 4),
+                        "best_hit_passes": round(
+                            sum(r[1] >= threshold for r in answerable) / max(len(answerable), 1), 4
+                        ),
                     }
                 else:
                     per_source[src] = {
@@ -255,6 +261,7 @@ def calibration(samples_by_embedder, models_by_embedder, threshold: float) -> di
 def choose_threshold(samples: list[Sample], models: dict[str, LogisticModel], mode: str) -> float:
     """The threshold whose worst figure over the sources is best: the share of answerable
     in-domain searches whose best hit passes, and of out-of-domain searches where nothing does."""
+
     def worst(t: float) -> float:
         report = calibration({"x": samples}, {"x": models}, t)["x"][mode]
         return min(v.get("best_hit_passes", v.get("no_hit_passes")) for v in report.values())
@@ -290,7 +297,14 @@ def collect(args, embedder_name: str) -> list[Sample]:
     t0 = time.perf_counter()
     for q in evaluator.query_ids[: args.scifact_queries]:
         relevant = {d for d, v in evaluator.qrels[q].items() if v > 0}
-        samples.append(labelled("scifact-train", train.queries[q], searched(scifact, evaluator.embedder, train.queries[q], args.depth, corpus_key), relevant))
+        samples.append(
+            labelled(
+                "scifact-train",
+                train.queries[q],
+                searched(scifact, evaluator.embedder, train.queries[q], args.depth, corpus_key),
+                relevant,
+            )
+        )
     indexes = {"scifact": (scifact, evaluator.embedder, corpus_key)}
     for site in args.site:
         name, _, rest = site.partition("=")
@@ -302,9 +316,23 @@ def collect(args, embedder_name: str) -> list[Sample]:
             raise SystemExit(f"{out_dir} was built with {site_embedder.model}, not {embedder.model}")
         indexes[name] = (index, site_embedder, page_key)
         for question, expect in read_questions(Path(questions)):
-            samples.append(labelled(f"{name}-questions", question, searched(index, site_embedder, question, args.depth, page_key), expect))
+            samples.append(
+                labelled(
+                    f"{name}-questions",
+                    question,
+                    searched(index, site_embedder, question, args.depth, page_key),
+                    expect,
+                )
+            )
         for claim in claims[: args.ood_claims]:
-            samples.append(labelled(f"scifact-claims-vs-{name}", claim, searched(index, site_embedder, claim, args.depth, page_key), None))
+            samples.append(
+                labelled(
+                    f"scifact-claims-vs-{name}",
+                    claim,
+                    searched(index, site_embedder, claim, args.depth, page_key),
+                    None,
+                )
+            )
         if name in args.titles_of:
             samples.extend(title_searches(name, index, site_embedder, args.titles, args.depth))
     for name, (index, emb, key) in indexes.items():
@@ -325,13 +353,21 @@ def title_searches(name: str, index: SearchIndex, embedder, count: int, depth: i
     pages = sorted({(d["title"], f"{d['collection']}/{d['slug']}") for d in documents if d.get("title")})
     random.Random(5).shuffle(pages)
     page_key = lambda h: f"{h.collection}/{h.slug}"  # noqa: E731
-    return [labelled(f"{name}-titles", title, searched(index, embedder, title, depth, page_key), {page}) for title, page in pages[:count]]
+    return [
+        labelled(f"{name}-titles", title, searched(index, embedder, title, depth, page_key), {page})
+        for title, page in pages[:count]
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--embedder", action="append", required=True, help="embedder to fit (repeat): hashing, local")
-    parser.add_argument("--site", action="append", default=[], help="NAME=OUTPUT_DIR:QUESTIONS.jsonl (built with each --embedder in turn: OUTPUT_DIR may hold {embedder})")
+    parser.add_argument(
+        "--site",
+        action="append",
+        default=[],
+        help="NAME=OUTPUT_DIR:QUESTIONS.jsonl (built with each --embedder in turn: OUTPUT_DIR may hold {embedder})",
+    )
     parser.add_argument("--dataset", default=str(DEFAULT_DATASET))
     parser.add_argument("--config", default=None)
     parser.add_argument("--output-dir", default=None, help="where the SciFact eval store lives (as for rag eval)")
@@ -339,7 +375,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scifact-queries", type=int, default=809)
     parser.add_argument("--ood-claims", type=int, default=200)
     parser.add_argument("--gibberish", type=int, default=60)
-    parser.add_argument("--titles-of", action="append", default=[], help="a --site NAME whose page titles become known-item searches (repeat)")
+    parser.add_argument(
+        "--titles-of",
+        action="append",
+        default=[],
+        help="a --site NAME whose page titles become known-item searches (repeat)",
+    )
     parser.add_argument("--titles", type=int, default=200, help="page titles per --titles-of site")
     parser.add_argument("--samples", default=None, help="pickle the labelled searches here, or reuse them if it exists")
     parser.add_argument("--write", action="store_true", help="write rag_assets/search/relevance_models.json")
@@ -355,7 +396,10 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.samples, "wb") as fh:
                 pickle.dump(samples_by_embedder, fh)
     models = {name: fit_models(samples) for name, samples in samples_by_embedder.items()}
-    thresholds = {name: {mode: choose_threshold(samples_by_embedder[name], models[name], mode) for mode in MODES} for name in models}
+    thresholds = {
+        name: {mode: choose_threshold(samples_by_embedder[name], models[name], mode) for mode in MODES}
+        for name in models
+    }
     shipped = json.loads(SHIPPED.read_text(encoding="utf-8"))
     # Embedders without data of their own (OpenAI-compatible, Ollama): no absolute cosine, whose
     # scale is each model's own; fitted on every embedder's searches, so refitted only when
@@ -372,7 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     if refit_default:
         default = centred(default, thresholds["default"])
     report = {
-        name: {mode: calibration({name: samples_by_embedder[name]}, {name: models[name]}, DEFAULT_MIN_RELEVANCE)[name][mode] for mode in MODES}
+        name: {
+            mode: calibration({name: samples_by_embedder[name]}, {name: models[name]}, DEFAULT_MIN_RELEVANCE)[name][
+                mode
+            ]
+            for mode in MODES
+        }
         for name in models
     }
     print(json.dumps({"thresholds": thresholds, "calibration": report}, indent=1))
@@ -380,13 +429,18 @@ def main(argv: list[str] | None = None) -> int:
         for mode, m in per_mode.items():
             print(name, mode, dict(zip(m.features, np.round(m.coef, 3))), round(m.intercept, 3))
     if args.json:
-        Path(args.json).write_text(json.dumps({"thresholds": thresholds, "calibration": report}, indent=1), encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps({"thresholds": thresholds, "calibration": report}, indent=1), encoding="utf-8"
+        )
     if args.write:
         fitted = {name: {mode: m.to_json() for mode, m in per_mode.items()} for name, per_mode in models.items()}
         if refit_default:
             fitted["default"] = {mode: m.to_json() for mode, m in default.items()}
         data = {
-            "version": time.strftime("%Y-%m-%d") + "-" + "+".join(args.embedder) + ("" if refit_default else f"+{shipped['version']}"),
+            "version": time.strftime("%Y-%m-%d")
+            + "-"
+            + "+".join(args.embedder)
+            + ("" if refit_default else f"+{shipped['version']}"),
             "thresholds_before_centring": {**shipped["thresholds_before_centring"], **thresholds},
             "models": {**shipped["models"], **fitted},
         }

@@ -42,9 +42,10 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 # Before any library import: a bench module must never shadow a library's module (bench/secrets.py
@@ -172,7 +173,9 @@ def run_timings(instance: dg.DagsterInstance) -> list[RunTiming]:
             output = min(times.get("STEP_OUTPUT", [end]))
             steps.append(StepTiming(key, end - start, inputs_done - start, output - inputs_done, end - output))
         steps.sort(key=lambda s: min(t for t, k in per_step[s.step] if k == "STEP_START"))
-        timings.append(RunTiming(run.job_name, run.tags.get("dagster/partition"), stats.start_time, stats.end_time, steps))
+        timings.append(
+            RunTiming(run.job_name, run.tags.get("dagster/partition"), stats.start_time, stats.end_time, steps)
+        )
     return timings
 
 
@@ -346,8 +349,9 @@ class UpdateResult:
     batches: int
 
 
-def one_file_update(cfg: RagConfig, config_path: Path, rel: str, original: str, rep: int,
-                    profiler: cProfile.Profile | None = None) -> UpdateResult:
+def one_file_update(
+    cfg: RagConfig, config_path: Path, rel: str, original: str, rep: int, profiler: cProfile.Profile | None = None
+) -> UpdateResult:
     path = cfg.content_dir / rel
     before = [c.text for c in document_chunks(cfg, rel)]
     paragraphs = prose_paragraphs(original)
@@ -411,9 +415,7 @@ def verdict(ok: bool) -> str:
 
 
 def step_label(step: str) -> str:
-    return step.replace("public_index_", "check ").replace("rag_manifest_", "check ").replace(
-        "embeddings_", "check "
-    )
+    return step.replace("public_index_", "check ").replace("rag_manifest_", "check ").replace("embeddings_", "check ")
 
 
 def print_update_breakdown(builds: list[CliBuild]) -> None:
@@ -507,12 +509,17 @@ def child_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def time_checks(config_path: Path, work: Path, repeat: int, baseline: Path | None) -> dict[tuple[str, str], list[float]]:
+def time_checks(
+    config_path: Path, work: Path, repeat: int, baseline: Path | None
+) -> dict[tuple[str, str], list[float]]:
     """`rag check` and `rag status` as processes on the built output, nothing changed, with this
     checkout's rag_assets and (when given) a baseline checkout's, interleaved so load hits all
     alike: the CPU seconds (user + system) of each process, which the machine's load barely moves."""
     checkouts = {"this checkout": ROOT} | ({f"baseline {baseline}": baseline} if baseline else {})
-    commands = {name: [PYTHON, "-m", "rag_assets.serve.cli", *name.split(), "--config", str(config_path)] for name in ("check", "status")}
+    commands = {
+        name: [PYTHON, "-m", "rag_assets.serve.cli", *name.split(), "--config", str(config_path)]
+        for name in ("check", "status")
+    }
     # --deep verifies every file again, as every check did before the verification record.
     commands["check --deep"] = [*commands["check"], "--deep"]
     walls: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -565,7 +572,9 @@ def main() -> None:
         "--embedder", default="hashing", help="hashing (default), or local to time a realistic full build (slow)"
     )
     parser.add_argument(
-        "--baseline", type=Path, help="another checkout (e.g. main before a change) whose no-op rag check and rag status are timed too"
+        "--baseline",
+        type=Path,
+        help="another checkout (e.g. main before a change) whose no-op rag check and rag status are timed too",
     )
     args = parser.parse_args()
     EMBEDDER_NAME[0] = args.embedder
@@ -609,7 +618,9 @@ def main() -> None:
         # A build is one run now: publishing is a step of it (none: the step was renamed, say so).
         publish_steps = [s for r in full_runs for s in r.steps if "publish" in s.step]
         if not publish_steps:
-            raise SystemExit(f"no publish step in the full build's runs: {[s.step for r in full_runs for s in r.steps]}")
+            raise SystemExit(
+                f"no publish step in the full build's runs: {[s.step for r in full_runs for s in r.steps]}"
+            )
         publish_s = sum(s.total for s in publish_steps)
 
         # No-op: nothing changed since the full build.
@@ -689,27 +700,39 @@ def main() -> None:
         f" publish step {publish_s:.2f} s, {docs / full_s:.0f} documents/s"
     )
     print()
-    print(f"no-op check       rag check (subprocess)    {check_s:.2f} s   (runs: {fmt_runs(checks)};"
-          " the first verifies the new build, the next only what changed since)")
+    print(
+        f"no-op check       rag check (subprocess)    {check_s:.2f} s   (runs: {fmt_runs(checks)};"
+        " the first verifies the new build, the next only what changed since)"
+    )
     print(f"                  python + import only      {med(startup):.2f} s   (runs: {fmt_runs(startup)})")
-    print(f"                  detect_changes in-process {med(inproc):.3f} s  (runs: {', '.join(f'{v:.3f}' for v in inproc)})")
+    print(
+        f"                  detect_changes in-process {med(inproc):.3f} s  (runs: {', '.join(f'{v:.3f}' for v in inproc)})"
+    )
     print(f"                  output: {' / '.join(check_out.splitlines()[:2]) if check_out else '(none)'}")
     print(f"no-op rag build   subprocess                {med(noop_builds):.2f} s   (runs: {fmt_runs(noop_builds)})")
-    print(f"                  python + import runner    {med(startup_dagster):.2f} s   (runs: {fmt_runs(startup_dagster)})")
+    print(
+        f"                  python + import runner    {med(startup_dagster):.2f} s   (runs: {fmt_runs(startup_dagster)})"
+    )
     print(f"                  output: {noop_out.splitlines()[-1] if noop_out else '(none)'}")
     print_checks(check_walls)
     for label, values in verify_walls.items():
-        print(f"  damage checks in-process, {label:<16} {statistics.median(values):.3f} s   (runs: {', '.join(f'{v:.3f}' for v in values)})")
+        print(
+            f"  damage checks in-process, {label:<16} {statistics.median(values):.3f} s   (runs: {', '.join(f'{v:.3f}' for v in values)})"
+        )
     print()
-    print(f"one-file update   {update_s:.2f} s   (rag build in-process, incremental; runs: {fmt_runs([u.build.wall for u in updates])})")
+    print(
+        f"one-file update   {update_s:.2f} s   (rag build in-process, incremental; runs: {fmt_runs([u.build.wall for u in updates])})"
+    )
     print(f"                  rag build subprocess      {med(sub_updates):.2f} s   (runs: {fmt_runs(sub_updates)})")
     print(f"                  edited {rel}: one paragraph, middle word replaced and a 12-word sentence added")
     changed_line = next((line for line in first.build.stdout.splitlines() if line.startswith("[")), "")
     print(f"                  rag build said: {changed_line}")
     print(f"                  {share:.1%} of the full build")
     print()
-    print(f"edited document   {first.chunks} chunks; {first.with_changed_words} hold the changed words;"
-          f" {first.allowed} with their neighbours (the allowance)")
+    print(
+        f"edited document   {first.chunks} chunks; {first.with_changed_words} hold the changed words;"
+        f" {first.allowed} with their neighbours (the allowance)"
+    )
     for i, u in enumerate(updates, start=1):
         print(
             f"  edit {i}: {u.cache_misses} chunks embedded (cache misses) in {u.batches} batch(es),"
@@ -720,16 +743,26 @@ def main() -> None:
     print_update_breakdown([u.build for u in updates])
     mb = {k: v / 1e6 for k, v in io_sizes.items()}
     print("\nData a one-file update reads and rewrites whole, whatever the size of the edit")
-    print(f"  public/embeddings-index.json  {mb['index']:6.1f} MB  rewritten and fsynced by the publish step (unchanged collections' fragments reused)")
+    print(
+        f"  public/embeddings-index.json  {mb['index']:6.1f} MB  rewritten and fsynced by the publish step (unchanged collections' fragments reused)"
+    )
     print(f"  embeddings pickles (all)      {mb['pickles']:6.1f} MB  unpickled once by the publish step")
-    print(f"  data/rag-store-public.db      {mb['store']:6.1f} MB  every chunk row's text read and compared by the publish step (vectors not read)")
-    print(f"  data/rag-manifest.json        {mb['manifest']:6.1f} MB  read by detect_changes (CLI and check), the publish step and outputs_consistent; rewritten")
-    print(f"  data/stat-cache.json          {mb['stat_cache']:6.1f} MB  read by detect_changes (CLI and check) and content_hash; rewritten")
+    print(
+        f"  data/rag-store-public.db      {mb['store']:6.1f} MB  every chunk row's text read and compared by the publish step (vectors not read)"
+    )
+    print(
+        f"  data/rag-manifest.json        {mb['manifest']:6.1f} MB  read by detect_changes (CLI and check), the publish step and outputs_consistent; rewritten"
+    )
+    print(
+        f"  data/stat-cache.json          {mb['stat_cache']:6.1f} MB  read by detect_changes (CLI and check) and content_hash; rewritten"
+    )
     if profiler is not None:
         print_profile(profiler)
 
     print("\nGoals")
-    print(f"  no-op check < {NOOP_CHECK_GOAL_S:.0f} s (rag check, subprocess)        {check_s:.2f} s  {verdict(check_s < NOOP_CHECK_GOAL_S)}")
+    print(
+        f"  no-op check < {NOOP_CHECK_GOAL_S:.0f} s (rag check, subprocess)        {check_s:.2f} s  {verdict(check_s < NOOP_CHECK_GOAL_S)}"
+    )
     print(
         f"  one-file update < {UPDATE_SHARE_GOAL:.0%} of the full build         {share:.1%}"
         f" ({update_s:.2f} s of {full_s:.2f} s)  {verdict(share < UPDATE_SHARE_GOAL)}"

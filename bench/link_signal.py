@@ -46,8 +46,14 @@ def parse_args() -> argparse.Namespace:
 
 def build(vault_dir: Path, out: Path, embedder_name: str):
     """The vault built into a Private store under ``out``; (store path, embedder)."""
-    cfg = load_config(None, content_dir=out / "content", output_dir=out / "out", embedder=embedder_name,
-                      private_embedder=embedder_name, environ={})
+    cfg = load_config(
+        None,
+        content_dir=out / "content",
+        output_dir=out / "out",
+        embedder=embedder_name,
+        private_embedder=embedder_name,
+        environ={},
+    )
     vault = VaultConfig("lab", vault_dir.resolve(), "private")
     selection = select_embedder(cfg.private_embedding, environ={})
     build_vault_tier(cfg, vault, "private", selection.embedder, provider=selection.provider)
@@ -59,7 +65,9 @@ def score(index: SearchIndex, embedder, questions: list[dict], mode: str, factor
     hits1, hits5, rr = [], [], []
     for q in questions:
         params = SearchParams(k=10, mode=mode, min_score=0.0, link_boost=factor)
-        ids = [f"{h.collection}/{h.slug}" for h in index.search(q["q"], None if mode == "bm25" else embedder, params).hits]
+        ids = [
+            f"{h.collection}/{h.slug}" for h in index.search(q["q"], None if mode == "bm25" else embedder, params).hits
+        ]
         ranks = [i for i, doc in enumerate(ids, start=1) if doc in q["expect"]]
         first = ranks[0] if ranks else None
         hits1.append(first == 1)
@@ -81,8 +89,10 @@ def main() -> None:
             for factor in factors:
                 s = score(index, embedder, questions, mode, factor)
                 label = "off" if factor == 1.0 else f"x{factor:g}"
-                print(f"{mode:7} link signal {label:6} hit@1 {s['hit@1']:.3f}  hit@5 {s['hit@5']:.3f}  "
-                      f"MRR@10 {s['mrr@10']:.3f}  (load average {os.getloadavg()[0]:.2f})")
+                print(
+                    f"{mode:7} link signal {label:6} hit@1 {s['hit@1']:.3f}  hit@5 {s['hit@5']:.3f}  "
+                    f"MRR@10 {s['mrr@10']:.3f}  (load average {os.getloadavg()[0]:.2f})"
+                )
 
 
 if __name__ == "__main__":

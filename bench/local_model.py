@@ -22,8 +22,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 # Keep bench/ off the path: a bench module must never shadow a library's (bench/secrets.py once shadowed `secrets`).

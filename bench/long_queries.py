@@ -94,7 +94,9 @@ def build(corpus_rows: list[dict], per_split: int) -> LongQuerySet:
     return LongQuerySet(corpus, queries, qrels)
 
 
-def build_arguana_shaped(corpus_rows: list[dict], per_split: int = ARGUANA_QUERIES, documents: int = ARGUANA_DOCUMENTS) -> LongQuerySet:
+def build_arguana_shaped(
+    corpus_rows: list[dict], per_split: int = ARGUANA_QUERIES, documents: int = ARGUANA_DOCUMENTS
+) -> LongQuerySet:
     """:func:`build`, then the query paragraphs (train and test), and after them the other
     candidates' first halves, added to the corpus under their query IDs up to ``documents``."""
     made = build(corpus_rows, per_split)
@@ -140,8 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help="the SciFact BEIR folder")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--per-split", type=int, default=300)
-    parser.add_argument("--shape", choices=("plain", "arguana"), default="plain",
-                        help=f"arguana: {ARGUANA_QUERIES} queries per split, {ARGUANA_DOCUMENTS} documents (default out {ARGUANA_OUT})")
+    parser.add_argument(
+        "--shape",
+        choices=("plain", "arguana"),
+        default="plain",
+        help=f"arguana: {ARGUANA_QUERIES} queries per split, {ARGUANA_DOCUMENTS} documents (default out {ARGUANA_OUT})",
+    )
     args = parser.parse_args(argv)
     out = args.out if args.out != DEFAULT_OUT or args.shape == "plain" else ARGUANA_OUT
     out = ensure_long_query_set(args.dataset, out, args.per_split, args.shape)
@@ -149,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{out}: {documents} documents")
     queries = [json.loads(line)["text"] for line in (out / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
     words = sorted(len(q.split()) for q in queries)
-    print(f"{out}: {len(queries)} queries, words per query min {words[0]}, median {words[len(words) // 2]}, max {words[-1]}")
+    print(
+        f"{out}: {len(queries)} queries, words per query min {words[0]}, median {words[len(words) // 2]}, max {words[-1]}"
+    )
     return 0
 
 

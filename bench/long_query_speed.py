@@ -32,8 +32,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -69,7 +69,9 @@ class Cap:
         query_module.MAX_QUERY_TERMS = self.saved
 
 
-def ndcg(index: SearchIndex, dataset: BeirDataset, embedder, cap: int, modes: tuple[str, ...] = ("bm25",)) -> dict[str, float]:
+def ndcg(
+    index: SearchIndex, dataset: BeirDataset, embedder, cap: int, modes: tuple[str, ...] = ("bm25",)
+) -> dict[str, float]:
     with Cap(cap):
         evaluator = Evaluator(index.path, dataset, embedder, index=index)
         figures = evaluator.evaluate(SearchParams(), modes=modes)
@@ -92,8 +94,12 @@ def reference_searcher(dataset: BeirDataset) -> tuple[Callable[[str], object], C
 
     stemmer = Stemmer.Stemmer("english")
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([f"{d.title} {d.text}" for d in dataset.corpus], stopwords="en", stemmer=stemmer,
-                                   show_progress=False), show_progress=False)
+    retriever.index(
+        bm25s.tokenize(
+            [f"{d.title} {d.text}" for d in dataset.corpus], stopwords="en", stemmer=stemmer, show_progress=False
+        ),
+        show_progress=False,
+    )
 
     def many(texts: list[str]) -> object:
         tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False)
@@ -162,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  pick (smallest cap not below no cap on train): {pick or 'none'}", flush=True)
         for cap in (0, query_module.MAX_QUERY_TERMS):
             figures = ndcg(memory, test, embedder, cap, ("bm25", "hybrid"))
-            print(f"  test nDCG@10, cap {cap or 'none':>4}: " + ", ".join(f"{m} {v:.4f}" for m, v in figures.items()), flush=True)
+            print(
+                f"  test nDCG@10, cap {cap or 'none':>4}: " + ", ".join(f"{m} {v:.4f}" for m, v in figures.items()),
+                flush=True,
+            )
     times = speed(memory, fts, test, args.queries)
     reference = statistics.median(times["bm25s, one query"])
     print(f"per query, {args.queries} test queries, ms:")

@@ -26,8 +26,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 # Keep bench/ off the path: a bench module must never shadow a library's.
@@ -76,7 +76,7 @@ def loaded(name: str, make: Callable[[], Embedder]) -> Embedder:
 def throughput(embedders: dict[str, Embedder], texts: Sequence[str], repeat: int) -> dict[str, list[float]]:
     """Passages/s of each embedder, ``repeat`` runs each, alternating embedders run by run."""
     rates: dict[str, list[float]] = {name: [] for name in embedders}
-    for name, embedder in embedders.items():
+    for _name, embedder in embedders.items():
         embedder.embed_documents(texts[: min(8, len(texts))])  # warm-up allocations
     for _ in range(repeat):
         for name, embedder in embedders.items():
@@ -111,11 +111,15 @@ def main() -> None:
     print(f"passages         {len(texts)} x {args.words} words of {args.corpus}; {cores} cores; {load()}")
     embedders: dict[str, Embedder] = {
         "numpy, 1 worker": loaded("numpy, 1 worker", lambda: MiniLMEmbedder(batch_size=args.batch_size, workers=1)),
-        f"numpy, {cores} workers": loaded(f"numpy, {cores} workers", lambda: MiniLMEmbedder(batch_size=args.batch_size)),
+        f"numpy, {cores} workers": loaded(
+            f"numpy, {cores} workers", lambda: MiniLMEmbedder(batch_size=args.batch_size)
+        ),
     }
     torch_ok, torch_why = local_model_status()
     if torch_ok:
-        embedders["sentence-transformers"] = loaded("sentence-transformers", lambda: LocalEmbedder(batch_size=args.batch_size))
+        embedders["sentence-transformers"] = loaded(
+            "sentence-transformers", lambda: LocalEmbedder(batch_size=args.batch_size)
+        )
     else:
         print(f"sentence-transformers skipped: {torch_why}")
     for name, rates in throughput(embedders, texts, args.repeat).items():

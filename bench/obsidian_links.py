@@ -50,15 +50,22 @@ def load_vault(path: Path) -> tuple[list[Document], list[str]]:
         vault = VaultConfig("vault", path.resolve(), "private")
         cfg = dataclasses.replace(cfg, vaults=(vault,))
         snapshot = snapshot_vault(cfg, vault)
-        parsed = parse_collection(vault.path.parent, vault.name, snapshot.content_hash, root=vault.path,
-                                  policy=vault_policy(cfg, vault), hashed=snapshot.files, obsidian=True)
+        parsed = parse_collection(
+            vault.path.parent,
+            vault.name,
+            snapshot.content_hash,
+            root=vault.path,
+            policy=vault_policy(cfg, vault),
+            hashed=snapshot.files,
+            obsidian=True,
+        )
     return parsed.documents, [p.removeprefix("vault/") for p in snapshot.files]
 
 
 def on_disk_names(root: Path) -> set[str]:
     """Every file name of the vault folder (hidden folders aside), keyed as links look them up."""
     names = set()
-    for folder, dirs, files in os.walk(root):
+    for _folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         names.update(note_key(f) for f in files)
     return names
@@ -76,7 +83,11 @@ def report_shares(vault: Path) -> None:
     unresolved_names = Counter()
     for doc in resolved.documents:
         for r in doc.resolved_links:
-            kind = r.link.kind if r.link.kind != "wikilink" else ("property" if r.link.source != "body" else "body wikilink")
+            kind = (
+                r.link.kind
+                if r.link.kind != "wikilink"
+                else ("property" if r.link.source != "body" else "body wikilink")
+            )
             times = doc.links.count(r.link)
             kinds[kind] += times
             done[kind] += times if r.status in ("note", "file") else 0
@@ -87,7 +98,9 @@ def report_shares(vault: Path) -> None:
     present = on_disk_names(vault)
     in_folder = sum(n for name, n in unresolved_names.items() if name.rsplit("/", 1)[-1] in present)
     print(f"  unresolved that name a file in the vault folder left unindexed (Obsidian resolves them): {in_folder}")
-    print(f"  unresolved that name no file at all (notes not written yet): {sum(unresolved_names.values()) - in_folder}")
+    print(
+        f"  unresolved that name no file at all (notes not written yet): {sum(unresolved_names.values()) - in_folder}"
+    )
     if in_folder + report.resolved:
         print(f"  share as Obsidian would resolve them: {(report.resolved + in_folder) / report.links:.3f}")
 
@@ -120,12 +133,16 @@ def bad_input(many: int, loop: int, repeat: int, vault: Path) -> None:
     result: dict = {}
     median, peak, loads = timed(lambda: result.update(r=resolve_vault("v", docs, [])), repeat)
     report = result["r"].report
-    print(f"bad input ({many} links in one note, a loop of {loop} embeds, a self-embed): {median * 1000:.1f} ms median, "
-          f"peak {peak:.1f} MB; {dict(report.counts)}; load average {', '.join(f'{x:.2f}' for x in loads)}")
+    print(
+        f"bad input ({many} links in one note, a loop of {loop} embeds, a self-embed): {median * 1000:.1f} ms median, "
+        f"peak {peak:.1f} MB; {dict(report.counts)}; load average {', '.join(f'{x:.2f}' for x in loads)}"
+    )
     documents, files = load_vault(vault)
     median, peak, loads = timed(lambda: resolve_vault("vault", documents, files), repeat)
-    print(f"resolving {vault.name} ({len(documents)} notes): {median * 1000:.2f} ms median, peak {peak:.2f} MB; "
-          f"load average {', '.join(f'{x:.2f}' for x in loads)}")
+    print(
+        f"resolving {vault.name} ({len(documents)} notes): {median * 1000:.2f} ms median, peak {peak:.2f} MB; "
+        f"load average {', '.join(f'{x:.2f}' for x in loads)}"
+    )
 
 
 def main() -> None:

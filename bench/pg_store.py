@@ -57,7 +57,11 @@ def hashing_store(cache_dir: Path, n: int) -> Path:
         # provider "bench", as the store written before with random vectors then re-embedded: the
         # same search profile, so the figures in docs/operations/postgresql.md still hold.
         search_bench.generate_store(
-            path, n, *search_bench.load_corpus(search_bench.CORPUS), embed=embedder.embed_documents, model=embedder.model
+            path,
+            n,
+            *search_bench.load_corpus(search_bench.CORPUS),
+            embed=embedder.embed_documents,
+            model=embedder.model,
         )
     return path
 
@@ -95,7 +99,9 @@ def child(args) -> None:
         index = SearchIndex(path, log_searches=False, lexical="memory")
     else:
         mirror = path.with_name("mirror.db")
-        index = open_postgres_index(args.url, "public", mirror, log_searches=False, lexical="memory", exact=args.child == "exact")
+        index = open_postgres_index(
+            args.url, "public", mirror, log_searches=False, lexical="memory", exact=args.child == "exact"
+        )
     t0 = time.perf_counter()
     index.loaded()
     load = time.perf_counter() - t0
@@ -163,12 +169,19 @@ def main() -> None:
             store_path.with_name("mirror.db").unlink(missing_ok=True)
             rows = {kind: run_child(kind, store_path, url, args.queries) for kind in ("sqlite", "hnsw", "exact")}
             same = sum(a == b for a, b in zip(rows["sqlite"]["tops"], rows["hnsw"]["tops"]))
-            print(f"\n{n:,} chunks (hashing, 384 d), HNSW m {hnsw[0]} ef_construction {hnsw[1]}: first sync {sync_s:.1f} s (COPY + HNSW build), no-op re-sync {resync_s:.2f} s")
+            print(
+                f"\n{n:,} chunks (hashing, 384 d), HNSW m {hnsw[0]} ef_construction {hnsw[1]}: first sync {sync_s:.1f} s (COPY + HNSW build), no-op re-sync {resync_s:.2f} s"
+            )
             print(f"{'path':<34} {'load s':>7} {'p50 ms':>8} {'p95 ms':>8} {'peak RSS MB':>12}")
-            for kind, label in (("sqlite", "SQLite (SearchIndex, memory BM25)"), ("hnsw", "PostgreSQL, HNSW (ef_search 400)"),
-                                ("exact", "PostgreSQL, exact (no index)")):
+            for kind, label in (
+                ("sqlite", "SQLite (SearchIndex, memory BM25)"),
+                ("hnsw", "PostgreSQL, HNSW (ef_search 400)"),
+                ("exact", "PostgreSQL, exact (no index)"),
+            ):
                 r = rows[kind]
-                print(f"{label:<34} {r['load_s']:>7.2f} {r['p50_ms']:>8.2f} {r['p95_ms']:>8.2f} {r['peak_rss_mb']:>12.0f}")
+                print(
+                    f"{label:<34} {r['load_s']:>7.2f} {r['p50_ms']:>8.2f} {r['p95_ms']:>8.2f} {r['peak_rss_mb']:>12.0f}"
+                )
             recall = ", ".join(f"ef {ef} {r:.3f} ({ms:.1f} ms)" for ef, (r, ms) in rows["hnsw"]["recall_at_10"].items())
             print(f"HNSW recall@10 against exact (top-10 query time): {recall}")
             print(f"hybrid top 10 equal to SQLite's: {same}/{len(rows['sqlite']['tops'])} queries")

@@ -74,13 +74,17 @@ def build(corpus: Path, out: Path, dimension: int, embedder: str):
     outcome = run_build(cfg, dg.DagsterInstance.ephemeral())
     assert outcome.success, outcome.error
     with sqlite3.connect(cfg.public_store_path) as conn:
-        vectors = {i: np.frombuffer(blob, dtype=np.float32) for i, blob in conn.execute("SELECT id, embedding FROM chunks")}
+        vectors = {
+            i: np.frombuffer(blob, dtype=np.float32) for i, blob in conn.execute("SELECT id, embedding FROM chunks")
+        }
         titles = [r[0] for r in conn.execute("SELECT title FROM documents WHERE title != '' ORDER BY id")]
         provider, model, dim = conn.execute("SELECT provider, model, dimension FROM embeddings_meta").fetchone()
     return cfg, vectors, titles, query_embedder(provider, model, dim, cfg.embedding)
 
 
-def measure(chunks: list[dict], full: np.ndarray, queries: np.ndarray, encoding: str, decimals: int | None, full_words: int):
+def measure(
+    chunks: list[dict], full: np.ndarray, queries: np.ndarray, encoding: str, decimals: int | None, full_words: int
+):
     """(unchanged, same IDs, largest swap gap, bytes per chunk, vector bytes per chunk, gzip bytes per
     chunk, median and largest bytes of a full chunk)."""
     if decimals is None:  # full float32: orjson prints each with its shortest float32 repr
@@ -98,9 +102,14 @@ def measure(chunks: list[dict], full: np.ndarray, queries: np.ndarray, encoding:
     reference = top10(full, queries)
     got = top10(decoded, queries)
     full_scores = queries @ full.T
-    unchanged = float(np.mean([
-        np.allclose(full_scores[i, g], full_scores[i, r], atol=1e-7, rtol=0) for i, (g, r) in enumerate(zip(got, reference))
-    ]))
+    unchanged = float(
+        np.mean(
+            [
+                np.allclose(full_scores[i, g], full_scores[i, r], atol=1e-7, rtol=0)
+                for i, (g, r) in enumerate(zip(got, reference))
+            ]
+        )
+    )
     same_ids = float(np.mean([np.array_equal(a, b) for a, b in zip(got, reference)]))
     gaps = [
         float(np.max(np.abs(full_scores[i, g] - full_scores[i, r])))
@@ -112,7 +121,11 @@ def measure(chunks: list[dict], full: np.ndarray, queries: np.ndarray, encoding:
     vector = row_bytes or sum(len(orjson.dumps(f)) for f in fields) / len(fields)
     zipped = (len(gzip.compress(body, 6)) + (len(gzip.compress(vector_file, 6)) if vector_file else 0)) / len(published)
     # A chunk's own bytes: its JSON object and comma, and its row of the vector file.
-    sizes = [len(orjson.dumps(p)) + 1 + row_bytes for p, c in zip(published, chunks) if c["metadata"]["wordCount"] >= full_words]
+    sizes = [
+        len(orjson.dumps(p)) + 1 + row_bytes
+        for p, c in zip(published, chunks)
+        if c["metadata"]["wordCount"] >= full_words
+    ]
     return unchanged, same_ids, max(gaps, default=0.0), per_chunk, vector, zipped, float(np.median(sizes)), max(sizes)
 
 
@@ -129,9 +142,14 @@ def prose_chunk_bytes(dimension: int, words: int) -> dict[str, int]:
         "id": "posts/diffusion-imaging-of-newborn-white-matter/chunk-1",
         "text": " ".join(pool[:words]),
         "metadata": {
-            "collection": "posts", "slug": "diffusion-imaging-of-newborn-white-matter",
-            "title": "Diffusion imaging of newborn white matter", "chunkIndex": 1, "totalChunks": 3,
-            "headingPath": ["Results"], "wordCount": words, "tags": ["imaging", "neurology"],
+            "collection": "posts",
+            "slug": "diffusion-imaging-of-newborn-white-matter",
+            "title": "Diffusion imaging of newborn white matter",
+            "chunkIndex": 1,
+            "totalChunks": 3,
+            "headingPath": ["Results"],
+            "wordCount": words,
+            "tags": ["imaging", "neurology"],
         },
     }
     vector = np.random.default_rng(3).normal(size=(1, dimension)).astype(np.float32)
@@ -150,7 +168,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--dimension", type=int, default=1536)
     parser.add_argument("--embedder", choices=("hashing", "local"), default="hashing")
-    parser.add_argument("--decimals", action="store_true", help="also the float encoding at 2-6 decimals and full float32")
+    parser.add_argument(
+        "--decimals", action="store_true", help="also the float encoding at 2-6 decimals and full float32"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as out:
         cfg, vectors, titles, embedder = build(args.corpus, Path(out), args.dimension, args.embedder)
@@ -172,7 +192,10 @@ def main() -> None:
     )
     print(header)
     rows = [
-        ("float (5 dp)", "float", 5), ("float16", "float16", 5), ("int16", "int16", 5), ("int8", "int8", 5),
+        ("float (5 dp)", "float", 5),
+        ("float16", "float16", 5),
+        ("int16", "int16", 5),
+        ("int8", "int8", 5),
         ("int16-bin", "int16-bin", 5),
     ]
     if args.decimals:
@@ -188,7 +211,9 @@ def main() -> None:
     if PROSE.is_file():
         for words in (400, 450):
             sizes = prose_chunk_bytes(full.shape[1], words)
-            print(f"a {words}-word chunk of prose, dense vector: " + ", ".join(f"{e} {b:,} B" for e, b in sizes.items()))
+            print(
+                f"a {words}-word chunk of prose, dense vector: " + ", ".join(f"{e} {b:,} B" for e, b in sizes.items())
+            )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,13 @@ def reranker_settings(args: argparse.Namespace, configured: RerankerSettings) ->
     if not args.reranker:
         return configured
     return RerankerSettings(
-        name=args.reranker, base_url=args.base_url, model=args.model, model_path=args.model_path,
-        api_key_env=args.api_key_env, batch_size=args.batch_size, timeout=args.timeout,
+        name=args.reranker,
+        base_url=args.base_url,
+        model=args.model,
+        model_path=args.model_path,
+        api_key_env=args.api_key_env,
+        batch_size=args.batch_size,
+        timeout=args.timeout,
     )
 
 
@@ -71,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="test")
     parser.add_argument("--embedder", default=None, help="embedder name (default: the configured one)")
     parser.add_argument("--config", default=None, help="rag.yaml (default: ./rag.yaml or $RAG_CONFIG)")
-    parser.add_argument("--output-dir", default=None, help="override the config's output_dir (data/ and the cache under it)")
+    parser.add_argument(
+        "--output-dir", default=None, help="override the config's output_dir (data/ and the cache under it)"
+    )
     parser.add_argument("--top-n", type=int, nargs="+", default=[20, 50], help="candidates reranked (default: 20 50)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N judged queries (slow rerankers)")
     parser.add_argument("--reranker", choices=("cross_encoder", "http", "chat"), help="default: rag.yaml's reranker")
@@ -88,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = reranker_settings(args, cfg.reranker)
     reranker = select_reranker(settings, "public")
     if reranker is None:
-        parser.error("no reranker: pass --reranker (with --model-path, or --base-url and --model) or configure one in rag.yaml")
+        parser.error(
+            "no reranker: pass --reranker (with --model-path, or --base-url and --model) or configure one in rag.yaml"
+        )
     dataset = load_beir(args.dataset, args.split)
     embedder, provider = select_eval_embedder(cfg, args.embedder)
     built = ensure_eval_store(cfg, dataset, embedder, provider=provider, log=lambda m: print(m, flush=True))
@@ -97,8 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     depth = max(args.top_n)
     # As rag eval scores rankings: one hit per chunk, no relevance floor, no collection weights.
     params = dataclasses.replace(
-        SearchParams(), k=depth, candidates=max(SearchParams().candidates, depth), collection_weights=False,
-        min_score=0.0, view="chunks",
+        SearchParams(),
+        k=depth,
+        candidates=max(SearchParams().candidates, depth),
+        collection_weights=False,
+        min_score=0.0,
+        view="chunks",
     )
 
     baseline: dict[str, list[str]] = {}
@@ -122,8 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     reranker.close()
 
     base = scores(baseline, evaluator.qrels)
-    figures = {"dataset": dataset.name, "split": args.split, "queries": len(query_ids), "embedder": embedder.model,
-               "reranker": reranker.name, "hybrid": base, "reranked": {}}
+    figures = {
+        "dataset": dataset.name,
+        "split": args.split,
+        "queries": len(query_ids),
+        "embedder": embedder.model,
+        "reranker": reranker.name,
+        "hybrid": base,
+        "reranked": {},
+    }
     print(f"\n{dataset.name} ({args.split}), {len(query_ids)} queries, {embedder.model}; reranker {reranker.name}")
     print(f"{'':<18}{'nDCG@10':>9}{'recall@10':>11}{'MRR@10':>9}{'failed':>8}{'ms/query':>10}")
     print(f"{'hybrid':<18}{base['ndcg@10']:>9.4f}{base['recall@10']:>11.4f}{base['mrr@10']:>9.4f}")
@@ -132,8 +152,10 @@ def main(argv: list[str] | None = None) -> int:
         ms = 1000 * seconds[n] / max(len(query_ids), 1)
         figures["reranked"][n] = {**got, "failed_queries": failures[n], "ms_per_query": round(ms, 1)}
         gain = got["ndcg@10"] - base["ndcg@10"]
-        print(f"{f'+ rerank top {n}':<18}{got['ndcg@10']:>9.4f}{got['recall@10']:>11.4f}{got['mrr@10']:>9.4f}"
-              f"{failures[n]:>8}{ms:>10.1f}   (nDCG@10 {gain:+.4f})")
+        print(
+            f"{f'+ rerank top {n}':<18}{got['ndcg@10']:>9.4f}{got['recall@10']:>11.4f}{got['mrr@10']:>9.4f}"
+            f"{failures[n]:>8}{ms:>10.1f}   (nDCG@10 {gain:+.4f})"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0

@@ -190,14 +190,29 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--build-chunks", type=int, default=20_000)
     p.add_argument("--build-shards", type=int, default=4, help="shards of the generated collection in the build part")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="Celery worker counts of the build part")
-    p.add_argument("--no-in-process", dest="in_process", action="store_false", help="build part: only the Celery builds")
-    p.add_argument("--ef-search", type=int, nargs="+", default=[100, 400, 1000], help="hnsw.ef_search values whose recall@10 is measured")
     p.add_argument(
-        "--hnsw", type=lambda v: [int(x) for x in v.split(",")], default=[16, 64], metavar="M,EF_CONSTRUCTION",
+        "--no-in-process", dest="in_process", action="store_false", help="build part: only the Celery builds"
+    )
+    p.add_argument(
+        "--ef-search",
+        type=int,
+        nargs="+",
+        default=[100, 400, 1000],
+        help="hnsw.ef_search values whose recall@10 is measured",
+    )
+    p.add_argument(
+        "--hnsw",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[16, 64],
+        metavar="M,EF_CONSTRUCTION",
         help="the HNSW graph the postgres part syncs with (rebuilt when the server's differs); default pgvector's 16,64",
     )
-    p.add_argument("--vector-search", choices=["hnsw", "exact"], default="hnsw",
-                   help="the postgres part's vector candidates (store.vector_search): the HNSW index, or the loaded vectors")
+    p.add_argument(
+        "--vector-search",
+        choices=["hnsw", "exact"],
+        default="hnsw",
+        help="the postgres part's vector candidates (store.vector_search): the HNSW index, or the loaded vectors",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     return p
@@ -227,7 +242,11 @@ def server_memory_mb(url: str) -> float:
     for proc in Path("/proc").iterdir():
         try:
             if proc.name.isdigit() and (int(proc.name) == postmaster or parent_pid(proc) == postmaster):
-                total_kib += sum(int(line.split()[1]) for line in (proc / "smaps_rollup").read_text().splitlines() if line.startswith("Pss:"))
+                total_kib += sum(
+                    int(line.split()[1])
+                    for line in (proc / "smaps_rollup").read_text().splitlines()
+                    if line.startswith("Pss:")
+                )
         except OSError:  # a backend that ended meanwhile
             continue
     return total_kib / 1024
@@ -249,8 +268,15 @@ def part_postgres(args) -> dict:
     synced = sync_tier(url, "public", cfg.public_store_path, hnsw=tuple(args.hnsw))
     sync_s = time.perf_counter() - t0
     mirror = args.cache_dir / f"pg-mirror-{args.chunks}.db"
-    index = open_postgres_index(url, "public", mirror, cfg.collection_weights, log_searches=False, lexical="memory",
-                                vector_search=args.vector_search)
+    index = open_postgres_index(
+        url,
+        "public",
+        mirror,
+        cfg.collection_weights,
+        log_searches=False,
+        lexical="memory",
+        vector_search=args.vector_search,
+    )
     t0 = time.perf_counter()
     index.loaded()
     load = time.perf_counter() - t0
@@ -270,8 +296,13 @@ def part_postgres(args) -> dict:
         recall[ef] = {"recall_at_10": statistics.mean(hits), "ms_per_query": per_query}
     index.close()
     return {
-        "vector_search": args.vector_search, "sync_s": sync_s, "full_rewrite": synced.full_rewrite, "load_s": load, **latency(ms),
-        "recall": recall, "server_pss_mb": server_memory_mb(url),
+        "vector_search": args.vector_search,
+        "sync_s": sync_s,
+        "full_rewrite": synced.full_rewrite,
+        "load_s": load,
+        **latency(ms),
+        "recall": recall,
+        "server_pss_mb": server_memory_mb(url),
     }
 
 
@@ -304,7 +335,11 @@ def query_sets(n: int) -> dict[str, list[str]]:
     the corpus (shaped like the chunks themselves)."""
     sb = search_bench()
     pages, vocab, probs = sb.load_corpus(CORPUS)
-    questions = [json.loads(line)["q"] for line in (ROOT / "eval" / "questions" / "hugo-docs.jsonl").read_text().splitlines() if line.strip()]
+    questions = [
+        json.loads(line)["q"]
+        for line in (ROOT / "eval" / "questions" / "hugo-docs.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     stream = [w for page in pages for w in page]
     rng = np.random.default_rng(17)
     passages = [" ".join(stream[i : i + 30]) for i in rng.integers(0, len(stream) - 30, size=n)]
@@ -338,7 +373,11 @@ def part_recall(args) -> dict:
         scores = [matrix @ v for v in vectors]
         exact = [[ids[i] for i in exact_top10(matrix, v)] for v in vectors]
         ties = [recall_counts([], s)[1] for s in scores]
-        out[kind] = {"queries": len(queries), "tied_for_top10_median": statistics.median(ties), "tied_for_top10_max": max(ties)}
+        out[kind] = {
+            "queries": len(queries),
+            "tied_for_top10_median": statistics.median(ties),
+            "tied_for_top10_max": max(ties),
+        }
         for ef in args.ef_search:
             index.ef_search = ef
             t0 = time.perf_counter()
@@ -363,7 +402,14 @@ def part_hybrid(args) -> dict:
     cfg = store_config(args.cache_dir, args.chunks)
     exact_index = SearchIndex(cfg.public_store_path, cfg.collection_weights, log_searches=False, lexical="memory")
     url = server_url(args)
-    index = open_postgres_index(url, "public", args.cache_dir / f"pg-mirror-{args.chunks}.db", cfg.collection_weights, log_searches=False, lexical="memory")
+    index = open_postgres_index(
+        url,
+        "public",
+        args.cache_dir / f"pg-mirror-{args.chunks}.db",
+        cfg.collection_weights,
+        log_searches=False,
+        lexical="memory",
+    )
     embedder = HashingEmbedder(DIMENSION)
     params = SearchParams()
     out: dict = {"hnsw": graph_settings(url)}
@@ -405,8 +451,23 @@ def in_process_build(content: Path, config: Path, output: Path) -> float:
     """Seconds of a forced `rag build` (one process, the default executor)."""
     env = {**os.environ, "DAGSTER_HOME": str(output / "dagster_home")}
     (output / "dagster_home").mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "rag_assets.serve.cli", "build", "--force", "--config", str(config), "--content-dir", str(content),
-            "--output-dir", str(output), "--embedder", "hashing", "--private-embedder", "hashing"]
+    argv = [
+        sys.executable,
+        "-m",
+        "rag_assets.serve.cli",
+        "build",
+        "--force",
+        "--config",
+        str(config),
+        "--content-dir",
+        str(content),
+        "--output-dir",
+        str(output),
+        "--embedder",
+        "hashing",
+        "--private-embedder",
+        "hashing",
+    ]
     t0 = time.perf_counter()
     subprocess.run(argv, env=env, check=True, capture_output=True, cwd=output)
     return time.perf_counter() - t0
@@ -447,7 +508,9 @@ def part_build(args) -> dict:
             shutil.rmtree(output)
     for workers in args.workers:
         report: dict = {}
-        seconds, chunks = celery_bench.celery_build(content, workers, config=config, count_chunks=published_chunks, report=report)
+        seconds, chunks = celery_bench.celery_build(
+            content, workers, config=config, count_chunks=published_chunks, report=report
+        )
         out[f"celery_{workers}_s"] = seconds
         out[f"celery_{workers}_report"] = report  # peak RSS by process kind (MB), built_in_s
         out["chunks"] = chunks
@@ -459,7 +522,14 @@ def part_build(args) -> dict:
     return out
 
 
-PARTS = {"store": part_store, "sqlite": part_sqlite, "postgres": part_postgres, "build": part_build, "recall": part_recall, "hybrid": part_hybrid}
+PARTS = {
+    "store": part_store,
+    "sqlite": part_sqlite,
+    "postgres": part_postgres,
+    "build": part_build,
+    "recall": part_recall,
+    "hybrid": part_hybrid,
+}
 
 
 def main() -> None:
@@ -470,11 +540,26 @@ def main() -> None:
         args.result.write_text(json.dumps(result))
         return
     args.passthrough = [
-        "--chunks", str(args.chunks), "--queries", str(args.queries), "--cache-dir", str(args.cache_dir),
-        "--build-chunks", str(args.build_chunks), "--build-shards", str(args.build_shards),
-        "--workers", *map(str, args.workers), *([] if args.in_process else ["--no-in-process"]), "--ef-search", *map(str, args.ef_search),
-        "--hnsw", ",".join(map(str, args.hnsw)),
-        "--vector-search", args.vector_search, *(["--pg-url", args.pg_url] if args.pg_url else []),
+        "--chunks",
+        str(args.chunks),
+        "--queries",
+        str(args.queries),
+        "--cache-dir",
+        str(args.cache_dir),
+        "--build-chunks",
+        str(args.build_chunks),
+        "--build-shards",
+        str(args.build_shards),
+        "--workers",
+        *map(str, args.workers),
+        *([] if args.in_process else ["--no-in-process"]),
+        "--ef-search",
+        *map(str, args.ef_search),
+        "--hnsw",
+        ",".join(map(str, args.hnsw)),
+        "--vector-search",
+        args.vector_search,
+        *(["--pg-url", args.pg_url] if args.pg_url else []),
     ]
     print(f"load average at start: {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores", flush=True)
     for part in args.parts:
@@ -482,7 +567,10 @@ def main() -> None:
             raise SystemExit(f"unknown part {part!r}; one of {', '.join(PARTS)}")
         t0 = time.perf_counter()
         result = run_child(part, args)
-        print(f"{part}: {json.dumps(result)} ({time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.1f})", flush=True)
+        print(
+            f"{part}: {json.dumps(result)} ({time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -135,9 +135,16 @@ def generate_store(
         docs, chunks, rows = by_collection[collection]
         docs.append(
             Document(
-                collection=collection, slug=slug, path=f"{collection}/{slug}.md", title=title, description="",
-                tags=tags, frontmatter={"title": title, "tags": tags, "status": ("active", "draft", "archived")[d % 3]},
-                body="", updated_at="2026-01-01T00:00:00Z", content_sha256=hashlib.sha256(slug.encode()).hexdigest(),
+                collection=collection,
+                slug=slug,
+                path=f"{collection}/{slug}.md",
+                title=title,
+                description="",
+                tags=tags,
+                frontmatter={"title": title, "tags": tags, "status": ("active", "draft", "archived")[d % 3]},
+                body="",
+                updated_at="2026-01-01T00:00:00Z",
+                content_sha256=hashlib.sha256(slug.encode()).hexdigest(),
             )
         )
         for ci in range(CHUNKS_PER_DOC):
@@ -148,9 +155,16 @@ def generate_store(
             heading = " ".join(vocab[rng.choice(len(vocab), size=3, p=probs)]).capitalize()
             chunks.append(
                 Chunk(
-                    id=f"{collection}/{slug}/chunk-{ci}", text=" ".join(words), collection=collection, slug=slug,
-                    title=title, chunk_index=ci, total_chunks=CHUNKS_PER_DOC, heading_path=[title, heading],
-                    word_count=len(words), tags=tags,
+                    id=f"{collection}/{slug}/chunk-{ci}",
+                    text=" ".join(words),
+                    collection=collection,
+                    slug=slug,
+                    title=title,
+                    chunk_index=ci,
+                    total_chunks=CHUNKS_PER_DOC,
+                    heading_path=[title, heading],
+                    word_count=len(words),
+                    tags=tags,
                 )
             )
             rows.append(i)
@@ -160,8 +174,14 @@ def generate_store(
         vectors = np.asarray(embed(texts), dtype=np.float32)  # texts are in row order (i)
     records = [
         EmbeddedCollection(
-            collection=c, content_hash=f"bench-{n}-{c}", documents=docs, chunks=chunks, vectors=vectors[rows],
-            model=model, dimension=vectors.shape[1], provider=provider,
+            collection=c,
+            content_hash=f"bench-{n}-{c}",
+            documents=docs,
+            chunks=chunks,
+            vectors=vectors[rows],
+            model=model,
+            dimension=vectors.shape[1],
+            provider=provider,
         )
         for c, (docs, chunks, rows) in by_collection.items()
     ]
@@ -169,7 +189,9 @@ def generate_store(
     tmp = path.with_name(path.name + ".partial")
     for p in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
         p.unlink(missing_ok=True)
-    store.replace_contents(tmp, records, model=model, dimension=vectors.shape[1], built_at="2026-01-01T00:00:00Z", provider=provider)
+    store.replace_contents(
+        tmp, records, model=model, dimension=vectors.shape[1], built_at="2026-01-01T00:00:00Z", provider=provider
+    )
     import sqlite3
 
     conn = sqlite3.connect(tmp)
@@ -265,7 +287,9 @@ def component_times(index: SearchIndex, embedder, queries: list[str], params: Se
         cosines = dict(zip(missing, (data.matrix[missing] @ qvec).tolist())) if missing else {}
         scored = fuse(vector, lexical, params, "hybrid", cosines)
         scored = {row: s * index.weights.get(str(data.collections[row]), 1.0) for row, s in scored.items()}
-        pool = [row for row, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))][: max(params.k * params.sections * 2, 60)]
+        pool = [row for row, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))][
+            : max(params.k * params.sections * 2, 60)
+        ]
         t4 = time.perf_counter()
         relevance, features = index._relevance(data, q, "hybrid", pool, vector, lexical, cosines)
         ranked = [row for row in pool if relevance[row] >= params.min_score]
@@ -285,7 +309,9 @@ def bm25_detail(index: SearchIndex, queries: list[str]) -> dict[str, float]:
     matches = []
     for q in queries[:50]:
         m = fts_match_query(q)
-        matches.append(conn.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH ?", (m,)).fetchone()[0] if m else 0)
+        matches.append(
+            conn.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH ?", (m,)).fetchone()[0] if m else 0
+        )
     return {"median_matches": statistics.median(matches), "max_matches": max(matches)}
 
 
@@ -314,7 +340,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def bench_server(cfg: RagConfig, queries: list[str], cache_dir: Path, warm_seconds: float = 0.0) -> dict[str, dict[str, float]]:
+def bench_server(
+    cfg: RagConfig, queries: list[str], cache_dir: Path, warm_seconds: float = 0.0
+) -> dict[str, dict[str, float]]:
     import httpx
 
     queries_file = cache_dir / "queries.json"
@@ -368,7 +396,10 @@ def bench_server(cfg: RagConfig, queries: list[str], cache_dir: Path, warm_secon
             wall = time.perf_counter() - t0
             flat = [x for lst in latencies for x in lst]
             results[f"server, {clients} client{'s' if clients > 1 else ''}"] = {
-                "p50": pct(flat, 50), "p95": pct(flat, 95), "rps": len(flat) / wall, "n": len(flat),
+                "p50": pct(flat, 50),
+                "p95": pct(flat, 95),
+                "rps": len(flat) / wall,
+                "n": len(flat),
             }
         return results
     finally:
@@ -433,14 +464,18 @@ def run_size(n: int, args, corpus, queries: list[str]) -> None:
     load_s = time.perf_counter() - t0
     stub = StubEmbedder(queries)
     matrix = data.matrix
-    print(f"\n== {len(data.rowids):,} chunks, {matrix.shape[1]} dimensions, store {path.stat().st_size / 1e6:.0f} MB"
-          f" ({'written in %.0f s' % wrote if wrote else 'cached'}; matrix load {load_s:.2f} s)")
+    print(
+        f"\n== {len(data.rowids):,} chunks, {matrix.shape[1]} dimensions, store {path.stat().st_size / 1e6:.0f} MB"
+        f" ({f'written in {wrote:.0f} s' if wrote else 'cached'}; matrix load {load_s:.2f} s)"
+    )
     cache = path.with_name(path.name + ".bm25.npz")
     built = postings_times(index, data, cache)
-    print(f"in-memory BM25 postings: built in {built['build']:.2f} s ("
-          + ", ".join(f"{k[7:]} {v:.2f} s" for k, v in built.items() if k.startswith("build: "))
-          + f"); {built['terms']:,} terms, {built['postings']:,} postings, {built['mib']:.0f} MiB;"
-          f" loaded from the .bm25.npz cache in {built['cache load']:.2f} s")
+    print(
+        f"in-memory BM25 postings: built in {built['build']:.2f} s ("
+        + ", ".join(f"{k[7:]} {v:.2f} s" for k, v in built.items() if k.startswith("build: "))
+        + f"); {built['terms']:,} terms, {built['postings']:,} postings, {built['mib']:.0f} MiB;"
+        f" loaded from the .bm25.npz cache in {built['cache load']:.2f} s"
+    )
     memory = SearchIndex(path, cfg.collection_weights, log_searches=False, lexical="memory")
     assert memory.loaded().bm25 is not None
 
@@ -454,7 +489,9 @@ def run_size(n: int, args, corpus, queries: list[str]) -> None:
         "hybrid  (SearchIndex, memory)": lambda q: memory.search(q, stub, base),
         "hybrid + collections=docs, fts5": lambda q: index.search(q, stub, replace(base, collections=("docs",))),
         "hybrid + collections=docs, memory": lambda q: memory.search(q, stub, replace(base, collections=("docs",))),
-        "hybrid, mmr=0.7 per_doc=2, memory": lambda q: memory.search(q, stub, replace(base, mmr_lambda=0.7, max_per_document=2)),
+        "hybrid, mmr=0.7 per_doc=2, memory": lambda q: memory.search(
+            q, stub, replace(base, mmr_lambda=0.7, max_per_document=2)
+        ),
     }
     rows: dict[str, dict[str, float]] = {}
     for name, fn in modes.items():
@@ -499,20 +536,28 @@ def run_size(n: int, args, corpus, queries: list[str]) -> None:
     best_label, best_index = supported[best_name]
     hybrid = rows[best_name]["p50"]
     vector = rows["vector  (SearchIndex)"]["p50"]
-    print(f"ratios: hybrid p50 / floor p50 = {hybrid / floor:.1f}x ({best_label}), vector p50 / floor p50 = {vector / floor:.1f}x")
-    print(f"goal hybrid p50 < {GOAL_MS:.0f} ms: {'MET' if hybrid < GOAL_MS else 'MISSED'} ({hybrid:.2f} ms with {best_label}, "
-          f"the fastest supported configuration; fts5 {rows['hybrid  (SearchIndex, fts5)']['p50']:.2f} ms; "
-          f"`rag serve` uses lexical=\"auto\": FTS5 for the {auto_ready:.2f} s after a load that its postings, cached, took)")
+    print(
+        f"ratios: hybrid p50 / floor p50 = {hybrid / floor:.1f}x ({best_label}), vector p50 / floor p50 = {vector / floor:.1f}x"
+    )
+    print(
+        f"goal hybrid p50 < {GOAL_MS:.0f} ms: {'MET' if hybrid < GOAL_MS else 'MISSED'} ({hybrid:.2f} ms with {best_label}, "
+        f"the fastest supported configuration; fts5 {rows['hybrid  (SearchIndex, fts5)']['p50']:.2f} ms; "
+        f'`rag serve` uses lexical="auto": FTS5 for the {auto_ready:.2f} s after a load that its postings, cached, took)'
+    )
 
     for label, idx in (("fts5", index), ("memory", memory)):
         parts = component_times(idx, stub, queries, base)
         print(f"hybrid ({label}), median ms per step: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
     detail = bm25_detail(index, queries)
-    sample = [set(t.split()) for (t,) in index._connection().execute("SELECT text FROM chunks ORDER BY random() LIMIT 3000")]
+    sample = [
+        set(t.split()) for (t,) in index._connection().execute("SELECT text FROM chunks ORDER BY random() LIMIT 3000")
+    ]
     synthetic = statistics.median(match_share(sample, q) for q in queries)
-    print(f"FTS5 rows matched per query (every one is scored before the LIMIT): median {detail['median_matches']:,.0f} "
-          f"({detail['median_matches'] / len(data.rowids):.0%} of chunks, porter-stemmed), max {detail['max_matches']:,}; "
-          f"unstemmed share {synthetic:.0%} (real corpus windows: {args.real_share:.0%})")
+    print(
+        f"FTS5 rows matched per query (every one is scored before the LIMIT): median {detail['median_matches']:,.0f} "
+        f"({detail['median_matches'] / len(data.rowids):.0%} of chunks, porter-stemmed), max {detail['max_matches']:,}; "
+        f"unstemmed share {synthetic:.0%} (real corpus windows: {args.real_share:.0%})"
+    )
     if hybrid >= GOAL_MS or args.profile:
         profiler = cProfile.Profile()
         profiler.enable()
@@ -540,7 +585,9 @@ def main() -> None:
     parser.add_argument("--no-server", action="store_true", help="skip the HTTP figures")
     parser.add_argument("--profile", action="store_true", help="print the cProfile table even when the goal is met")
     parser.add_argument(
-        "--blas-threads", type=int, metavar="N",
+        "--blas-threads",
+        type=int,
+        metavar="N",
         help="limit numpy's BLAS threads (here and in the server child); default: BLAS's own choice",
     )
     args = parser.parse_args()
@@ -550,8 +597,10 @@ def main() -> None:
             from threadpoolctl import threadpool_limits
 
             threadpool_limits(args.blas_threads)
-        except ImportError:
-            raise SystemExit("--blas-threads needs threadpoolctl here; or set OPENBLAS_NUM_THREADS before running")
+        except ImportError as missing:
+            raise SystemExit(
+                "--blas-threads needs threadpoolctl here; or set OPENBLAS_NUM_THREADS before running"
+            ) from missing
     args.cache_dir.mkdir(parents=True, exist_ok=True)
 
     corpus_cache: list = []
@@ -568,16 +617,20 @@ def main() -> None:
     print(f"queries: {len(queries)}, e.g. {queries[0]!r}, {queries[1]!r}, {queries[2]!r}")
     windows = real_windows(corpus()[0])
     args.real_share = statistics.median(match_share(windows, q) for q in queries)
-    print(f"a query's content words occur in a median {args.real_share:.0%} of the corpus's {len(windows):,} real "
-          "200-word windows (unstemmed)")
+    print(
+        f"a query's content words occur in a median {args.real_share:.0%} of the corpus's {len(windows):,} real "
+        "200-word windows (unstemmed)"
+    )
 
     from rag_assets.embed.hashing import HashingEmbedder
 
     hashing = HashingEmbedder(DIMENSION)
     cold = timed(hashing.embed_query, queries)
     warm = timed(hashing.embed_query, queries)
-    print(f"hashing embedder embed_query: p50 {statistics.median(warm):.3f} ms (first pass {statistics.median(cold):.3f} ms), "
-          f"p95 {pct(warm, 95):.3f} ms; not included below")
+    print(
+        f"hashing embedder embed_query: p50 {statistics.median(warm):.3f} ms (first pass {statistics.median(cold):.3f} ms), "
+        f"p95 {pct(warm, 95):.3f} ms; not included below"
+    )
     for n in args.sizes:
         run_size(n, args, corpus, queries)
 

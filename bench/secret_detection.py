@@ -36,9 +36,9 @@ import statistics
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Run as a script, this file's directory comes first on sys.path, where a bench module could
@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from rag_assets.ingest.parsing import split_frontmatter  # noqa: E402
 from rag_assets.privacy.identity import IdentityMap  # noqa: E402
-from rag_assets.privacy.sanitize import SanitizeTally, Sanitizer  # noqa: E402
+from rag_assets.privacy.sanitize import Sanitizer, SanitizeTally  # noqa: E402
 from rag_assets.privacy.secrets import SecretDetector, SecretFinding, masked_preview  # noqa: E402
 
 CORPORA = REPO_ROOT.parent / "shared" / "corpora"
@@ -57,63 +57,162 @@ CORPORA = REPO_ROOT.parent / "shared" / "corpora"
 # note, sanitised as the Safe tier does it. "flag": ``secret`` must be gone from the sanitised
 # body and frontmatter; "clean": nothing may be redacted.
 STRUCTURED: list[dict] = [
-    {"kind": "frontmatter_flat", "expect": "flag", "secret": "FmPassw0rdZeta71",
-     "text": "---\ntitle: R\npassword: FmPassw0rdZeta71\n---\n# R\n"},
-    {"kind": "frontmatter_flat", "expect": "flag", "secret": "Rk2Lm9Qx7Vb3Nw8Zp4Ty6Hc1Jd5Fg0Sa2Ue7Wo3i",
-     "text": "---\naws_secret_access_key: Rk2Lm9Qx7Vb3Nw8Zp4Ty6Hc1Jd5Fg0Sa2Ue7Wo3i\n---\nbody\n"},
-    {"kind": "frontmatter_flat", "expect": "flag", "secret": "FmS3cretValue884",
-     "text": "---\napi_token: FmS3cretValue884\n---\nbody\n"},
-    {"kind": "frontmatter_nested", "expect": "flag", "secret": "Db9xPassQ7wLm2",
-     "text": "---\ndb:\n  host: db-main\n  password: Db9xPassQ7wLm2\n---\nbody\n"},
-    {"kind": "frontmatter_nested", "expect": "flag", "secret": "Cr3dNasQ8xLm2Wv7Zt5Rk",
-     "text": "---\ncredentials:\n  nas: Cr3dNasQ8xLm2Wv7Zt5Rk\n---\nbody\n"},
-    {"kind": "frontmatter_list", "expect": "flag", "secret": "Lst7Pw0rdAlpha",
-     "text": "---\npasswords:\n  - Lst7Pw0rdAlpha\n---\nbody\n"},
-    {"kind": "frontmatter_list", "expect": "flag", "secret": "AccPw0rd55Kx",
-     "text": "---\naccounts:\n  - user: admin\n    password: AccPw0rd55Kx\n---\nbody\n"},
-    {"kind": "frontmatter_number", "expect": "flag", "secret": "48213907",
-     "text": "---\nalarm:\n  pin: 48213907\n---\nbody\n"},
-    {"kind": "table_header", "expect": "flag", "secret": "N4sP@ssw0rd!2024",
-     "text": "# R\n\n| service | user | password |\n|---|---|---|\n| nas | admin | N4sP@ssw0rd!2024 |\n"},
-    {"kind": "table_header", "expect": "flag", "secret": "Tk4Bn8Qm2Wx6Zr9Lp3Vc",
-     "text": "| Service | Token |\n| --- | --- |\n| ci | Tk4Bn8Qm2Wx6Zr9Lp3Vc |\n"},
-    {"kind": "table_header", "expect": "flag", "secret": "Sc7Hy2Nm5Qa9Xk3Wd6Rb",
-     "text": "| name | Secret |\n|:--|:--:|\n| webhook | Sc7Hy2Nm5Qa9Xk3Wd6Rb |\n"},
-    {"kind": "table_header", "expect": "flag", "secret": "Ak2Wn8Rt5Yq3Lm7Zp4Xd",
-     "text": "| integration | API key |\n| --- | --- |\n| weather | `Ak2Wn8Rt5Yq3Lm7Zp4Xd` |\n"},
-    {"kind": "table_row_label", "expect": "flag", "secret": "Rl9Kd3Mx7Vq2",
-     "text": "| Field | Value |\n| --- | --- |\n| User | backup |\n| Password | Rl9Kd3Mx7Vq2 |\n"},
-    {"kind": "definition_list", "expect": "flag", "secret": "Gw5Lp8Qz2Rk7",
-     "text": "Guest network password\n: Gw5Lp8Qz2Rk7\n"},
-    {"kind": "definition_list", "expect": "flag", "secret": "Ad3Tk9Vm6Xq2Wn8Lz4Pr",
-     "text": "Admin token\n\n: Ad3Tk9Vm6Xq2Wn8Lz4Pr\n"},
+    {
+        "kind": "frontmatter_flat",
+        "expect": "flag",
+        "secret": "FmPassw0rdZeta71",
+        "text": "---\ntitle: R\npassword: FmPassw0rdZeta71\n---\n# R\n",
+    },
+    {
+        "kind": "frontmatter_flat",
+        "expect": "flag",
+        "secret": "Rk2Lm9Qx7Vb3Nw8Zp4Ty6Hc1Jd5Fg0Sa2Ue7Wo3i",
+        "text": "---\naws_secret_access_key: Rk2Lm9Qx7Vb3Nw8Zp4Ty6Hc1Jd5Fg0Sa2Ue7Wo3i\n---\nbody\n",
+    },
+    {
+        "kind": "frontmatter_flat",
+        "expect": "flag",
+        "secret": "FmS3cretValue884",
+        "text": "---\napi_token: FmS3cretValue884\n---\nbody\n",
+    },
+    {
+        "kind": "frontmatter_nested",
+        "expect": "flag",
+        "secret": "Db9xPassQ7wLm2",
+        "text": "---\ndb:\n  host: db-main\n  password: Db9xPassQ7wLm2\n---\nbody\n",
+    },
+    {
+        "kind": "frontmatter_nested",
+        "expect": "flag",
+        "secret": "Cr3dNasQ8xLm2Wv7Zt5Rk",
+        "text": "---\ncredentials:\n  nas: Cr3dNasQ8xLm2Wv7Zt5Rk\n---\nbody\n",
+    },
+    {
+        "kind": "frontmatter_list",
+        "expect": "flag",
+        "secret": "Lst7Pw0rdAlpha",
+        "text": "---\npasswords:\n  - Lst7Pw0rdAlpha\n---\nbody\n",
+    },
+    {
+        "kind": "frontmatter_list",
+        "expect": "flag",
+        "secret": "AccPw0rd55Kx",
+        "text": "---\naccounts:\n  - user: admin\n    password: AccPw0rd55Kx\n---\nbody\n",
+    },
+    {
+        "kind": "frontmatter_number",
+        "expect": "flag",
+        "secret": "48213907",
+        "text": "---\nalarm:\n  pin: 48213907\n---\nbody\n",
+    },
+    {
+        "kind": "table_header",
+        "expect": "flag",
+        "secret": "N4sP@ssw0rd!2024",
+        "text": "# R\n\n| service | user | password |\n|---|---|---|\n| nas | admin | N4sP@ssw0rd!2024 |\n",
+    },
+    {
+        "kind": "table_header",
+        "expect": "flag",
+        "secret": "Tk4Bn8Qm2Wx6Zr9Lp3Vc",
+        "text": "| Service | Token |\n| --- | --- |\n| ci | Tk4Bn8Qm2Wx6Zr9Lp3Vc |\n",
+    },
+    {
+        "kind": "table_header",
+        "expect": "flag",
+        "secret": "Sc7Hy2Nm5Qa9Xk3Wd6Rb",
+        "text": "| name | Secret |\n|:--|:--:|\n| webhook | Sc7Hy2Nm5Qa9Xk3Wd6Rb |\n",
+    },
+    {
+        "kind": "table_header",
+        "expect": "flag",
+        "secret": "Ak2Wn8Rt5Yq3Lm7Zp4Xd",
+        "text": "| integration | API key |\n| --- | --- |\n| weather | `Ak2Wn8Rt5Yq3Lm7Zp4Xd` |\n",
+    },
+    {
+        "kind": "table_row_label",
+        "expect": "flag",
+        "secret": "Rl9Kd3Mx7Vq2",
+        "text": "| Field | Value |\n| --- | --- |\n| User | backup |\n| Password | Rl9Kd3Mx7Vq2 |\n",
+    },
+    {
+        "kind": "definition_list",
+        "expect": "flag",
+        "secret": "Gw5Lp8Qz2Rk7",
+        "text": "Guest network password\n: Gw5Lp8Qz2Rk7\n",
+    },
+    {
+        "kind": "definition_list",
+        "expect": "flag",
+        "secret": "Ad3Tk9Vm6Xq2Wn8Lz4Pr",
+        "text": "Admin token\n\n: Ad3Tk9Vm6Xq2Wn8Lz4Pr\n",
+    },
     {"kind": "label_prose", "expect": "flag", "secret": "Pr7Dash9Wq2Lx", "text": "- Password \u2014 Pr7Dash9Wq2Lx\n"},
-    {"kind": "label_prose", "expect": "flag", "secret": "Pr9Arrow4Jv6Nc", "text": "NAS password \u2192 Pr9Arrow4Jv6Nc\n"},
-    {"kind": "label_prose", "expect": "flag", "secret": "Pr1Paren8Hs3Qd", "text": "Root password (nas): Pr1Paren8Hs3Qd\n"},
+    {
+        "kind": "label_prose",
+        "expect": "flag",
+        "secret": "Pr9Arrow4Jv6Nc",
+        "text": "NAS password \u2192 Pr9Arrow4Jv6Nc\n",
+    },
+    {
+        "kind": "label_prose",
+        "expect": "flag",
+        "secret": "Pr1Paren8Hs3Qd",
+        "text": "Root password (nas): Pr1Paren8Hs3Qd\n",
+    },
     {"kind": "label_prose", "expect": "flag", "secret": "Pr3Bold5Kw8Zu", "text": "**Password**: Pr3Bold5Kw8Zu\n"},
     {"kind": "dataview_field", "expect": "flag", "secret": "Dv1Field7Qk3Wz", "text": "password:: Dv1Field7Qk3Wz\n"},
-    {"kind": "dataview_field", "expect": "flag", "secret": "Dv3Brack9Sn5Yu",
-     "text": "The admin login is [api_token:: Dv3Brack9Sn5Yu] since May.\n"},
-    {"kind": "html_table", "expect": "flag", "secret": "Ht1Head5Qm8Zx",
-     "text": "<table>\n<tr><th>Service</th><th>Password</th></tr>\n<tr><td>nas</td><td><code>Ht1Head5Qm8Zx</code></td></tr>\n</table>\n"},
-    {"kind": "frontmatter_clean", "expect": "clean",
-     "text": "---\ntitle: Policy\npassword_policy: strict\npassword_min_length: 12\ntoken_budget: 4000\n"
-             "keys:\n  save: Ctrl+S\npassword:\n  policy: strict\n  expiry: 90d\n---\nbody\n"},
-    {"kind": "table_clean", "expect": "clean",
-     "text": "| Key | Action |\n| --- | --- |\n| Ctrl+Shift+P | Command palette |\n| Cmd+K Cmd+S | Keyboard shortcuts |\n"},
-    {"kind": "table_clean", "expect": "clean",
-     "text": "| token | id |\n| --- | --- |\n| hello | 31373 |\n| ##ing | 278 |\n| [CLS] | 101 |\n| \u0120the | 262 |\n"},
-    {"kind": "table_clean", "expect": "clean",
-     "text": "| Setting | Type | Description |\n| --- | --- | --- |\n| password | string | The password used to connect |\n"
-             "| token | string | An API token; see Settings |\n"},
+    {
+        "kind": "dataview_field",
+        "expect": "flag",
+        "secret": "Dv3Brack9Sn5Yu",
+        "text": "The admin login is [api_token:: Dv3Brack9Sn5Yu] since May.\n",
+    },
+    {
+        "kind": "html_table",
+        "expect": "flag",
+        "secret": "Ht1Head5Qm8Zx",
+        "text": "<table>\n<tr><th>Service</th><th>Password</th></tr>\n<tr><td>nas</td><td><code>Ht1Head5Qm8Zx</code></td></tr>\n</table>\n",
+    },
+    {
+        "kind": "frontmatter_clean",
+        "expect": "clean",
+        "text": "---\ntitle: Policy\npassword_policy: strict\npassword_min_length: 12\ntoken_budget: 4000\n"
+        "keys:\n  save: Ctrl+S\npassword:\n  policy: strict\n  expiry: 90d\n---\nbody\n",
+    },
+    {
+        "kind": "table_clean",
+        "expect": "clean",
+        "text": "| Key | Action |\n| --- | --- |\n| Ctrl+Shift+P | Command palette |\n| Cmd+K Cmd+S | Keyboard shortcuts |\n",
+    },
+    {
+        "kind": "table_clean",
+        "expect": "clean",
+        "text": "| token | id |\n| --- | --- |\n| hello | 31373 |\n| ##ing | 278 |\n| [CLS] | 101 |\n| \u0120the | 262 |\n",
+    },
+    {
+        "kind": "table_clean",
+        "expect": "clean",
+        "text": "| Setting | Type | Description |\n| --- | --- | --- |\n| password | string | The password used to connect |\n"
+        "| token | string | An API token; see Settings |\n",
+    },
     {"kind": "definition_clean", "expect": "clean", "text": "Password\n: at least 12 characters, one digit\n"},
-    {"kind": "html_table_clean", "expect": "clean",
-     "text": "<table><tr><th>Setting</th><th>Description</th></tr><tr><td>password</td><td>The password used to connect</td></tr>"
-             "</table>\n<table><tr><th>Key</th><th>Action</th></tr><tr><td>Ctrl+Shift+P</td><td>palette</td></tr></table>\n"},
-    {"kind": "dataview_clean", "expect": "clean",
-     "text": "status:: active\n`checkPassword :: Text -> Bool` is the type of the check.\n"},
-    {"kind": "label_clean", "expect": "clean",
-     "text": "- Password \u2014 see the vault entry\n- Key \u2014 Ctrl+Alt+Delete\n- Token budget \u2192 4000\n"},
+    {
+        "kind": "html_table_clean",
+        "expect": "clean",
+        "text": "<table><tr><th>Setting</th><th>Description</th></tr><tr><td>password</td><td>The password used to connect</td></tr>"
+        "</table>\n<table><tr><th>Key</th><th>Action</th></tr><tr><td>Ctrl+Shift+P</td><td>palette</td></tr></table>\n",
+    },
+    {
+        "kind": "dataview_clean",
+        "expect": "clean",
+        "text": "status:: active\n`checkPassword :: Text -> Bool` is the type of the check.\n",
+    },
+    {
+        "kind": "label_clean",
+        "expect": "clean",
+        "text": "- Password \u2014 see the vault entry\n- Key \u2014 Ctrl+Alt+Delete\n- Token budget \u2192 4000\n",
+    },
 ]
 
 
@@ -139,8 +238,14 @@ def score_structured(sanitizer: Sanitizer, cases: list[dict]) -> dict:
         _, tally = sanitise_note(sanitizer, c["text"])
         if tally.total:
             fps.append((c["kind"], ", ".join(f"{k} x{n}" for k, n in tally.secrets.items())))
-    return {"flags": len(flags), "detected": len(flags) - sum(len(v) for v in misses.values()),
-            "cleans": len(cleans), "fp_cases": len(fps), "misses": misses, "fps": fps}
+    return {
+        "flags": len(flags),
+        "detected": len(flags) - sum(len(v) for v in misses.values()),
+        "cleans": len(cleans),
+        "fp_cases": len(fps),
+        "misses": misses,
+        "fps": fps,
+    }
 
 
 # One mode since detect-secrets was dropped; the loop stays for detectors built otherwise.
@@ -245,8 +350,10 @@ def findings_on(detector: SecretDetector, texts: list[str]) -> tuple[int, Counte
 
 def show_throughput(label: str, t: Throughput, corpus: str) -> str:
     load = "/".join(f"{x:.2f}" for x in t.load)
-    return (f"  {label:<34} {t.mb_per_cpu_s:6.2f} MB per CPU-second, {t.mb_per_wall_s:6.2f} MB/s wall "
-            f"(median of 3, {corpus}; load average {load} before)")
+    return (
+        f"  {label:<34} {t.mb_per_cpu_s:6.2f} MB per CPU-second, {t.mb_per_wall_s:6.2f} MB/s wall "
+        f"(median of 3, {corpus}; load average {load} before)"
+    )
 
 
 def main() -> int:
@@ -254,8 +361,12 @@ def main() -> int:
     parser.add_argument("--cases", type=Path, default=CORPORA / "secrets" / "cases.jsonl")
     parser.add_argument("--contested", type=Path, default=CORPORA / "secrets" / "contested.jsonl")
     parser.add_argument("--corpus", type=Path, default=CORPORA / "hugo-docs", help="Markdown tree to time")
-    parser.add_argument("--identity-map", type=Path, default=REPO_ROOT / "identity_map.json",
-                        help="identity map of the full-sanitiser timing")
+    parser.add_argument(
+        "--identity-map",
+        type=Path,
+        default=REPO_ROOT / "identity_map.json",
+        help="identity map of the full-sanitiser timing",
+    )
     parser.add_argument("--show", type=int, default=0, help="masked examples of hugo-docs findings to print per mode")
     parser.add_argument("--modes", nargs="*", choices=list(MODES), default=list(MODES))
     args = parser.parse_args()
@@ -265,8 +376,10 @@ def main() -> int:
     md_files = sorted(args.corpus.rglob("*.md")) if args.corpus.is_dir() else []
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in md_files]
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    print(f"cases: {args.cases} ({len(cases)}), contested: {len(contested)}, "
-          f"throughput corpus: {args.corpus} ({len(md_files)} .md files, {mb:.1f} MB)")
+    print(
+        f"cases: {args.cases} ({len(cases)}), contested: {len(contested)}, "
+        f"throughput corpus: {args.corpus} ({len(md_files)} .md files, {mb:.1f} MB)"
+    )
 
     summary = []
     for mode in args.modes:
@@ -294,15 +407,19 @@ def main() -> int:
             print("\n".join(contested_outcomes(detector, contested)))
         s = score_structured(Sanitizer(IdentityMap.empty(), detector), STRUCTURED)
         s_recall = s["detected"] / s["flags"]
-        print(f"  structured (through the sanitiser): recall {s_recall:.3f} ({s['detected']}/{s['flags']}), "
-              f"FP rate {s['fp_cases'] / s['cleans']:.3f} ({s['fp_cases']}/{s['cleans']} clean cases)")
+        print(
+            f"  structured (through the sanitiser): recall {s_recall:.3f} ({s['detected']}/{s['flags']}), "
+            f"FP rate {s['fp_cases'] / s['cleans']:.3f} ({s['fp_cases']}/{s['cleans']} clean cases)"
+        )
         for kind, previews in sorted(s["misses"].items()):
             print(f"    missed {kind:<28} {len(previews)}: " + "; ".join(one_line(p, 60) for p in previews))
         for kind, found in s["fps"]:
             print(f"    false positive {kind:<20} {found}")
         if texts:
             t_detector = timed(lambda t: detector.redact(t), texts)
-            full = Sanitizer(IdentityMap.load(args.identity_map) if args.identity_map.is_file() else IdentityMap.empty(), detector)
+            full = Sanitizer(
+                IdentityMap.load(args.identity_map) if args.identity_map.is_file() else IdentityMap.empty(), detector
+            )
             t_full = timed(lambda t: full.text(t), texts)
             print(show_throughput("detector (redact)", t_detector, args.corpus.name))
             print(show_throughput(f"sanitiser (+ {args.identity_map.name})", t_full, args.corpus.name))
@@ -318,8 +435,10 @@ def main() -> int:
         summary.append((mode, recall, fp_rate, s_recall, s["fp_cases"], mbps, n))
 
     print("\n=== summary ===")
-    print(f"  {'mode':<12} {'recall':>7} {'FP rate':>8} {'structured recall':>18} {'structured FPs':>15} "
-          f"{'MB/CPU-s':>9} {'hugo findings':>14}")
+    print(
+        f"  {'mode':<12} {'recall':>7} {'FP rate':>8} {'structured recall':>18} {'structured FPs':>15} "
+        f"{'MB/CPU-s':>9} {'hugo findings':>14}"
+    )
     for mode, recall, fp_rate, s_recall, s_fps, mbps, n in summary:
         print(f"  {mode:<12} {recall:7.3f} {fp_rate:8.3f} {s_recall:18.3f} {s_fps:15d} {mbps:9.2f} {n:14d}")
     return 0

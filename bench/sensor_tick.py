@@ -34,7 +34,21 @@ from rag_assets.definitions import build_definitions
 from rag_assets.defs.runner import run_build
 from rag_assets.defs.sensors import build_change_sensor
 
-WORDS = ["proxmox", "zfs", "vlan", "bridge", "backup", "snapshot", "pool", "dataset", "ceph", "monitor", "kernel", "network", "storage"]
+WORDS = [
+    "proxmox",
+    "zfs",
+    "vlan",
+    "bridge",
+    "backup",
+    "snapshot",
+    "pool",
+    "dataset",
+    "ceph",
+    "monitor",
+    "kernel",
+    "network",
+    "storage",
+]
 
 
 def generate(root: Path, files: int, collections: int) -> None:
@@ -71,7 +85,9 @@ def main() -> None:
             outcome = run_build(cfg, instance)
             if not outcome.success:
                 raise SystemExit(f"build failed: {outcome.error} {outcome.failed_checks}")
-            print(f"build of {args.files} files in {args.collections} collections: {time.perf_counter() - started:.1f}s")
+            print(
+                f"build of {args.files} files in {args.collections} collections: {time.perf_counter() - started:.1f}s"
+            )
             defs = build_definitions(cfg)
             sensor = build_change_sensor(cfg)
             first, result = tick(sensor, instance, None, defs)

@@ -58,8 +58,10 @@ def config(content: Path, out: Path, shards: int) -> RagConfig:
 
 def execute(cfg: RagConfig, instance: dg.DagsterInstance, job: str, keys: list[str]) -> None:
     args = partition_args(keys, {}) if keys else {}
-    result = build_definitions(cfg).resolve_job_def(job).execute_in_process(
-        instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, **args
+    result = (
+        build_definitions(cfg)
+        .resolve_job_def(job)
+        .execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, **args)
     )
     if not result.success:
         raise SystemExit(f"{job} {keys} failed")
@@ -163,7 +165,9 @@ def main() -> None:
         return
     files = sum(1 for p in args.content.rglob("*") if p.is_file())
     print(f"{args.content}: {files} files; medians of {args.repeat}")
-    print(f"{'shards':>6} {'full build s':>13} {'rejoin s':>9} {'one-file edit run s':>20} {'parallel s':>11}  same index")
+    print(
+        f"{'shards':>6} {'full build s':>13} {'rejoin s':>9} {'one-file edit run s':>20} {'parallel s':>11}  same index"
+    )
     reference = None
     for shards in args.shards:
         m = bench(args.content, shards, args.repeat, args.workers)

@@ -98,23 +98,39 @@ def report(times: dict[str, list[tuple[float, float]]]) -> None:
     for name in names:
         ratios = wall[name] / wall[names[0]], cpu[name] / cpu[names[0]]
         goal = "" if name == names[0] or "build" in name else ("  ok" if max(ratios) <= GOAL else f"  over {GOAL:.0f}x")
-        print(f"{name:<28} {wall[name] * 1000:6.0f} ms {ratios[0]:6.2f}x {cpu[name] * 1000:6.0f} ms {ratios[1]:6.2f}x{goal}")
+        print(
+            f"{name:<28} {wall[name] * 1000:6.0f} ms {ratios[0]:6.2f}x {cpu[name] * 1000:6.0f} ms {ratios[1]:6.2f}x{goal}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--keep", type=Path, help="build into this folder and keep it")
-    parser.add_argument("--no-bytecode-cache", action="store_true",
-                        help="run with PYTHONDONTWRITEBYTECODE=1: modules without bytecode on disk compile on every start")
+    parser.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="run with PYTHONDONTWRITEBYTECODE=1: modules without bytecode on disk compile on every start",
+    )
     args = parser.parse_args()
     print(f"rag_assets from {Path(rag_assets.__file__).parent}; {args.runs} runs each; Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
         out = args.keep or Path(tmp)
         env = environment(bytecode=not args.no_bytecode_cache)
         print(f"bytecode: {'none written (PYTHONDONTWRITEBYTECODE=1)' if args.no_bytecode_cache else 'cached'}")
-        build = [sys.executable, "-P", "-m", "rag_assets.serve.cli", "build", "--config", str(REPO / "rag.yaml"),
-                 "--output-dir", str(out), "--embedder", "hashing"]
+        build = [
+            sys.executable,
+            "-P",
+            "-m",
+            "rag_assets.serve.cli",
+            "build",
+            "--config",
+            str(REPO / "rag.yaml"),
+            "--output-dir",
+            str(out),
+            "--embedder",
+            "hashing",
+        ]
         subprocess.run(build, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         times = measure(out, args.runs, env)

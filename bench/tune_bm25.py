@@ -67,7 +67,9 @@ class Setting:
 
     def __str__(self) -> str:
         repeats = "all" if self.repeats >= 1000 else str(self.repeats)
-        return f"fields {self.fields} repeats {repeats}" + (f" from {self.long_words} words" if self.repeats > 1 else "")
+        return f"fields {self.fields} repeats {repeats}" + (
+            f" from {self.long_words} words" if self.repeats > 1 else ""
+        )
 
     def apply(self) -> None:
         query_module.MAX_REPEATS, query_module.LONG_QUERY_WORDS = self.repeats, self.long_words
@@ -137,7 +139,9 @@ def question_figures(path: Path, store: Path, setting: Setting) -> dict[str, flo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help="the SciFact BEIR folder")
-    parser.add_argument("--long-queries", type=Path, default=None, help="the long-query set (default: made from --dataset)")
+    parser.add_argument(
+        "--long-queries", type=Path, default=None, help="the long-query set (default: made from --dataset)"
+    )
     parser.add_argument("--output-dir", default="/tmp/bm25-eval", help="where the eval stores go (data/eval/)")
     parser.add_argument("--embedder", default="hashing", help="fills the stores' vectors only (default: hashing)")
     parser.add_argument("--questions", action="append", default=[], metavar="FILE=STORE")
@@ -148,7 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config(None, output_dir=args.output_dir)
     embedder, provider = select_eval_embedder(cfg, args.embedder)
     long_folder = args.long_queries or ensure_long_query_set(args.dataset)
-    sets = {"scifact": scorer(cfg, args.dataset, embedder, provider), "long": scorer(cfg, long_folder, embedder, provider)}
+    sets = {
+        "scifact": scorer(cfg, args.dataset, embedder, provider),
+        "long": scorer(cfg, long_folder, embedder, provider),
+    }
 
     rows = []
     for each in grid():
@@ -168,7 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"TEST  {name:8} {each}: scifact {figures['scifact']:.4f} long {figures['long']:.4f}")
     for scorer_ in sets.values():
         scorer_.close()
-    checks = {"baseline": BASELINE, "pick": pick, "pick, headings and tags 1": replace(pick, fields=replace(pick.fields, headings=1.0, tags=1.0))}
+    checks = {
+        "baseline": BASELINE,
+        "pick": pick,
+        "pick, headings and tags 1": replace(pick, fields=replace(pick.fields, headings=1.0, tags=1.0)),
+    }
     for pair in args.questions:
         path, store = (Path(p) for p in pair.split("=", 1))
         for name, each in checks.items():

@@ -66,8 +66,12 @@ ZSCORE = "zscore" in FUSIONS and "cosines" in inspect.signature(fuse).parameters
 ZSCORE_VECTOR_WEIGHTS = (0.4, 0.5, 0.6)
 # Pinned (candidates 100, min_score 0.1) so that changing the defaults does not move them.
 REFERENCES = {
-    "rrf 0.7/0.3 k=60": SearchParams(fusion="rrf", rrf_k=60, vector_weight=0.7, bm25_weight=0.3, candidates=100, min_score=0.1),
-    "rrf 0.5/0.5 k=60": SearchParams(fusion="rrf", rrf_k=60, vector_weight=0.5, bm25_weight=0.5, candidates=100, min_score=0.1),
+    "rrf 0.7/0.3 k=60": SearchParams(
+        fusion="rrf", rrf_k=60, vector_weight=0.7, bm25_weight=0.3, candidates=100, min_score=0.1
+    ),
+    "rrf 0.5/0.5 k=60": SearchParams(
+        fusion="rrf", rrf_k=60, vector_weight=0.5, bm25_weight=0.5, candidates=100, min_score=0.1
+    ),
     "convex 0.5/0.5": SearchParams(fusion="convex", vector_weight=0.5, bm25_weight=0.5, candidates=100, min_score=0.1),
 }
 
@@ -77,7 +81,9 @@ def grid() -> list[SearchParams]:
     for candidates in CANDIDATES:
         for k in RRF_KS:
             for wv, wb in RRF_WEIGHTS:
-                settings.append(SearchParams(fusion="rrf", rrf_k=k, vector_weight=wv, bm25_weight=wb, candidates=candidates))
+                settings.append(
+                    SearchParams(fusion="rrf", rrf_k=k, vector_weight=wv, bm25_weight=wb, candidates=candidates)
+                )
         for wv in CONVEX_VECTOR_WEIGHTS:
             settings.append(
                 SearchParams(fusion="convex", vector_weight=wv, bm25_weight=round(1 - wv, 2), candidates=candidates)
@@ -141,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default=str(DEFAULT_DATASET), help="BEIR dataset folder (default: SciFact)")
     parser.add_argument("--embedder", default="local", help="embedder name (default: local, all-MiniLM-L6-v2)")
     parser.add_argument("--config", default=None, help="rag.yaml (default: ./rag.yaml or $RAG_CONFIG)")
-    parser.add_argument("--output-dir", default=None, help="override the config's output_dir (data/ and the cache under it)")
+    parser.add_argument(
+        "--output-dir", default=None, help="override the config's output_dir (data/ and the cache under it)"
+    )
     parser.add_argument("--train-split", default="train")
     parser.add_argument("--test-split", default="test")
     parser.add_argument("--depth", type=int, default=DEFAULT_DEPTH, help="chunks per list for recall@100")
@@ -156,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     embedder, provider = select_eval_embedder(cfg, args.embedder)
     print(f"dataset {train.name}: {len(train.corpus)} documents; model {embedder.model} ({provider})", flush=True)
     built = ensure_eval_store(cfg, train, embedder, provider=provider, log=lambda m: print(m, flush=True))
-    print(f"store {built.path}: {built.chunks} chunks, {'built' if built.rebuilt else 'reused'} in {built.seconds:.1f}s", flush=True)
+    print(
+        f"store {built.path}: {built.chunks} chunks, {'built' if built.rebuilt else 'reused'} in {built.seconds:.1f}s",
+        flush=True,
+    )
 
     evaluator = Evaluator(built.path, train, embedder, depth=args.depth)
     t0 = time.perf_counter()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable
 
 import numpy as np
 
@@ -38,7 +38,7 @@ Log = Callable[[str], None]
 
 
 def utc_now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def chunk_collection(
@@ -142,7 +142,9 @@ def embed_collection(
                 stats.failed_batches += 1
                 stats.errors.append(str(exc))
                 failed.extend(positions)
-                log(f"[{chunked.collection}] Batch {number}/{len(batches)}: FAILED, {len(texts)} chunks left for the next run: {exc}")
+                log(
+                    f"[{chunked.collection}] Batch {number}/{len(batches)}: FAILED, {len(texts)} chunks left for the next run: {exc}"
+                )
                 continue
             if writer:
                 writer.add([sent_texts[i] for i in positions], batch_vectors)
@@ -316,8 +318,14 @@ def _write_generation(
     gen: generations.Generation,
 ) -> Published:
     header = index_json.index_header(
-        collections, model=m.model, dimension=m.dimension, provider=m.provider, built_at=built_at,
-        content_hash=content_hash_of(collections), generation=gen.id, vector_encoding=cfg.vector_encoding,
+        collections,
+        model=m.model,
+        dimension=m.dimension,
+        provider=m.provider,
+        built_at=built_at,
+        content_hash=content_hash_of(collections),
+        generation=gen.id,
+        vector_encoding=cfg.vector_encoding,
     )
     fragments = index_json.FragmentCache(cfg.data_dir / "index-fragments", staging=gen.folder)
     # Written as it is rendered: the index of a large build is never held whole in memory.
@@ -403,4 +411,3 @@ def plan_collection(cfg: RagConfig, collection: str, files: dict[str, str], embe
         else {}
     )
     return CollectionPlan(collection, len(parsed.documents) - len(reuse), len(texts), len(texts) - len(cached))
-

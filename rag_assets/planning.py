@@ -171,8 +171,14 @@ def settings_code_version(cfg: RagConfig) -> str:
     text = "|".join(
         str(part)
         for part in (
-            e.name, e.openai.model, e.openai.dimension, e.ollama.model, e.ollama.dimension,
-            e.local_model_path, e.hashing_dimension, chunking_key(cfg.chunking),
+            e.name,
+            e.openai.model,
+            e.openai.dimension,
+            e.ollama.model,
+            e.ollama.dimension,
+            e.local_model_path,
+            e.hashing_dimension,
+            chunking_key(cfg.chunking),
         )
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -201,7 +207,9 @@ def published_settings(cfg: RagConfig) -> Published | None:
     meta = read_meta(generations.published(cfg).meta_path)
     if meta is None:
         return None
-    return Published(meta.get("model"), meta.get("dimension"), meta.get("chunking"), meta.get("vectorEncoding", "float"))
+    return Published(
+        meta.get("model"), meta.get("dimension"), meta.get("chunking"), meta.get("vectorEncoding", "float")
+    )
 
 
 def observe(
@@ -220,7 +228,11 @@ def observe(
     not read again (rag_assets.base.verified)."""
     if collections:
         changes = detect_changes(cfg, save_stat_cache=save_stat_cache, verify_outputs=verify_outputs, record=record)
-        names, signature, published = list(discover_collections(cfg).collections), build_signature(cfg), published_settings(cfg)
+        names, signature, published = (
+            list(discover_collections(cfg).collections),
+            build_signature(cfg),
+            published_settings(cfg),
+        )
     else:
         changes, names, signature, published = ChangeReport([], "", None, False), [], None, None
     return ObservedState(
@@ -286,10 +298,13 @@ def _settings_causes(state: ObservedState) -> list[Cause]:
         return []
     causes = []
     if published.model is not None and (published.model, published.dimension) != (now.model, now.dimension):
-        causes.append(Cause(
-            Reason.MODEL_CHANGED, "public index",
-            f"built with {published.model} ({published.dimension}), configured {now.model} ({now.dimension})",
-        ))
+        causes.append(
+            Cause(
+                Reason.MODEL_CHANGED,
+                "public index",
+                f"built with {published.model} ({published.dimension}), configured {now.model} ({now.dimension})",
+            )
+        )
     # A sidecar from before the chunker was recorded says nothing: trusted, not rebuilt.
     if published.chunking is not None and published.chunking != now.chunking:
         causes.append(Cause(Reason.CHUNKER_CHANGED, "public index", f"{published.chunking} -> {now.chunking}"))
@@ -380,7 +395,11 @@ def records_to_reembed(collections: Iterable[EmbeddedCollection], signature: Bui
     """The loaded records made with another model or dimension than the configured one (the
     publish step re-embeds them: a partial run from the UI after the embedder changed)."""
     return [
-        Cause(Reason.MODEL_CHANGED, c.collection, f"{c.model} ({c.dimension}) -> {signature.model} ({signature.dimension})")
+        Cause(
+            Reason.MODEL_CHANGED,
+            c.collection,
+            f"{c.model} ({c.dimension}) -> {signature.model} ({signature.dimension})",
+        )
         for c in collections
         if (c.model, c.dimension) != (signature.model, signature.dimension)
     ]

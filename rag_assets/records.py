@@ -63,8 +63,11 @@ class ResolvedLink:
         """The stored form (``documents.links``): only the fields that hold something."""
         out: dict[str, Any] = {"target": self.link.target, "kind": self.link.kind, "status": self.status}
         extra = {
-            "heading": self.link.heading, "block": self.link.block, "display": self.link.display,
-            "to": self.to, "problem": self.problem,
+            "heading": self.link.heading,
+            "block": self.link.block,
+            "display": self.link.display,
+            "to": self.to,
+            "problem": self.problem,
         }
         out.update({k: v for k, v in extra.items() if v})
         if self.link.source != "body":
@@ -87,7 +90,11 @@ class Backlink:
     def to_json(self) -> dict[str, Any]:
         """The stored form (``documents.backlinks``)."""
         out: dict[str, Any] = {"from": self.source_id, "kind": self.kind}
-        for key, value in (("source", self.source if self.source != "body" else ""), ("heading", self.heading), ("block", self.block)):
+        for key, value in (
+            ("source", self.source if self.source != "body" else ""),
+            ("heading", self.heading),
+            ("block", self.block),
+        ):
             if value:
                 out[key] = value
         return out

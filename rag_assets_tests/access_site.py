@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -22,7 +22,7 @@ FILLER = "The notes ramble about ordinary chores, weather, the garden and the we
 
 FILES = {
     "content/posts/lighthouse.md": f"---\ntitle: The lighthouse\n---\n# The lighthouse\n\nThe {PUBLIC_WORD} climbs "
-                                   f"the stairs at dusk to light the lamp.\n\n{FILLER}\n",
+    f"the stairs at dusk to light the lamp.\n\n{FILLER}\n",
     "vaults/safenotes/zebra.md": f"# Zebra notes\n\nThe {SAFE_WORD} grazes behind the shed every morning.\n\n{FILLER}\n",
     "vaults/privnotes/quokka.md": f"# Quokka diary\n\nThe {PRIVATE_WORD} is hidden in the attic box.\n\n{FILLER}\n",
 }
@@ -80,7 +80,7 @@ def expire_now(store: TokenStore, name: str) -> None:
     data = json.loads(store.path.read_text())
     for entry in data["tokens"]:
         if entry["name"] == name:
-            entry["expires"] = (datetime.now(timezone.utc) - timedelta(minutes=1)).isoformat()
+            entry["expires"] = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
     store.path.write_text(json.dumps(data))
 
 

@@ -9,7 +9,6 @@ import json
 import shutil
 from pathlib import Path
 
-
 from rag_assets.config import RagConfig, load_config
 from rag_assets.defs.runner import run_build
 

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import httpx
-
 import pytest
 
 from .skip_allowlist import under_ci
@@ -99,7 +98,7 @@ def static_server(folder: Path):
                 break
             except httpx.TransportError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the static server did not start")
+                    raise RuntimeError("the static server did not start") from None
                 time.sleep(0.05)
         yield url
     finally:

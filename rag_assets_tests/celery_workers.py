@@ -58,9 +58,26 @@ class CeleryCluster:
         for name in names:
             log = self.folder / f"{name}.log"
             self.workers[name] = subprocess.Popen(
-                [str(BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app", "-y", str(self.celery_yaml),
-                 "-q", self.queue, "-n", name, "--", "--pool", "solo"],
-                env=self.env, stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                [
+                    str(BIN / "dagster-celery"),
+                    "worker",
+                    "start",
+                    "-A",
+                    "dagster_celery.app",
+                    "-y",
+                    str(self.celery_yaml),
+                    "-q",
+                    self.queue,
+                    "-n",
+                    name,
+                    "--",
+                    "--pool",
+                    "solo",
+                ],
+                env=self.env,
+                stdout=log.open("wb"),
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         deadline = time.monotonic() + WORKER_READY_SECONDS
@@ -85,19 +102,43 @@ class CeleryCluster:
 
     def rag(self, *args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "rag_assets.serve.cli", *args], env=self.env, cwd=cwd or self.folder,
-            capture_output=True, text=True, timeout=timeout,
+            [sys.executable, "-m", "rag_assets.serve.cli", *args],
+            env=self.env,
+            cwd=cwd or self.folder,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
 
     def rag_background(self, *args: str, cwd: Path | None = None) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "rag_assets.serve.cli", *args], env=self.env, cwd=cwd or self.folder,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            [sys.executable, "-m", "rag_assets.serve.cli", *args],
+            env=self.env,
+            cwd=cwd or self.folder,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
 
     def build_args(self, content: Path, output: Path, *extra: str) -> list[str]:
-        return ["build", "--force", "--content-dir", str(content), "--output-dir", str(output), "--embedder", "hashing",
-                "--private-embedder", "hashing", "--executor", "celery", "--celery-config", str(self.celery_yaml), *extra]
+        return [
+            "build",
+            "--force",
+            "--content-dir",
+            str(content),
+            "--output-dir",
+            str(output),
+            "--embedder",
+            "hashing",
+            "--private-embedder",
+            "hashing",
+            "--executor",
+            "celery",
+            "--celery-config",
+            str(self.celery_yaml),
+            *extra,
+        ]
 
     def instance(self):
         import dagster as dg

@@ -29,7 +29,8 @@ import json
 import re
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from .embedding_server import EmbeddingServer, _Handler, _parse_action
@@ -112,7 +113,9 @@ class ChatServer(EmbeddingServer):
             return h.send_json(200, _whole(body, answer, prompt, ollama))
         self._stream(h, body, parts, prompt, ollama, kind, limit)
 
-    def _stream(self, h: _Handler, body: dict, parts: list[str], prompt: str, ollama: bool, kind: str, limit: int | None) -> None:
+    def _stream(
+        self, h: _Handler, body: dict, parts: list[str], prompt: str, ollama: bool, kind: str, limit: int | None
+    ) -> None:
         h.send_response(200)
         h.send_header("Content-Type", "application/x-ndjson" if ollama else "text/event-stream")
         h.send_header("Transfer-Encoding", "chunked")
@@ -139,8 +142,18 @@ class ChatServer(EmbeddingServer):
         completion = len(parts)
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": completion}
         if ollama:
-            send(json.dumps({"model": body["model"], "message": {"role": "assistant", "content": ""}, "done": True,
-                             "prompt_eval_count": usage["prompt_tokens"], "eval_count": completion}).encode() + b"\n")
+            send(
+                json.dumps(
+                    {
+                        "model": body["model"],
+                        "message": {"role": "assistant", "content": ""},
+                        "done": True,
+                        "prompt_eval_count": usage["prompt_tokens"],
+                        "eval_count": completion,
+                    }
+                ).encode()
+                + b"\n"
+            )
         else:
             send(_sse(body, {"delta": {}, "finish_reason": "stop"}))
             if (body.get("stream_options") or {}).get("include_usage"):
@@ -163,22 +176,41 @@ def _parse_reply(item: str) -> tuple[str, Any]:
 
 
 def _sse(body: dict, choice: dict) -> bytes:
-    chunk = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": body["model"],
-             "choices": [{"index": 0, **choice}]}
+    chunk = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "model": body["model"],
+        "choices": [{"index": 0, **choice}],
+    }
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 
 def _ollama_line(body: dict, part: str) -> bytes:
-    return json.dumps({"model": body["model"], "message": {"role": "assistant", "content": part}, "done": False}).encode() + b"\n"
+    return (
+        json.dumps({"model": body["model"], "message": {"role": "assistant", "content": part}, "done": False}).encode()
+        + b"\n"
+    )
 
 
 def _whole(body: dict, answer: str, prompt: str, ollama: bool) -> dict:
     prompt_tokens, completion = len(prompt.split()), len(pieces(answer))
     if ollama:
-        return {"model": body["model"], "message": {"role": "assistant", "content": answer}, "done": True,
-                "prompt_eval_count": prompt_tokens, "eval_count": completion}
+        return {
+            "model": body["model"],
+            "message": {"role": "assistant", "content": answer},
+            "done": True,
+            "prompt_eval_count": prompt_tokens,
+            "eval_count": completion,
+        }
     return {
-        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body["model"],
         "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion},
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": prompt_tokens + completion,
+        },
     }

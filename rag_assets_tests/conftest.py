@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -154,8 +154,19 @@ def isolate(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
     module-scoped builds too: ``with pytest.MonkeyPatch.context() as mp: isolate(mp, tmp)``
     (the default vaults, for one, are looked for under the working folder)."""
     for var in (
-        "RAG_CONFIG", "RAG_CONTENT_DIR", "RAG_OUTPUT_DIR", "DAGSTER_HOME", "RAG_STORE_URL", "PGHOST", "PGHOSTADDR", "PGSERVICE",
-        "OPENROUTER_API_KEY", "OPENAI_API_KEY", "RAG_OPENAI_BASE_URL", "OLLAMA_HOST", "RAG_TOKEN_FILE",
+        "RAG_CONFIG",
+        "RAG_CONTENT_DIR",
+        "RAG_OUTPUT_DIR",
+        "DAGSTER_HOME",
+        "RAG_STORE_URL",
+        "PGHOST",
+        "PGHOSTADDR",
+        "PGSERVICE",
+        "OPENROUTER_API_KEY",
+        "OPENAI_API_KEY",
+        "RAG_OPENAI_BASE_URL",
+        "OLLAMA_HOST",
+        "RAG_TOKEN_FILE",
     ):
         monkeypatch.delenv(var, raising=False)
     # `rag token` and `rag serve` keep tokens under $XDG_CONFIG_HOME: never the developer's own.
@@ -194,6 +205,7 @@ def check_sample_build(instance, outcome, collections) -> list:
 
 # Browser fixtures (Debian's Chromium through Playwright) for the web-page tests.
 from .browser import chromium, page  # noqa: E402,F401
+
 # Under CI=true a skip is a failure unless skip_allowlist.py lists the test (issue 29).
 from .skip_allowlist import pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402,F401
 

@@ -46,9 +46,10 @@ import socketserver
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -428,7 +429,9 @@ class EmbeddingServer:
             return False
         return True
 
-    def _error(self, h: _Handler, status: int, ollama: bool, message: str, headers: dict[str, str] | None = None) -> None:
+    def _error(
+        self, h: _Handler, status: int, ollama: bool, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         if ollama:
             payload: Any = {"error": message}
         else:

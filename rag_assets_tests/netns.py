@@ -19,10 +19,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 
@@ -54,7 +55,11 @@ class Netns:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
         done = subprocess.run(
             ["ip", "netns", "exec", self.name, sys.executable, str(CLIENT_SCRIPT), base_url],
-            input=json.dumps(calls), capture_output=True, text=True, timeout=timeout, env=env,
+            input=json.dumps(calls),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
         )
         if done.returncode != 0:
             raise AssertionError(f"the namespace client failed ({done.returncode}):\n{done.stderr[-4000:]}")
@@ -109,12 +114,29 @@ class RagServe:
 
 
 @contextmanager
-def rag_serve(config: Path, host: str, log_path: Path, *flags: str, env: dict[str, str] | None = None) -> Iterator[RagServe]:
+def rag_serve(
+    config: Path, host: str, log_path: Path, *flags: str, env: dict[str, str] | None = None
+) -> Iterator[RagServe]:
     """``rag serve --config CONFIG --host HOST`` in a subprocess (this namespace), until the block ends."""
     port = free_port(host)
-    command = [sys.executable, "-m", "rag_assets.serve.cli", "serve", "--config", str(config), "--host", host,
-               "--port", str(port), *flags]
-    full_env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    command = [
+        sys.executable,
+        "-m",
+        "rag_assets.serve.cli",
+        "serve",
+        "--config",
+        str(config),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *flags,
+    ]
+    full_env = {
+        **os.environ,
+        **(env or {}),
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     with open(log_path, "ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=config.parent)
     url = f"http://{host}:{port}"

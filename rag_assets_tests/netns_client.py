@@ -50,8 +50,14 @@ def _filled(value: Any) -> Any:
 def http_call(call: dict[str, Any]) -> dict[str, Any]:
     with LOCK:
         headers, data = _filled(call.get("headers") or {}), _filled(call.get("data"))
-    r = CLIENT.request(call.get("method", "GET"), call["path"], params=call.get("params"), json=call.get("json"),
-                       data=data, headers=headers)
+    r = CLIENT.request(
+        call.get("method", "GET"),
+        call["path"],
+        params=call.get("params"),
+        json=call.get("json"),
+        data=data,
+        headers=headers,
+    )
     return {"status": r.status_code, "headers": dict(r.headers), "text": r.text}
 
 
@@ -60,8 +66,9 @@ async def _mcp(call: dict[str, Any], refused: list[int]) -> dict[str, Any]:
         if response.status_code >= 400:
             refused.append(response.status_code)
 
-    async with httpx2.AsyncClient(headers=call.get("headers") or {}, timeout=120,
-                                  event_hooks={"response": [record]}) as http:
+    async with httpx2.AsyncClient(
+        headers=call.get("headers") or {}, timeout=120, event_hooks={"response": [record]}
+    ) as http:
         async with streamable_http_client(f"{BASE}/mcp", http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
@@ -87,8 +94,12 @@ def burst(call: dict[str, Any]) -> dict[str, Any]:
         statuses[r.status_code] += 1
         if r.status_code == 429:
             retry_after.add(r.headers.get("retry-after", ""))
-    return {"sent": sent, "elapsed": time.monotonic() - started, "statuses": dict(statuses),
-            "retryAfter": sorted(retry_after)}
+    return {
+        "sent": sent,
+        "elapsed": time.monotonic() - started,
+        "statuses": dict(statuses),
+        "retryAfter": sorted(retry_after),
+    }
 
 
 def parallel(call: dict[str, Any]) -> list[dict[str, Any]]:
@@ -113,8 +124,9 @@ def cut(call: dict[str, Any]) -> dict[str, Any]:
     closing it closes the socket rather than returning it to a pool)."""
     text = ""
     with httpx.Client(base_url=BASE, timeout=120) as own:
-        with own.stream(call.get("method", "POST"), call["path"], json=call.get("json"),
-                        headers=call.get("headers") or {}) as r:
+        with own.stream(
+            call.get("method", "POST"), call["path"], json=call.get("json"), headers=call.get("headers") or {}
+        ) as r:
             for piece in r.iter_text():
                 text += piece
                 if call["until"] in text:

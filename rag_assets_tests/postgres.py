@@ -28,7 +28,9 @@ PG_PORT = int(os.environ.get("RAG_TEST_PG_PORT", "5432"))
 PG_ENV = ("DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_DB", "DAGSTER_PG_USER", "DAGSTER_PG_PASSWORD")
 
 
-def unavailable(reason: str, ci_provides: str = f"runs PostgreSQL on {PG_HOST}:{PG_PORT} and installs the postgres extra") -> None:
+def unavailable(
+    reason: str, ci_provides: str = f"runs PostgreSQL on {PG_HOST}:{PG_PORT} and installs the postgres extra"
+) -> None:
     """Skip on a laptop without the service; fail under CI, where the service always runs."""
     if under_ci():
         pytest.fail(f"{reason} (CI {ci_provides})")

@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from .embedding_server import _WORD, EmbeddingServer, _Action, _Handler
@@ -86,7 +87,11 @@ class RerankServer(EmbeddingServer):
         )[:top_n]
         if action.name == "nan" and scored:
             scored[0]["relevance_score"] = float("nan")
-        payload: dict[str, Any] = {"id": "rerank-test", "results": scored, "meta": {"billed_units": {"search_units": 1}}}
+        payload: dict[str, Any] = {
+            "id": "rerank-test",
+            "results": scored,
+            "meta": {"billed_units": {"search_units": 1}},
+        }
         if action.name == "missing_field":
             del payload["results"]
         h.send_raw(200, json.dumps(payload).encode())  # NaN goes out as the bare token some servers emit
@@ -103,14 +108,23 @@ class RerankServer(EmbeddingServer):
             return self._error(h, 400, False, "the prompt holds no query or no numbered passages")
         grades = [round(10 * self.score(query_line.group(1), passages[i])) for i in sorted(passages)]
         content = "I cannot grade these." if action.name == "missing_field" else _styled(grades, self.chat_style)
-        h.send_json(200, {
-            "id": "chatcmpl-test",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(content.split()), "total_tokens": 0},
-        })
+        h.send_json(
+            200,
+            {
+                "id": "chatcmpl-test",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                ],
+                "usage": {
+                    "prompt_tokens": len(prompt.split()),
+                    "completion_tokens": len(content.split()),
+                    "total_tokens": 0,
+                },
+            },
+        )
 
 
 def _styled(grades: list[int], style: str) -> str:
@@ -152,6 +166,10 @@ def _chat_problem(body: Any) -> str | None:
     if not isinstance(messages, list) or not messages:
         return "'messages' must be a non-empty list"
     for m in messages:
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") or not isinstance(m.get("content"), str):
+        if (
+            not isinstance(m, dict)
+            or m.get("role") not in ("system", "user", "assistant")
+            or not isinstance(m.get("content"), str)
+        ):
             return "each message needs a role (system, user, assistant) and text content"
     return None

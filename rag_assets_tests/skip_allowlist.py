@@ -10,8 +10,8 @@ a skip. ``xfail`` is not a skip and is left alone. docs/development.md lists the
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Generator
 
 import pytest
 
@@ -28,13 +28,20 @@ class AllowedSkip:
 
 ALLOWED_SKIPS: tuple[AllowedSkip, ...] = (
     AllowedSkip("rag_assets_tests/test_embedders_local.py", LOCAL_EXTRA),
-    AllowedSkip("rag_assets_tests/test_embeddings_pipeline.py::test_local_model_builds_the_index_through_dagster", LOCAL_EXTRA),
+    AllowedSkip(
+        "rag_assets_tests/test_embeddings_pipeline.py::test_local_model_builds_the_index_through_dagster", LOCAL_EXTRA
+    ),
     AllowedSkip("rag_assets_tests/test_context.py::test_wordpiece_counter", LOCAL_EXTRA),
     AllowedSkip("rag_assets_tests/test_context.py::test_pack_with_the_real_tokenizer", LOCAL_EXTRA),
     AllowedSkip("rag_assets_tests/test_context.py::test_additive_shortcut_gives_the_exact_result", LOCAL_EXTRA),
     AllowedSkip("rag_assets_tests/test_context.py::test_estimate_error_against_the_real_tokenizer", LOCAL_EXTRA),
-    AllowedSkip("rag_assets_tests/test_rerank_providers.py::test_a_local_cross_encoder_scores_every_passage_in_zero_to_one", LOCAL_EXTRA),
-    AllowedSkip("rag_assets_tests/test_rerank_providers.py::test_a_cross_encoder_with_several_labels_is_refused", LOCAL_EXTRA),
+    AllowedSkip(
+        "rag_assets_tests/test_rerank_providers.py::test_a_local_cross_encoder_scores_every_passage_in_zero_to_one",
+        LOCAL_EXTRA,
+    ),
+    AllowedSkip(
+        "rag_assets_tests/test_rerank_providers.py::test_a_cross_encoder_with_several_labels_is_refused", LOCAL_EXTRA
+    ),
     AllowedSkip("rag_assets_tests/test_bench_smoke.py::test_the_bench_runs_at_a_tiny_size[local_model]", LOCAL_EXTRA),
     AllowedSkip(
         "rag_assets_tests/test_bench_smoke.py::test_the_bench_runs_at_a_tiny_size[bm25_reference]",
@@ -82,7 +89,9 @@ def fail_unlisted_skip(report: pytest.TestReport | pytest.CollectReport) -> None
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A test's set-up, call or teardown report, its skip made a failure under CI when not allowed."""
     report = yield
     fail_unlisted_skip(report)
@@ -90,7 +99,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
     """A module skipped as a whole (``allow_module_level``, ``importorskip``) fails its collection under CI."""
     report = yield
     fail_unlisted_skip(report)

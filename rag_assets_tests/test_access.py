@@ -57,7 +57,9 @@ def server(site, ns):
 
 @pytest.fixture(scope="module")
 def server_private(site, ns):
-    with rag_serve(site.config_path, ns.host_address, site.root / "serve-private.log", "--allow-private-remote") as running:
+    with rag_serve(
+        site.config_path, ns.host_address, site.root / "serve-private.log", "--allow-private-remote"
+    ) as running:
         yield running
 
 
@@ -68,13 +70,27 @@ def tier_calls(tier: str, headers: dict[str, str]) -> list[dict]:
     return [
         {"kind": "http", "path": "/search", "params": {"q": word, "tier": tier, "mode": "bm25"}, "headers": headers},
         {"kind": "http", "path": "/context", "params": {"q": word, "tier": tier, "mode": "bm25"}, "headers": headers},
-        {"kind": "http", "method": "POST", "path": "/ask", "json": {"question": f"what about the {word}?", "tier": tier},
-         "headers": headers},
+        {
+            "kind": "http",
+            "method": "POST",
+            "path": "/ask",
+            "json": {"question": f"what about the {word}?", "tier": tier},
+            "headers": headers,
+        },
         {"kind": "mcp", "tool": "search", "arguments": {"query": word, "tier": tier}, "headers": headers},
         {"kind": "mcp", "tool": "get_context", "arguments": {"query": word, "tier": tier}, "headers": headers},
-        {"kind": "mcp", "tool": "get_document", "arguments": {"collection": collection, "slug": slug, "tier": tier},
-         "headers": headers},
-        {"kind": "mcp", "tool": "ask", "arguments": {"question": f"what about the {word}?", "tier": tier}, "headers": headers},
+        {
+            "kind": "mcp",
+            "tool": "get_document",
+            "arguments": {"collection": collection, "slug": slug, "tier": tier},
+            "headers": headers,
+        },
+        {
+            "kind": "mcp",
+            "tool": "ask",
+            "arguments": {"question": f"what about the {word}?", "tier": tier},
+            "headers": headers,
+        },
     ]
 
 
@@ -109,8 +125,12 @@ def assert_refused(results: list[dict], tier: str, http_statuses: tuple[int, ...
 def test_the_server_sees_a_non_loopback_client(ns, server):
     assert not ns.client_address.startswith("127.") and ns.client_address.startswith("198.18.")
     status = ns.run_client(server.url, [{"kind": "http", "path": "/status"}])[0]
-    assert json.loads(status["text"])["access"] == {"user": "", "signedIn": False, "scopes": ["public"],
-                                                     "locked": ["safe", "private"]}
+    assert json.loads(status["text"])["access"] == {
+        "user": "",
+        "signedIn": False,
+        "scopes": ["public"],
+        "locked": ["safe", "private"],
+    }
 
 
 def test_without_a_token_public_is_open_and_safe_and_private_are_refused(ns, server):
@@ -121,8 +141,12 @@ def test_without_a_token_public_is_open_and_safe_and_private_are_refused(ns, ser
 
 @pytest.mark.parametrize("which", ["wrong", "revoked", "expired", "garbage"])
 def test_wrong_revoked_and_expired_tokens_are_a_401_with_no_tier_text(site, ns, server, which):
-    token = {"wrong": wrong_token(site.tokens["owner"]), "revoked": site.tokens["revoked"],
-             "expired": site.tokens["expired"], "garbage": "not-a-token"}[which]
+    token = {
+        "wrong": wrong_token(site.tokens["owner"]),
+        "revoked": site.tokens["revoked"],
+        "expired": site.tokens["expired"],
+        "garbage": "not-a-token",
+    }[which]
     for tier in ("public", "safe", "private"):
         assert_refused(run_tier(ns, server, tier, token), tier, (401,))
 
@@ -144,32 +168,55 @@ def test_a_private_token_opens_private_only_with_allow_private_remote(site, ns, 
 
 
 def test_status_and_listing_hide_locked_tiers(site, ns, server):
-    status, listing = ns.run_client(server.url, [
-        {"kind": "http", "path": "/status"},
-        {"kind": "mcp", "tool": "list_collections", "arguments": {}},
-    ])
+    status, listing = ns.run_client(
+        server.url,
+        [
+            {"kind": "http", "path": "/status"},
+            {"kind": "mcp", "tool": "list_collections", "arguments": {}},
+        ],
+    )
     report = json.loads(status["text"])
     assert report["tiers"]["safe"] == {"exists": True, "served": True, "locked": True}
     assert set(report["chatService"]) == {"public"}
     for text in (status["text"], listing["text"]):
         assert "safenotes" not in text and "privnotes" not in text and SAFE_WORD not in text
-    signed_in = ns.run_client(server.url, [{"kind": "http", "path": "/status", "headers": bearer(site.tokens["reader"])}])[0]
+    signed_in = ns.run_client(
+        server.url, [{"kind": "http", "path": "/status", "headers": bearer(site.tokens["reader"])}]
+    )[0]
     assert json.loads(signed_in["text"])["tiers"]["safe"]["chunks"] >= 1
 
 
 def test_sign_in_with_the_form_then_csrf_guards_every_post(site, ns, server):
     ask = {"question": f"what about the {SAFE_WORD}?", "tier": "safe"}
-    results = ns.run_client(server.url, [
-        {"kind": "http", "path": "/login"},
-        {"kind": "http", "method": "POST", "path": "/login", "data": {"token": site.tokens["reader"], "csrf_token": "wrong"}},
-        {"kind": "http", "method": "POST", "path": "/login",
-         "data": {"token": site.tokens["reader"], "csrf_token": "$cookie:rag_csrf"}},
-        {"kind": "http", "path": "/search", "params": {"q": SAFE_WORD, "tier": "safe", "mode": "bm25"}},
-        {"kind": "http", "method": "POST", "path": "/ask", "json": ask},
-        {"kind": "http", "method": "POST", "path": "/ask", "json": ask, "headers": {"X-CSRF-Token": "$cookie:rag_csrf"}},
-        {"kind": "http", "method": "POST", "path": "/logout", "data": {"csrf_token": "$cookie:rag_csrf"}},
-        {"kind": "http", "path": "/search", "params": {"q": SAFE_WORD, "tier": "safe", "mode": "bm25"}},
-    ])
+    results = ns.run_client(
+        server.url,
+        [
+            {"kind": "http", "path": "/login"},
+            {
+                "kind": "http",
+                "method": "POST",
+                "path": "/login",
+                "data": {"token": site.tokens["reader"], "csrf_token": "wrong"},
+            },
+            {
+                "kind": "http",
+                "method": "POST",
+                "path": "/login",
+                "data": {"token": site.tokens["reader"], "csrf_token": "$cookie:rag_csrf"},
+            },
+            {"kind": "http", "path": "/search", "params": {"q": SAFE_WORD, "tier": "safe", "mode": "bm25"}},
+            {"kind": "http", "method": "POST", "path": "/ask", "json": ask},
+            {
+                "kind": "http",
+                "method": "POST",
+                "path": "/ask",
+                "json": ask,
+                "headers": {"X-CSRF-Token": "$cookie:rag_csrf"},
+            },
+            {"kind": "http", "method": "POST", "path": "/logout", "data": {"csrf_token": "$cookie:rag_csrf"}},
+            {"kind": "http", "path": "/search", "params": {"q": SAFE_WORD, "tier": "safe", "mode": "bm25"}},
+        ],
+    )
     page, forged, login, search, no_csrf, with_csrf, logout, after = results
     assert page["status"] == 200 and 'name="csrf_token"' in page["text"]
     assert forged["status"] == 403 and "rag_session" not in forged["headers"].get("set-cookie", "")
@@ -185,16 +232,28 @@ def test_sign_in_with_the_form_then_csrf_guards_every_post(site, ns, server):
 
 
 def substrings(token: str, size: int = 8) -> set[str]:
-    return {token[i:i + size] for i in range(len(token) - size + 1)}
+    return {token[i : i + size] for i in range(len(token) - size + 1)}
 
 
 def test_no_token_or_part_of_one_reaches_a_log(site, ns, server):
     """Requests with every kind of token, then the server's output, the answer and search logs
     and the build's Dagster storage hold no token and no 8-character piece of one."""
-    presented = [site.tokens["reader"], site.tokens["owner"], site.tokens["revoked"], wrong_token(site.tokens["reader"])]
+    presented = [
+        site.tokens["reader"],
+        site.tokens["owner"],
+        site.tokens["revoked"],
+        wrong_token(site.tokens["reader"]),
+    ]
     calls = [c for token in presented for c in tier_calls("safe", bearer(token))[:3]]
-    calls += [{"kind": "http", "path": "/login"},
-              {"kind": "http", "method": "POST", "path": "/login", "data": {"token": presented[0], "csrf_token": "$cookie:rag_csrf"}}]
+    calls += [
+        {"kind": "http", "path": "/login"},
+        {
+            "kind": "http",
+            "method": "POST",
+            "path": "/login",
+            "data": {"token": presented[0], "csrf_token": "$cookie:rag_csrf"},
+        },
+    ]
     ns.run_client(server.url, calls)
     texts = [server.log()]
     for tier in ("public", "safe", "private"):
@@ -225,14 +284,18 @@ def test_token_commands(site, capsys):
     assert rag(["token", "revoke", "cli-made", *args]) == 1
     assert rag(["token", "create", "--name", "x", "--scope", "everything", *args]) == 2
     inside = site.root / "inside.yaml"  # beside rag.yaml: the same output folder
-    inside.write_text(site.config_path.read_text().replace(str(site.root / "config" / "tokens.json"),
-                                                           str(site.root / "out" / "tokens.json")))
+    inside.write_text(
+        site.config_path.read_text().replace(
+            str(site.root / "config" / "tokens.json"), str(site.root / "out" / "tokens.json")
+        )
+    )
     assert rag(["token", "list", "--config", str(inside)]) == 2
     assert "inside the output folder" in capsys.readouterr().err
 
 
 def test_the_scopes_each_caller_gets(site, ns, server, server_private):
     """The contract routes (and the admin console) rely on: request.auth.scopes and the user's name."""
+
     def access(srv, token):
         (status,) = ns.run_client(srv.url, [{"kind": "http", "path": "/status", "headers": bearer(token)}])
         return json.loads(status["text"])["access"]
@@ -244,8 +307,12 @@ def test_the_scopes_each_caller_gets(site, ns, server, server_private):
     assert access(server, site.tokens["admin"])["scopes"] == ["authenticated", "public", "admin"]
     with ServerThread(create_app(site.cfg, preload=False)) as local:
         mine = local.get("/status").json()["access"]
-    assert mine == {"user": "loopback", "signedIn": False, "locked": [],
-                    "scopes": ["authenticated", "public", "safe", "private", "admin"]}
+    assert mine == {
+        "user": "loopback",
+        "signedIn": False,
+        "locked": [],
+        "scopes": ["authenticated", "public", "safe", "private", "admin"],
+    }
 
 
 def test_a_conversation_is_continued_only_by_the_caller_who_began_it(site, ns, server, chat):
@@ -255,10 +322,19 @@ def test_a_conversation_is_continued_only_by_the_caller_who_began_it(site, ns, s
     first = {"question": f"does the {PUBLIC_WORD} know the {secret}?", "session": "shared"}
     follow_up = {"question": "and who else?", "session": "shared"}
     before = len(chat.prompts())
-    mine, again = ns.run_client(server.url, [
-        {"kind": "http", "method": "POST", "path": "/ask", "json": first, "headers": bearer(site.tokens["reader"])},
-        {"kind": "http", "method": "POST", "path": "/ask", "json": follow_up, "headers": bearer(site.tokens["reader"])},
-    ])
+    mine, again = ns.run_client(
+        server.url,
+        [
+            {"kind": "http", "method": "POST", "path": "/ask", "json": first, "headers": bearer(site.tokens["reader"])},
+            {
+                "kind": "http",
+                "method": "POST",
+                "path": "/ask",
+                "json": follow_up,
+                "headers": bearer(site.tokens["reader"]),
+            },
+        ],
+    )
     assert mine["status"] == again["status"] == 200, again["text"][:300]
     assert json.loads(again["text"])["retrieval"]["rewrite"] != "first question"  # its own follow-up continues it
     assert any(secret in p and "and who else?" in p for p in chat.prompts()[before:])
@@ -273,16 +349,26 @@ def test_another_schemes_credentials_are_not_for_rag_to_judge(site, ns, server):
     """A reverse proxy with a sign-in of its own (HTTP Basic) passes its Authorization header on:
     the page and the Public tier still answer, and that header opens nothing more."""
     basic = {"Authorization": "Basic dXNlcjpwYXNzd29yZA=="}
-    page, public, safe = ns.run_client(server.url, [
-        {"kind": "http", "path": "/", "headers": basic},
-        {"kind": "http", "path": "/search", "params": {"q": PUBLIC_WORD, "mode": "bm25"}, "headers": basic},
-        {"kind": "http", "path": "/search", "params": {"q": SAFE_WORD, "tier": "safe", "mode": "bm25"}, "headers": basic},
-    ])
+    page, public, safe = ns.run_client(
+        server.url,
+        [
+            {"kind": "http", "path": "/", "headers": basic},
+            {"kind": "http", "path": "/search", "params": {"q": PUBLIC_WORD, "mode": "bm25"}, "headers": basic},
+            {
+                "kind": "http",
+                "path": "/search",
+                "params": {"q": SAFE_WORD, "tier": "safe", "mode": "bm25"},
+                "headers": basic,
+            },
+        ],
+    )
     assert page["status"] == 200 and public["status"] == 200 and PUBLIC_WORD in public["text"]
     assert safe["status"] == 401 and SAFE_WORD not in safe["text"]
 
 
-@pytest.mark.parametrize("header", ["Forwarded: for=203.0.113.9", "X-Real-IP: 203.0.113.9", "X-Forwarded-For: 127.0.0.1"])
+@pytest.mark.parametrize(
+    "header", ["Forwarded: for=203.0.113.9", "X-Real-IP: 203.0.113.9", "X-Forwarded-For: 127.0.0.1"]
+)
 def test_a_request_a_proxy_forwarded_is_not_the_owners(site, header):
     """A loopback address behind a reverse proxy on the same machine is anyone's: a request that
     carries a proxy's header is judged by its token, not by its loopback address (uvicorn itself
@@ -291,9 +377,14 @@ def test_a_request_a_proxy_forwarded_is_not_the_owners(site, header):
     with ServerThread(create_app(site.cfg, preload=False)) as local:
         owner = local.get("/status").json()["access"]
         proxied = local.client.get("/status", headers={name: value}).json()["access"]
-        safe = local.client.get("/search", params={"q": SAFE_WORD, "tier": "safe", "mode": "bm25"}, headers={name: value})
-        signed_in = local.client.get("/search", params={"q": SAFE_WORD, "tier": "safe", "mode": "bm25"},
-                                     headers={name: value, **bearer(site.tokens["reader"])})
+        safe = local.client.get(
+            "/search", params={"q": SAFE_WORD, "tier": "safe", "mode": "bm25"}, headers={name: value}
+        )
+        signed_in = local.client.get(
+            "/search",
+            params={"q": SAFE_WORD, "tier": "safe", "mode": "bm25"},
+            headers={name: value, **bearer(site.tokens["reader"])},
+        )
     assert owner["user"] == "loopback" and proxied["scopes"] == ["public"]
     assert safe.status_code == 401 and SAFE_WORD not in safe.text
     assert signed_in.status_code == 200 and SAFE_WORD in signed_in.text

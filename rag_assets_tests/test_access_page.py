@@ -49,7 +49,9 @@ def test_a_visitor_sees_safe_locked_signs_in_and_asks(served, page):
     assert SAFE_WORD in page.locator("#results").inner_text()
     page.get_by_label("Ask a question about the notes").fill(f"where does the {SAFE_WORD} graze?")
     page.get_by_role("button", name="Ask", exact=True).click()  # a POST that must carry X-CSRF-Token
-    page.wait_for_function("() => document.querySelector('.turn:last-child .answer-note')?.textContent.includes('Answered by')")
+    page.wait_for_function(
+        "() => document.querySelector('.turn:last-child .answer-note')?.textContent.includes('Answered by')"
+    )
 
     page.get_by_role("button", name="Sign out").click()
     page.wait_for_function("() => document.getElementById('access').textContent.includes('Sign in')")

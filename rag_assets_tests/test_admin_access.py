@@ -81,7 +81,10 @@ def test_every_admin_route_is_refused_without_scope_admin(site, ns, server, toke
     results = ns.run_client(server.url, admin_calls(bearer(presented)))
     for call, result in zip(admin_calls({}), results):
         assert result["status"] in (401, 403), (call["path"], result)
-        assert "safenotes" not in result["text"] and "zebra" not in result["text"].lower(), (call["path"], result["text"][:200])
+        assert "safenotes" not in result["text"] and "zebra" not in result["text"].lower(), (
+            call["path"],
+            result["text"][:200],
+        )
     assert site.config_path.read_bytes() == before
     assert logged_actions(site) == actions_before
 
@@ -107,8 +110,12 @@ def test_a_signed_in_admin_page_needs_the_csrf_token_and_its_own_origin(site, ns
     audit = {"kind": "http", "method": "POST", "path": "/admin/api/audit", "json": {"tier": "safe"}}
     calls = [
         {"kind": "http", "path": "/login"},
-        {"kind": "http", "method": "POST", "path": "/login",
-         "data": {"token": site.tokens["admin"], "csrf_token": "$cookie:rag_csrf"}},
+        {
+            "kind": "http",
+            "method": "POST",
+            "path": "/login",
+            "data": {"token": site.tokens["admin"], "csrf_token": "$cookie:rag_csrf"},
+        },
         {"kind": "http", "path": "/admin/api/overview"},  # the session cookie alone reads
         {**audit, "headers": {}},  # no CSRF token: a forged request from a form or script elsewhere
         {**audit, "headers": {"X-CSRF-Token": "not-the-cookie"}},

@@ -18,9 +18,9 @@ from rag_assets.serve.http import create_app
 from rag_assets.serve.status import status_report
 
 from .admin_site import PLANTED_KEY, build_admin_site, copy_site, dagster_home
+from .conftest import instance_for_test
 from .embedding_server import EmbeddingServer
 from .live_server import ServerThread
-from .conftest import instance_for_test
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,9 @@ def ollama():
 def cfg(built, tmp_path, ollama, monkeypatch):
     cfg = copy_site(built, tmp_path / "site")
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home(tmp_path / "dagster")))
-    embedding = cfg.embedding.model_copy(update={"ollama": cfg.embedding.ollama.model_copy(update={"host": ollama.url})})
+    embedding = cfg.embedding.model_copy(
+        update={"ollama": cfg.embedding.ollama.model_copy(update={"host": ollama.url})}
+    )
     return dataclasses.replace(cfg, embedding=embedding)
 
 
@@ -97,7 +99,10 @@ def test_the_overview_has_a_card_per_tier_from_the_status_report(server, cfg, ol
     services = body["services"]
     assert services["embedding"]["selected"] == "hashing" and services["embedding"]["reachable"]
     assert set(services["chat"]) == {"public", "safe", "private"}
-    assert services["ollama"]["online"] and services["ollama"]["models"] == ["nomic-embed-text:latest", "llama3.2:latest"]
+    assert services["ollama"]["online"] and services["ollama"]["models"] == [
+        "nomic-embed-text:latest",
+        "llama3.2:latest",
+    ]
     assert body["dagsterUrl"] == "http://127.0.0.1:3000"
     assert body["allowedRoots"] == [str(cfg.config_path.parent)]
 
@@ -178,7 +183,11 @@ BAD_BODIES = [
     ({"json": {"name": "x", "path": "p", "tier": "safe", "force": True}}, 400, "unknown key(s) force"),
     ({"json": {"name": "x", "tier": "safe"}}, 400, "missing or empty path"),
     ({"json": {"name": 3, "path": "p", "tier": "safe"}}, 400, "missing or empty name"),
-    ({"content": b"name=x&path=p&tier=safe", "headers": {"Content-Type": "application/x-www-form-urlencoded"}}, 415, "application/json"),
+    (
+        {"content": b"name=x&path=p&tier=safe", "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
+        415,
+        "application/json",
+    ),
     ({"content": b'{"name": "x", "path": "p", "tier": "safe"}'}, 415, "application/json"),  # no Content-Type
     ({"content": b'{"name": "' + b"x" * 20_000 + b'"}', "headers": {"Content-Type": "application/json"}}, 413, "over"),
 ]
@@ -196,7 +205,9 @@ def test_bad_bodies_get_a_clear_4xx_never_a_500(server, cfg, request_kwargs, sta
 
 
 def test_ingest_launches_the_tier_job_into_the_instance_and_reports_its_progress(server, cfg):
-    assert post(server, "/admin/api/vaults/add", {"name": "new", "path": "vaults/new", "tier": "safe"}).status_code == 200
+    assert (
+        post(server, "/admin/api/vaults/add", {"name": "new", "path": "vaults/new", "tier": "safe"}).status_code == 200
+    )
     started = post(server, "/admin/api/ingest", {"tier": "safe"})
     assert started.status_code == 200, started.text
     run_id = started.json()["runId"]
@@ -243,7 +254,9 @@ def test_the_audit_finds_a_planted_key_and_shows_only_a_masked_preview(server, c
     assert clean.status_code == 200 and clean.json()["total"] == 0 and clean.json()["chunksScanned"] > 0
     # A key that reached the store anyway (a bug upstream, a store copied from elsewhere).
     with closing(sqlite3.connect(cfg.safe_store_path)) as conn, conn:
-        conn.execute("UPDATE chunks SET text = text || ? WHERE rowid = (SELECT MIN(rowid) FROM chunks)", (f" key {PLANTED_KEY}",))
+        conn.execute(
+            "UPDATE chunks SET text = text || ? WHERE rowid = (SELECT MIN(rowid) FROM chunks)", (f" key {PLANTED_KEY}",)
+        )
     audit = post(server, "/admin/api/audit", {"tier": "safe"})
     assert audit.status_code == 200
     body = audit.json()
@@ -274,7 +287,9 @@ def test_the_actions_table_is_added_to_an_existing_store_and_kept(cfg):
         assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'admin_actions'").fetchone() is None
     assert admin_actions.recent_actions(path) == []  # read-only: no table made by reading
     first = admin_actions.record_action(path, admin_actions.AdminAction("alice", "audit", "ok", tier="safe"))
-    admin_actions.record_action(path, admin_actions.AdminAction("bob", "ingest", "started", tier="private", detail="run"))
+    admin_actions.record_action(
+        path, admin_actions.AdminAction("bob", "ingest", "started", tier="private", detail="run")
+    )
     assert [a.who for a in admin_actions.recent_actions(path)] == ["bob", "alice"]
     assert admin_actions.recent_actions(path, limit=1)[0].detail == "run" and first.at.endswith("Z")
     assert store.summarise(path).chunks > 0  # the store's rows are untouched

@@ -59,7 +59,11 @@ def test_the_cards_show_each_tier(server, page):
     assert "rag-assets/feature-hash-v1" in public.inner_text() and "384" in public.inner_text()
     assert public.locator(".badge").first.inner_text() == "Fresh"
     built = safe.locator("time")
-    assert built.inner_text() == "just now" and built.get_attribute("title") and built.get_attribute("datetime").endswith("Z")
+    assert (
+        built.inner_text() == "just now"
+        and built.get_attribute("title")
+        and built.get_attribute("datetime").endswith("Z")
+    )
     assert [p.inner_text() for p in public.locator(".pill").all()] == ["docs 1 chunk", "posts 1 chunk"]
     assert len(safe.locator(".facts code").inner_text()) == 12  # the short content hash, the full one in its title
     assert len(safe.locator(".facts code").get_attribute("title")) == 64
@@ -89,7 +93,10 @@ def test_adding_a_safe_vault_asks_first_then_removing_it(server, cfg, page):
     page.wait_for_selector("#card-safe .vault[data-vault=new]")
     assert safe.locator(".vault[data-vault=new] .vault-files").inner_text() == "3 .md files on disk"
     assert "  - {name: new, path: vaults/new, tier: safe}\n" in cfg.config_path.read_text(encoding="utf-8")
-    assert "added to the safe tier; ingest the tier to index it (and the private tier" in page.locator("#admin-status").inner_text()
+    assert (
+        "added to the safe tier; ingest the tier to index it (and the private tier"
+        in page.locator("#admin-status").inner_text()
+    )
     # Every POST declares JSON and carries the login cookie's CSRF token.
     assert sent and all(h["content-type"] == "application/json" and h["x-csrf-token"] == "token-123" for h in sent)
 
@@ -117,7 +124,12 @@ def test_a_refusal_is_shown_and_changes_nothing(server, cfg, page):
     assert "may not contain" in page.locator("#admin-status").inner_text()
     assert cfg.config_path.read_bytes() == before
     assert private.get_by_label("Vault name").input_value() == "../up"  # kept, to correct
-    assert page.locator("#actions tr").first.inner_text().split("\t")[2:6] == ["add_vault", "private", "../up", "refused"]
+    assert page.locator("#actions tr").first.inner_text().split("\t")[2:6] == [
+        "add_vault",
+        "private",
+        "../up",
+        "refused",
+    ]
 
 
 def test_ingest_runs_in_the_instance_and_the_card_follows_it(server, cfg, page):
@@ -138,7 +150,9 @@ def test_ingest_runs_in_the_instance_and_the_card_follows_it(server, cfg, page):
 
 def test_the_audit_shows_a_planted_key_masked(server, cfg, page):
     with closing(sqlite3.connect(cfg.safe_store_path)) as conn, conn:
-        conn.execute("UPDATE chunks SET text = text || ? WHERE rowid = (SELECT MIN(rowid) FROM chunks)", (f" key {PLANTED_KEY}",))
+        conn.execute(
+            "UPDATE chunks SET text = text || ? WHERE rowid = (SELECT MIN(rowid) FROM chunks)", (f" key {PLANTED_KEY}",)
+        )
     open_console(page, server)
     card(page, "safe").get_by_role("button", name="Audit for leaks").click()
     page.wait_for_selector("#audit-safe .findings li")
@@ -159,7 +173,9 @@ def test_a_vault_is_removed_with_the_keyboard_alone(server, cfg, page):
     # The confirmation takes the focus; Escape would cancel, Enter confirms.
     assert page.evaluate("document.activeElement.textContent") == "Remove me"
     page.keyboard.press("Escape")
-    assert page.evaluate("document.activeElement.id") == target and "name: me" in cfg.config_path.read_text(encoding="utf-8")
+    assert page.evaluate("document.activeElement.id") == target and "name: me" in cfg.config_path.read_text(
+        encoding="utf-8"
+    )
     page.keyboard.press("Enter")
     page.keyboard.press("Enter")
     page.wait_for_selector("#card-private .vault[data-vault=me]", state="detached")
@@ -167,7 +183,9 @@ def test_a_vault_is_removed_with_the_keyboard_alone(server, cfg, page):
 
 
 def test_the_console_fits_a_phone_screen(server, chromium):
-    context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2)
+    context = chromium.new_context(
+        viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2
+    )
     try:
         page = context.new_page()
         open_console(page, server)

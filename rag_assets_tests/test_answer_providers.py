@@ -17,15 +17,17 @@ from rag_assets.answer.providers.openai_chat import OpenAIChat
 from rag_assets.answer.selection import chat_for_tier, select_chat
 from rag_assets.answer.sessions import Turn, clean_rewrite, fallback_query, standalone_query
 from rag_assets.answer.sources import Source
-from rag_assets.config.settings import LlmOllamaSettings, LlmOpenAISettings, LlmSettings
-from rag_assets.base.http_retry import RetryPolicy
 from rag_assets.base.egress import PrivacyError, PrivateEgress
+from rag_assets.base.http_retry import RetryPolicy
+from rag_assets.config.settings import LlmOllamaSettings, LlmOpenAISettings, LlmSettings
 
 from .chat_server import ChatServer
 from .test_egress import RecordingServer, _Redirector
 
-MESSAGES = [{"role": "system", "content": "Answer from the sources."},
-            {"role": "user", "content": "Sources:\n\n[1] Backups\nRestic runs nightly at 02:00.\n\nQuestion: when?"}]
+MESSAGES = [
+    {"role": "system", "content": "Answer from the sources."},
+    {"role": "user", "content": "Sources:\n\n[1] Backups\nRestic runs nightly at 02:00.\n\nQuestion: when?"},
+]
 FAST = RetryPolicy(max_retries=2, base_backoff=0.01, max_backoff=0.02, timeout=2.0, retry_after_cap=5)
 
 
@@ -124,8 +126,14 @@ def test_complete_gives_the_whole_answer(chat):
 # --- Choosing the provider -----------------------------------------------------------------------
 
 
-def settings(name: str = "auto", base_url: str | None = None, host: str | None = None, model: str = "llama3.2") -> LlmSettings:
-    return LlmSettings(name=name, openai=LlmOpenAISettings(base_url=base_url, model="m"), ollama=LlmOllamaSettings(host=host, model=model))
+def settings(
+    name: str = "auto", base_url: str | None = None, host: str | None = None, model: str = "llama3.2"
+) -> LlmSettings:
+    return LlmSettings(
+        name=name,
+        openai=LlmOpenAISettings(base_url=base_url, model="m"),
+        ollama=LlmOllamaSettings(host=host, model=model),
+    )
 
 
 def test_auto_prefers_the_api_when_its_key_is_set_then_ollama_then_none(chat):
@@ -135,7 +143,9 @@ def test_auto_prefers_the_api_when_its_key_is_set_then_ollama_then_none(chat):
     chosen = select_chat(settings(), "public", environ={"OLLAMA_HOST": chat.url})
     assert chosen.provider.provider == "ollama" and "has llama3.2" in chosen.reason
     chosen = select_chat(settings(model="mistral"), "public", environ={"OLLAMA_HOST": chat.url})
-    assert chosen.provider is None and "OPENROUTER_API_KEY not set" in chosen.reason and "lacks mistral" in chosen.reason
+    assert (
+        chosen.provider is None and "OPENROUTER_API_KEY not set" in chosen.reason and "lacks mistral" in chosen.reason
+    )
     chosen = select_chat(settings(), "public", environ={"OLLAMA_HOST": "http://127.0.0.1:9"})
     assert chosen.provider is None and "not reachable" in chosen.reason
     assert select_chat(settings("none"), "public", environ=env).provider is None
@@ -163,7 +173,9 @@ def test_the_private_tier_refuses_a_remote_model_before_sending_anything(chat):
     chosen = select_chat(settings(), "private", environ={**remote, "OLLAMA_HOST": chat.url})
     assert chosen.provider.provider == "ollama" and chosen.provider.local
     # a host the owner listed is trusted like loopback
-    listed = select_chat(settings("ollama", host="http://gpu-box.lan:11434"), "private", private_hosts=["gpu-box.lan"], environ={})
+    listed = select_chat(
+        settings("ollama", host="http://gpu-box.lan:11434"), "private", private_hosts=["gpu-box.lan"], environ={}
+    )
     assert listed.provider.local
     assert chat.chat_requests == []
 
@@ -206,8 +218,16 @@ def test_a_private_model_that_redirects_or_is_remote_gets_nothing_sent_on():
 
 
 def source(n: int) -> Source:
-    return Source(n=n, id=f"c/s/chunk-{n}", collection="c", slug=f"s{n}", title=f"Page {n}", heading_path=["H"],
-                  text=f"text {n}", relevance=0.7)
+    return Source(
+        n=n,
+        id=f"c/s/chunk-{n}",
+        collection="c",
+        slug=f"s{n}",
+        title=f"Page {n}",
+        heading_path=["H"],
+        text=f"text {n}",
+        relevance=0.7,
+    )
 
 
 def test_citations_are_checked():
@@ -221,14 +241,16 @@ def test_citations_are_checked():
 
 def test_the_prompt_numbers_the_sources_and_asks_for_citations():
     system, user = grounded_messages("when?", [source(1), source(2)], query="when does restic run")
-    assert "[n]" in user["content"] and "[1] Page 1 > H\ntext 1" in user["content"] and "[2] Page 2 > H" in user["content"]
+    assert (
+        "[n]" in user["content"] and "[1] Page 1 > H\ntext 1" in user["content"] and "[2] Page 2 > H" in user["content"]
+    )
     assert "nothing else" in system["content"] and "(In full: when does restic run)" in user["content"]
 
 
 def test_follow_ups_are_rewritten_by_the_model_or_deterministically(chat):
     turns = [Turn("how do restic offsite backups work?", "how do restic offsite backups work?", "They go to B2 [1].")]
     assert fallback_query("and how often?", turns) == "and how often? restic offsite backups work"
-    chat.reply("text:Query: \"restic offsite backup schedule\"")
+    chat.reply('text:Query: "restic offsite backup schedule"')
     rewrite = standalone_query("and how often?", turns, ollama(chat))
     assert rewrite.query == "restic offsite backup schedule" and rewrite.how == "model"
     assert "Q: how do restic offsite backups work?" in chat.prompts()[0]
@@ -250,12 +272,18 @@ def test_the_llm_section_is_validated_and_its_defaults_agree(tmp_path):
     config = tmp_path / "rag.yaml"
     config.write_text("identity_map: null\nllm: ollama\n")
     assert load_config(config, environ={}).llm == LlmSettings(name="ollama")
-    config.write_text("identity_map: null\nllm: {name: openai, context_budget: 900, openai: {base_url: 'http://127.0.0.1:8080/v1', model: qwen}}\n")
+    config.write_text(
+        "identity_map: null\nllm: {name: openai, context_budget: 900, openai: {base_url: 'http://127.0.0.1:8080/v1', model: qwen}}\n"
+    )
     llm = load_config(config, environ={}).llm
     assert (llm.context_budget, llm.openai.base_url, llm.openai.model) == (900, "http://127.0.0.1:8080/v1", "qwen")
-    for bad, message in [("llm: {name: gpt}", "llm.name"), ("llm: {context_budget: 5}", "context_budget"),
-                         ("llm: {openai: {api_key_env: sk-abc123}}", "NAME of an environment variable"),
-                         ("llm: {openai: {base_url: ftp://x}}", "http"), ("llm: {modle: x}", "modle")]:
+    for bad, message in [
+        ("llm: {name: gpt}", "llm.name"),
+        ("llm: {context_budget: 5}", "context_budget"),
+        ("llm: {openai: {api_key_env: sk-abc123}}", "NAME of an environment variable"),
+        ("llm: {openai: {base_url: ftp://x}}", "http"),
+        ("llm: {modle: x}", "modle"),
+    ]:
         config.write_text(f"identity_map: null\n{bad}\n")
         with pytest.raises(ConfigError, match=message):
             load_config(config, environ={})

@@ -69,8 +69,11 @@ def ask_json(capsys, *args) -> tuple[int, dict]:
 
 def answer_rows(path: Path, session: str | None = None) -> list[tuple]:
     with closing(sqlite3.connect(path)) as conn:
-        return conn.execute("SELECT question, query, abstained, model, citation_problems, error FROM answer_log"
-                            " WHERE session IS ? ORDER BY id", (session,)).fetchall()
+        return conn.execute(
+            "SELECT question, query, abstained, model, citation_problems, error FROM answer_log"
+            " WHERE session IS ? ORDER BY id",
+            (session,),
+        ).fetchall()
 
 
 # --- rag ask --------------------------------------------------------------------------------------
@@ -150,7 +153,9 @@ def test_without_a_chat_model_the_sources_are_printed_with_the_reason(built, tmp
 
 
 def test_a_failing_model_still_lists_the_sources(built, chat, tmp_path, capsys):
-    config = write_config(built, tmp_path / "rag.yaml", f"{{name: ollama, max_retries: 1, backoff: 0, ollama: {{host: '{chat.url}'}}}}")
+    config = write_config(
+        built, tmp_path / "rag.yaml", f"{{name: ollama, max_retries: 1, backoff: 0, ollama: {{host: '{chat.url}'}}}}"
+    )
     chat.reply("500", "503")
     assert rag(["ask", PUBLIC_QUESTION, *config]) == 1
     out, err = capsys.readouterr()
@@ -168,17 +173,29 @@ def test_a_session_follow_up_is_rewritten_before_retrieval(built, chat, tmp_path
     assert code == 0 and body["retrieval"]["query"] == "restic offsite backup prune schedule"
     assert body["retrieval"]["rewrite"] == "model"
     rewrite_prompt = chat.prompts()[1]
-    assert "Q: how are restic offsite backups set up?" in rewrite_prompt and "Last question: and how often is it pruned?" in rewrite_prompt
+    assert (
+        "Q: how are restic offsite backups set up?" in rewrite_prompt
+        and "Last question: and how often is it pruned?" in rewrite_prompt
+    )
     assert "(In full: restic offsite backup prune schedule)" in chat.prompts()[2]
     rows = answer_rows(built.public_store_path, "backups")
-    assert [r[1] for r in rows][-2:] == ["how are restic offsite backups set up?", "restic offsite backup prune schedule"]
+    assert [r[1] for r in rows][-2:] == [
+        "how are restic offsite backups set up?",
+        "restic offsite backup prune schedule",
+    ]
     assert rag(["ask", "x", "--session", "bad name!", *config]) == 2
 
 
 def test_no_safe_tier_secret_ever_reaches_the_chat_model(built, chat, tmp_path, capsys):
     config = write_config(built, tmp_path / "rag.yaml", f"{{name: ollama, ollama: {{host: '{chat.url}'}}}}")
-    questions = [SAFE_QUESTION, "ssh access keys for the servers", "grafana alerting webhook and password",
-                 "gitea mirror ci tokens", "wireguard handshake troubleshooting keys", "home assistant access token"]
+    questions = [
+        SAFE_QUESTION,
+        "ssh access keys for the servers",
+        "grafana alerting webhook and password",
+        "gitea mirror ci tokens",
+        "wireguard handshake troubleshooting keys",
+        "home assistant access token",
+    ]
     for question in questions:
         rag(["ask", question, "--tier", "safe", *config])
     capsys.readouterr()
@@ -192,7 +209,9 @@ def test_no_safe_tier_secret_ever_reaches_the_chat_model(built, chat, tmp_path, 
             assert planted["text"].encode() not in sent
 
 
-def test_the_private_tier_answers_locally_past_any_proxy_and_refuses_a_remote_model(built, chat, tmp_path, capsys, monkeypatch):
+def test_the_private_tier_answers_locally_past_any_proxy_and_refuses_a_remote_model(
+    built, chat, tmp_path, capsys, monkeypatch
+):
     with RecordingServer(forward=True) as proxy:
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
             monkeypatch.setenv(name, proxy.url)
@@ -207,7 +226,9 @@ def test_the_private_tier_answers_locally_past_any_proxy_and_refuses_a_remote_mo
         assert len(proxy.received) == 0, proxy.received[:300]
         chat.reset()
         monkeypatch.setenv("OPENROUTER_API_KEY", "sk-test")
-        remote = write_config(built, tmp_path / "rag.yaml", "{name: openai, openai: {base_url: 'https://203.0.113.7/v1'}}")
+        remote = write_config(
+            built, tmp_path / "rag.yaml", "{name: openai, openai: {base_url: 'https://203.0.113.7/v1'}}"
+        )
         assert rag(["ask", "wifi password of the home router", "--tier", "private", *remote]) == 2
         assert "refusing to answer from private notes" in capsys.readouterr().err
         assert chat.requests == [] and len(proxy.received) == 0
@@ -251,15 +272,20 @@ def test_post_ask_streams_server_sent_events(built, chat, how):
     # Streamed (for the page), each source comes rendered too: sanitised HTML and plain text.
     assert all(set(s) == SOURCE_KEYS | {"html", "plain"} for s in sources["sources"])
     first = sources["sources"][0]
-    assert first["collection"] == "posts" and first["url"] is None and first["anchor"] in ("", *[
-        h.lower().replace(" ", "-") for h in first["headingPath"]])
+    assert (
+        first["collection"] == "posts"
+        and first["url"] is None
+        and first["anchor"] in ("", *[h.lower().replace(" ", "-") for h in first["headingPath"]])
+    )
     done = events[-1][1]
     assert set(done) == DONE_KEYS and done["answer"] == "".join(d["text"] for k, d in events if k == "token")
     assert done["citationCheck"] == {"unknown": [], "uncited": False} and done["latencyMs"] > 0
 
 
 def test_post_ask_reports_a_failing_model(built, chat):
-    cfg = dataclasses.replace(built, llm=LlmSettings(name="ollama", max_retries=0, ollama=LlmOllamaSettings(host=chat.url)))
+    cfg = dataclasses.replace(
+        built, llm=LlmSettings(name="ollama", max_retries=0, ollama=LlmOllamaSettings(host=chat.url))
+    )
     with ServerThread(create_app(cfg, preload=False)) as api:
         chat.reply("500")
         r = api.post("/ask", json={"question": PUBLIC_QUESTION})
@@ -289,17 +315,20 @@ def test_post_ask_without_a_model_is_a_503_with_the_sources(built):
         assert r.status_code == 503 and "llm.name is none" in r.json()["error"] and r.json()["retrieval"]["sources"]
 
 
-@pytest.mark.parametrize("payload, status, message", [
-    ({"question": "   "}, 400, "non-empty"),
-    ({"question": "x", "tier": "secret"}, 400, "unknown tier"),
-    ({"question": "x" * (MAX_QUESTION_CHARS + 1)}, 400, f"the most is {MAX_QUESTION_CHARS}"),
-    ({"question": "x", "k": 3}, 400, "unknown key(s) 'k'"),
-    ({"question": "x", "stream": "yes"}, 400, "true or false"),
-    ({"question": "x", "session": "../etc"}, 400, "session name"),
-    ({"question": "x", "collections": 3}, 400, "collections must be"),
-    (["question"], 400, "JSON object"),
-    ({"question": "x" * 70_000}, 413, "over"),
-])
+@pytest.mark.parametrize(
+    "payload, status, message",
+    [
+        ({"question": "   "}, 400, "non-empty"),
+        ({"question": "x", "tier": "secret"}, 400, "unknown tier"),
+        ({"question": "x" * (MAX_QUESTION_CHARS + 1)}, 400, f"the most is {MAX_QUESTION_CHARS}"),
+        ({"question": "x", "k": 3}, 400, "unknown key(s) 'k'"),
+        ({"question": "x", "stream": "yes"}, 400, "true or false"),
+        ({"question": "x", "session": "../etc"}, 400, "session name"),
+        ({"question": "x", "collections": 3}, 400, "collections must be"),
+        (["question"], 400, "JSON object"),
+        ({"question": "x" * 70_000}, 413, "over"),
+    ],
+)
 def test_post_ask_rejects_bad_input_with_a_message(built, chat, payload, status, message):
     with ServerThread(create_app(with_llm(built, chat.url), preload=False)) as api:
         r = api.post("/ask", json=payload)
@@ -317,12 +346,16 @@ def test_post_ask_refuses_the_private_tier_off_loopback(built, chat):
 
 def test_post_ask_refuses_a_remote_model_for_the_private_tier_before_sending_anything(built, chat, monkeypatch):
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-test")
-    cfg = dataclasses.replace(built, llm=LlmSettings(name="openai", openai=LlmOpenAISettings(base_url="https://203.0.113.7/v1")))
+    cfg = dataclasses.replace(
+        built, llm=LlmSettings(name="openai", openai=LlmOpenAISettings(base_url="https://203.0.113.7/v1"))
+    )
     with RecordingServer(forward=True) as proxy:
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
         with ServerThread(create_app(cfg, preload=False)) as api:
             r = api.post("/ask", json={"question": "wifi password of the home router", "tier": "private"})
             assert r.status_code == 403 and "refusing to answer from private notes" in r.json()["error"]
-            with api.client.stream("POST", "/ask", json={"question": "wifi password", "tier": "private", "stream": True}) as streamed:
+            with api.client.stream(
+                "POST", "/ask", json={"question": "wifi password", "tier": "private", "stream": True}
+            ) as streamed:
                 assert streamed.status_code == 403
         assert len(proxy.received) == 0

@@ -22,8 +22,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -41,31 +41,113 @@ DEADLINE_SECONDS = 600  # a hang, not a figure: a smoke run takes seconds
 # collection of three sample notes (where a bench's fixed costs, workers and runs, dominate).
 SMOKE: dict[str, list[str]] = {
     "access": ["--requests", "5", "--output-dir", "{tmp}/out"],
-    "ask": ["--content", "{content}", "--questions", "2", "--tokens", "3", "--token-delay", "0", "--output-dir", "{tmp}/out"],
+    "ask": [
+        "--content",
+        "{content}",
+        "--questions",
+        "2",
+        "--tokens",
+        "3",
+        "--token-delay",
+        "0",
+        "--output-dir",
+        "{tmp}/out",
+    ],
     "bm25_reference": ["--dataset", "{scifact}", "--output-dir", "{tmp}/eval", "--reference-site", "{reference_site}"],
-    "browser": ["--files", "20", "--dimension", "64", "--queries", "3", "--repeat", "1", "--encodings", "float", "int16-bin"],
+    "browser": [
+        "--files",
+        "20",
+        "--dimension",
+        "64",
+        "--queries",
+        "3",
+        "--repeat",
+        "1",
+        "--encodings",
+        "float",
+        "int16-bin",
+    ],
     "build": ["--corpus", "tiny={tiny}", "--repeat", "1"],
-    "build_memory": ["build", "--force", "--content-dir", "{content}", "--output-dir", "{tmp}/out",
-                     "--embedder", "hashing", "--private-embedder", "hashing"],
+    "build_memory": [
+        "build",
+        "--force",
+        "--content-dir",
+        "{content}",
+        "--output-dir",
+        "{tmp}/out",
+        "--embedder",
+        "hashing",
+        "--private-embedder",
+        "hashing",
+    ],
     "celery_build": ["--content", "{tiny}", "--workers", "1", "--repeat", "1"],
     "celery_queue": ["--content", "{tiny}", "--repeat", "1", "--runs", "1"],
     "embedders": ["--quick", "--batches", "2", "--total", "100", "--threads", "1", "--dimension", "64"],
-    "fit_relevance": ["--embedder", "hashing", "--dataset", "{scifact}", "--output-dir", "{tmp}/eval",
-                      "--scifact-queries", "5", "--ood-claims", "5", "--gibberish", "5"],
+    "fit_relevance": [
+        "--embedder",
+        "hashing",
+        "--dataset",
+        "{scifact}",
+        "--output-dir",
+        "{tmp}/eval",
+        "--scifact-queries",
+        "5",
+        "--ood-claims",
+        "5",
+        "--gibberish",
+        "5",
+    ],
     "incremental": ["--files", "120", "--collections", "2", "--repeat", "1", "--full-repeat", "1", "--no-profile"],
     "obsidian_links": ["--vault", "{content}/vaults/homelab-notes", "--many", "100", "--loop", "10", "--repeat", "1"],
     "link_signal": ["--factors", "1,1.25", "--modes", "bm25"],
     "local_model": ["--passages", "4", "--batch-sizes", "2", "--repeat", "1"],
     "minilm_speed": ["--passages", "4", "--repeat", "1", "--queries", "3", "--batch-size", "2"],
     "long_queries": ["--dataset", "{scifact}", "--out", "{tmp}/long", "--per-split", "5"],
-    "long_query_speed": ["--dataset", "{scifact}", "--output-dir", "{tmp}/eval", "--queries", "3", "--caps", "8,0",
-                         "--reference-site", "{reference_site}"],
+    "long_query_speed": [
+        "--dataset",
+        "{scifact}",
+        "--output-dir",
+        "{tmp}/eval",
+        "--queries",
+        "3",
+        "--caps",
+        "8,0",
+        "--reference-site",
+        "{reference_site}",
+    ],
     "startup": ["--runs", "1", "--keep", "{tmp}/site"],
     "pg_store": ["--sizes", "300", "--queries", "3", "--cache-dir", "{tmp}/cache"],
     "precision": ["--corpus", "{content}", "--queries", "5", "--dimension", "64"],
-    "rerank": ["--dataset", "{scifact}", "--embedder", "hashing", "--output-dir", "{tmp}/eval", "--limit", "3",
-               "--top-n", "5", "--reranker", "chat", "--base-url", "{chat_url}", "--model", "smoke"],
-    "scale": ["--chunks", "300", "--queries", "3", "--parts", "store", "sqlite", "postgres", "--cache-dir", "{tmp}/cache"],
+    "rerank": [
+        "--dataset",
+        "{scifact}",
+        "--embedder",
+        "hashing",
+        "--output-dir",
+        "{tmp}/eval",
+        "--limit",
+        "3",
+        "--top-n",
+        "5",
+        "--reranker",
+        "chat",
+        "--base-url",
+        "{chat_url}",
+        "--model",
+        "smoke",
+    ],
+    "scale": [
+        "--chunks",
+        "300",
+        "--queries",
+        "3",
+        "--parts",
+        "store",
+        "sqlite",
+        "postgres",
+        "--cache-dir",
+        "{tmp}/cache",
+    ],
     "search": ["--sizes", "300", "--queries", "3", "--cache-dir", "{tmp}/cache", "--corpus", "{hugo}"],
     "secret_detection": ["--corpus", "{content}"],
     "sensor_tick": ["--files", "40", "--collections", "2"],
@@ -174,8 +256,12 @@ def tiny_content(folder: Path) -> Path:
 def bench_args(name: str, tmp_path: Path, scifact: Path, chat: str) -> list[str]:
     values = {
         "tiny": str(tiny_content(tmp_path)),
-        "tmp": str(tmp_path), "content": str(SAMPLE_CONTENT), "hugo": str(HUGO_CONTENT), "scifact": str(scifact),
-        "chat_url": chat, "reference_site": os.environ.get("RAG_BENCH_BM25_REFERENCE_SITE", ""),
+        "tmp": str(tmp_path),
+        "content": str(SAMPLE_CONTENT),
+        "hugo": str(HUGO_CONTENT),
+        "scifact": str(scifact),
+        "chat_url": chat,
+        "reference_site": os.environ.get("RAG_BENCH_BM25_REFERENCE_SITE", ""),
     }
     return [arg.format(**values) for arg in SMOKE[name]]
 
@@ -190,6 +276,12 @@ def test_the_bench_runs_at_a_tiny_size(name: str, bench_tmp: Path, request) -> N
     env["TMPDIR"] = str(bench_tmp)  # the benches' default caches and temporary folders
     done = subprocess.run(
         [sys.executable, str(BENCH / f"{name}.py"), *bench_args(name, bench_tmp, scifact, chat)],
-        cwd=bench_tmp, env=env, capture_output=True, text=True, timeout=DEADLINE_SECONDS,
+        cwd=bench_tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_SECONDS,
     )
-    assert done.returncode == 0, f"bench/{name}.py exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"bench/{name}.py exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )

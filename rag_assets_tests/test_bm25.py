@@ -36,6 +36,7 @@ def fts5_scores(conn, query: str, fields: FieldWeights = FieldWeights()) -> dict
     sql = f"SELECT rowid, -{bm25_call()} FROM fts_chunks WHERE fts_chunks MATCH ?"
     return dict(conn.execute(sql, (*fields.as_tuple(), fts_match_query(query))))
 
+
 # Pages that exercise the tokenizer: stems shared by several query words, a word FTS5
 # reads as a phrase (k3s_cert), diacritics, numbers, CJK.
 EXTRA = {
@@ -48,10 +49,30 @@ EXTRA = {
 EXTRA.update(TREE)
 
 QUERIES = [
-    "how do I set up vlans on proxmox", "zfs snapshots", "snapshots handshake vlan", "vlan", "vlan vlan vlan",
-    "run running runs runner", "k3s_cert", "k3s_cert rotation", "k3s cert", "café", "CAFE cafe", "x² 10gbe",
-    "the", "how to", "what is the", "backup restore", "docker compose network", "wireguard peers keys",
-    "zzqqxv", "zzqqxv vlan", "東京 proxmox", "东京", "home assistant automation", "kubernetes k3s cluster",
+    "how do I set up vlans on proxmox",
+    "zfs snapshots",
+    "snapshots handshake vlan",
+    "vlan",
+    "vlan vlan vlan",
+    "run running runs runner",
+    "k3s_cert",
+    "k3s_cert rotation",
+    "k3s cert",
+    "café",
+    "CAFE cafe",
+    "x² 10gbe",
+    "the",
+    "how to",
+    "what is the",
+    "backup restore",
+    "docker compose network",
+    "wireguard peers keys",
+    "zzqqxv",
+    "zzqqxv vlan",
+    "東京 proxmox",
+    "东京",
+    "home assistant automation",
+    "kubernetes k3s cluster",
     # Long enough (LONG_QUERY_WORDS) for repeats to count: FTS5 scores each repeated phrase.
     "vlan trunk vlan bridge vlan proxmox zfs snapshots backup restore docker compose network wireguard peers "
     "keys kubernetes cluster node runner k3s_cert vlan k3s_cert rotation café cafe tokens corner cases",
@@ -77,7 +98,11 @@ def cfg(tmp_path_factory):
     base = tmp_path_factory.mktemp("bm25")
     _copy_sample(base / "content")
     cfg = load_config(
-        None, content_dir=base / "content", output_dir=base / "out", embedder="hashing", private_embedder="hashing",
+        None,
+        content_dir=base / "content",
+        output_dir=base / "out",
+        embedder="hashing",
+        private_embedder="hashing",
         environ={},
     )
     _build(cfg)
@@ -172,7 +197,11 @@ def test_full_searches_are_the_same_in_both_modes(cfg, indexes):
     fts, memory = indexes
     embedder = tier_embedder(cfg, "public", fts)
     for query in QUERIES[:12]:
-        for params in (SearchParams(min_score=0), SearchParams(mode="bm25", min_score=0), SearchParams(k=5, fusion="convex")):
+        for params in (
+            SearchParams(min_score=0),
+            SearchParams(mode="bm25", min_score=0),
+            SearchParams(k=5, fusion="convex"),
+        ):
             a = fts.search(query, embedder, params).hits
             b = memory.search(query, embedder, params).hits
             assert [h.score for h in b] == pytest.approx([h.score for h in a], rel=REL), query
@@ -205,7 +234,9 @@ def test_unseen_words_match_nothing(indexes):
     data = memory.loaded()
     assert memory._bm25_ranks(data, "zzqqxv qqzzvv", None, 10) == {}
     assert data.bm25.ranks("zzqqxv", 10) == {}
-    assert_same_ranking(fts._bm25_ranks(fts.loaded(), "zzqqxv vlan", None, 100), memory._bm25_ranks(data, "zzqqxv vlan", None, 100))
+    assert_same_ranking(
+        fts._bm25_ranks(fts.loaded(), "zzqqxv vlan", None, 100), memory._bm25_ranks(data, "zzqqxv vlan", None, 100)
+    )
 
 
 @pytest.mark.parametrize("query", NASTY)
@@ -223,8 +254,12 @@ def test_filters_apply_before_ranking_in_memory_too(cfg, indexes):
     data = memory.loaded()
     docs = data.documents
     cases = [
-        dict(collections=("docs",)), dict(collections=("posts", "learn")), dict(tags=("tokens",)),
-        dict(filters=(("status", "draft"),)), dict(slug_prefix="posts/"), dict(filters=(("status", "nope"),)),
+        dict(collections=("docs",)),
+        dict(collections=("posts", "learn")),
+        dict(tags=("tokens",)),
+        dict(filters=(("status", "draft"),)),
+        dict(slug_prefix="posts/"),
+        dict(filters=(("status", "nope"),)),
     ]
     for case in cases:
         params = SearchParams(**case)
@@ -232,10 +267,13 @@ def test_filters_apply_before_ranking_in_memory_too(cfg, indexes):
         mask_m = memory._filter_mask(data, params)
         assert np.array_equal(mask_f, mask_m)
         expected_docs = {
-            d for d, doc in docs.items()
+            d
+            for d, doc in docs.items()
             if (not params.collections or doc["collection"] in params.collections)
             and all(t in doc["tags"] for t in params.tags)
-            and (not params.slug_prefix or d.startswith(params.slug_prefix) or doc["slug"].startswith(params.slug_prefix))
+            and (
+                not params.slug_prefix or d.startswith(params.slug_prefix) or doc["slug"].startswith(params.slug_prefix)
+            )
             and all(str(doc["frontmatter"].get(k, "")).lower() == v for k, v in params.filters)
         }
         assert {data.document_ids[r] for r in np.flatnonzero(mask_m)} == {
@@ -294,7 +332,9 @@ def test_reload_after_a_rebuild(tmp_path, make_config):
     before = index.loaded()
     assert before.bm25 is not None
     assert not index.search("quokka", embedder, SearchParams(mode="bm25")).hits
-    (cfg.content_dir / "posts" / "quokka.md").write_text("# Quokka\n\nThe quokka lives on Rottnest island; quokkas smile.\n")
+    (cfg.content_dir / "posts" / "quokka.md").write_text(
+        "# Quokka\n\nThe quokka lives on Rottnest island; quokkas smile.\n"
+    )
     _build(cfg)
     hits = index.search("quokka island", embedder, SearchParams())
     after = index.loaded()
@@ -400,17 +440,23 @@ def _generated_store(path, seed: int = 3):
         conn.execute("BEGIN")
         for d in range(12):  # d0 has no title, tags or headings: the text alone
             title, tags = (None, None) if d == 0 else (text(int(rng.integers(1, 6))), json.dumps(words(0, 4)))
-            conn.execute("INSERT INTO documents(id, collection, slug, title, tags) VALUES (?, 'docs', ?, ?, ?)",
-                         (f"d{d}", f"d{d}", title, tags))
+            conn.execute(
+                "INSERT INTO documents(id, collection, slug, title, tags) VALUES (?, 'docs', ?, ?, ?)",
+                (f"d{d}", f"d{d}", title, tags),
+            )
         for i in range(300):
             embedding = None if i % 17 == 0 else np.ones(4, dtype=np.float32).tobytes()
-            headings = None if i % 25 == 0 else json.dumps([" ".join(words(1, 4)) for _ in range(int(rng.integers(0, 4)))])
+            headings = (
+                None if i % 25 == 0 else json.dumps([" ".join(words(1, 4)) for _ in range(int(rng.integers(0, 4)))])
+            )
             conn.execute(
                 "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, embedding) VALUES (?, ?, ?, ?, ?, ?)",
                 (f"c{i}", f"d{i % 12}", i, text(int(rng.integers(3, 120))), headings, embedding),
             )
-        conn.execute("INSERT INTO chunks(id, document_id, chunk_index, text, embedding) VALUES ('empty', 'd0', 300, '— … !!', ?)",
-                     (np.ones(4, dtype=np.float32).tobytes(),))
+        conn.execute(
+            "INSERT INTO chunks(id, document_id, chunk_index, text, embedding) VALUES ('empty', 'd0', 300, '— … !!', ?)",
+            (np.ones(4, dtype=np.float32).tobytes(),),
+        )
     with conn:  # a later build: deletions and updates, so N, the total and some D change
         conn.execute("BEGIN")
         conn.execute("DELETE FROM chunks WHERE chunk_index % 7 = 3")
@@ -419,7 +465,9 @@ def _generated_store(path, seed: int = 3):
         conn.execute("UPDATE documents SET title = ? WHERE id = 'd3'", (text(8),))
         conn.execute("UPDATE documents SET tags = ? WHERE id = 'd4'", (json.dumps(words(3, 6)),))
         conn.execute("UPDATE documents SET title = 'Quokka ' || title WHERE id = 'd5'")  # a word of no other field
-        conn.execute("INSERT INTO fts_chunks(rowid, text, title) VALUES (100000, 'vlan trunk orphan row', 'orphan vlan')")
+        conn.execute(
+            "INSERT INTO fts_chunks(rowid, text, title) VALUES (100000, 'vlan trunk orphan row', 'orphan vlan')"
+        )
     return conn
 
 
@@ -466,7 +514,9 @@ def _score_mismatches(
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     conn = _generated_store(tmp_path_factory.mktemp("bm25-generated") / "store.db")
-    rowids = np.array([r for (r,) in conn.execute("SELECT rowid FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid")])
+    rowids = np.array(
+        [r for (r,) in conn.execute("SELECT rowid FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid")]
+    )
     rng = np.random.default_rng(8)
     queries = [" ".join(rng.choice(_WORDS, size=int(rng.integers(1, 5)))) for _ in range(150)]
     queries += ["running runs", "café CAFE", "snapshotting snapshot", "vlan vlan", "東京 vlan", "10gbe x²", "the"]
@@ -499,12 +549,15 @@ def test_field_weights_score_exactly_as_fts5s_column_weights(generated, fields):
     assert weighted.column_weights == fields.as_tuple()
     assert _score_mismatches(weighted, conn, queries, rel=1e-9, fields=fields) == []
     other = MemoryBm25.build(conn, rowids, dtype=np.float64, fields=FieldWeights(1.0, 2.0, 3.0, 4.0))
-    changed = [q for q in queries[:40] if other.scores(q) is not None and not np.allclose(other.scores(q), weighted.scores(q))]
+    changed = [
+        q for q in queries[:40] if other.scores(q) is not None and not np.allclose(other.scores(q), weighted.scores(q))
+    ]
     assert len(changed) > 20
     # A word in one document's title alone: its chunks match, by the title's weight.
     assert _score_mismatches(weighted, conn, ["quokka", "quokka vlan"], rel=1e-9, fields=fields) == []
-    assert len(np.flatnonzero(weighted.scores("quokka"))) == len(conn.execute(
-        "SELECT 1 FROM chunks WHERE document_id = 'd5' AND embedding IS NOT NULL").fetchall())
+    assert len(np.flatnonzero(weighted.scores("quokka"))) == len(
+        conn.execute("SELECT 1 FROM chunks WHERE document_id = 'd5' AND embedding IS NOT NULL").fetchall()
+    )
 
 
 def test_postings_with_other_weights_than_fts5s_are_caught(generated):
@@ -542,7 +595,10 @@ def _fielded_store(path):
         ("headed", "Island fauna", ["Quokka"], "small animals live on the island near the coast"),
         ("plain", "Island fauna", ["Islands"], "a quokka lives on the island near the coast"),
     ]
-    docs = [Document("posts", slug, f"posts/{slug}.md", title, "", [], {}, "", "2026-01-01", slug) for slug, title, _, _ in pages]
+    docs = [
+        Document("posts", slug, f"posts/{slug}.md", title, "", [], {}, "", "2026-01-01", slug)
+        for slug, title, _, _ in pages
+    ]
     chunks = [
         Chunk(f"posts/{slug}/chunk-0", text, "posts", slug, title, 0, 1, headings, len(text.split()), [])
         for slug, title, headings, text in pages

@@ -18,22 +18,35 @@ from .browser import open_search, screenshot, static_server
 from .test_browser_search import HUGO, build, hundred_questions
 
 OFF_TOPIC = [
-    "how long should I knead bread dough by hand", "what is the offside rule in football",
-    "best time of year to prune apple trees", "who won the 1966 world cup final",
-    "how do I remove a red wine stain from a carpet", "what is the capital city of Australia",
-    "how many eggs go into a classic carbonara", "how do I change a flat tyre on a bicycle",
-    "which chess opening is best for beginners", "how to train a puppy to stop biting",
-    "recipe for a vegan chocolate cake without eggs", "how to fold a fitted sheet neatly",
-    "when did the roman empire fall", "how do I learn to play the ukulele",
-    "what is the difference between a crocodile and an alligator", "how to keep basil alive on a windowsill",
-    "how many calories does a marathon burn", "how to knit a scarf for beginners",
-    "what is the plot of pride and prejudice", "who painted the ceiling of the sistine chapel",
+    "how long should I knead bread dough by hand",
+    "what is the offside rule in football",
+    "best time of year to prune apple trees",
+    "who won the 1966 world cup final",
+    "how do I remove a red wine stain from a carpet",
+    "what is the capital city of Australia",
+    "how many eggs go into a classic carbonara",
+    "how do I change a flat tyre on a bicycle",
+    "which chess opening is best for beginners",
+    "how to train a puppy to stop biting",
+    "recipe for a vegan chocolate cake without eggs",
+    "how to fold a fitted sheet neatly",
+    "when did the roman empire fall",
+    "how do I learn to play the ukulele",
+    "what is the difference between a crocodile and an alligator",
+    "how to keep basil alive on a windowsill",
+    "how many calories does a marathon burn",
+    "how to knit a scarf for beginners",
+    "what is the plot of pride and prejudice",
+    "who painted the ceiling of the sistine chapel",
 ]
 
 
 def gibberish(n: int) -> list[str]:
     rng = random.Random(26)
-    return ["zzzzqqq"] + [" ".join("".join(rng.choices(string.ascii_lowercase, k=rng.randint(5, 9))) for _ in range(2)) for _ in range(n - 1)]
+    return ["zzzzqqq"] + [
+        " ".join("".join(rng.choices(string.ascii_lowercase, k=rng.randint(5, 9))) for _ in range(2))
+        for _ in range(n - 1)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +69,10 @@ def same_ranking(expected: list[tuple[str, float]], got: list[tuple[str, float]]
     that may swap places)."""
     if len(expected) != len(got) or any(abs(e[1] - g[1]) > 1e-4 for e, g in zip(expected, got)):
         return False
-    return all(e[0] == g[0] or abs(e[1] - g[1]) <= 1e-4 and {e[0], g[0]} <= {p for p, _ in expected} for e, g in zip(expected, got))
+    return all(
+        e[0] == g[0] or abs(e[1] - g[1]) <= 1e-4 and {e[0], g[0]} <= {p for p, _ in expected}
+        for e, g in zip(expected, got)
+    )
 
 
 def test_browser_pages_relevance_and_abstentions_equal_the_servers(hugo, page, capsys):
@@ -81,10 +97,12 @@ def test_browser_pages_relevance_and_abstentions_equal_the_servers(hugo, page, c
     mismatched = [(q, e, g) for q, e, g in zip(queries, expected, got) if not same_ranking(e, g)]
     assert not mismatched, f"{len(mismatched)} of {len(queries)} differ; first: {mismatched[0]}"
     answered = sum(bool(e) for e in expected[: len(questions)])
-    abstained = sum(not e for e in expected[len(questions):])
+    abstained = sum(not e for e in expected[len(questions) :])
     assert answered >= 90, "the questions are answered"
     assert abstained >= 25 and not expected[len(questions) + len(OFF_TOPIC)], "gibberish (zzzzqqq) finds nothing"
-    print(f"{len(queries)} queries: same pages and relevance; {answered}/100 answered, {abstained}/30 off-topic abstained")
+    print(
+        f"{len(queries)} queries: same pages and relevance; {answered}/100 answered, {abstained}/30 off-topic abstained"
+    )
 
 
 def test_the_page_shows_relevance_abstains_and_highlights_plain_text(hugo, page):

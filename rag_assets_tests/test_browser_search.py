@@ -183,7 +183,9 @@ def test_compact_encodings_decode_in_the_browser_as_in_python(encoding, write_tr
     assert top == "Backups"
 
 
-def test_the_vector_file_reads_in_the_browser_as_in_python_and_a_bad_one_is_never_used(write_tree, tmp_path, page, chromium):
+def test_the_vector_file_reads_in_the_browser_as_in_python_and_a_bad_one_is_never_used(
+    write_tree, tmp_path, page, chromium
+):
     """int16-bin: the browser's Int16Array and Float32Array views hold Python's steps and scales;
     a truncated file, one of another build and one of another generation each leave the search
     to BM25 alone with the reason given, never ranked with the wrong vectors."""
@@ -278,7 +280,9 @@ def test_a_link_cannot_send_the_visitors_queries_to_another_host(write_tree, tmp
         for endpoint in ("http://192.0.2.1/embed", "http://127.0.0.1:9/embed"):
             page.goto(f"{url}/search.html?embedding=endpoint&embed={endpoint}")
             page.wait_for_selector("body[data-ready]", timeout=60_000)
-            titles = page.evaluate("window.ragSearch.search('alpha decay', {k: 1}).then((r) => r.hits.map((h) => h.title))")
+            titles = page.evaluate(
+                "window.ragSearch.search('alpha decay', {k: 1}).then((r) => r.hits.map((h) => h.title))"
+            )
             assert titles == ["Alpha"]  # unreachable or refused endpoint: BM25 alone still answers
     assert "192.0.2.1" not in hosts  # the foreign endpoint was never asked
     assert "127.0.0.1:9" in hosts  # this machine's endpoint was (and, unreachable, fell back)

@@ -342,7 +342,12 @@ def check_chunk_fields(doc: Document, chunks: list[Chunk], spans: list[ChunkSpan
         assert chunk.id == f"{doc.collection}/{doc.slug}/chunk-{i}"
         assert (chunk.chunk_index, chunk.total_chunks) == (i, len(chunks))
         assert chunk.word_count == len(chunk.text.split())
-        assert (chunk.collection, chunk.slug, chunk.title, chunk.tags) == (doc.collection, doc.slug, doc.title, doc.tags)
+        assert (chunk.collection, chunk.slug, chunk.title, chunk.tags) == (
+            doc.collection,
+            doc.slug,
+            doc.title,
+            doc.tags,
+        )
         # Leading indentation is kept (it can make a line code), blank lines are not.
         assert chunk.text == chunk.text.rstrip() and chunk.text.strip()
         assert not re.match(r"[ \t]*\n", chunk.text)
@@ -528,7 +533,12 @@ def test_hash_lines_in_a_fence_are_not_headings() -> None:
 
 
 def test_setext_headings_are_headings() -> None:
-    body = "Installation\n============\n\n" + lorem(150) + "\n\nNetwork configuration\n---------------------\n\n" + lorem(150, 500)
+    body = (
+        "Installation\n============\n\n"
+        + lorem(150)
+        + "\n\nNetwork configuration\n---------------------\n\n"
+        + lorem(150, 500)
+    )
     chunks = chunk_document(make_doc(body), ChunkingParams(target_words=200, overlap_words=20, min_words=50))
     assert [c.heading_path for c in chunks] == [["Installation"], ["Installation", "Network configuration"]]
     assert chunks[1].text.split("\n")[0] != "---------------------"
@@ -536,8 +546,16 @@ def test_setext_headings_are_headings() -> None:
 
 def test_nested_heading_path() -> None:
     body = (
-        "Intro " + lorem(120) + "\n\n# A\n\n" + lorem(120, 200) + "\n\n## B\n\n" + lorem(120, 400)
-        + "\n\n### C\n\n" + lorem(120, 600) + "\n\n## D\n\n" + lorem(120, 800)
+        "Intro "
+        + lorem(120)
+        + "\n\n# A\n\n"
+        + lorem(120, 200)
+        + "\n\n## B\n\n"
+        + lorem(120, 400)
+        + "\n\n### C\n\n"
+        + lorem(120, 600)
+        + "\n\n## D\n\n"
+        + lorem(120, 800)
     )
     chunks = chunk_document(make_doc(body), ChunkingParams(target_words=130, overlap_words=10, min_words=30))
     assert [c.heading_path for c in chunks] == [[], ["A"], ["A", "B"], ["A", "B", "C"], ["A", "D"]]
@@ -703,6 +721,14 @@ def test_word_starts_of_ascii_text_are_the_regular_expression_ones():
     from rag_assets.ingest.blocks import word_starts
 
     every_ascii = "".join(chr(c) for c in range(128))
-    texts = ["", " ", "one", "  lead and trail  ", every_ascii * 3, "a\x1cb\x1dc\x1ed\x1fe\x0bf\x0cg\rh\ti\nj", "caf\u00e9 \u00a0x\u2003y"]
+    texts = [
+        "",
+        " ",
+        "one",
+        "  lead and trail  ",
+        every_ascii * 3,
+        "a\x1cb\x1dc\x1ed\x1fe\x0bf\x0cg\rh\ti\nj",
+        "caf\u00e9 \u00a0x\u2003y",
+    ]
     for text in texts:
         assert word_starts(text) == [m.start() for m in re.finditer(r"\S+", text)], repr(text)

@@ -21,7 +21,12 @@ def test_build_prints_progress_and_summary_then_status_reads_it(capsys, tmp_path
     started = time.time()
     assert main(["build", "--content-dir", str(SAMPLE_CONTENT), "--output-dir", str(out)]) == 0
     printed = capsys.readouterr().out
-    for line in ("[posts] 8 documents", "[journal]", "Built in", "Model       rag-assets/feature-hash-v1 (384 dimensions, provider hashing)"):
+    for line in (
+        "[posts] 8 documents",
+        "[journal]",
+        "Built in",
+        "Model       rag-assets/feature-hash-v1 (384 dimensions, provider hashing)",
+    ):
         assert line in printed
     assert (out / "public" / "embeddings-index.json").is_file()
 
@@ -60,7 +65,9 @@ def test_user_errors_exit_2_with_a_message_and_no_traceback(capsys, write_tree, 
     assert main(["build", "--content-dir", str(content), "--collection", "nope", *out]) == 2
     assert "unknown collection(s) nope; known: posts" in capsys.readouterr().err
     assert main(["build", "--content-dir", str(content), "--embedder", "word2vec", *out]) == 2
-    assert "--embedder: embedder.name must be 'auto', " in (err := capsys.readouterr().err) and "(got 'word2vec')" in err
+    assert (
+        "--embedder: embedder.name must be 'auto', " in (err := capsys.readouterr().err) and "(got 'word2vec')" in err
+    )
     bad = tmp_path / "bad.yaml"
     bad.write_text("chunking: {min_words: 900}")
     assert main(["build", "--config", str(bad)]) == 2
@@ -70,7 +77,9 @@ def test_user_errors_exit_2_with_a_message_and_no_traceback(capsys, write_tree, 
 
 
 def test_help_explains_the_commands():
-    proc = subprocess.run([sys.executable, "-m", "rag_assets.serve.cli", "build", "--help"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rag_assets.serve.cli", "build", "--help"], capture_output=True, text=True
+    )
     assert proc.returncode == 0
     for flag in ("--collection", "--embedder", "--config", "--content-dir", "--output-dir"):
         assert flag in proc.stdout
@@ -83,7 +92,16 @@ def test_cli_runs_are_kept_in_the_project_dagster_home(tmp_path, write_tree):
     shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
     content = write_tree({"posts/a.md": PROXMOX_POST, "docs/b.md": "# B\n\ntext"})
     env = {**os.environ, "DAGSTER_HOME": str(home)}
-    cmd = [sys.executable, "-m", "rag_assets.serve.cli", "build", "--content-dir", str(content), "--output-dir", str(tmp_path / "o")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rag_assets.serve.cli",
+        "build",
+        "--content-dir",
+        str(content),
+        "--output-dir",
+        str(tmp_path / "o"),
+    ]
     for extra in ([], ["--force"]):
         proc = subprocess.run(cmd + extra, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
@@ -126,7 +144,9 @@ def test_a_site_with_note_vaults_and_no_public_collection_builds_its_tier_stores
     vault.mkdir(parents=True)
     (vault / "n.md").write_text("# Note\n\nBack up the NAS nightly with restic to the offsite bucket.\n")
     config = tmp_path / "rag.yaml"
-    config.write_text("content_dir: content\noutput_dir: out\nidentity_map: null\nvaults:\n  - {name: v, path: content/vaults/v, tier: private}\n")
+    config.write_text(
+        "content_dir: content\noutput_dir: out\nidentity_map: null\nvaults:\n  - {name: v, path: content/vaults/v, tier: private}\n"
+    )
     args = ["--config", str(config), "--embedder", "hashing"]
     assert main(["build", *args]) == 0
     assert main(["build", *args]) == 0

@@ -73,7 +73,10 @@ def test_default_weights_and_overrides(tmp_path):
         ("- a\n- b\n", "mapping"),
         ("chunking:\n  min_words: 500\n", "min_words"),
         ("vaults:\n  - name: x\n", r"line 2: vaults\[0\]\.path is required"),
-        ("vaults:\n  - {name: x, path: v, tier: public}\n", r"vaults\[0\]\.tier must be 'safe' or 'private' \(got 'public'\)"),
+        (
+            "vaults:\n  - {name: x, path: v, tier: public}\n",
+            r"vaults\[0\]\.tier must be 'safe' or 'private' \(got 'public'\)",
+        ),
     ],
 )
 def test_bad_config_says_what_to_fix(tmp_path, text, message):
@@ -123,7 +126,10 @@ def test_vaults_folder_is_never_a_collection_even_without_configured_vaults(tmp_
     [
         ("private_tier: {embedder: openai}\n", "remote API"),
         ("private_tier: {embedder: openrouter}\n", "remote API"),
-        ("private_tier: {embedder: ollama}\nembedder: {ollama: {host: 'http://10.1.2.3:11434'}}\n", "not on this machine"),
+        (
+            "private_tier: {embedder: ollama}\nembedder: {ollama: {host: 'http://10.1.2.3:11434'}}\n",
+            "not on this machine",
+        ),
         ("private_tier: {embedder: hashing, colour: red}\n", "unknown key 'private_tier.colour'"),
         ("identity_map: missing.json\nvaults:\n  - {name: w, path: v, tier: safe}\n", "identity map"),
         ("identity_map: null\nvaults:\n  - {name: w, path: v}\n  - {name: w, path: x}\n", "more than once"),
@@ -144,7 +150,9 @@ def test_private_tier_accepts_local_providers_and_listed_hosts(tmp_path):
     assert cfg.private_hosts == ("gpu-box.lan",)
     # OLLAMA_HOST pointing off the machine is refused for the Private tier too.
     with pytest.raises(ConfigError, match="not on this machine"):
-        load_config(write_config(tmp_path, "private_tier: {embedder: ollama}\n"), environ={"OLLAMA_HOST": "10.9.9.9:11434"})
+        load_config(
+            write_config(tmp_path, "private_tier: {embedder: ollama}\n"), environ={"OLLAMA_HOST": "10.9.9.9:11434"}
+        )
 
 
 # --- Validation: every key checked, errors a person can act on --------------------------------
@@ -176,7 +184,11 @@ def test_a_value_of_the_wrong_type_names_the_key_the_value_and_what_is_needed(tm
 def test_every_problem_is_listed_at_once_in_file_order(tmp_path):
     text = "embeder: x\nchunking:\n  target_words: abc\nvector_decimals: 0\n"
     error = config_error(tmp_path, text)
-    assert [p.split(":")[0] for p in error.problems] == ["site/rag.yaml, line 1", "site/rag.yaml, line 3", "site/rag.yaml, line 4"]
+    assert [p.split(":")[0] for p in error.problems] == [
+        "site/rag.yaml, line 1",
+        "site/rag.yaml, line 3",
+        "site/rag.yaml, line 4",
+    ]
     assert str(error).startswith("3 problems in the configuration:\n")
 
 
@@ -186,7 +198,10 @@ def test_every_problem_is_listed_at_once_in_file_order(tmp_path):
         ("embedder: {batch_size: 0}\n", r"embedder\.batch_size must be greater than 0 \(got 0\)"),
         ("embedder: {hashing: {dimension: -3}}\n", r"embedder\.hashing\.dimension must be greater than 0"),
         ("embedder: {openai: {dimension: 0}}\n", r"embedder\.openai\.dimension must be greater than 0"),
-        ("chunking: {target_words: 100, overlap_words: 100}\n", r"chunking\.overlap_words must be less than target_words \(100\)"),
+        (
+            "chunking: {target_words: 100, overlap_words: 100}\n",
+            r"chunking\.overlap_words must be less than target_words \(100\)",
+        ),
         ("chunking: {overlap_words: -1}\n", r"chunking\.overlap_words must be greater than or equal to 0"),
         ("chunking: {target_words: 60}\n", r"chunking\.min_words must not exceed target_words \(60\)"),
         ("vector_decimals: 40\n", r"vector_decimals must be less than or equal to 10 \(got 40\)"),
@@ -256,7 +271,6 @@ def test_an_edited_rag_yaml_is_noticed_by_the_resource(tmp_path):
 
 
 def test_listed_collections_reach_the_index_matches_content_check(tmp_path, write_tree):
-    import dagster as dg
 
     from rag_assets.defs.runner import run_build
 
@@ -278,7 +292,12 @@ def run_rag(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproc
     environ["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     environ.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "rag_assets.serve.cli", *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "rag_assets.serve.cli", *args],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -296,14 +315,22 @@ def test_rag_config_prints_the_effective_settings_with_secrets_masked(tmp_path):
         "  ollama: {host: 'http://me:hunter2@127.0.0.1:11434'}\n"
     )
     path = write_config(tmp_path, text)
-    result = run_rag("config", "--content-dir", str(tmp_path), cwd=path.parent, env={"MY_KEY": "sk-live-123", "RAG_OUTPUT_DIR": "out"})
+    result = run_rag(
+        "config",
+        "--content-dir",
+        str(tmp_path),
+        cwd=path.parent,
+        env={"MY_KEY": "sk-live-123", "RAG_OUTPUT_DIR": "out"},
+    )
     assert result.returncode == 0, result.stderr
     assert "sk-live-123" not in result.stdout and "hunter2" not in result.stdout
     assert "content_dir set by --content-dir" in result.stdout and "output_dir set by $RAG_OUTPUT_DIR" in result.stdout
     shown = yaml.safe_load(result.stdout)
     assert shown["embedder"]["openai"]["api_key_env"] == "MY_KEY (set)"
     assert shown["embedder"]["ollama"]["host"] == "http://me:***@127.0.0.1:11434"
-    assert shown["content_dir"] == str(tmp_path.resolve()) and shown["output_dir"] == str((path.parent / "out").resolve())
+    assert shown["content_dir"] == str(tmp_path.resolve()) and shown["output_dir"] == str(
+        (path.parent / "out").resolve()
+    )
     assert shown["embedder"]["name"] == "hashing" and shown["chunking"]["target_words"] == 400
     assert "(not set)" in run_rag("config", cwd=path.parent).stdout
 
@@ -335,7 +362,9 @@ def test_urls_printed_anywhere_hide_passwords_and_secret_query_values():
     from rag_assets.config.masking import mask_url
     from rag_assets.embed.selection import service_status
 
-    assert mask_url("http://admin:pw@127.0.0.1:11434/?token=t0k&x=1") == "http://admin:***@127.0.0.1:11434/?token=***&x=1"
+    assert (
+        mask_url("http://admin:pw@127.0.0.1:11434/?token=t0k&x=1") == "http://admin:***@127.0.0.1:11434/?token=***&x=1"
+    )
     assert mask_secrets({"base_url": "https://h/v1?api_key=QUERYSECRET"}) == {"base_url": "https://h/v1?api_key=***"}
     settings = EmbedderSettings(name="hashing")
     status = service_status(settings, environ={"OLLAMA_HOST": "http://admin:OLLAMAPW@127.0.0.1:9/?token=QT"})
@@ -358,13 +387,25 @@ def _comments(size: int) -> bytes:
 @pytest.mark.parametrize(
     "name, body, expected",
     [
-        ("binary", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "rag.yaml, line 1: not UTF-8 text (byte 0x89 at offset 0)"),
+        (
+            "binary",
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe",
+            "rag.yaml, line 1: not UTF-8 text (byte 0x89 at offset 0)",
+        ),
         ("deep_nesting", _deep_nesting(), "rag.yaml, line 1: settings nest more than 20 levels deep"),
         ("huge_integer", "max_file_bytes: " + "9" * 5000 + "\n", "rag.yaml, line 1: a number of 5,000 characters"),
         ("huge_float", "embedder:\n  timeout: " + "9" * 400 + ".5\n", "rag.yaml, line 2: a number of 402 characters"),
-        ("infinite_timeout", "embedder:\n  timeout: .inf\n", "rag.yaml, line 2: embedder.timeout must be a finite number"),
+        (
+            "infinite_timeout",
+            "embedder:\n  timeout: .inf\n",
+            "rag.yaml, line 2: embedder.timeout must be a finite number",
+        ),
         ("nan_weight", "weights: {docs: .nan}\n", "rag.yaml, line 1: weights.docs must be a finite number"),
-        ("fifty_megabytes", b"content_dir: content\n" + b"x" * 50_000_000, "rag.yaml is larger than 1,048,576 bytes (1 MiB)"),
+        (
+            "fifty_megabytes",
+            b"content_dir: content\n" + b"x" * 50_000_000,
+            "rag.yaml is larger than 1,048,576 bytes (1 MiB)",
+        ),
         ("fifty_megabytes_of_comments", _comments(50_000_000), "rag.yaml is larger than 1,048,576 bytes (1 MiB)"),
         (
             "root_vault",
@@ -381,7 +422,11 @@ def _comments(size: int) -> bytes:
             "identity_map: /etc/shadow\nvaults:\n  - {name: notes, path: notes, tier: safe}\n",
             "rag.yaml, line 1: identity_map: /etc/shadow is in /etc, a system folder",
         ),
-        ("system_content_dir", "content_dir: /usr/share\n", "rag.yaml, line 1: content_dir: /usr/share is in /usr, a system folder"),
+        (
+            "system_content_dir",
+            "content_dir: /usr/share\n",
+            "rag.yaml, line 1: content_dir: /usr/share is in /usr, a system folder",
+        ),
         ("root_output_dir", "output_dir: /\n", "rag.yaml, line 1: output_dir: / holds far more than notes"),
     ],
 )
@@ -405,7 +450,10 @@ def test_a_hostile_rag_yaml_exits_2_naming_the_file_and_the_problem(tmp_path, na
             "rag.yaml, line 5: vault 'all': {site}/notes holds the folder of vault 'work'",
         ),
         ("  - {name: site, path: ., tier: private}\n", "vault 'site': {site} holds the content folder {site}/content"),
-        ("  - {name: out, path: notes, tier: private}\n", "vault 'out': {site}/notes holds the output folder {site}/notes/out"),
+        (
+            "  - {name: out, path: notes, tier: private}\n",
+            "vault 'out': {site}/notes holds the output folder {site}/notes/out",
+        ),
         ("  - {name: file, path: rag.yaml, tier: private}\n", "vault 'file': {site}/rag.yaml is not a folder"),
     ],
 )
@@ -446,8 +494,9 @@ def test_an_identity_map_with_wrong_rules_is_a_configuration_error_not_a_traceba
     identity_map = tmp_path / "im.json"
     identity_map.write_text('{"hosts": ["pve01"], "rules": []}')
     path = write_config(
-        tmp_path, f"content_dir: {content}\noutput_dir: out\nidentity_map: '{identity_map}'\n"
-        f"vaults:\n  - {{name: v, path: '{content / 'v'}', tier: safe}}\nembedder: hashing\n"
+        tmp_path,
+        f"content_dir: {content}\noutput_dir: out\nidentity_map: '{identity_map}'\n"
+        f"vaults:\n  - {{name: v, path: '{content / 'v'}', tier: safe}}\nembedder: hashing\n",
     )
     result = run_rag("build", cwd=path.parent)
     assert result.returncode == 2, result.stdout + result.stderr

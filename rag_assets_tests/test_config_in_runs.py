@@ -7,8 +7,9 @@ fails here until the test's rag.yaml gives it a value of its own (and the run ca
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import dagster as dg
 import pydantic
@@ -146,4 +147,7 @@ def test_a_launchpad_override_of_one_setting_keeps_the_others_as_loaded(tmp_path
     assert got.vaults == (expected,)
     # Everything not named keeps rag.yaml's value, down to the sections' other fields.
     assert got.embedding.batch_size == 7 and got.embedding.ollama.model == "bge-m3"
-    assert dataclasses.replace(got, embedding=cfg.embedding, private_embedding=cfg.private_embedding, vaults=cfg.vaults) == cfg
+    assert (
+        dataclasses.replace(got, embedding=cfg.embedding, private_embedding=cfg.private_embedding, vaults=cfg.vaults)
+        == cfg
+    )

@@ -26,12 +26,39 @@ def test_every_public_name_resolves_to_its_modules_own_object(name):
 
 def test_the_package_exports_what_it_did_before_it_was_lazy():
     assert set(config_package.__all__) == {
-        "CONFIG_FILE_NAME", "DEFAULT_COLLECTION_WEIGHTS", "SHARD_MARK", "ENV_OVERRIDES", "TIERS", "VAULTS_FOLDER",
-        "AutomationConfig", "ChunkingParams", "ConfigError", "ConfigFile", "EmbedderSettings", "EvaluationConfig",
-        "OllamaSettings", "OpenAISettings", "Override", "RagConfig", "RerankerSettings", "VaultConfig", "build_config",
-        "chunking_params", "collect_overrides", "CONFIG_ADAPTER", "config_digest", "default_question_files",
-        "describe_error", "effective_settings", "find_config_file", "invalid_collection_reason", "load_config",
-        "mask_secrets", "read_config_source", "shard_mark_problem", "validate_config_data",
+        "CONFIG_FILE_NAME",
+        "DEFAULT_COLLECTION_WEIGHTS",
+        "SHARD_MARK",
+        "ENV_OVERRIDES",
+        "TIERS",
+        "VAULTS_FOLDER",
+        "AutomationConfig",
+        "ChunkingParams",
+        "ConfigError",
+        "ConfigFile",
+        "EmbedderSettings",
+        "EvaluationConfig",
+        "OllamaSettings",
+        "OpenAISettings",
+        "Override",
+        "RagConfig",
+        "RerankerSettings",
+        "VaultConfig",
+        "build_config",
+        "chunking_params",
+        "collect_overrides",
+        "CONFIG_ADAPTER",
+        "config_digest",
+        "default_question_files",
+        "describe_error",
+        "effective_settings",
+        "find_config_file",
+        "invalid_collection_reason",
+        "load_config",
+        "mask_secrets",
+        "read_config_source",
+        "shard_mark_problem",
+        "validate_config_data",
     }
 
 
@@ -52,7 +79,13 @@ def test_the_tier_names_build_no_models():
         "from rag_assets.config import RagConfig\n"
         "print(before, 'pydantic' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-                          env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"]

@@ -9,12 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from rag_assets.search.passages import (
-    citation_tag,
-    heading_anchor,
-    join_consecutive_chunks,
-)
 
+from rag_assets.index.params import Hit
 from rag_assets.ingest.chunking import (
     ChunkingParams,
     chunk_document,
@@ -23,7 +19,11 @@ from rag_assets.ingest.chunking import (
 )
 from rag_assets.records import Chunk, Document
 from rag_assets.search.context import PackedContext, pack_context
-from rag_assets.index.params import Hit
+from rag_assets.search.passages import (
+    citation_tag,
+    heading_anchor,
+    join_consecutive_chunks,
+)
 from rag_assets.search.tokens import (
     EstimateTokenCounter,
     TokenCounter,
@@ -336,7 +336,12 @@ def test_non_adjacent_chunks_are_grouped_in_document_order() -> None:
     z5 = make_hit("z", 5, "z five", 0.6, ["Deep", "Deeper"])
     packed = pack_context([y0, x2, z5, x0], 100, tokenizer=WORDS)
     # Document x has the best passage, so it comes first, its passages in document order.
-    assert [c["ids"] for c in packed.citations] == [["posts/x/chunk-0"], ["posts/x/chunk-2"], ["posts/y/chunk-0"], ["posts/z/chunk-5"]]
+    assert [c["ids"] for c in packed.citations] == [
+        ["posts/x/chunk-0"],
+        ["posts/x/chunk-2"],
+        ["posts/y/chunk-0"],
+        ["posts/z/chunk-5"],
+    ]
     assert [c["score"] for c in packed.citations] == [0.5, 0.9, 0.7, 0.6]
     assert packed.text == (
         "[posts:x#intro]\nx zero\n\n[posts:x#later]\nx two\n\n[posts:y]\ny zero\n\n[posts:z#deeper]\nz five"
@@ -409,7 +414,9 @@ def test_real_chunk_tags_use_the_deepest_heading() -> None:
 
 
 def test_to_json_is_serialisable() -> None:
-    packed = pack_context([make_hit("a", 0, "alpha", 0.123456789), make_hit("b", 0, words("b", 0, 50), 0.1)], 10, tokenizer=WORDS)
+    packed = pack_context(
+        [make_hit("a", 0, "alpha", 0.123456789), make_hit("b", 0, words("b", 0, 50), 0.1)], 10, tokenizer=WORDS
+    )
     data = json.loads(json.dumps(packed.to_json()))
     assert set(data) == {"text", "citations", "tokens", "budget", "tokenizer", "dropped"}
     assert data["citations"][0]["score"] == 0.123457
@@ -538,7 +545,9 @@ def test_no_counter_touches_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_empty_context_names_the_budget_the_best_passage_needs() -> None:
     hits = [make_hit("big", 0, "word " * 40, 0.9, ["Big"]), make_hit("small", 0, "tiny text", 0.5, ["Small"])]
     packed = pack_context(hits[:1], 20, tokenizer=WORDS)
-    assert packed.text == "" and packed.needed_budget == WORDS.count(f"{citation_tag('posts', 'big', ['Big'])}\n" + "word " * 40)
+    assert packed.text == "" and packed.needed_budget == WORDS.count(
+        f"{citation_tag('posts', 'big', ['Big'])}\n" + "word " * 40
+    )
     assert f"at least {packed.needed_budget}" in packed.message and "[posts:big#big]" in packed.message
     assert packed.to_json()["neededBudget"] == packed.needed_budget
     assert pack_context(hits[:1], packed.needed_budget, tokenizer=WORDS).text  # the number named is enough

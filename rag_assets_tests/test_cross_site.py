@@ -41,7 +41,8 @@ def chat():
 def served_config(site: Path, chat_url: str, *origins: str):
     cfg = load_config(site, environ={})
     return dataclasses.replace(
-        cfg, llm=LlmSettings(name="ollama", max_retries=0, ollama=LlmOllamaSettings(host=chat_url)),
+        cfg,
+        llm=LlmSettings(name="ollama", max_retries=0, ollama=LlmOllamaSettings(host=chat_url)),
         serve=ServeSettings(cors_origins=origins),
     )
 
@@ -91,7 +92,10 @@ def test_a_post_without_json_or_from_a_foreign_origin_runs_nothing(site, chat, t
         assert r.status_code == 415
         r = api.post("/ask", content=raw, headers={"Content-Type": "application/json", "Origin": EVIL})
         assert r.status_code == 403 and "serve.cors_origins" in r.json()["error"], r.text
-        assert api.post("/ask", content=raw, headers={"Content-Type": "application/json", "Origin": "null"}).status_code == 403
+        assert (
+            api.post("/ask", content=raw, headers={"Content-Type": "application/json", "Origin": "null"}).status_code
+            == 403
+        )
     assert chat.chat_requests == []
     assert "attacker" not in logged_sessions(cfg, tier)
 
@@ -119,8 +123,11 @@ def test_embed_and_mcp_posts_are_guarded_too(site, chat):
         assert api.post("/embed", content=b'{"text": "zigbee"}').status_code == 415
         assert api.post("/embed", json={"text": "zigbee"}).status_code == 200
         init = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-        r = api.post("/mcp", content=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}',
-                     headers={"Accept": "application/json, text/event-stream"})
+        r = api.post(
+            "/mcp",
+            content=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}',
+            headers={"Accept": "application/json, text/event-stream"},
+        )
         assert r.status_code == 415
         r = api.post("/mcp", json=init, headers={"Accept": "application/json, text/event-stream", "Origin": EVIL})
         assert r.status_code == 403
@@ -138,17 +145,17 @@ def test_cors_origins_are_validated_and_normalised(tmp_path):
 
 # --- Chromium ---------------------------------------------------------------------------------
 
-ATTACK_PAGE = """<!doctype html><title>evil</title><script>
+ATTACK_PAGE = f"""<!doctype html><title>evil</title><script>
 const target = new URLSearchParams(location.search).get("target");
-window.attack = async (tier) => {
-  const body = JSON.stringify({question: "%s", tier, session: "attacker"});
+window.attack = async (tier) => {{
+  const body = JSON.stringify({{question: "{QUESTION}", tier, session: "attacker"}});
   // A Blob without a type: the request goes out with no Content-Type at all, and no preflight.
   const beacon = navigator.sendBeacon(target, new Blob([body]));
-  await fetch(target, {mode: "no-cors", method: "POST", body: new Blob([body])});
-  await fetch(target, {mode: "no-cors", method: "POST", body});  // text/plain
+  await fetch(target, {{mode: "no-cors", method: "POST", body: new Blob([body])}});
+  await fetch(target, {{mode: "no-cors", method: "POST", body}});  // text/plain
   return beacon;
-};
-</script>""" % QUESTION
+}};
+</script>"""
 
 
 def test_a_page_of_another_origin_cannot_make_ask_answer(site, chat, page, tmp_path):
@@ -212,6 +219,8 @@ def test_a_page_of_another_origin_cannot_make_the_server_search_and_log(site, ch
     with ServerThread(create_app(cfg, preload=False)) as api, static_server(folder) as evil:
         page.goto(f"{evil}/index.html?target={api.url}/search%3Fq%3Dimgattackquery%26tier%3Dsafe")
         assert page.evaluate("() => window.attack()") is True
-        page.evaluate("() => fetch(new URLSearchParams(location.search).get('target'), {mode: 'no-cors'}).catch(() => 0)")
+        page.evaluate(
+            "() => fetch(new URLSearchParams(location.search).get('target'), {mode: 'no-cors'}).catch(() => 0)"
+        )
     assert "imgattackquery" not in logged_queries(cfg, "safe")
     assert len(logged_queries(cfg, "safe")) == len(before)

@@ -25,9 +25,9 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Callable
 
 import httpx
 import pytest
@@ -170,7 +170,10 @@ class DagsterDev:
         result = body["data"]["runsOrError"]
         if result["__typename"] != "Runs":
             self.fail(f"runsOrError returned {result['__typename']}: {result.get('message')}")
-        return [{"runId": r["runId"], "status": r["status"], "partitions": _partitions(r["tags"])} for r in result["results"]]
+        return [
+            {"runId": r["runId"], "status": r["status"], "partitions": _partitions(r["tags"])}
+            for r in result["results"]
+        ]
 
     def _sensor_state(self) -> dict:
         response = self.client.post("/graphql", json={"query": SENSOR_QUERY})
@@ -201,7 +204,8 @@ class DagsterDev:
         except Exception as exc:  # only for failure messages
             return f"<sensor state unavailable: {exc!r}>"
         ticks = [
-            {k: t[k] for k in ("status", "timestamp", "runIds", "skipReason")} | {"error": (t["error"] or {}).get("message")}
+            {k: t[k] for k in ("status", "timestamp", "runIds", "skipReason")}
+            | {"error": (t["error"] or {}).get("message")}
             for t in state["ticks"]
         ]
         return f"sensor {SENSOR_NAME}: {state['status']}, newest ticks: {ticks}"

@@ -97,7 +97,10 @@ def test_sample_content_builds_into_every_output(make_config):
         assert len(instance.get_runs()) == 1  # every collection and publishing: one run
         checks = publish.get_asset_check_evaluations()
         assert {c.check_name: c.passed for c in checks} == {
-            "outputs_consistent": True, "index_complete": True, "index_matches_content": True, "index_recent": True,
+            "outputs_consistent": True,
+            "index_complete": True,
+            "index_matches_content": True,
+            "index_recent": True,
             "embedding_service": True,
         }
         # Metadata the UI shows for each step, per partition.
@@ -105,7 +108,17 @@ def test_sample_content_builds_into_every_output(make_config):
         assert "headingPath" not in metadata_of(publish, "chunks", "posts")["preview"]  # rendered as a path, not JSON
         assert metadata_of(publish, "embeddings", "posts")["model"] == "rag-assets/feature-hash-v1"
         index_meta = metadata_of(publish, "public_index")
-        for key in ("documents", "chunks", "per_collection", "model", "dimension", "content_hash", "index_size", "preview", "skipped"):
+        for key in (
+            "documents",
+            "chunks",
+            "per_collection",
+            "model",
+            "dimension",
+            "content_hash",
+            "index_size",
+            "preview",
+            "skipped",
+        ):
             assert key in index_meta
         # Each partition's materialisation carries its own collection's figures.
         for name in ("docs", "posts"):
@@ -120,7 +133,14 @@ def test_sample_content_builds_into_every_output(make_config):
     chunk = index["chunks"][0]
     assert set(chunk) == {"id", "text", "embedding", "metadata"}
     assert set(chunk["metadata"]) == {
-        "collection", "slug", "title", "chunkIndex", "totalChunks", "headingPath", "wordCount", "tags",
+        "collection",
+        "slug",
+        "title",
+        "chunkIndex",
+        "totalChunks",
+        "headingPath",
+        "wordCount",
+        "tags",
     }
     assert len(chunk["embedding"]) == 384
 
@@ -137,10 +157,11 @@ def test_sample_content_builds_into_every_output(make_config):
             "ORDER BY bm25(fts_chunks) LIMIT 3"
         ).fetchall()
         assert any(h[0].startswith("posts/homelab-proxmox-setup/") for h in hits)
-        blob, = conn.execute("SELECT embedding FROM chunks LIMIT 1").fetchone()
+        (blob,) = conn.execute("SELECT embedding FROM chunks LIMIT 1").fetchone()
         assert len(blob) == 384 * 4
         assert conn.execute("SELECT model, dimension FROM embeddings_meta").fetchone() == (
-            "rag-assets/feature-hash-v1", 384,
+            "rag-assets/feature-hash-v1",
+            384,
         )
 
     manifest = read_manifest(cfg.manifest_path)
@@ -219,7 +240,11 @@ def test_the_workspace_is_the_one_code_location_and_reads_the_config_it_is_given
         env = {k: v for k, v in os.environ.items() if not k.startswith("DAGSTER_")}
         return subprocess.run(
             [sys.executable, "-m", "dagster", "definitions", "validate", "-w", str(workspace)],
-            cwd=tmp_path, env={**env, "RAG_CONFIG": str(config)}, capture_output=True, text=True, timeout=300,
+            cwd=tmp_path,
+            env={**env, "RAG_CONFIG": str(config)},
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
 
     broken = validate(bad)

@@ -115,9 +115,9 @@ def test_hugo_docs_on_two_workers_publish_what_the_in_process_build_publishes(cl
     # The pool (limit 1 in this instance) held across workers: no two embedding steps overlapped...
     assert all(later[0] >= earlier[1] for earlier, later in zip(embedding, embedding[1:])), embedding
     # ...while other steps of different runs did run at the same time, on the two workers.
-    assert any(
-        a[0] != b[0] and a[2] < b[3] and b[2] < a[3] for a in steps for b in steps
-    ), "no two runs' steps overlapped: the build was not distributed"
+    assert any(a[0] != b[0] and a[2] < b[3] and b[2] < a[3] for a in steps for b in steps), (
+        "no two runs' steps overlapped: the build was not distributed"
+    )
 
 
 def _write_config(folder: Path, content: Path, output: Path, server: EmbeddingServer) -> Path:
@@ -148,7 +148,13 @@ def test_a_worker_killed_mid_step_leaves_the_outputs_and_the_next_worker_finishe
         requests = len(server.embedding_requests)
         # One run over the five collections: its embedding step is the one that hangs.
         build = cluster.rag_background(
-            "build", "--executor", "celery", "--celery-config", str(cluster.celery_yaml), "--partitions-per-run", "5",
+            "build",
+            "--executor",
+            "celery",
+            "--celery-config",
+            str(cluster.celery_yaml),
+            "--partitions-per-run",
+            "5",
             cwd=cwd,
         )
         try:
@@ -187,10 +193,27 @@ def test_an_unreachable_broker_fails_fast_naming_it_and_what_to_start(tmp_path):
     # Fast means it gives up instead of retrying for ever (kombu's default): the timeout is a
     # generous hang guard, since Python's and Dagster's imports alone took 34 s under load.
     done = subprocess.run(
-        [sys.executable, "-m", "rag_assets.serve.cli", "build", "--content-dir", str(SAMPLE_CONTENT),
-         "--output-dir", str(tmp_path / "out"), "--embedder", "hashing", "--executor", "celery",
-         "--celery-config", str(REPO_ROOT / "celery.yaml")],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=HANG_SECONDS,
+        [
+            sys.executable,
+            "-m",
+            "rag_assets.serve.cli",
+            "build",
+            "--content-dir",
+            str(SAMPLE_CONTENT),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--embedder",
+            "hashing",
+            "--executor",
+            "celery",
+            "--celery-config",
+            str(REPO_ROOT / "celery.yaml"),
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"cannot reach the Celery broker at amqp://guest:***@127.0.0.1:{port}//" in done.stderr
@@ -242,8 +265,12 @@ def test_the_pools_are_recorded_before_parallel_runs_claim_them(tmp_path, monkey
     from rag_assets.defs.distributed import POOLS, prepare_pools
 
     with scratch_database() as (settings, _connect):
-        env = {**clean_environ(), **settings, "DAGSTER_HOME": str(postgres_home(tmp_path / "home")),
-               "PYTHONPATH": str(REPO_ROOT)}
+        env = {
+            **clean_environ(),
+            **settings,
+            "DAGSTER_HOME": str(postgres_home(tmp_path / "home")),
+            "PYTHONPATH": str(REPO_ROOT),
+        }
         for key, value in settings.items():  # the instance's yaml reads them when it opens
             monkeypatch.setenv(key, value)
         with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
@@ -252,8 +279,16 @@ def test_the_pools_are_recorded_before_parallel_runs_claim_them(tmp_path, monkey
             for pool in POOLS:
                 assert instance.event_log_storage.get_concurrency_info(pool).slot_count == limit
         go = tmp_path / "go"
-        runs = [subprocess.Popen([sys.executable, "-c", CLAIM_IN_PARALLEL, str(go)], env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-c", CLAIM_IN_PARALLEL, str(go)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(3)
+        ]
         time.sleep(5)  # their imports (one not ready by then starts later: no failure, less overlap)
         go.touch()
         outcomes = [run.communicate(timeout=120) for run in runs]

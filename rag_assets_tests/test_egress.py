@@ -18,8 +18,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlsplit
 
 import httpx
@@ -180,7 +180,7 @@ def write_private_project(tmp: Path, ollama_url: str) -> Path:
     config = tmp / "rag.yaml"
     config.write_text(
         f"""content_dir: {content}
-output_dir: {tmp / 'out'}
+output_dir: {tmp / "out"}
 embedder:
   name: hashing
   ollama:
@@ -188,7 +188,7 @@ embedder:
     model: nomic-embed-text
     dimension: 768
 vaults:
-  - {{name: me, path: {content / 'vaults' / 'me'}, tier: private}}
+  - {{name: me, path: {content / "vaults" / "me"}, tier: private}}
 identity_map: null
 private_tier:
   embedder: ollama
@@ -314,7 +314,10 @@ def test_localhost_falls_back_to_its_next_loopback_address(monkeypatch):
         if host != "localhost":
             return real_getaddrinfo(host, port, *args, **kwargs)
         stream = socket.SOCK_STREAM
-        return [(socket.AF_INET6, stream, 6, "", ("::1", port, 0, 0)), (socket.AF_INET, stream, 6, "", ("127.0.0.1", port))]
+        return [
+            (socket.AF_INET6, stream, 6, "", ("::1", port, 0, 0)),
+            (socket.AF_INET, stream, 6, "", ("127.0.0.1", port)),
+        ]
 
     with EmbeddingServer() as ollama, PrivateEgress(()).client() as client:
         monkeypatch.setattr(socket, "getaddrinfo", ipv6_first)

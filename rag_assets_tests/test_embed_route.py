@@ -14,9 +14,9 @@ from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import MODEL_NAME, HashingEmbedder
 from rag_assets.serve.http import create_app
 
+from .browser import open_search, static_server
 from .conftest import PROXMOX_POST
 from .live_server import ServerThread
-from .browser import open_search, static_server
 
 SITE = "https://site.example"
 
@@ -44,7 +44,9 @@ def test_embed_returns_the_public_tier_query_vector(served):
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["model"] == MODEL_NAME and body["dimension"] == 384
-    assert np.array_equal(np.array(body["vector"], dtype=np.float32), HashingEmbedder(384).embed_query("vlan aware bridge"))
+    assert np.array_equal(
+        np.array(body["vector"], dtype=np.float32), HashingEmbedder(384).embed_query("vlan aware bridge")
+    )
     assert answer.headers["access-control-allow-origin"] == SITE
 
 
@@ -72,7 +74,10 @@ def test_embed_answers_cors_preflight_and_only_post(served):
     assert preflight.status_code == 200  # Starlette's CORSMiddleware answers it (the route's own 204 is gone)
     assert "POST" in preflight.headers["access-control-allow-methods"]
     assert server.get("/embed").status_code == 405
-    assert server.client.post("/embed", content=b"not json", headers={"Content-Type": "application/json"}).status_code == 400
+    assert (
+        server.client.post("/embed", content=b"not json", headers={"Content-Type": "application/json"}).status_code
+        == 400
+    )
     assert server.client.post("/embed", content=b'{"text": "vlan"}').status_code == 415  # JSON only (origin_check)
 
 

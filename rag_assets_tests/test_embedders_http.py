@@ -61,7 +61,9 @@ def test_429_with_a_date_header_against_the_server(embedding_server):
     assert len(embedding_server.embedding_requests) == 2
 
 
-@pytest.mark.parametrize("action", ["500", "502", "503", "drop", "slow:1.5", "malformed", "wrong_count", "wrong_dim", "nan", "missing_field"])
+@pytest.mark.parametrize(
+    "action", ["500", "502", "503", "drop", "slow:1.5", "malformed", "wrong_count", "wrong_dim", "nan", "missing_field"]
+)
 def test_transient_and_malformed_answers_are_retried(embedding_server, action):
     embedding_server.script(action, action)
     policy = RetryPolicy(max_retries=3, base_backoff=0.01, max_backoff=0.05, timeout=0.5)

@@ -171,7 +171,10 @@ def test_status_is_false_when_sentence_transformers_is_missing(monkeypatch: pyte
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     ok, reason = local_model_status()
     assert not ok
-    assert reason == "sentence-transformers is not installed: pip install '.[local]' (see docs/configuration.md, Embedders)"
+    assert (
+        reason
+        == "sentence-transformers is not installed: pip install '.[local]' (see docs/configuration.md, Embedders)"
+    )
     with pytest.raises(LocalModelUnavailable, match="sentence-transformers is not installed"):
         LocalEmbedder().embed_documents(["text"])
 
@@ -230,6 +233,7 @@ def test_loads_and_embeds_without_any_network_attempt() -> None:
     assert report["shape"] == [2, 384]
     assert report["attempts"] == []
     assert report["offline"] == ["1", "1"]
+
 
 # --- Parity of the numpy ``minilm`` provider (issue 30) ---------------------------------------
 # 1,000 passages (SciFact abstracts, many past the 256-word-piece limit, and Hugo docs paragraphs

@@ -27,12 +27,21 @@ from .conftest import PROXMOX_POST, instance_for_test
 if not minilm_status()[0]:
     pytest.skip(f"the minilm provider cannot run here: {minilm_status()[1]}", allow_module_level=True)
 
-VLAN = "To tag guest traffic, make the Linux bridge vmbr0 VLAN-aware, then set the VLAN tag on each VM's network device."
+VLAN = (
+    "To tag guest traffic, make the Linux bridge vmbr0 VLAN-aware, then set the VLAN tag on each VM's network device."
+)
 BREAD = "Feed the sourdough starter with flour and water, let the dough rise overnight, then bake the loaf."
 # Lengths from 2 to far past 256 word pieces, so a batch holds texts that need padding.
 MIXED = [
-    VLAN, "", "hello", BREAD, "word " * 30, "café naïve 日本語のテキスト", "x " * 600,
-    "PostgreSQL uses write-ahead logging to make committed transactions durable.", "a b c d e f g " * 10,
+    VLAN,
+    "",
+    "hello",
+    BREAD,
+    "word " * 30,
+    "café naïve 日本語のテキスト",
+    "x " * 600,
+    "PostgreSQL uses write-ahead logging to make committed transactions durable.",
+    "a b c d e f g " * 10,
 ]
 
 
@@ -111,7 +120,9 @@ def test_an_index_built_by_either_provider_is_queried_by_the_one_that_runs(monke
     settings = EmbedderSettings()
     assert isinstance(query_embedder("minilm", MODEL_NAME, 384, settings, {}), MiniLMEmbedder)
     # Without sentence-transformers, an index the local provider built is still searchable.
-    monkeypatch.setattr("rag_assets.embed.local.has_module", lambda name: name not in ("sentence_transformers", "torch"))
+    monkeypatch.setattr(
+        "rag_assets.embed.local.has_module", lambda name: name not in ("sentence_transformers", "torch")
+    )
     assert isinstance(query_embedder("local", MODEL_NAME, 384, settings, {}), MiniLMEmbedder)
     missing = settings.model_copy(update={"local": settings.local.model_copy(update={"model_path": "/nonexistent/m"})})
     with pytest.raises(ProviderUnavailable, match="built with the local model"):
@@ -142,8 +153,14 @@ def test_embeds_without_importing_torch_or_transformers() -> None:
         "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))\n"
     )
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root,
-                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 

@@ -14,7 +14,9 @@ from rag_assets.records import Chunk, ChunkedCollection
 
 
 def chunked(n: int) -> ChunkedCollection:
-    chunks = [Chunk(f"c/doc/chunk-{i}", f"text number {i} about vlans", "c", "doc", "Doc", i, n, [], 5, []) for i in range(n)]
+    chunks = [
+        Chunk(f"c/doc/chunk-{i}", f"text number {i} about vlans", "c", "doc", "Doc", i, n, [], 5, []) for i in range(n)
+    ]
     return ChunkedCollection("c", "hash", [], chunks)
 
 

@@ -8,7 +8,7 @@ import json
 import math
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 import numpy as np
@@ -273,8 +273,9 @@ def test_stop_returns_promptly_while_a_slow_handler_sleeps():
 
     def call() -> None:
         try:
-            outcome.append(httpx.post(srv.url + "/v1/embeddings", json={"model": "m", "input": "x"},
-                                      timeout=SLEEPER_SECONDS + 10))
+            outcome.append(
+                httpx.post(srv.url + "/v1/embeddings", json={"model": "m", "input": "x"}, timeout=SLEEPER_SECONDS + 10)
+            )
         except httpx.HTTPError as exc:
             outcome.append(exc)
 
@@ -289,4 +290,4 @@ def test_stop_returns_promptly_while_a_slow_handler_sleeps():
     assert not isinstance(outcome[0], httpx.TimeoutException)  # hung up on, not given up on
     srv.stop()  # idempotent
     with pytest.raises(RuntimeError):
-        srv.url
+        _ = srv.url

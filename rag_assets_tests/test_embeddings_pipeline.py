@@ -39,8 +39,11 @@ def build(cfg):
 
 
 def test_openai_build_records_the_model_everywhere_with_usage(openai_env, make_config, tmp_path):
-    cfg = remote_config(make_config, SAMPLE_CONTENT, openai=EmbedderSettings().openai.model_copy(
-        update={"price_per_million_tokens": 0.02}))
+    cfg = remote_config(
+        make_config,
+        SAMPLE_CONTENT,
+        openai=EmbedderSettings().openai.model_copy(update={"price_per_million_tokens": 0.02}),
+    )
     outcome = build(cfg)
     assert outcome.success, outcome.error
     posts = next(c for c in outcome.collections if c.collection == "posts").metadata["embeddings"]
@@ -50,9 +53,16 @@ def test_openai_build_records_the_model_everywhere_with_usage(openai_env, make_c
     assert posts["tokens"] > 0 and posts["estimated_cost_usd"] == pytest.approx(posts["tokens"] / 1e6 * 0.02)
     index, meta = read_index(cfg.index_path), read_meta(cfg.meta_path)
     for header in (index, meta, read_manifest(cfg.manifest_path)):
-        assert (header["model"], header["dimension"], header["provider"]) == ("openai/text-embedding-3-small", 1536, "openai")
+        assert (header["model"], header["dimension"], header["provider"]) == (
+            "openai/text-embedding-3-small",
+            1536,
+            "openai",
+        )
     with sqlite3.connect(cfg.public_store_path) as conn:
-        assert conn.execute("SELECT model, dimension FROM embeddings_meta").fetchone() == ("openai/text-embedding-3-small", 1536)
+        assert conn.execute("SELECT model, dimension FROM embeddings_meta").fetchone() == (
+            "openai/text-embedding-3-small",
+            1536,
+        )
     assert len(index["chunks"][0]["embedding"]) == 1536
 
 
@@ -67,7 +77,9 @@ def test_a_rebuild_sends_nothing_for_unchanged_chunks(openai_env, make_config):
 
 
 def test_a_failed_batch_is_left_out_reported_and_retried_alone_next_run(openai_env, make_config, write_tree):
-    content = write_tree({"posts/p.md": PROXMOX_POST, **{f"posts/n{i}.md": f"# Note {i}\n\nzfs note {i}" for i in range(25)}})
+    content = write_tree(
+        {"posts/p.md": PROXMOX_POST, **{f"posts/n{i}.md": f"# Note {i}\n\nzfs note {i}" for i in range(25)}}
+    )
     cfg = remote_config(make_config, content, max_retries=2)
     openai_env.script("ok", "500", "500", "500")  # batch 1 fine, batch 2 fails three times
     outcome = build(cfg)
@@ -101,8 +113,9 @@ def test_model_change_re_embeds_everything_and_switching_back_is_free(openai_env
     assert build(cfg).success
     first = len(openai_env.embedding_requests)
     larger = {"model": "text-embedding-3-large", "dimension": 3072, "send_dimensions": True}
-    other = dataclasses.replace(cfg, embedding=cfg.embedding.model_copy(update={
-        "openai": cfg.embedding.openai.model_copy(update=larger)}))
+    other = dataclasses.replace(
+        cfg, embedding=cfg.embedding.model_copy(update={"openai": cfg.embedding.openai.model_copy(update=larger)})
+    )
     assert build(other).success
     assert len(openai_env.embedding_requests) == 2 * first  # every chunk again, never mixed
     assert read_meta(other.meta_path)["model"] == "text-embedding-3-large"
@@ -156,11 +169,17 @@ def test_local_model_builds_the_index_through_dagster(make_config, write_tree):
     available, why = local_model_status()
     if not available:
         pytest.skip(f"local provider not installed: {why}")
-    content = write_tree({"posts/a.md": PROXMOX_POST, "posts/b.md": "# Bread\n\nA sourdough starter needs flour and water."})
+    content = write_tree(
+        {"posts/a.md": PROXMOX_POST, "posts/b.md": "# Bread\n\nA sourdough starter needs flour and water."}
+    )
     outcome = build(make_config(content, embedder="local"))
     assert outcome.success, outcome.error
     meta = outcome.collections[0].metadata["embeddings"]
-    assert (meta["provider"], meta["model"], meta["dimension"]) == ("local", "sentence-transformers/all-MiniLM-L6-v2", 384)
+    assert (meta["provider"], meta["model"], meta["dimension"]) == (
+        "local",
+        "sentence-transformers/all-MiniLM-L6-v2",
+        384,
+    )
 
 
 def test_queries_use_the_provider_that_built_the_index_or_say_why_not(embedding_server):

@@ -38,10 +38,16 @@ def test_build_with_config_elsewhere_ignores_the_broken_rag_yaml_of_the_working_
     site = tmp_path / "site"
     (site / "content" / "posts").mkdir(parents=True)
     (site / "content" / "posts" / "a.md").write_text(PROXMOX_POST, encoding="utf-8")
-    (site / "rag.yaml").write_text("content_dir: content\noutput_dir: out\nidentity_map: null\nembedder: {name: hashing}\n")
+    (site / "rag.yaml").write_text(
+        "content_dir: content\noutput_dir: out\nidentity_map: null\nembedder: {name: hashing}\n"
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "rag_assets.serve.cli", "build", "--config", "../site/rag.yaml"],
-        cwd=here, env=clean_env(), capture_output=True, text=True, timeout=600,
+        cwd=here,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[posts] 1 documents" in proc.stdout
@@ -51,6 +57,8 @@ def test_build_with_config_elsewhere_ignores_the_broken_rag_yaml_of_the_working_
 def test_importing_the_code_location_reads_no_configuration(tmp_path):
     here = broken_folder(tmp_path)
     code = "import rag_assets.definitions, rag_assets.definitions_k8s; print('imported')"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=here, env=clean_env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=here, env=clean_env(), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "imported" in proc.stdout

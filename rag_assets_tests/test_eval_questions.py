@@ -149,7 +149,10 @@ def test_files_are_read_in_order_blank_lines_skipped_pages_once(tmp_path):
     first = write_questions(tmp_path / "one.jsonl", [{"q": " two   spaces ", "expect": ["a/b", "a/b", "c/d/e"]}, ""])
     second = write_questions(tmp_path / "two.jsonl", ["", {"q": "next", "expect": ["x/y"]}])
     questions = load_questions([first, second, first])  # a file given twice counts once
-    assert [(q.text, q.expect, q.line) for q in questions] == [("two spaces", ("a/b", "c/d/e"), 1), ("next", ("x/y",), 2)]
+    assert [(q.text, q.expect, q.line) for q in questions] == [
+        ("two spaces", ("a/b", "c/d/e"), 1),
+        ("next", ("x/y",), 2),
+    ]
     assert questions[1].key == f"{second}:2"
     with pytest.raises(EvaluationError, match="holds no questions"):
         load_questions([write_questions(tmp_path / "empty.jsonl", ["", "  "])])
@@ -173,8 +176,13 @@ def test_the_sample_question_set_through_the_cli(sample, capsys):
     # The same questions, each expecting the pages of a question about something else: the
     # figures collapse (they measure the expected pages, not just that something was found).
     rows = [json.loads(line) for line in SAMPLE_QUESTIONS.read_text().splitlines()]
-    bad = eval_json(capsys, "--questions", str(write_questions(sample.output_dir / "wrong.jsonl", shifted(rows))),
-                    "--output-dir", str(sample.output_dir))
+    bad = eval_json(
+        capsys,
+        "--questions",
+        str(write_questions(sample.output_dir / "wrong.jsonl", shifted(rows))),
+        "--output-dir",
+        str(sample.output_dir),
+    )
     assert_sane(bad)
     for mode in MODES:
         assert bad[mode]["hit@1"] <= 0.1 < figures[mode]["hit@1"]
@@ -210,13 +218,17 @@ def test_searching_the_questions_logs_nothing(tiny, tmp_path):
 
 
 def test_unknown_expected_pages_are_listed_and_count_as_misses(tiny, tmp_path, capsys):
-    path = write_questions(tmp_path / "q.jsonl", [
-        {"q": "sourdough yeast", "expect": ["notes/bread"]},
-        {"q": "waggle dance", "expect": ["notes/bee", "notes/gone"]},
-    ])
+    path = write_questions(
+        tmp_path / "q.jsonl",
+        [
+            {"q": "sourdough yeast", "expect": ["notes/bread"]},
+            {"q": "waggle dance", "expect": ["notes/bee", "notes/gone"]},
+        ],
+    )
     figures = eval_json(capsys, "--questions", str(path), "--output-dir", str(tiny.output_dir))
     assert figures["info"]["unknown_pages"] == [
-        {"source": str(path), "line": 2, "page": "notes/bee"}, {"source": str(path), "line": 2, "page": "notes/gone"},
+        {"source": str(path), "line": 2, "page": "notes/bee"},
+        {"source": str(path), "line": 2, "page": "notes/gone"},
     ]
     assert figures["bm25"]["hit@1"] == 0.5
     assert main(["eval", "--questions", str(path), "--output-dir", str(tiny.output_dir)]) == 0
@@ -232,14 +244,24 @@ def test_cli_errors_exit_2_with_a_message(tiny, tmp_path, capsys):
     good = write_questions(tmp_path / "q.jsonl", [{"q": "sourdough yeast", "expect": ["notes/bread"]}])
     out = ["--output-dir", str(tiny.output_dir)]
     cases = [
-        (["--questions", str(good), "--dataset", str(tmp_path)], "--dataset and --questions are two different evaluations; choose one"),
+        (
+            ["--questions", str(good), "--dataset", str(tmp_path)],
+            "--dataset and --questions are two different evaluations; choose one",
+        ),
         ([], "give --dataset DIR"),
         (["--questions", str(good), "--embedder", "hashing"], "--embedder applies to --dataset"),
         (["--questions", str(good), "--output-dir", str(tmp_path / "nothing")], "run `rag build` first"),
-        (["--questions", str(write_questions(tmp_path / "bad.jsonl", [{"q": "x", "expect": ["a/b"]}, "{oops"]))],
-         "bad.jsonl:2: not valid JSON"),
-        (["--questions", str(write_questions(tmp_path / "other.jsonl", [{"q": "vlan plan", "expect": ["docs/vlans"]}]))],
-         "none of the 1 expected pages of"),
+        (
+            ["--questions", str(write_questions(tmp_path / "bad.jsonl", [{"q": "x", "expect": ["a/b"]}, "{oops"]))],
+            "bad.jsonl:2: not valid JSON",
+        ),
+        (
+            [
+                "--questions",
+                str(write_questions(tmp_path / "other.jsonl", [{"q": "vlan plan", "expect": ["docs/vlans"]}])),
+            ],
+            "none of the 1 expected pages of",
+        ),
     ]
     for args, message in cases:
         assert main(["eval", *out, *args]) == 2, args
@@ -290,7 +312,9 @@ def materialize(cfg, dataset: Path) -> dg.ExecuteInProcessResult:
     with instance_for_test() as instance:
         return dg.materialize(
             [retrieval_eval, hybrid_ndcg_floor, questions_hit_at_5_floor],
-            instance=instance, resources=resources(cfg, dataset), raise_on_error=False,
+            instance=instance,
+            resources=resources(cfg, dataset),
+            raise_on_error=False,
         )
 
 
@@ -355,8 +379,12 @@ def test_the_asset_fails_clearly_on_a_bad_file_or_a_missing_index(tiny, tmp_path
     bad = write_questions(tmp_path / "bad.jsonl", ['{"q": "x", "expect": "notes/bread"}'])
     for cfg, message in (
         (dataclasses.replace(tiny, evaluation=EvaluationConfig((bad,), 0.5)), "bad.jsonl:1"),
-        (dataclasses.replace(tiny, output_dir=tmp_path / "unbuilt", evaluation=EvaluationConfig((bad.with_name("x"),), 0.5)),
-         "no question file at"),
+        (
+            dataclasses.replace(
+                tiny, output_dir=tmp_path / "unbuilt", evaluation=EvaluationConfig((bad.with_name("x"),), 0.5)
+            ),
+            "no question file at",
+        ),
     ):
         result = materialize(cfg, write_beir(tmp_path / "tiny-beir"))
         assert not result.success

@@ -18,11 +18,12 @@ from rag_assets.defs.evaluation import (
     EvalSettings,
     default_dataset_dir,
     hybrid_ndcg_floor,
-    questions_hit_at_5_floor,
     metric_key,
+    questions_hit_at_5_floor,
     retrieval_eval,
 )
 from rag_assets.defs.resources import RagSettings
+from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.evaluation.datasets import CorpusDoc, EvaluationError, load_beir
 from rag_assets.evaluation.eval_store import eval_store_path, slugs_for
 from rag_assets.evaluation.metrics import (
@@ -40,7 +41,6 @@ from rag_assets.evaluation.runner import (
     run_evaluation,
     select_eval_embedder,
 )
-from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.index import store
 from rag_assets.index.params import SearchParams
 
@@ -107,7 +107,9 @@ def test_a_hit_on_the_querys_own_id_is_dropped_before_scoring():
 
 
 def test_slugs_are_safe_and_unique():
-    slugs = slugs_for([CorpusDoc("a/b", "", "x"), CorpusDoc("a b", "", "y"), CorpusDoc("123", "", "z"), CorpusDoc("//", "", "w")])
+    slugs = slugs_for(
+        [CorpusDoc("a/b", "", "x"), CorpusDoc("a b", "", "y"), CorpusDoc("123", "", "z"), CorpusDoc("//", "", "w")]
+    )
     assert slugs == {"a/b": "a-b", "a b": "a-b-2", "123": "123", "//": "doc"}
 
 
@@ -175,7 +177,9 @@ def test_queries_that_are_corpus_documents_do_not_score_their_own_hit(tmp_path: 
     root = write_beir(tmp_path / "self-hits", queries={"D2": f"{title} {text}"}, qrels=[("D2", "D9", 1)])
     report = run_evaluation(cfg, root, "test", "hashing")
     assert report.metrics["bm25"]["mrr@10"] == pytest.approx(1.0)
-    evaluator = Evaluator(Path(report.info.store_path), load_beir(root, "test"), select_eval_embedder(cfg, "hashing")[0])
+    evaluator = Evaluator(
+        Path(report.info.store_path), load_beir(root, "test"), select_eval_embedder(cfg, "hashing")[0]
+    )
     try:
         ranked = evaluator.ranking("D2", SearchParams(mode="bm25", k=20, min_score=0.0, view="chunks"))
     finally:
@@ -281,7 +285,9 @@ def test_format_table(tiny: Path, cfg):
 
 def test_search_params_shape_the_hybrid_figures(tiny: Path, cfg):
     rrf = run_evaluation(cfg, tiny, "test", "hashing", params=SearchParams(fusion="rrf"))
-    bm25_only = run_evaluation(cfg, tiny, "test", "hashing", params=SearchParams(fusion="convex", vector_weight=0.0, bm25_weight=1.0))
+    bm25_only = run_evaluation(
+        cfg, tiny, "test", "hashing", params=SearchParams(fusion="convex", vector_weight=0.0, bm25_weight=1.0)
+    )
     # Convex fusion with all the weight on BM25 ranks like BM25.
     assert bm25_only.metrics["hybrid"]["mrr@10"] == pytest.approx(bm25_only.metrics["bm25"]["mrr@10"])
     assert rrf.metrics["bm25"] == bm25_only.metrics["bm25"]  # single-list modes ignore fusion
@@ -342,7 +348,9 @@ def _check_evaluation(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluat
 def test_asset_records_the_figures_and_the_floor_check_passes(tiny: Path, cfg):
     assert EVAL_ASSETS == [retrieval_eval] and EVAL_CHECKS == [hybrid_ndcg_floor, questions_hit_at_5_floor]
     with instance_for_test() as instance:
-        result = dg.materialize([retrieval_eval, hybrid_ndcg_floor], instance=instance, resources=resources(cfg, tiny, 0.5))
+        result = dg.materialize(
+            [retrieval_eval, hybrid_ndcg_floor], instance=instance, resources=resources(cfg, tiny, 0.5)
+        )
         assert result.success
         [mat] = result.asset_materializations_for_node("retrieval_eval")
         meta = {k: v.value for k, v in mat.metadata.items()}
@@ -362,7 +370,10 @@ def test_asset_records_the_figures_and_the_floor_check_passes(tiny: Path, cfg):
 def test_floor_check_fails_under_the_floor(tiny: Path, cfg):
     with instance_for_test() as instance:
         result = dg.materialize(
-            [retrieval_eval, hybrid_ndcg_floor], instance=instance, resources=resources(cfg, tiny, 1.01), raise_on_error=False
+            [retrieval_eval, hybrid_ndcg_floor],
+            instance=instance,
+            resources=resources(cfg, tiny, 1.01),
+            raise_on_error=False,
         )
         check = _check_evaluation(result)
         assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
@@ -386,7 +397,10 @@ def test_floor_check_without_a_materialization_fails(tiny: Path, cfg):
 def test_asset_fails_clearly_without_a_dataset(tmp_path: Path, cfg):
     with instance_for_test() as instance:
         result = dg.materialize(
-            [retrieval_eval], instance=instance, resources=resources(cfg, tmp_path / "absent", 0.5), raise_on_error=False
+            [retrieval_eval],
+            instance=instance,
+            resources=resources(cfg, tmp_path / "absent", 0.5),
+            raise_on_error=False,
         )
     assert not result.success
     failure = result.failure_data_for_node("retrieval_eval")
@@ -397,7 +411,9 @@ def test_asset_fails_clearly_without_a_dataset(tmp_path: Path, cfg):
 def test_asset_fails_clearly_on_a_missing_file(tiny: Path, cfg):
     (tiny / "queries.jsonl").unlink()
     with instance_for_test() as instance:
-        result = dg.materialize([retrieval_eval], instance=instance, resources=resources(cfg, tiny, 0.5), raise_on_error=False)
+        result = dg.materialize(
+            [retrieval_eval], instance=instance, resources=resources(cfg, tiny, 0.5), raise_on_error=False
+        )
     failure = result.failure_data_for_node("retrieval_eval")
     text = str(failure.user_failure_data.description if failure.user_failure_data else failure.error)
     assert "queries.jsonl is missing" in text and DATASET_ENV in text

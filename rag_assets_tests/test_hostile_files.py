@@ -108,7 +108,9 @@ def run_rag(args: list[str], cwd: Path, timeout: float = 300) -> Run:
     out, err = cwd / f"stdout-{time.monotonic_ns()}", cwd / f"stderr-{time.monotonic_ns()}"
     started = time.perf_counter()
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "rag_assets.serve.cli", *args], cwd=cwd, env=env, stdout=stdout, stderr=stderr)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rag_assets.serve.cli", *args], cwd=cwd, env=env, stdout=stdout, stderr=stderr
+        )
         killer = threading.Timer(timeout, proc.kill)
         killer.start()
         try:
@@ -168,8 +170,14 @@ def test_each_hostile_entry_is_skipped_with_its_reason(hostile, path, reason):
 
 def test_collection_names_out_of_the_content_folder_are_refused(hostile):
     base, _, build = hostile
-    assert "folder 'escape' is not a collection: folder is a symlink to a target outside the content folder" in build.stdout
-    assert "folder '../outside' is not a collection: a collection is one folder directly in the content folder" in build.stdout
+    assert (
+        "folder 'escape' is not a collection: folder is a symlink to a target outside the content folder"
+        in build.stdout
+    )
+    assert (
+        "folder '../outside' is not a collection: a collection is one folder directly in the content folder"
+        in build.stdout
+    )
     assert "folder 'vaults' is not a collection: note vault" in build.stdout
     assert "does not exist" not in build.stdout  # refused, not "missing but built anyway"
     manifest = json.loads((base / "out/data/rag-manifest.json").read_text())
@@ -318,8 +326,12 @@ def test_a_vault_note_deleted_during_the_safe_tier_alone_is_listed_by_rag_build(
     monkeypatch.setattr(parsing, "list_folder", delete_then_list)
     assert main(["build", "--config", str(config)]) == 0
     printed = capsys.readouterr().out
-    assert "safe: 1 documents, 1 chunks, 1 skipped" in printed and "private: 1 documents, 1 chunks, 0 skipped" in printed
-    assert "[vault v] skipped v/gone.md (Safe tier only): file vanished while the build was reading the folder" in printed
+    assert (
+        "safe: 1 documents, 1 chunks, 1 skipped" in printed and "private: 1 documents, 1 chunks, 0 skipped" in printed
+    )
+    assert (
+        "[vault v] skipped v/gone.md (Safe tier only): file vanished while the build was reading the folder" in printed
+    )
 
 
 def test_skipped_symlinks_are_never_read_or_hashed(tmp_path):

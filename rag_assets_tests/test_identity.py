@@ -275,11 +275,20 @@ def test_fingerprint_tracks_rule_changes(tmp_path: Path) -> None:
             {"rules": [IP_RULE, {"kind": "k", "regex": "(unclosed", "placeholder": "[A]"}]},
             r"rule 1 \(k\): invalid regex '\(unclosed'",
         ),
-        ({"rules": [{"kind": "k", "regex": "a*", "placeholder": "[A]"}]}, r"rule 0 \(k\): regex 'a\*' matches the empty string"),
+        (
+            {"rules": [{"kind": "k", "regex": "a*", "placeholder": "[A]"}]},
+            r"rule 0 \(k\): regex 'a\*' matches the empty string",
+        ),
         ({"rules": [{"kind": "k", "regex": r"(a)\1", "placeholder": "[A]"}]}, r"rule 0 \(k\): .*backreference"),
         ({"rules": [{"kind": "k", "regex": "(?i)abc", "placeholder": "[A]"}]}, r"rule 0 \(k\): .*ignore_case"),
-        ({"rules": [{"kind": "k", "literal": "a", "placeholder": "[A]", "word": "yes"}]}, r"'word' must be true or false"),
-        ({"rules": [{"kind": "k", "literal": "a", "placeholder": "[A]", "regexp": "x"}]}, r"rule 0: unknown key\(s\) 'regexp'"),
+        (
+            {"rules": [{"kind": "k", "literal": "a", "placeholder": "[A]", "word": "yes"}]},
+            r"'word' must be true or false",
+        ),
+        (
+            {"rules": [{"kind": "k", "literal": "a", "placeholder": "[A]", "regexp": "x"}]},
+            r"rule 0: unknown key\(s\) 'regexp'",
+        ),
     ],
 )
 def test_bad_files_raise_clear_errors(tmp_path: Path, content: object, expected: str) -> None:
@@ -298,7 +307,10 @@ def test_missing_file(tmp_path: Path) -> None:
     ("rules", "expected"),
     [
         # The placeholder contains the literal it replaces.
-        ([{"kind": "hostname", "literal": "pve01", "placeholder": "[HOST:pve01]", "word": True}], r"rule 0 \(hostname\)"),
+        (
+            [{"kind": "hostname", "literal": "pve01", "placeholder": "[HOST:pve01]", "word": True}],
+            r"rule 0 \(hostname\)",
+        ),
         # Another rule's regex matches the rendered placeholder.
         (
             [

@@ -151,7 +151,14 @@ class ContentTree:
     def seed_initial(self, write: bool = True) -> None:
         """Three collections, six files (one in a subfolder); ``write=False`` only models them."""
         for i, rel in enumerate(
-            ("posts/alpha.md", "posts/bravo.md", "posts/guides/charlie.md", "docs/install.md", "docs/faq.md", "journal/2026-01.md")
+            (
+                "posts/alpha.md",
+                "posts/bravo.md",
+                "posts/guides/charlie.md",
+                "docs/install.md",
+                "docs/faq.md",
+                "journal/2026-01.md",
+            )
         ):
             self.write(rel, self.new_page(random.Random(i), sections=2 + i % 2), to_disk=write)
 
@@ -295,7 +302,9 @@ def assert_store_sound(path: Path) -> None:
 def manifest_view(data: dict[str, Any]) -> dict[str, Any]:
     """The manifest without its timestamps."""
     return {
-        "documents": {k: (d["path"], d["contentHash"], d["chunkCount"], d["lastModified"]) for k, d in data["documents"].items()},
+        "documents": {
+            k: (d["path"], d["contentHash"], d["chunkCount"], d["lastModified"]) for k, d in data["documents"].items()
+        },
         "collections": data["collections"],
         "totals": (data["stats"]["totalDocuments"], data["stats"]["totalChunks"]),
         "model": (data["model"], data["dimension"]),
@@ -364,7 +373,9 @@ def assert_nothing_left_of(cfg: RagConfig, gone_docs: set[str], gone_tokens: set
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
 @given(ops=operations)
-def test_incremental_build_publishes_what_a_full_rebuild_publishes(tmp_path: Path, ops: list[tuple[str, int, int]]) -> None:
+def test_incremental_build_publishes_what_a_full_rebuild_publishes(
+    tmp_path: Path, ops: list[tuple[str, int, int]]
+) -> None:
     check_incremental_equals_full(tmp_path, ops, SMALL_CHUNKS_YAML)
 
 
@@ -406,7 +417,9 @@ def check_incremental_equals_full(tmp_path: Path, ops: list[tuple[str, int, int]
         content, inc_out, full_out = tmp_dir / "content", tmp_dir / "inc", tmp_dir / "full"
         tree = ContentTree(content)
         tree.seed_initial(write=False)
-        assert {rel: (content / rel).read_text() for rel in tree.pages} == {rel: p.render() for rel, p in tree.pages.items()}
+        assert {rel: (content / rel).read_text() for rel in tree.pages} == {
+            rel: p.render() for rel, p in tree.pages.items()
+        }
 
         done = [tree.apply(op) for op in ops]
         for op in ops:
@@ -476,9 +489,7 @@ def test_one_file_edit_parses_one_document_and_embeds_only_the_changed_chunks(tm
 
     def pickle_stamps(collections: tuple[str, ...]) -> dict[str, int]:
         return {
-            f"{asset.name}/{c}": (asset / c).stat().st_mtime_ns
-            for asset in intermediate.iterdir()
-            for c in collections
+            f"{asset.name}/{c}": (asset / c).stat().st_mtime_ns for asset in intermediate.iterdir() for c in collections
         }
 
     with dg.DagsterInstance.ephemeral() as instance:
@@ -527,9 +538,10 @@ def test_one_file_edit_parses_one_document_and_embeds_only_the_changed_chunks(tm
         runs = instance.get_runs(dg.RunsFilter(job_name=UPDATE_COLLECTION_JOB))  # newest first
         assert len(instance.get_runs()) == len(runs) == 2
         assert runs[0].tags.get("dagster/partition") == "posts"
-        assert (runs[1].tags["dagster/asset_partition_range_start"], runs[1].tags["dagster/asset_partition_range_end"]) == (
-            "docs", "posts"
-        )
+        assert (
+            runs[1].tags["dagster/asset_partition_range_start"],
+            runs[1].tags["dagster/asset_partition_range_end"],
+        ) == ("docs", "posts")
         assert pickle_stamps(("docs", "journal")) == untouched
         assert check_public_outputs(cfg).ok
 
@@ -623,7 +635,9 @@ def write_bulk_tree(root: Path, n: int) -> None:
 
 
 def subprocess_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DAGSTER_", "OPENROUTER", "OPENAI", "OLLAMA"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DAGSTER_", "OPENROUTER", "OPENAI", "OLLAMA"))
+    }
     env.update(RAG_EMBEDDER="hashing", PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
@@ -715,7 +729,10 @@ def test_kill_9_during_build_keeps_outputs_readable_and_the_next_build_recovers(
     # and while the new generation's files are being written.
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
-    spread = [(f"{d:.2f}s", d) for d in (rng.uniform(lo, hi) * duration for lo, hi in ((0.03, 0.2), (0.2, 0.45), (0.45, 0.7), (0.7, 0.95)))]
+    spread = [
+        (f"{d:.2f}s", d)
+        for d in (rng.uniform(lo, hi) * duration for lo, hi in ((0.03, 0.2), (0.2, 0.45), (0.45, 0.7), (0.7, 0.95)))
+    ]
     triggers = ["right after the swap", "while the generation is written"]
     current = generations.current_link(cfg)
     folder = generations.generations_dir(cfg)
@@ -767,7 +784,7 @@ def test_kill_9_during_build_keeps_outputs_readable_and_the_next_build_recovers(
     print(f"kill -9 trials (seed {seed}; build {duration:.2f}s, marks {marks}):\n{summary}")
     # Publishing swaps one generation for another in a single rename (rag_assets.index.generations):
     # a kill at any instant leaves every output of one build, so this must hold in every trial.
-    for t, label, killed_it, states, problems in results:
+    for t, label, _killed_it, states, problems in results:
         assert not problems, f"trial {t} (kill {label}, seed {seed}): {problems}\n{summary}"
         assert len(set(states.values())) == 1, f"trial {t} (kill {label}, seed {seed}): mixed outputs {states}"
 
@@ -828,7 +845,9 @@ def test_a_change_reverted_after_a_build_killed_before_publishing_is_not_publish
             return False
 
     cmd = [sys.executable, "-m", "rag_assets.serve.cli", "build", *cli_args(content, out, None)]
-    proc = subprocess.Popen(cmd, env=subprocess_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, env=subprocess_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     if not kill_when(proc, record_rewritten) or "uqdraftx" in cfg.index_path.read_text():
         pytest.skip("timing: the build reached publish_index before the kill (a very loaded machine)")
     assert check_public_outputs(cfg).ok  # nothing was published: the old outputs are intact

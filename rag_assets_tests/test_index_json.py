@@ -13,12 +13,18 @@ from rag_assets.records import Chunk, Document, EmbeddedCollection
 
 def collection(name: str, vectors: np.ndarray) -> EmbeddedCollection:
     doc = Document(name, "d", f"{name}/d.md", "D", "", [], {}, "", "2026-01-01", "sha")
-    chunks = [Chunk(f"{name}/d/chunk-{i}", f"text {i}", name, "d", "D", i, len(vectors), [], 2, []) for i in range(len(vectors))]
+    chunks = [
+        Chunk(f"{name}/d/chunk-{i}", f"text {i}", name, "d", "D", i, len(vectors), [], 2, [])
+        for i in range(len(vectors))
+    ]
     return EmbeddedCollection(name, "h", [doc], chunks, vectors.astype(np.float32), "m", vectors.shape[1])
 
 
 def test_index_round_trips_with_rounded_vectors_and_sorted_collections(tmp_path):
-    cols = [collection("posts", np.array([[0.123456789, -0.0000001, 0.5]])), collection("docs", np.array([[1.0, 0.0, 0.0]]))]
+    cols = [
+        collection("posts", np.array([[0.123456789, -0.0000001, 0.5]])),
+        collection("docs", np.array([[1.0, 0.0, 0.0]])),
+    ]
     header = index_json.index_header(cols, model="m", dimension=3, built_at="2026-01-01T00:00:00Z", content_hash="abc")
     payload = index_json.render_index(header, cols, 5)
     meta_payload = index_json.render_meta(header, cols, payload)

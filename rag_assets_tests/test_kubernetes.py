@@ -8,7 +8,6 @@ executor's run config is validated against the jobs that use ``k8s_job_executor`
 
 from __future__ import annotations
 
-
 import dagster as dg
 import pytest
 import yaml
@@ -68,7 +67,9 @@ def test_the_instance_file_builds_a_k8s_run_launcher(dagster_k8s, tmp_path, monk
 def test_a_misspelt_launcher_setting_is_refused_by_the_same_validation(dagster_k8s, tmp_path, monkeypatch):
     """The check above is Dagster's schema validation, which refuses what it does not know."""
     config = yaml.safe_load((DEPLOY / "dagster.k8s.yaml").read_text())
-    config["run_launcher"]["config"]["servce_account_name"] = config["run_launcher"]["config"].pop("service_account_name")
+    config["run_launcher"]["config"]["servce_account_name"] = config["run_launcher"]["config"].pop(
+        "service_account_name"
+    )
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text(yaml.safe_dump(config))

@@ -45,11 +45,20 @@ def served_with(cfg, **serve):
 def test_a_client_over_its_rate_gets_429_with_retry_after(site, ns):
     search = {"q": PUBLIC_WORD, "mode": "bm25"}
     with rag_serve(site.config_path, ns.host_address, site.root / "rate.log") as server:
-        anonymous, admin = ns.run_client(server.url, [
-            {"kind": "burst", "path": "/search", "params": search, "count": 1000, "seconds": 10},
-            {"kind": "burst", "path": "/search", "params": search, "count": 200, "seconds": 10,
-             "headers": bearer(site.tokens["admin"])},
-        ])
+        anonymous, admin = ns.run_client(
+            server.url,
+            [
+                {"kind": "burst", "path": "/search", "params": search, "count": 1000, "seconds": 10},
+                {
+                    "kind": "burst",
+                    "path": "/search",
+                    "params": search,
+                    "count": 200,
+                    "seconds": 10,
+                    "headers": bearer(site.tokens["admin"]),
+                },
+            ],
+        )
     served = anonymous["statuses"].get("200", 0)
     assert anonymous["sent"] == 1000 or anonymous["elapsed"] >= 10
     assert 10 <= served <= min(110, 10 + 10 * anonymous["elapsed"] + 1), anonymous
@@ -68,7 +77,9 @@ def test_the_ask_rate_applies_to_ask_and_to_mcp_ask(site, ns):
     cfg = served_with(site.cfg, ask_limit=RateLimit(per_second=0.01, burst=2))
     ask = {"kind": "http", "method": "POST", "path": "/ask", "json": {"question": f"who is the {PUBLIC_WORD}?"}}
     mcp = {"kind": "mcp", "tool": "ask", "arguments": {"question": f"who is the {PUBLIC_WORD}?"}}
-    with ServerThread(create_app(cfg, preload=False, serve_private=False, host=ns.host_address), host=ns.host_address) as server:
+    with ServerThread(
+        create_app(cfg, preload=False, serve_private=False, host=ns.host_address), host=ns.host_address
+    ) as server:
         results = ns.run_client(server.url, [ask, ask, ask, mcp])
     assert [r["status"] for r in results[:3]] == [200, 200, 429]
     assert int(results[2]["headers"]["retry-after"]) >= 1
@@ -77,8 +88,12 @@ def test_the_ask_rate_applies_to_ask_and_to_mcp_ask(site, ns):
 
 def test_answers_in_flight_are_capped(site, ns):
     cfg = served_with(site.cfg, max_concurrent_asks=1)
-    ask = {"kind": "http", "method": "POST", "path": "/ask",
-           "json": {"question": f"who is the {PUBLIC_WORD}?", "stream": True}}
+    ask = {
+        "kind": "http",
+        "method": "POST",
+        "path": "/ask",
+        "json": {"question": f"who is the {PUBLIC_WORD}?", "stream": True},
+    }
     with ChatServer(token_delay=0.4) as slow:
         from .test_ask import with_llm
 
@@ -131,8 +146,18 @@ def test_an_answer_left_mid_stream_still_counts_against_the_allowance(site, ns):
     with ChatServer(token_delay=0.2) as slow:
         app = create_app(with_llm(cfg, slow.url), preload=False, serve_private=False, host=ns.host_address)
         with ServerThread(app, host=ns.host_address) as server:
-            (left,) = ns.run_client(server.url, [{"kind": "cut", "method": "POST", "path": "/ask",
-                                                  "json": {**question, "stream": True}, "until": "event: token"}])
+            (left,) = ns.run_client(
+                server.url,
+                [
+                    {
+                        "kind": "cut",
+                        "method": "POST",
+                        "path": "/ask",
+                        "json": {**question, "stream": True},
+                        "until": "event: token",
+                    }
+                ],
+            )
             assert left["status"] == 200 and "event: done" not in left["text"]  # it left mid-answer
             deadline = time.monotonic() + 60  # a hang deadline only: the server notices at its next write
             while spent_today(usage) == 0 and time.monotonic() < deadline:
@@ -145,14 +170,22 @@ def test_an_answer_left_mid_stream_still_counts_against_the_allowance(site, ns):
 
 def test_cors_is_closed_unless_the_origin_is_listed(site):
     cfg = served_with(site.cfg, cors_origins=("https://site.example",))
-    with ServerThread(create_app(cfg, preload=False)) as listed, ServerThread(create_app(site.cfg, preload=False)) as closed:
-        for server, origin, allowed in ((listed, "https://site.example", True), (listed, "https://evil.example", False),
-                                        (closed, "https://site.example", False)):
+    with (
+        ServerThread(create_app(cfg, preload=False)) as listed,
+        ServerThread(create_app(site.cfg, preload=False)) as closed,
+    ):
+        for server, origin, allowed in (
+            (listed, "https://site.example", True),
+            (listed, "https://evil.example", False),
+            (closed, "https://site.example", False),
+        ):
             answer = server.client.post("/embed", json={"text": "lamp"}, headers={"Origin": origin})
             # An unlisted page's POST is refused outright, too (rag_assets.serve.origin_check)
             assert answer.status_code == (200 if allowed else 403)
             assert answer.headers.get("access-control-allow-origin") == (origin if allowed else None)
-            preflight = server.client.options("/embed", headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
+            preflight = server.client.options(
+                "/embed", headers={"Origin": origin, "Access-Control-Request-Method": "POST"}
+            )
             assert preflight.headers.get("access-control-allow-origin") == (origin if allowed else None)
 
 

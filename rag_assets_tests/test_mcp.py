@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import pytest
@@ -161,7 +162,9 @@ async def exercise_every_tool(session: ClientSession, *, private: bool) -> dict[
     assert top["citation"] == "[docs:zigbee#flashing-the-coordinator-firmware]"
     assert top["sections"][0]["anchor"] == top["anchor"]
 
-    filtered = await call(session, "search", query="restic snapshots backblaze", collections=["docs"], filters={"status": "draft"})
+    filtered = await call(
+        session, "search", query="restic snapshots backblaze", collections=["docs"], filters={"status": "draft"}
+    )
     assert [h["slug"] for h in filtered["hits"]] == ["backups"]
     nothing = await call(session, "search", query="zzzzqqq xylophone quasar")
     assert nothing["hits"] == [] and "relevance threshold" in nothing["message"]
@@ -183,16 +186,22 @@ async def exercise_every_tool(session: ClientSession, *, private: bool) -> dict[
     assert page["frontmatter"]["status"] == "active" and page["tags"] == ["zigbee", "homeassistant"]
     assert [s["anchor"] for s in page["sections"]] == ["zigbee-coordinator", "flashing-the-coordinator-firmware"]
     section = await call(session, "get_document", collection="docs", slug="zigbee", anchor=top["anchor"])
-    assert section["markdown"].startswith("## Flashing the coordinator firmware\n") and "Hold the boot button" in section["markdown"]
+    assert (
+        section["markdown"].startswith("## Flashing the coordinator firmware\n")
+        and "Hold the boot button" in section["markdown"]
+    )
     assert "# Zigbee coordinator" not in section["markdown"]
     assert section["citation"] == top["citation"]
 
     listing = await call(session, "list_collections")
     tiers = {t["tier"]: t for t in listing["tiers"]}
     assert {c["name"]: (c["documents"], c["chunks"] > 0) for c in tiers["public"]["collections"]} == {
-        "docs": (3, True), "posts": (1, True),
+        "docs": (3, True),
+        "posts": (1, True),
     }
-    assert tiers["public"]["freshness"] == "Fresh" and all(c["freshness"] == "Fresh" for c in tiers["public"]["collections"])
+    assert tiers["public"]["freshness"] == "Fresh" and all(
+        c["freshness"] == "Fresh" for c in tiers["public"]["collections"]
+    )
     assert [c["name"] for c in tiers["safe"]["collections"]] == ["homelab"]
     if private:
         assert {c["name"] for c in tiers["private"]["collections"]} == {"homelab", "diary"}
@@ -201,7 +210,11 @@ async def exercise_every_tool(session: ClientSession, *, private: bool) -> dict[
         read = await call(session, "get_document", collection="diary", slug="garden", tier="private")
         assert "south bed" in read["markdown"]
     else:
-        assert tiers["private"] == {"tier": "private", "available": False, "reason": "served only to a client on this machine"}
+        assert tiers["private"] == {
+            "tier": "private",
+            "available": False,
+            "reason": "served only to a client on this machine",
+        }
     safe = await call(session, "search", query="wireguard tunnel router port", tier="safe")
     assert safe["hits"][0]["collection"] == "homelab"
     note = await call(session, "get_document", collection="homelab", slug="router", tier="safe")
@@ -263,9 +276,21 @@ BAD_CALLS = [
     ("search", {"query": "x", "min_relevance": 2}, "invalid min_relevance"),
     ("get_context", {"query": "x", "budget": 0}, "invalid budget"),
     ("get_context", {"query": "x", "tier": "nowhere"}, "is not one of"),
-    ("get_document", {"collection": "docs", "slug": "zigbe"}, "no page 'zigbe' in collection 'docs'; did you mean zigbee?"),
-    ("get_document", {"collection": "nope", "slug": "zigbee"}, "no collection 'nope' in this store; its collections: docs, posts"),
-    ("get_document", {"collection": "docs", "slug": "zigbee", "anchor": "nope"}, "its anchors: zigbee-coordinator, flashing-the"),
+    (
+        "get_document",
+        {"collection": "docs", "slug": "zigbe"},
+        "no page 'zigbe' in collection 'docs'; did you mean zigbee?",
+    ),
+    (
+        "get_document",
+        {"collection": "nope", "slug": "zigbee"},
+        "no collection 'nope' in this store; its collections: docs, posts",
+    ),
+    (
+        "get_document",
+        {"collection": "docs", "slug": "zigbee", "anchor": "nope"},
+        "its anchors: zigbee-coordinator, flashing-the",
+    ),
     ("get_document", {"collection": "docs"}, "'slug' is a required property"),
     ("list_collections", {"tier": "secret"}, "is not one of"),
 ]
@@ -291,6 +316,7 @@ def test_bad_arguments_are_tool_errors_over_stdio(site):
 def test_a_tier_without_a_store_is_a_tool_error(tmp_path, cfg):
     empty = load_config(None, content_dir=tmp_path, output_dir=tmp_path / "out", environ={})
     with ServerThread(create_app(empty)) as running:
+
         async def body(session: ClientSession) -> None:
             assert "has no store yet" in await call_error(session, "search", {"query": "x"})
             listing = await call(session, "list_collections", tier="public")
@@ -332,7 +358,9 @@ def test_a_remote_caller_gets_a_tool_error_for_the_private_tier(cfg):
     try:
         with pytest.raises(ToolError, match="only served to this machine"):
             call_tool(env, Caller("http", "198.51.100.7"), SEARCH, {"query": "tomatoes", "tier": "private"})
-        hits = call_tool(env, Caller("http", "127.0.0.1"), SEARCH, {"query": "heirloom tomatoes", "tier": "private"})["hits"]
+        hits = call_tool(env, Caller("http", "127.0.0.1"), SEARCH, {"query": "heirloom tomatoes", "tier": "private"})[
+            "hits"
+        ]
         assert hits and hits[0]["slug"] == "garden"
     finally:
         env.tiers.close()
@@ -340,10 +368,13 @@ def test_a_remote_caller_gets_a_tool_error_for_the_private_tier(cfg):
 
 def test_a_server_bound_off_loopback_refuses_the_private_tier(cfg):
     with ServerThread(create_app(cfg, serve_private=False)) as running:
+
         async def body(session: ClientSession) -> None:
             message = await call_error(session, "search", {"query": "heirloom tomatoes", "tier": "private"})
             assert "only served to this machine" in message
-            assert "only served" in await call_error(session, "get_document", {"collection": "diary", "slug": "garden", "tier": "private"})
+            assert "only served" in await call_error(
+                session, "get_document", {"collection": "diary", "slug": "garden", "tier": "private"}
+            )
             assert "only served" in await call_error(session, "list_collections", {"tier": "private"})
             await exercise_every_tool(session, private=False)
 
@@ -355,6 +386,7 @@ def test_a_real_non_loopback_client_is_refused_the_private_tier(cfg, non_loopbac
     still refuses it over MCP to a client whose address is not loopback."""
     address = non_loopback_address
     with ServerThread(create_app(cfg, serve_private=True, host=address), host=address) as running:
+
         async def body(session: ClientSession) -> None:
             message = await call_error(session, "search", {"query": "heirloom tomatoes", "tier": "private"})
             assert "only served to this machine" in message
@@ -376,7 +408,9 @@ def test_rag_mcp_is_a_cli_command():
 
 def config_with_chat(site: Path, url: str) -> Path:
     """The site's rag.yaml with a loopback Ollama chat model (beside it: paths stay relative)."""
-    text = site.read_text(encoding="utf-8").replace("llm: {name: none}\n", f"llm: {{name: ollama, ollama: {{host: '{url}'}}}}\n")
+    text = site.read_text(encoding="utf-8").replace(
+        "llm: {name: none}\n", f"llm: {{name: ollama, ollama: {{host: '{url}'}}}}\n"
+    )
     path = site.with_name("rag-with-chat.yaml")
     path.write_text(text, encoding="utf-8")
     return path
@@ -385,7 +419,13 @@ def config_with_chat(site: Path, url: str) -> Path:
 def test_ask_is_offered_only_with_a_chat_model(cfg):
     from rag_assets.serve.mcp_tools import build_tools
 
-    assert [t.name for t in build_tools(cfg)] == ["search", "get_context", "get_document", "list_collections", "related"]
+    assert [t.name for t in build_tools(cfg)] == [
+        "search",
+        "get_context",
+        "get_document",
+        "list_collections",
+        "related",
+    ]
     with ChatServer() as chat:
         with_model = load_config(config_with_chat(Path(cfg.config_path), chat.url), environ={})
         assert [t.name for t in build_tools(with_model)][-1] == "ask"
@@ -425,7 +465,9 @@ def test_ask_refuses_the_private_tier_to_a_remote_caller(cfg):
         env = ToolEnv(with_model, Tiers(with_model, serve_private=True, log_searches=False))
         try:
             with pytest.raises(ToolError, match="private tier is only served to this machine"):
-                call_tool(env, Caller("http", "192.0.2.7"), ask, {"question": "where do the tomatoes go", "tier": "private"})
+                call_tool(
+                    env, Caller("http", "192.0.2.7"), ask, {"question": "where do the tomatoes go", "tier": "private"}
+                )
         finally:
             env.tiers.close()
         assert not chat.chat_requests  # refused before retrieval, nothing sent

@@ -28,7 +28,8 @@ def project_imports(nodes: list[ast.stmt] | ast.AST) -> list[ast.ImportFrom | as
     """The ``rag_assets`` imports among ``nodes`` (a module body) or anywhere under one node."""
     found = nodes if isinstance(nodes, list) else list(ast.walk(nodes))
     return [
-        n for n in found
+        n
+        for n in found
         if (isinstance(n, ast.ImportFrom) and (n.module or "").startswith("rag_assets"))
         or (isinstance(n, ast.Import) and any(a.name.startswith("rag_assets") for a in n.names))
     ]
@@ -52,7 +53,9 @@ def test_no_private_name_is_imported_from_another_module():
 
 def test_no_function_level_import_closes_a_cycle():
     modules = parsed_modules()
-    top_level = {name: set().union(*map(imported_modules, project_imports(tree.body))) for name, tree in modules.items()}
+    top_level = {
+        name: set().union(*map(imported_modules, project_imports(tree.body))) for name, tree in modules.items()
+    }
 
     def reaches(start: str, target: str) -> bool:
         seen, todo = set(), [start]

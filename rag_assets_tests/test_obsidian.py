@@ -159,7 +159,9 @@ def test_vault_layout_skips_settings_trash_templates_bases_and_canvases(write_tr
     )
     vault = VaultConfig("v", content / "vaults" / "v", "private")
     cfg = vault_config(make_config, content, vault)
-    parsed = parse_collection(content / "vaults", "v", "", root=vault.path, policy=vault_policy(cfg, vault), obsidian=True)
+    parsed = parse_collection(
+        content / "vaults", "v", "", root=vault.path, policy=vault_policy(cfg, vault), obsidian=True
+    )
     assert sorted(d.path for d in parsed.documents) == ["v/Meta/Tpl/Other.md", "v/Note.md"]
     reasons = {s.path: s.reason for s in parsed.skipped}
     assert set(reasons) == {"v/Templates", "v/Board.canvas"}
@@ -167,7 +169,9 @@ def test_vault_layout_skips_settings_trash_templates_bases_and_canvases(write_tr
     assert reasons["v/Board.canvas"].startswith("Obsidian canvas")
 
     moved = dataclasses.replace(vault, templates_folder="Meta/Tpl")
-    parsed = parse_collection(content / "vaults", "v", "", root=vault.path, policy=vault_policy(cfg, moved), obsidian=True)
+    parsed = parse_collection(
+        content / "vaults", "v", "", root=vault.path, policy=vault_policy(cfg, moved), obsidian=True
+    )
     assert {s.path for s in parsed.skipped} == {"v/Meta/Tpl", "v/Board.canvas", "v/Templates/Bases/All.base"}
     assert "Obsidian Bases file" in {s.path: s.reason for s in parsed.skipped}["v/Templates/Bases/All.base"]
     assert "v/Templates/Daily.md" in {d.path for d in parsed.documents}
@@ -198,7 +202,9 @@ def test_safe_tier_sanitises_link_targets_and_display_text(write_tree, make_conf
     vault = VaultConfig("v", content / "vaults" / "v", "safe")
     cfg = vault_config(make_config, content, vault)
     sanitizer = Sanitizer.from_file(None)
-    parsed = parse_collection(content / "vaults", "v", "", root=vault.path, policy=vault_policy(cfg, vault), obsidian=True)
+    parsed = parse_collection(
+        content / "vaults", "v", "", root=vault.path, policy=vault_policy(cfg, vault), obsidian=True
+    )
     clean, tally = sanitizer.collection(parsed)
     links = clean.documents[0].links
     assert [link.display for link in links] == ["[REDACTED:github_pat_classic]", ""]
@@ -221,7 +227,12 @@ def test_a_wikilink_never_pulls_text_from_another_vault(write_tree, make_config)
     text = chunk_texts(cfg.store_path("private"))
     assert "marmalade" not in text and "[[" not in text and "see it" in text
     parsed = parse_collection(content / "vaults", "a", "", root=a.path, policy=vault_policy(cfg, a), obsidian=True)
-    assert [link.target for link in parsed.documents[0].links] == ["../b/Secret", "Secret", "../../etc/passwd", "../b/Secret"]
+    assert [link.target for link in parsed.documents[0].links] == [
+        "../b/Secret",
+        "Secret",
+        "../../etc/passwd",
+        "../b/Secret",
+    ]
 
 
 @pytest.mark.skipif(not SHARED_VAULT.is_dir(), reason="the shared corpora are not next to the repository")
@@ -258,5 +269,7 @@ def test_a_vault_built_before_the_obsidian_reading_is_rebuilt_once(write_tree, m
     build_vault_tier(cfg, vault, "private", HashingEmbedder(), provider="hashing")
     assert [c.status for c in detect_vault_changes(cfg)] == ["unchanged"]
     with closing(sqlite3.connect(cfg.store_path("private"))) as conn, conn:
-        conn.execute("UPDATE sources SET content_hash = ? WHERE collection = 'v'", (snapshot_vault(cfg, vault).content_hash,))
+        conn.execute(
+            "UPDATE sources SET content_hash = ? WHERE collection = 'v'", (snapshot_vault(cfg, vault).content_hash,)
+        )
     assert [c.status for c in detect_vault_changes(cfg)] == ["changed"]

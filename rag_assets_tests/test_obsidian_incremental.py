@@ -51,7 +51,10 @@ def links_of(db: Path) -> dict[str, tuple[list, list]]:
     with closing(sqlite3.connect(db)) as conn:
         rows = conn.execute("SELECT id, links, backlinks FROM documents").fetchall()
     return {
-        doc: (sorted(l.get("to") or l["status"] for l in json.loads(out or "[]")), sorted(b["from"] for b in json.loads(back or "[]")))
+        doc: (
+            sorted(link.get("to") or link["status"] for link in json.loads(out or "[]")),
+            sorted(b["from"] for b in json.loads(back or "[]")),
+        )
         for doc, out, back in rows
     }
 
@@ -67,8 +70,12 @@ def build_like_the_sensor(cfg, instance, config: Path) -> list[str]:
     planned = plan(cfg, observe(cfg))
     request = evaluate(build_vault_sensor(cfg), instance, None, cfg)
     asked = {
-        "private": [k for r in request.run_requests if r.job_name == "update_private_vaults"
-                    for k in partitions_of(r, instance, VAULT_PARTITIONS["private"])]
+        "private": [
+            k
+            for r in request.run_requests
+            if r.job_name == "update_private_vaults"
+            for k in partitions_of(r, instance, VAULT_PARTITIONS["private"])
+        ]
     }
     assert asked == planned.vaults == {"private": ["orchard"]}
     assert rag(["build", "--config", str(config)]) == 0

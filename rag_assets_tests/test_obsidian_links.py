@@ -100,11 +100,17 @@ def test_links_resolve_by_obsidians_rules_within_the_vault(site):
     found = by_target(links)
     assert found["Proxmox setup#^"]["to"] == "lab/Projects/Proxmox setup"  # the file name alone
     assert found["projects/proxmox setup#Network^"] == {  # a path, any case, the heading checked
-        "target": "projects/proxmox setup", "heading": "Network", "kind": "wikilink", "status": "note",
-        "display": "projects/proxmox setup > Network", "to": "lab/Projects/Proxmox setup",
+        "target": "projects/proxmox setup",
+        "heading": "Network",
+        "kind": "wikilink",
+        "status": "note",
+        "display": "projects/proxmox setup > Network",
+        "to": "lab/Projects/Proxmox setup",
     }
     storage = found["Proxmox Setup.md#Storage^"]  # .md optional; a missing heading is a problem, still linked
-    assert storage["to"] == "lab/Projects/Proxmox setup" and storage["problem"] == "no heading 'Storage' in Proxmox setup"
+    assert (
+        storage["to"] == "lab/Projects/Proxmox setup" and storage["problem"] == "no heading 'Storage' in Proxmox setup"
+    )
     assert "problem" not in found["Disks#^smart-1"] and found["Disks#^nope"]["problem"] == "no block ^nope in Disks"
     assert found["Missing note#^"]["status"] == "unresolved"
     assert found["Todo#^"]["status"] == "ambiguous"
@@ -120,7 +126,8 @@ def test_links_resolve_by_obsidians_rules_within_the_vault(site):
     # Backlinks: who links to Disks, and how; a note's own links to itself are no backlinks.
     _, disks_back = stored_links(cfg.store_path("private"), "lab/Disks")
     assert {(b["from"], b["kind"], b.get("source", "body")) for b in disks_back} >= {
-        ("lab/Home", "wikilink", "property:related"), ("lab/Home", "wikilink", "body"),
+        ("lab/Home", "wikilink", "property:related"),
+        ("lab/Home", "wikilink", "body"),
         ("lab/Projects/Proxmox setup", "embed", "body"),
     }
     assert all(b["from"] != "lab/Home" for b in backlinks)
@@ -148,8 +155,13 @@ def test_the_report_is_dagster_metadata_and_in_rag_check(site, capsys):
     assert (lab["links_unresolved"], lab["links_ambiguous"], lab["links_outside"]) == (1, 1, 1)
     assert lab["links"] == 18 and lab["links_to_files"] == 1
     kinds = {(e["note"], e["kind"]) for e in lab["link_issue_entries"]}
-    assert {("lab/Home", "embed_loop"), ("lab/Disks", "embed_loop"), ("lab/Home", "outside"), ("lab/Home", "heading"),
-            ("lab/Home", "block")} <= kinds
+    assert {
+        ("lab/Home", "embed_loop"),
+        ("lab/Disks", "embed_loop"),
+        ("lab/Home", "outside"),
+        ("lab/Home", "heading"),
+        ("lab/Home", "block"),
+    } <= kinds
     assert "points outside the vault" in lab["link_issues"]
     assert rag(["check", "--config", str(config)]) in (0, 1)
     printed = capsys.readouterr().out
@@ -166,7 +178,9 @@ def test_rag_related_on_the_command_line(site, capsys):
     assert [(r["slug"], r["reason"]) for r in out["links"]] == [("Disks", "this note embeds it")]
     reasons = {r["slug"]: r["reason"] for r in out["backlinks"]}
     assert reasons["Home"] == "it links to this note" and reasons["Disks"] == "it embeds this note"
-    assert len(out["similar"]) == 2 and all(r["relation"] == "similar" and "cosine" in r["reason"] for r in out["similar"])
+    assert len(out["similar"]) == 2 and all(
+        r["relation"] == "similar" and "cosine" in r["reason"] for r in out["similar"]
+    )
     assert rag(["related", "--config", str(config), "Todo"]) == 2  # several notes: say which
     assert "'Todo' names several notes: lab/Archive/Todo, lab/Projects/Todo" in capsys.readouterr().err
 
@@ -197,8 +211,9 @@ def test_related_off_loopback_needs_a_token_with_the_tiers_scope(site, tmp_path)
         anonymous = server.get("/related", note="lab/Home", tier="safe")
         assert anonymous.status_code == 401 and "Home" not in anonymous.text
         assert server.get("/related", note="docs/page").status_code == 200  # the Public tier needs none
-        signed = server.client.get("/related", params={"note": "lab/Home", "tier": "safe"},
-                                   headers={"Authorization": f"Bearer {safe_token}"})
+        signed = server.client.get(
+            "/related", params={"note": "lab/Home", "tier": "safe"}, headers={"Authorization": f"Bearer {safe_token}"}
+        )
         assert signed.status_code == 200 and signed.json()["slug"] == "Home"
 
 
@@ -261,9 +276,11 @@ def test_ten_thousand_links_loops_and_a_self_embed_are_bounded_and_reported(tmp_
     assert isinstance(big, Document) and len(big.resolved_links) == MAX_LINKS_PER_NOTE
     assert report.counts["capped"] == 1 and report.counts["unresolved"] == 10_000
     loops = [i.detail for i in report.issues if i.kind == "embed_loop"]
-    assert sorted(loops) == ["embed loop of 500 notes: v/Loop 0 -> v/Loop 1 -> v/Loop 10 -> v/Loop 100 -> v/Loop 101 -> "
-                             "v/Loop 102 -> v/Loop 103 -> v/Loop 104 -> v/Loop 105 -> v/Loop 106 -> ... -> v/Loop 0",
-                             "embeds itself"]
+    assert sorted(loops) == [
+        "embed loop of 500 notes: v/Loop 0 -> v/Loop 1 -> v/Loop 10 -> v/Loop 100 -> v/Loop 101 -> "
+        "v/Loop 102 -> v/Loop 103 -> v/Loop 104 -> v/Loop 105 -> v/Loop 106 -> ... -> v/Loop 0",
+        "embeds itself",
+    ]
 
 
 def test_postgres_store_holds_the_same_links_and_a_version_1_schema_is_migrated(site, tmp_path):
@@ -289,7 +306,9 @@ def test_postgres_store_holds_the_same_links_and_a_version_1_schema_is_migrated(
             pg.execute("DELETE FROM rag_private.schema_migrations WHERE version >= 2")
         pg_sync.sync_tier(url, "private", cfg.store_path("private"))
         with psycopg.connect(url) as conn:
-            in_pg = conn.execute("SELECT id, links::text, backlinks::text FROM rag_private.documents ORDER BY id").fetchall()
+            in_pg = conn.execute(
+                "SELECT id, links::text, backlinks::text FROM rag_private.documents ORDER BY id"
+            ).fetchall()
             assert pg_schema.schema_version(conn, "private") == pg_schema.SCHEMA_VERSION == 3
         with closing(sqlite3.connect(cfg.store_path("private"))) as conn:
             in_lite = conn.execute("SELECT id, links, backlinks FROM documents ORDER BY id").fetchall()

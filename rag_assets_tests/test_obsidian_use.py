@@ -10,7 +10,6 @@ import dataclasses
 import json
 import sqlite3
 from contextlib import closing
-from pathlib import Path
 
 import anyio
 import pytest
@@ -45,7 +44,9 @@ LAB = {
     "Disks.md": f"---\nalias: spinning rust\n---\n# Disks\n\nSMART every week. {FILLER}\n",
     f"Mail {EMAIL}.md": f"---\naliases: postbox\n---\n# Mail\n\n## Relay\n\nThe mail relay forwards to the provider. {FILLER}\n",
 }
-SITE = {"page.md": "---\naliases: [/old/path/]\n---\n# A page\n\nA public page about a hypervisor cluster, cited as before.\n"}
+SITE = {
+    "page.md": "---\naliases: [/old/path/]\n---\n# A page\n\nA public page about a hypervisor cluster, cited as before.\n"
+}
 
 
 @pytest.fixture(scope="module")
@@ -93,14 +94,20 @@ def test_aliases_are_stored_and_searched_in_the_title_field(site):
 @pytest.mark.parametrize("mode", ["bm25", "hybrid"])
 def test_a_query_naming_only_an_alias_finds_its_note_first(site, capsys, tier, mode):
     config, _ = site
-    for query, slug in (("hypervisor cluster", "Projects/Proxmox setup"), ("spinning rust", "Disks"), ("pve box", "Projects/Proxmox setup")):
+    for query, slug in (
+        ("hypervisor cluster", "Projects/Proxmox setup"),
+        ("spinning rust", "Disks"),
+        ("pve box", "Projects/Proxmox setup"),
+    ):
         out = cli_json(capsys, "search", "--config", str(config), "--tier", tier, "--mode", mode, "--json", query)
         assert out["hits"][0]["slug"] == slug, (query, [r["slug"] for r in out["hits"]])
 
 
 def test_rag_ask_retrieves_the_note_an_alias_names(site, capsys):
     config, _ = site
-    assert rag(["ask", "--config", str(config), "--tier", "private", "--json", "what about the pve box?"]) == 1  # no model
+    assert (
+        rag(["ask", "--config", str(config), "--tier", "private", "--json", "what about the pve box?"]) == 1
+    )  # no model
     out = json.loads(capsys.readouterr().out)
     sources = out["retrieval"]["sources"]
     assert sources[0]["slug"] == "Projects/Proxmox setup"
@@ -108,7 +115,9 @@ def test_rag_ask_retrieves_the_note_an_alias_names(site, capsys):
     # The Safe tier's note names are sanitised: so are its citations and Obsidian URIs.
     assert rag(["ask", "--config", str(config), "--tier", "safe", "--json", "where does the mail relay forward?"]) == 1
     safe = json.loads(capsys.readouterr().out)["retrieval"]["sources"][0]
-    assert safe["url"] == "obsidian://open?vault=lab&file=Mail%20%5BREDACTED%3Aemail%5D" and EMAIL not in json.dumps(safe)
+    assert safe["url"] == "obsidian://open?vault=lab&file=Mail%20%5BREDACTED%3Aemail%5D" and EMAIL not in json.dumps(
+        safe
+    )
 
 
 def test_a_store_of_schema_4_gains_aliases_in_its_title_field(tmp_path):
@@ -119,10 +128,12 @@ def test_a_store_of_schema_4_gains_aliases_in_its_title_field(tmp_path):
         conn.execute("INSERT INTO chunks(id, document_id, chunk_index, text) VALUES ('v/a/chunk-0', 'v/a', 0, 'fruit')")
         # The schema-4 view: the title field is the title alone (its triggers are not needed here).
         triggers = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
-        conn.executescript("".join(f"DROP TRIGGER {t};" for t in triggers) + "DROP VIEW chunk_fields;"
-                           "ALTER TABLE documents DROP COLUMN aliases; CREATE VIEW chunk_fields AS SELECT c.rowid AS"
-                           " chunk_rowid, c.text AS text, d.title AS title, NULL AS headings, NULL AS tags FROM chunks c"
-                           " LEFT JOIN documents d ON d.id = c.document_id;")
+        conn.executescript(
+            "".join(f"DROP TRIGGER {t};" for t in triggers) + "DROP VIEW chunk_fields;"
+            "ALTER TABLE documents DROP COLUMN aliases; CREATE VIEW chunk_fields AS SELECT c.rowid AS"
+            " chunk_rowid, c.text AS text, d.title AS title, NULL AS headings, NULL AS tags FROM chunks c"
+            " LEFT JOIN documents d ON d.id = c.document_id;"
+        )
         conn.execute("PRAGMA user_version = 4")
     with closing(store.connect(db)) as conn:
         store.ensure_schema(conn)

@@ -31,8 +31,28 @@ from .test_mcp import build_site
 TIERS = ("public", "safe", "private")
 FUSIONS = (None, "zscore", "rrf", "convex")
 ODD_NUMBERS = [
-    "0", "-0", "-1", "0.0", "nan", "NaN", "inf", "-inf", "Infinity", "1e308", "-1e308", "1e309",
-    "1" + "0" * 400, "1" + "0" * 5000, "abc", "", " ", "0x10", "1_0", "1e3", "2.5", "\u0663",
+    "0",
+    "-0",
+    "-1",
+    "0.0",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "Infinity",
+    "1e308",
+    "-1e308",
+    "1e309",
+    "1" + "0" * 400,
+    "1" + "0" * 5000,
+    "abc",
+    "",
+    " ",
+    "0x10",
+    "1_0",
+    "1e3",
+    "2.5",
+    "\u0663",
 ]
 SEARCH_NUMBERS = ("k", "vector_weight", "bm25_weight", "min_score", "mmr", "per_doc", "candidates", "rrf_k", "sections")
 QUESTION = "zigbee coordinator firmware"
@@ -52,7 +72,9 @@ def chat():
 @pytest.fixture(scope="module")
 def api(site, chat):
     cfg = load_config(site, environ={})
-    cfg = dataclasses.replace(cfg, llm=LlmSettings(name="ollama", max_retries=0, ollama=LlmOllamaSettings(host=chat.url)))
+    cfg = dataclasses.replace(
+        cfg, llm=LlmSettings(name="ollama", max_retries=0, ollama=LlmOllamaSettings(host=chat.url))
+    )
     with ServerThread(create_app(cfg, preload=False)) as running:
         yield running
 
@@ -138,8 +160,25 @@ def test_odd_numbers_in_search_and_context_are_never_a_500(api, route, tier, fus
 
 # --- JSON bodies of POST /ask and POST /embed ---------------------------------------------------
 
-ODD_JSON = [b"0", b"-1", b"1e308", b"-1e308", b"1e309", b"1" + b"0" * 400, b"NaN", b"Infinity", b"-Infinity",
-            b'"0"', b'"nan"', b'"1e308"', b"true", b"null", b"[]", b"{}", b'"' + b"9" * 400 + b'"']
+ODD_JSON = [
+    b"0",
+    b"-1",
+    b"1e308",
+    b"-1e308",
+    b"1e309",
+    b"1" + b"0" * 400,
+    b"NaN",
+    b"Infinity",
+    b"-Infinity",
+    b'"0"',
+    b'"nan"',
+    b'"1e308"',
+    b"true",
+    b"null",
+    b"[]",
+    b"{}",
+    b'"' + b"9" * 400 + b'"',
+]
 
 
 @pytest.mark.parametrize("value", ODD_JSON)
@@ -179,8 +218,16 @@ class RawMcp:
     def __init__(self, client: httpx.Client) -> None:
         self.client = client
         self.headers = dict(self.HEADERS)
-        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "0"}}}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "fuzz", "version": "0"},
+            },
+        }
         r = client.post("/mcp", json=init, headers=self.headers)
         assert r.status_code == 200, r.text
         if "mcp-session-id" in r.headers:
@@ -191,7 +238,10 @@ class RawMcp:
     def call(self, tool: str, arguments_json: bytes) -> dict:
         self.ids += 1
         raw = b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "%s", "arguments": %s}}' % (
-            self.ids, tool.encode(), arguments_json)
+            self.ids,
+            tool.encode(),
+            arguments_json,
+        )
         r = self.client.post("/mcp", content=raw, headers=self.headers)
         assert r.status_code < 500, r.text[:300]
         if r.status_code != 200:
@@ -200,8 +250,13 @@ class RawMcp:
         return json.loads(lines[-1])
 
 
-MCP_NUMBERS = [("search", "k"), ("search", "min_relevance"), ("get_context", "k"), ("get_context", "budget"),
-               ("get_context", "min_relevance")]
+MCP_NUMBERS = [
+    ("search", "k"),
+    ("search", "min_relevance"),
+    ("get_context", "k"),
+    ("get_context", "budget"),
+    ("get_context", "min_relevance"),
+]
 
 
 def test_odd_numbers_in_mcp_tool_arguments_are_tool_errors_or_results(api):
@@ -209,7 +264,12 @@ def test_odd_numbers_in_mcp_tool_arguments_are_tool_errors_or_results(api):
     for tool, name in MCP_NUMBERS:
         for value in ODD_JSON + [b"5.0", b"0.5", b"20.0"]:
             for tier in TIERS:
-                args = b'{"query": "%s", "tier": "%s", "%s": %s}' % (QUESTION.encode(), tier.encode(), name.encode(), value)
+                args = b'{"query": "%s", "tier": "%s", "%s": %s}' % (
+                    QUESTION.encode(),
+                    tier.encode(),
+                    name.encode(),
+                    value,
+                )
                 answer = mcp.call(tool, args)
                 if "status" in answer:  # refused before it reached the server: a 4xx, not a 500
                     continue
@@ -249,17 +309,54 @@ def test_odd_numbers_on_the_command_line_are_a_usage_error_or_a_result(site, cap
 def test_rag_search_with_bm25_weight_0_searches_the_vectors_alone(site, capsys):
     assert rag(["search", QUESTION, "--config", str(site), "--bm25-weight", "0", "--min-score", "0", "--json"]) == 0
     zero = json.loads(capsys.readouterr().out)
-    assert rag(["search", QUESTION, "--config", str(site), "--bm25-weight", "0", "--vector-weight", "1",
-                "--min-score", "0", "--json"]) == 0
+    assert (
+        rag(
+            [
+                "search",
+                QUESTION,
+                "--config",
+                str(site),
+                "--bm25-weight",
+                "0",
+                "--vector-weight",
+                "1",
+                "--min-score",
+                "0",
+                "--json",
+            ]
+        )
+        == 0
+    )
     alone = json.loads(capsys.readouterr().out)
     assert zero["hits"] and [h["id"] for h in zero["hits"]] == [h["id"] for h in alone["hits"]]
 
 
 def test_rag_search_with_huge_weights_scores_as_with_their_ratio(site, capsys):
     """The command line too: finite scores (json.loads reads NaN, so they are compared)."""
+
     def hits(weight: str) -> list:
-        assert rag(["search", QUESTION, "--config", str(site), "--tier", "safe", "--fusion", "zscore", "--min-score", "0",
-                    "--bm25-weight", weight, "--vector-weight", weight, "--json"]) == 0
+        assert (
+            rag(
+                [
+                    "search",
+                    QUESTION,
+                    "--config",
+                    str(site),
+                    "--tier",
+                    "safe",
+                    "--fusion",
+                    "zscore",
+                    "--min-score",
+                    "0",
+                    "--bm25-weight",
+                    weight,
+                    "--vector-weight",
+                    weight,
+                    "--json",
+                ]
+            )
+            == 0
+        )
         return json.loads(capsys.readouterr().out)["hits"]
 
     huge, one = hits("1e308"), hits("1")

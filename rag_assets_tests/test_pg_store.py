@@ -22,8 +22,8 @@ from rag_assets.config import ConfigError, VaultConfig, load_config
 from rag_assets.config.settings import StoreSettings
 from rag_assets.defs.runner import run_build
 from rag_assets.index import pg_schema, pg_sync, store
-from rag_assets.search.backends import open_index
 from rag_assets.index.params import SearchError, SearchParams
+from rag_assets.search.backends import open_index
 from rag_assets.search.retrieval import tier_embedder
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
@@ -47,7 +47,9 @@ TIMINGS = ("latencyMs", "embedMs")
 
 def sample_config(output: Path, content: Path = SAMPLE_CONTENT, url: str | None = None):
     """The repository's rag.yaml over ``content``, hashing embedders, the store backend given by ``url``."""
-    cfg = load_config(REPO_ROOT / "rag.yaml", output_dir=output, embedder="hashing", private_embedder="hashing", environ={})
+    cfg = load_config(
+        REPO_ROOT / "rag.yaml", output_dir=output, embedder="hashing", private_embedder="hashing", environ={}
+    )
     vaults = tuple(VaultConfig(v.name, content / "vaults" / v.name, v.tier) for v in cfg.vaults)
     store_settings = StoreSettings(backend="postgres", url=url) if url else StoreSettings()
     return dataclasses.replace(cfg, content_dir=content, vaults=vaults, store=store_settings)
@@ -106,7 +108,10 @@ def test_the_schemas_hold_the_stores_rows_with_their_indexes(built):
             assert pg_schema.schema_version(conn, tier) == 3
             ids = {r[0] for r in conn.execute(f"SELECT id FROM {s}.chunks")}
             assert ids == store.chunk_ids(lite.store_path(tier)) and ids
-            indexes = {r[0]: r[1] for r in conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s", (s,))}
+            indexes = {
+                r[0]: r[1]
+                for r in conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s", (s,))
+            }
             assert "USING hnsw (embedding vector_cosine_ops)" in indexes["chunks_embedding_hnsw"]
             assert "USING gin (tsv)" in indexes["chunks_tsv"]
             matched = conn.execute(
@@ -155,13 +160,18 @@ def test_exact_vector_search_scans_the_loaded_vectors_not_the_index(built, monke
     monkeypatch.setattr(PgSearchIndex, "_nearest", no_hnsw)
     for query in QUERIES:
         for params in PARAMS:
-            assert search_json(exact_cfg, "public", query, params) == search_json(lite, "public", query, params), (query, params)
+            assert search_json(exact_cfg, "public", query, params) == search_json(lite, "public", query, params), (
+                query,
+                params,
+            )
     with pytest.raises(AssertionError, match="queried PostgreSQL"):  # the default still uses the index
         search_json(pg, "public", QUERIES[0], SearchParams(mode="vector"))
 
 
 def test_vector_search_setting_is_validated(tmp_path):
-    (tmp_path / "rag.yaml").write_text("store: {backend: postgres, url: 'postgresql://127.0.0.1/rag', vector_search: exact}\n")
+    (tmp_path / "rag.yaml").write_text(
+        "store: {backend: postgres, url: 'postgresql://127.0.0.1/rag', vector_search: exact}\n"
+    )
     assert load_config(tmp_path / "rag.yaml", environ={}).store.vector_search == "exact"
     (tmp_path / "rag.yaml").write_text("store: {vector_search: ivfflat}\n")
     with pytest.raises(ConfigError, match="vector_search"):
@@ -196,7 +206,9 @@ def test_mcp_tools_read_postgres(built):
         env = ToolEnv(cfg, Tiers(cfg, log_searches=False))
         found = call_tool(env, local, SEARCH, {"query": "wireguard handshake", "tier": "private"})
         hit = found["hits"][0]
-        page = call_tool(env, local, GET_DOCUMENT, {"collection": hit["collection"], "slug": hit["slug"], "tier": "private"})
+        page = call_tool(
+            env, local, GET_DOCUMENT, {"collection": hit["collection"], "slug": hit["slug"], "tier": "private"}
+        )
         context = call_tool(env, local, GET_CONTEXT, {"query": "restic offsite backup"})
         answers.append((without_timings(found), page, without_timings(context)))
         env.tiers.close()
@@ -227,7 +239,9 @@ def test_an_edit_and_a_deletion_sync_by_diff(server, tmp_path):
             def rows(tier: str) -> dict[str, tuple]:
                 with psycopg.connect(url) as conn:
                     s = pg_schema.schema_name(tier)
-                    return {r[0]: (r[1], r[2]) for r in conn.execute(f"SELECT id, document_id, xmin::text FROM {s}.chunks")}
+                    return {
+                        r[0]: (r[1], r[2]) for r in conn.execute(f"SELECT id, document_id, xmin::text FROM {s}.chunks")
+                    }
 
             before = {tier: rows(tier) for tier in ("public", "safe")}
             edited = content / "posts" / "restic-offsite-backups.md"
@@ -253,12 +267,19 @@ def test_an_edit_and_a_deletion_sync_by_diff(server, tmp_path):
         with psycopg.connect(url) as conn:
             assert pg_schema.vector_index_settings(conn, "public") == pg_schema.DEFAULT_HNSW
         result = pg_sync.sync_tier(url, "public", lite.store_path("public"), hnsw=(24, 80))
-        assert (result.chunks_written, result.chunks_deleted, result.documents_written, result.full_rewrite) == (0, 0, 0, False)
+        assert (result.chunks_written, result.chunks_deleted, result.documents_written, result.full_rewrite) == (
+            0,
+            0,
+            0,
+            False,
+        )
         with psycopg.connect(url) as conn:
             assert pg_schema.vector_index_settings(conn, "public") == (24, 80)
         assert rows("public") == after["public"]
         params = SearchParams(k=5, min_score=0.0)
-        assert search_json(pg, "public", "pruning snapshots", params) == search_json(lite, "public", "pruning snapshots", params)
+        assert search_json(pg, "public", "pruning snapshots", params) == search_json(
+            lite, "public", "pruning snapshots", params
+        )
 
 
 def test_eval_backend_postgres_scores_like_sqlite(server, make_config, tmp_path):
@@ -360,7 +381,9 @@ def test_a_store_never_synced_says_so(server, tmp_path, monkeypatch, capsys):
         cfg = sample_config(tmp_path / "out", url=url)
         assert not open_index(cfg, "public").exists()
         monkeypatch.setenv("RAG_STORE_URL", url)
-        assert rag(["ask", "vlans?", "--config", str(REPO_ROOT / "rag.yaml"), "--output-dir", str(tmp_path / "out")]) == 2
+        assert (
+            rag(["ask", "vlans?", "--config", str(REPO_ROOT / "rag.yaml"), "--output-dir", str(tmp_path / "out")]) == 2
+        )
         assert "has no store yet (expected in PostgreSQL)" in capsys.readouterr().err
     gone = open_index(sample_config(tmp_path / "out", url="postgresql://postgres@/absent?host=/nonexistent"), "public")
     with pytest.raises(SearchError, match="cannot connect"):

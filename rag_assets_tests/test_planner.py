@@ -40,7 +40,16 @@ TREE = {
     "docs/d.md": "# D\n\nbackups to a second pool, weekly",
 }
 # What the outputs of two builds must agree on (the sidecar) to be the same index.
-SAME = ("contentHash", "chunkIdsSha256", "model", "dimension", "vectorEncoding", "chunking", "totalChunks", "collections")
+SAME = (
+    "contentHash",
+    "chunkIdsSha256",
+    "model",
+    "dimension",
+    "vectorEncoding",
+    "chunking",
+    "totalChunks",
+    "collections",
+)
 
 
 def write_config(root: Path, **settings) -> Path:
@@ -144,12 +153,16 @@ def test_rag_build_and_the_sensor_run_the_same_plan_for_every_kind_of_change(tmp
             order = list(instance.get_dynamic_partitions(COLLECTIONS_PARTITION))
             if planned.collections:
                 assert request.job_name == "update_collection", name
-                assert partitions_of(request, instance, COLLECTIONS_PARTITION) == covering_range(order, planned.keys(cfg_a))
+                assert partitions_of(request, instance, COLLECTIONS_PARTITION) == covering_range(
+                    order, planned.keys(cfg_a)
+                )
                 assert request.tags["rag/build"] == ("full" if planned.full else "incremental")
             else:
                 assert request.job_name == "publish_index" and planned.publish, name
             job = build_definitions(cfg_b).resolve_job_def(request.job_name)
-            assert job.execute_in_process(instance=instance, partition_key=request.partition_key, tags=request.tags).success
+            assert job.execute_in_process(
+                instance=instance, partition_key=request.partition_key, tags=request.tags
+            ).success
             assert outputs(a) == outputs(b), name
             for cfg in (cfg_a, cfg_b):  # both current: nothing more to do, for any trigger
                 assert plan(cfg, observe(cfg)).empty, name
@@ -185,7 +198,9 @@ def test_a_partition_materialised_from_the_ui_after_a_model_change_publishes_one
     with make_instance() as instance:
         assert run_build(cfg, instance).success
         assert read_meta(cfg.meta_path)["dimension"] == 384
-        changed = dataclasses.replace(cfg, embedding=cfg.embedding.model_copy(update={"hashing": HashingSection(dimension=256)}))
+        changed = dataclasses.replace(
+            cfg, embedding=cfg.embedding.model_copy(update={"hashing": HashingSection(dimension=256)})
+        )
         job = build_definitions(changed).resolve_job_def("update_collection")
         result = job.execute_in_process(instance=instance, partition_key="posts", raise_on_error=False)
         assert result.success, [e.message for e in result.all_events if e.is_failure]
@@ -238,7 +253,9 @@ def test_the_vault_sensor_and_rag_build_plan_the_same_vaults(write_tree, make_co
         assert sensor_vaults(cfg) == planned.vaults
         assert run_build(cfg, instance, collections=[], vaults=planned.vault_names, publish=False).success
 
-        identity.write_text(json.dumps({"rules": [{"kind": "user", "literal": "blue pot", "placeholder": "[USER:pot]"}]}))
+        identity.write_text(
+            json.dumps({"rules": [{"kind": "user", "literal": "blue pot", "placeholder": "[USER:pot]"}]})
+        )
         planned = plan(cfg, observe(cfg))
         assert planned.reasons() == {Reason.SAFE_RULES_CHANGED} and planned.vaults == {"safe": ["notes"]}
         assert sensor_vaults(cfg) == planned.vaults

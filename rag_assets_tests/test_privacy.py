@@ -19,8 +19,8 @@ from rag_assets.privacy.local_only import (
     select_private_embedder,
 )
 
-from .embedding_server import EmbeddingServer
 from .conftest import instance_for_test
+from .embedding_server import EmbeddingServer
 
 PRIVATE_NOTE = """---
 title: Bank recovery codes
@@ -61,7 +61,9 @@ def vault_config(write_tree, make_config, **private):
 def test_a_remote_provider_for_the_private_tier_is_refused_at_run_time(write_tree, make_config, monkeypatch):
     with EmbeddingServer(api_key="sk-test") as server:
         monkeypatch.setenv("TEST_KEY", "sk-test")
-        remote = EmbedderSettings(name="openai", openai=OpenAISettings(base_url=server.url + "/v1", api_key_env="TEST_KEY"))
+        remote = EmbedderSettings(
+            name="openai", openai=OpenAISettings(base_url=server.url + "/v1", api_key_env="TEST_KEY")
+        )
         # Config validation would stop this at load time; bypass it to test the run-time gate.
         cfg = vault_config(write_tree, make_config, private_embedding=remote)
         with instance_for_test() as instance:

@@ -35,7 +35,9 @@ def unit_vectors(n: int, dimension: int, seed: int = 7) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize(("encoding", "max_error"), [("float", 5e-6), ("float16", 5e-4), ("int16", 2e-5), ("int8", 5e-3)])
+@pytest.mark.parametrize(
+    ("encoding", "max_error"), [("float", 5e-6), ("float16", 5e-4), ("int16", 2e-5), ("int8", 5e-3)]
+)
 def test_each_encoding_round_trips_within_its_precision(encoding, max_error):
     vectors = unit_vectors(20, 1536)
     vectors[3] = 0.0  # an all-zero vector (a failed chunk) stays zero
@@ -79,7 +81,9 @@ def test_the_setting_is_validated(tmp_path):
     config.write_text("")
     assert load_config(config, environ={}).vector_encoding == "float"
     config.write_text("public_index: {vector_encoding: int4}\n")
-    with pytest.raises(ConfigError, match=r"public_index\.vector_encoding must be 'float', 'float16', 'int16', 'int8' or 'int16-bin'"):
+    with pytest.raises(
+        ConfigError, match=r"public_index\.vector_encoding must be 'float', 'float16', 'int16', 'int8' or 'int16-bin'"
+    ):
         load_config(config, environ={})
     config.write_text("public_index: {vector_encoding: int16-bin}\n")
     assert load_config(config, environ={}).vector_encoding == "int16-bin"
@@ -94,7 +98,9 @@ def test_the_float_index_is_byte_for_byte_the_previous_versions():
         cols, model="m", dimension=16, built_at="2026-01-01T00:00:00Z", content_hash="abc", generation="g1"
     )
     payload = index_json.render_index(header, cols, 5)
-    meta = index_json.render_meta(header, cols, payload, {"file": "embeddings-bm25.json", "sizeBytes": 1, "sha256": "x"})
+    meta = index_json.render_meta(
+        header, cols, payload, {"file": "embeddings-bm25.json", "sizeBytes": 1, "sha256": "x"}
+    )
     assert hashlib.sha256(payload).hexdigest() == "d4d51041a76517d329e8001819bc87331e5abe4c4efa9976a0da07f3681a21e6"
     assert hashlib.sha256(meta).hexdigest() == "938dd01460bd1ed1b3175deeada68debe9030f2826f366707ddc0b5a42a46357"
 
@@ -130,14 +136,18 @@ def test_a_truncated_or_mismatched_vector_file_is_refused(tmp_path):
         read_vector_file(tmp_path, meta)
     (tmp_path / VECTORS_NAME).write_bytes(render_vector_file(unit_vectors(3, 32), "g2"))
     with pytest.raises(VectorFileError, match="generation g2"):
-        read_vector_file(tmp_path, {"generation": "g1", "vectors": vectors_entry((tmp_path / VECTORS_NAME).read_bytes())})
+        read_vector_file(
+            tmp_path, {"generation": "g1", "vectors": vectors_entry((tmp_path / VECTORS_NAME).read_bytes())}
+        )
 
 
 def test_an_int16_bin_build_writes_the_vector_file_and_a_damaged_one_is_rebuilt(write_tree, tmp_path, capsys):
-    content = write_tree({
-        "docs/vlan.md": "---\ntitle: VLANs\n---\n# VLANs\n\nTag guests per VLAN on a vlan-aware bridge.\n",
-        "posts/hi.md": "---\ntitle: Hello\n---\nThe first post about the network.\n",
-    })
+    content = write_tree(
+        {
+            "docs/vlan.md": "---\ntitle: VLANs\n---\n# VLANs\n\nTag guests per VLAN on a vlan-aware bridge.\n",
+            "posts/hi.md": "---\ntitle: Hello\n---\nThe first post about the network.\n",
+        }
+    )
     config = tmp_path / "rag.yaml"
     config.write_text(
         f"content_dir: {content}\noutput_dir: {tmp_path / 'out'}\nembedder: hashing\nvaults: []\n"
@@ -180,11 +190,13 @@ def test_an_int16_bin_build_writes_the_vector_file_and_a_damaged_one_is_rebuilt(
 def test_the_bm25_file_gives_fts5_scores(write_tree, make_config):
     """The published postings, weighed with FTS5's formula (what rag-search.js computes),
     give the store's own bm25() for every chunk a term matches."""
-    content = write_tree({
-        "docs/vlan.md": "---\ntitle: VLANs\ntags: [network]\n---\n# VLANs\n\n## Tagging\n\nTag guests per VLAN, vlan by vlan.\n",
-        "docs/zfs.md": "---\ntitle: Backups\n---\n# Backups\n\nZFS snapshots of datasets, sent to another network box.\n",
-        "posts/hi.md": "---\ntitle: Hello\n---\nThe first post about the network.\n",
-    })
+    content = write_tree(
+        {
+            "docs/vlan.md": "---\ntitle: VLANs\ntags: [network]\n---\n# VLANs\n\n## Tagging\n\nTag guests per VLAN, vlan by vlan.\n",
+            "docs/zfs.md": "---\ntitle: Backups\n---\n# Backups\n\nZFS snapshots of datasets, sent to another network box.\n",
+            "posts/hi.md": "---\ntitle: Hello\n---\nThe first post about the network.\n",
+        }
+    )
     cfg = make_config(content)
     assert run_build(cfg, dg.DagsterInstance.ephemeral(), vaults=[]).success
     meta = orjson.loads(cfg.meta_path.read_bytes())
@@ -204,10 +216,18 @@ def test_the_bm25_file_gives_fts5_scores(write_tree, make_config):
             span = slice(start[t], start[t + 1])
             norm = data["k1"] * (1 - data["b"] + data["b"] * doc_len[chunks[span]] / avgdl)
             ours = {ids[c]: s for c, s in zip(chunks[span], idf * tf[span] * (data["k1"] + 1) / (tf[span] + norm))}
-            theirs = dict(conn.execute(
-                f"SELECT c.id, -{bm25_call()} FROM fts_chunks f JOIN chunks c ON c.rowid = f.rowid WHERE fts_chunks MATCH ?",
-                (*data["fieldWeights"].values(), f'"{term}"'),
-            ).fetchall())
+            theirs = dict(
+                conn.execute(
+                    f"SELECT c.id, -{bm25_call()} FROM fts_chunks f JOIN chunks c ON c.rowid = f.rowid WHERE fts_chunks MATCH ?",
+                    (*data["fieldWeights"].values(), f'"{term}"'),
+                ).fetchall()
+            )
             assert ours.keys() == theirs.keys() and ours
             assert all(abs(ours[k] - theirs[k]) < 1e-9 for k in ours), term
-    assert data["search"]["profile"] == {"fusion": "zscore", "vectorWeight": 0.0, "bm25Weight": 1.0, "rrfK": 60, "embedder": "hashing"}
+    assert data["search"]["profile"] == {
+        "fusion": "zscore",
+        "vectorWeight": 0.0,
+        "bm25Weight": 1.0,
+        "rrfK": 60,
+        "embedder": "hashing",
+    }

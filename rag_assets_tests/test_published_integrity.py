@@ -18,9 +18,10 @@ import contextlib
 import os
 import shutil
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 import pytest
@@ -35,12 +36,24 @@ from .live_server import ServerThread
 
 ENCODINGS = ("float", "int16-bin")
 COMMON_FILES = (
-    "embeddings-index.json", "embeddings-meta.json", "rag-manifest.json", "rag-store-public.db",
-    "embeddings-bm25.json", "rag-search.js", "rag-vectors.js", "search.html",
+    "embeddings-index.json",
+    "embeddings-meta.json",
+    "rag-manifest.json",
+    "rag-store-public.db",
+    "embeddings-bm25.json",
+    "rag-search.js",
+    "rag-vectors.js",
+    "search.html",
 )
 COMMON_LINKS = (
-    "data/current", "public/embeddings-index.json", "public/embeddings-meta.json", "data/rag-manifest.json",
-    "data/rag-store-public.db", "public/embeddings-bm25.json", "public/rag-search.js", "public/rag-vectors.js",
+    "data/current",
+    "public/embeddings-index.json",
+    "public/embeddings-meta.json",
+    "data/rag-manifest.json",
+    "data/rag-store-public.db",
+    "public/embeddings-bm25.json",
+    "public/rag-search.js",
+    "public/rag-vectors.js",
     "public/search.html",
 )
 # What int16-bin publishes besides (float publishes nothing the other does not).
@@ -51,7 +64,13 @@ IN_PLACE_FILES = {"embeddings-bm25.json", "rag-search.js", "rag-vectors.js", "se
 # digests of files that name the generation.
 # (The sidecar's "files" entry of the manifest is its digest, and the manifest names the generation.)
 VOLATILE_KEYS = {
-    "generation", "builtAt", "lastFullBuild", "lastIncrementalUpdate", "indexedAt", "indexSha256", "sha256",
+    "generation",
+    "builtAt",
+    "lastFullBuild",
+    "lastIncrementalUpdate",
+    "indexedAt",
+    "indexSha256",
+    "sha256",
     "rag-manifest.json",
 }
 
@@ -121,7 +140,11 @@ def delete(path: Path) -> None:
     path.unlink()
 
 
-FILE_DAMAGE: dict[str, Callable[[Path], None]] = {"truncated": truncate, "replaced-by-[]": empty_list, "deleted": delete}
+FILE_DAMAGE: dict[str, Callable[[Path], None]] = {
+    "truncated": truncate,
+    "replaced-by-[]": empty_list,
+    "deleted": delete,
+}
 
 
 def repoint(link: Path) -> None:

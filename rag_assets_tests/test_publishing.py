@@ -140,7 +140,9 @@ def test_a_kill_at_any_instant_leaves_every_output_of_one_build(tmp_path: Path) 
         forker.kill()
         forker.wait(timeout=30)
     swapped = sum(1 for _, moved in outcomes if moved)
-    print(f"{KILLS} kills (seed {seed}, publish {publish_seconds:.2f}s): {swapped} after a swap, {KILLS - swapped} before")
+    print(
+        f"{KILLS} kills (seed {seed}, publish {publish_seconds:.2f}s): {swapped} after a swap, {KILLS - swapped} before"
+    )
     # Both sides of the swap were hit, or the test aimed at nothing.
     assert 0 < swapped < KILLS
 
@@ -240,8 +242,14 @@ def sample_args(out: Path) -> list[str]:
     # Both tiers' embedders named: the module-scoped build runs outside the per-test
     # environment, where `auto` would pick a local model if one is installed.
     return [
-        "--config", str(REPO_ROOT / "rag.yaml"), "--output-dir", str(out),
-        "--embedder", "hashing", "--private-embedder", "hashing",
+        "--config",
+        str(REPO_ROOT / "rag.yaml"),
+        "--output-dir",
+        str(out),
+        "--embedder",
+        "hashing",
+        "--private-embedder",
+        "hashing",
     ]
 
 

@@ -32,7 +32,16 @@ def rag_env() -> dict[str, str]:
 
 
 def rag(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "rag_assets.serve.cli", *args, "--config", str(REPO_ROOT / "rag.yaml"), "--output-dir", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "rag_assets.serve.cli",
+        *args,
+        "--config",
+        str(REPO_ROOT / "rag.yaml"),
+        "--output-dir",
+        str(out),
+    ]
     return subprocess.run(command, env=rag_env(), cwd=out, capture_output=True, text=True, timeout=600)
 
 
@@ -74,7 +83,9 @@ def imported_by(out: Path, *args: str) -> set[str]:
         "    status = exc.code\n"
         f"open({str(listing)!r}, 'w').write(json.dumps({{'status': status, 'modules': sorted(sys.modules)}}))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], env=rag_env(), cwd=out, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=rag_env(), cwd=out, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(listing.read_text())
     assert result["status"] == 0, done.stdout + done.stderr

@@ -39,10 +39,17 @@ def config(tmp_path_factory) -> Path:
     weights = yaml.safe_load((REPO_ROOT / "rag.yaml").read_text(encoding="utf-8"))["weights"]
     config = root / "rag.yaml"
     config.write_text(
-        yaml.safe_dump({
-            "content_dir": str(SAMPLE_CONTENT), "output_dir": str(root / "out"), "weights": weights,
-            "embedder": {"name": "hashing"}, "identity_map": None, "vaults": [], "llm": {"name": "none"},
-        }),
+        yaml.safe_dump(
+            {
+                "content_dir": str(SAMPLE_CONTENT),
+                "output_dir": str(root / "out"),
+                "weights": weights,
+                "embedder": {"name": "hashing"},
+                "identity_map": None,
+                "vaults": [],
+                "llm": {"name": "none"},
+            }
+        ),
         encoding="utf-8",
     )
     cfg = load_config(config, embedder="hashing", private_embedder="hashing", environ={})

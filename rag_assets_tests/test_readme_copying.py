@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 

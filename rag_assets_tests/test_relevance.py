@@ -28,7 +28,9 @@ OFF_TOPIC = ["zzzzqqq", "qwxv plorkt", "what is the offside rule in football", "
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("relevance")
-    cfg = load_config(None, content_dir=SAMPLE_CONTENT, output_dir=out, embedder="hashing", private_embedder="hashing", environ={})
+    cfg = load_config(
+        None, content_dir=SAMPLE_CONTENT, output_dir=out, embedder="hashing", private_embedder="hashing", environ={}
+    )
     with instance_for_test() as instance:
         assert run_build(cfg, instance, vaults=[]).success
     return cfg
@@ -83,7 +85,9 @@ def test_results_are_pages_with_their_sections(built):
         assert all(s.document_id == hit.document_id for s in hit.sections)
         assert [s.relevance for s in hit.sections] == sorted((s.relevance for s in hit.sections), reverse=True)
         assert hit.relevance == hit.sections[0].relevance
-    assert [h.relevance for h in pages] == sorted((h.relevance for h in pages), reverse=True), "ranked by the figure shown"
+    assert [h.relevance for h in pages] == sorted((h.relevance for h in pages), reverse=True), (
+        "ranked by the figure shown"
+    )
     chunks = search(built, "proxmox", k=10, min_score=0.0, view="chunks").hits
     assert len({(h.collection, h.slug) for h in chunks}) < len(chunks), "the chunk view repeats pages"
     assert all(len(h.sections) == 1 for h in chunks)
@@ -103,7 +107,12 @@ def test_the_store_records_its_profile_and_search_uses_it(built):
         embedder = tier_embedder(built, "public", index)
 
         def scores(**params):
-            return [h.score for h in index.search("proxmox vlan", embedder, SearchParams(min_score=0.0, view="chunks", **params)).hits]
+            return [
+                h.score
+                for h in index.search(
+                    "proxmox vlan", embedder, SearchParams(min_score=0.0, view="chunks", **params)
+                ).hits
+            ]
 
         weights = {"vector_weight": PROFILES["hashing"].vector_weight, "bm25_weight": PROFILES["hashing"].bm25_weight}
         assert scores() == scores(fusion="rrf", **weights)

@@ -26,8 +26,18 @@ Intro paragraph about the hardware, with **bold** words, `code` and <img src=x o
 The UPS keeps the rack alive for twenty minutes. [Vendor](https://example.org/ups) [a script](javascript:alert(1))
 [site page](/docs/power/) ![the rack](http://example.org/rack.png)
 """
-DOC = Document("docs", "inventory", "docs/inventory.md", "Hardware inventory", "What is in the rack", ["lab"], {},
-               BODY, "2026-01-01", "x")
+DOC = Document(
+    "docs",
+    "inventory",
+    "docs/inventory.md",
+    "Hardware inventory",
+    "What is in the rack",
+    ["lab"],
+    {},
+    BODY,
+    "2026-01-01",
+    "x",
+)
 MARKDOWN_SYNTAX = re.compile(r"\*\*|`|^\s*\||\|\s*$|^#", re.MULTILINE)
 
 
@@ -61,16 +71,28 @@ def test_the_first_chunk_drops_the_context_lines_and_raw_html_is_escaped():
 
 def test_links_are_only_http_and_images_become_their_alt_text():
     last = render_section("## Power\n\n" + BODY.split("## Power\n\n")[1], chunk_index=3)
-    assert '<a href="https://example.org/ups" target="_blank" rel="noopener noreferrer nofollow">Vendor</a>' in last.html
-    assert "href=\"javascript" not in last.html and "a script" in last.plain  # markdown-it leaves it as text
+    assert (
+        '<a href="https://example.org/ups" target="_blank" rel="noopener noreferrer nofollow">Vendor</a>' in last.html
+    )
+    assert 'href="javascript' not in last.html and "a script" in last.plain  # markdown-it leaves it as text
     assert 'href="/docs' not in last.html and "site page" in last.plain
     assert "<img" not in last.html and "[image: the rack]" in last.plain
 
 
 def test_hits_and_sources_carry_html_and_plain():
     first, second = chunks()[:2]
-    hit = Hit(id=second.id, collection="docs", slug="inventory", title=DOC.title, heading_path=list(second.heading_path),
-              text=second.text, score=1.0, vector_score=None, bm25_score=None, chunk_index=second.chunk_index)
+    hit = Hit(
+        id=second.id,
+        collection="docs",
+        slug="inventory",
+        title=DOC.title,
+        heading_path=list(second.heading_path),
+        text=second.text,
+        score=1.0,
+        vector_score=None,
+        bm25_score=None,
+        chunk_index=second.chunk_index,
+    )
     out = rendered_hit_json(hit)
     assert out["html"] == out["sections"][0]["html"] and out["html"].startswith("<table>")
     source = rendered_source_json({"id": first.id, "title": DOC.title, "text": first.text})

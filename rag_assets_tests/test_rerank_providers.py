@@ -31,7 +31,9 @@ FAST = RetryPolicy(max_retries=2, base_backoff=0.01, timeout=2.0, retry_after_ca
 
 
 def http_reranker(server: RerankServer, **kwargs) -> HttpReranker:
-    return HttpReranker(base_url=server.url + "/v1", model=kwargs.pop("model", "bge-reranker-test"), policy=FAST, **kwargs)
+    return HttpReranker(
+        base_url=server.url + "/v1", model=kwargs.pop("model", "bge-reranker-test"), policy=FAST, **kwargs
+    )
 
 
 def chat_reranker(server: RerankServer, **kwargs) -> ChatReranker:
@@ -55,7 +57,9 @@ def test_the_rerank_api_gets_the_common_request_and_scores_map_back_by_index():
 def test_the_rerank_api_retries_429_and_5xx_then_succeeds():
     with RerankServer() as server:
         server.script("429:0", "503", "drop")
-        reranker = HttpReranker(base_url=server.url, model=None, policy=RetryPolicy(max_retries=3, base_backoff=0.01, timeout=2))
+        reranker = HttpReranker(
+            base_url=server.url, model=None, policy=RetryPolicy(max_retries=3, base_backoff=0.01, timeout=2)
+        )
         assert reranker.rerank(QUERY, PASSAGES)[1] == pytest.approx(1.0)
         assert len(server.rerank_requests) == 4
         assert "model" not in server.rerank_requests[-1].json  # none configured: none sent
@@ -129,14 +133,16 @@ def test_a_chat_answer_without_scores_is_retried_then_an_error():
         ("Passage 1: yes\nPassage 2: no", 2, [1.0, 0.0]),
         ("7, 5", 2, [0.7, 0.5]),
         ("Yes.", 1, [1.0]),
-        ("<think>which of [1] and [2]?</think>{\"scores\": [2, 9]}", 2, [0.2, 0.9]),
+        ('<think>which of [1] and [2]?</think>{"scores": [2, 9]}', 2, [0.2, 0.9]),
     ],
 )
 def test_parse_scores_reads_what_small_models_write(answer, expected, scores):
     assert parse_scores(answer, expected) == pytest.approx(scores)
 
 
-@pytest.mark.parametrize(("answer", "expected"), [('{"scores": [7, 0]}', 3), ("I think the first one.", 2), ("", 1), ("[NaN, 1]", 2)])
+@pytest.mark.parametrize(
+    ("answer", "expected"), [('{"scores": [7, 0]}', 3), ("I think the first one.", 2), ("", 1), ("[NaN, 1]", 2)]
+)
 def test_parse_scores_refuses_what_does_not_fit(answer, expected):
     with pytest.raises(MalformedResponse):
         parse_scores(answer, expected)
@@ -156,15 +162,22 @@ def test_the_reranker_is_off_unless_configured_and_each_needs_its_settings(tmp_p
         ("reranker: {name: cross_encoder}\n", "needs reranker.model_path"),
         ("reranker: {name: http, base_url: 'localhost:8080'}\n", "http:// or https://"),
         ("reranker: {name: htp}\n", "did you mean 'http'"),
-        ("reranker: {name: http, base_url: 'http://x', api_key_env: 'sk-live-123'}\n", "NAME of an environment variable"),
+        (
+            "reranker: {name: http, base_url: 'http://x', api_key_env: 'sk-live-123'}\n",
+            "NAME of an environment variable",
+        ),
     ]:
         path.write_text(text)
         with pytest.raises(ConfigError, match=message):
             load_config(path, environ={})
-    path.write_text("reranker: {name: http, base_url: 'http://127.0.0.1:9', model: m, top_n: 30, api_key_env: RR_KEY}\n")
+    path.write_text(
+        "reranker: {name: http, base_url: 'http://127.0.0.1:9', model: m, top_n: 30, api_key_env: RR_KEY}\n"
+    )
     settings = load_config(path, environ={}).reranker
     assert (settings.name, settings.top_n, settings.model) == ("http", 30, "m")
-    chosen = select_reranker(settings, "public", environ={"RAG_RERANKER_BASE_URL": "http://127.0.0.1:7/v1", "RR_KEY": "k"})
+    chosen = select_reranker(
+        settings, "public", environ={"RAG_RERANKER_BASE_URL": "http://127.0.0.1:7/v1", "RR_KEY": "k"}
+    )
     assert isinstance(chosen, HttpReranker) and chosen.endpoint == "http://127.0.0.1:7/v1/rerank" and not chosen.local
 
 
@@ -225,8 +238,13 @@ def tiny_cross_encoder(folder, num_labels: int = 1):
     (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
     tokenizer = transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
     config = transformers.BertConfig(
-        vocab_size=len(words) + 5, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128, num_labels=num_labels,
+        vocab_size=len(words) + 5,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        num_labels=num_labels,
     )
     torch.manual_seed(0)
     transformers.BertForSequenceClassification(config).save_pretrained(folder)

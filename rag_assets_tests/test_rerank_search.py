@@ -21,11 +21,11 @@ from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
 
+from .conftest import instance_for_test
 from .live_server import ServerThread
 from .rerank_server import RerankServer
 from .test_egress import RecordingServer
 from .test_search import TREE
-from .conftest import instance_for_test
 
 QUERY = "proxmox vlan bridge snapshots handshake"
 PRIVATE_NOTE = "# Bank recovery codes\n\nThe recovery phrase for the savings account is kept in the fire safe.\n"
@@ -47,8 +47,17 @@ def built(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         mp.delenv("RAG_CONFIG", raising=False)
-        cfg = load_config(None, content_dir=content, output_dir=root / "out", embedder="hashing", private_embedder="hashing", environ={})
-        cfg = dataclasses.replace(cfg, vaults=(VaultConfig("me", content / "vaults" / "me", "private"),), identity_map_path=None)
+        cfg = load_config(
+            None,
+            content_dir=content,
+            output_dir=root / "out",
+            embedder="hashing",
+            private_embedder="hashing",
+            environ={},
+        )
+        cfg = dataclasses.replace(
+            cfg, vaults=(VaultConfig("me", content / "vaults" / "me", "private"),), identity_map_path=None
+        )
         with instance_for_test() as instance:
             outcome = run_build(cfg, instance)
     assert outcome.success, outcome.error
@@ -77,7 +86,9 @@ def stage_for(url: str, top_n: int = 4) -> RerankStage:
 
 
 def with_reranker(cfg, url: str, **settings):
-    return dataclasses.replace(cfg, reranker=RerankerSettings(name="http", base_url=url, model="judge", max_retries=1, **settings))
+    return dataclasses.replace(
+        cfg, reranker=RerankerSettings(name="http", base_url=url, model="judge", max_retries=1, **settings)
+    )
 
 
 # --- The stage ----------------------------------------------------------------------------------
@@ -106,7 +117,9 @@ def test_k_below_top_n_still_reranks_top_n_candidates(built):
     before = fused(built, k=4)
     index = SearchIndex(built.public_store_path, built.collection_weights, log_searches=False)
     with RerankServer(score=reversing([h.text for h in before])) as server:
-        result = search_reranked(index, QUERY, tier_embedder(built, "public", index), SearchParams(k=1, min_score=0), stage_for(server.url))
+        result = search_reranked(
+            index, QUERY, tier_embedder(built, "public", index), SearchParams(k=1, min_score=0), stage_for(server.url)
+        )
         assert len(server.rerank_requests[0].json["documents"]) == 4
     assert [h.id for h in result.hits] == [before[3].id]
 
@@ -151,7 +164,9 @@ def search_json(capsys, *args: str) -> dict:
 def test_rag_search_reranks_by_default_when_configured_and_not_with_no_rerank(built, tmp_path, capsys):
     head = [h.text for h in fused(built, k=3)]
     with RerankServer(score=reversing(head)) as server:
-        config = write_config(built, tmp_path / "rag.yaml", f"{{name: http, base_url: '{server.url}', model: judge, top_n: 3}}")
+        config = write_config(
+            built, tmp_path / "rag.yaml", f"{{name: http, base_url: '{server.url}', model: judge, top_n: 3}}"
+        )
         reranked = search_json(capsys, *config)
         assert [h["text"] for h in reranked["hits"]] == head[::-1] and reranked["reranked"] is True
         assert len(server.rerank_requests) == 1
@@ -167,7 +182,9 @@ def test_rag_search_reranks_by_default_when_configured_and_not_with_no_rerank(bu
 
 
 def test_rag_search_says_when_reranking_failed_or_none_is_configured(built, tmp_path, capsys):
-    config = write_config(built, tmp_path / "rag.yaml", f"{{name: http, base_url: '{closed_port_url()}', max_retries: 0}}")
+    config = write_config(
+        built, tmp_path / "rag.yaml", f"{{name: http, base_url: '{closed_port_url()}', max_retries: 0}}"
+    )
     assert rag(["search", QUERY, "--min-score", "0", *config]) == 0
     assert "warning: not reranked, results in fused order" in capsys.readouterr().err
     assert search_json(capsys, *config)["rerankError"]
@@ -179,7 +196,9 @@ def test_rag_search_says_when_reranking_failed_or_none_is_configured(built, tmp_
 def test_rag_search_private_refuses_a_reranker_off_this_machine(built, tmp_path, capsys, non_loopback_address):
     address = non_loopback_address
     with RerankServer(bind_host="0.0.0.0") as server:
-        config = write_config(built, tmp_path / "rag.yaml", f"{{name: http, base_url: 'http://{address}:{server.port}'}}")
+        config = write_config(
+            built, tmp_path / "rag.yaml", f"{{name: http, base_url: 'http://{address}:{server.port}'}}"
+        )
         assert search_json(capsys, *config)["reranked"] is True  # reachable there: the silence below is a refusal
         server.reset()
         assert rag(["search", "recovery phrase", "--tier", "private", *config]) == 2

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 
-
 from rag_assets.config import VaultConfig
 from rag_assets.defs.runner import run_build
 
@@ -16,7 +15,9 @@ from .conftest import instance_for_test
 
 
 def test_a_failed_vaults_error_reaches_the_outcome_whole(write_tree, make_config):
-    content = write_tree({"posts/hello.md": "# Hello\n\nA public post.\n", "vaults/me/n.md": "# Note\n\nRestic backs up the NAS.\n"})
+    content = write_tree(
+        {"posts/hello.md": "# Hello\n\nA public post.\n", "vaults/me/n.md": "# Note\n\nRestic backs up the NAS.\n"}
+    )
     # The folder's name holds the separator the failure's description joins vaults with.
     gone = content / "vaults" / "old; moved"
     vaults = (VaultConfig("me", content / "vaults" / "me", "private"), VaultConfig("gone", gone, "private"))

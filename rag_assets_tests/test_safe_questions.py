@@ -45,7 +45,10 @@ OTHER_NOTES = {
     f"vaults/homelab/{topic.split()[0].lower()}.md": f"---\ntitle: {topic}\n---\n# {topic}\n\n{body}\n"
     for topic, body in [
         ("Zigbee coordinator", "The Sonoff dongle runs the zigbee2mqtt coordinator firmware, flashed with cc2538-bsl."),
-        ("Grafana dashboards", "Grafana shows the node exporter panels; alerts go to the chat room when disks fill up."),
+        (
+            "Grafana dashboards",
+            "Grafana shows the node exporter panels; alerts go to the chat room when disks fill up.",
+        ),
         ("Wireguard tunnel", "The router forwards port 51820 to the wireguard peer; keys rotate every spring."),
         ("Kubernetes upgrades", "k3s is upgraded one node at a time after draining it; etcd snapshots come first."),
         ("Garden irrigation", "The drip lines water the tomatoes at dawn; the valve controller runs on a timer."),
@@ -66,8 +69,12 @@ def models():
 def site(tmp_path_factory, models) -> Path:
     chat, judge = models
     root = tmp_path_factory.mktemp("safe-questions")
-    for rel, text in {"content/docs/restic.md": PUBLIC_NOTE, "vaults/homelab/backups.md": SAFE_NOTE,
-                      "vaults/diary/diary.md": PRIVATE_NOTE, **OTHER_NOTES}.items():
+    for rel, text in {
+        "content/docs/restic.md": PUBLIC_NOTE,
+        "vaults/homelab/backups.md": SAFE_NOTE,
+        "vaults/diary/diary.md": PRIVATE_NOTE,
+        **OTHER_NOTES,
+    }.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     config = root / "rag.yaml"
@@ -141,8 +148,10 @@ def test_http_sanitises_safe_tier_questions(site, recorded):
         for route in ("/search", "/context"):
             r = api.get(route, q=QUESTION, tier="safe", min_score="0")
             assert r.status_code == 200 and PASSWORD not in r.text, r.text[:300]
-        for body in ({"question": QUESTION, "tier": "safe", "session": "web"},
-                     {"question": QUESTION, "tier": "safe", "session": "web", "stream": True}):
+        for body in (
+            {"question": QUESTION, "tier": "safe", "session": "web"},
+            {"question": QUESTION, "tier": "safe", "session": "web", "stream": True},
+        ):
             r = api.post("/ask", json=body)
             assert r.status_code == 200 and PASSWORD not in r.text, r.text[:300]
     assert len(chat.chat_requests) >= 2
@@ -158,9 +167,11 @@ def test_mcp_sanitises_safe_tier_questions(site, recorded):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 texts = []
-                for tool, args in (("search", {"query": QUESTION, "min_relevance": 0}),
-                                   ("get_context", {"query": QUESTION, "min_relevance": 0}),
-                                   ("ask", {"question": QUESTION})):
+                for tool, args in (
+                    ("search", {"query": QUESTION, "min_relevance": 0}),
+                    ("get_context", {"query": QUESTION, "min_relevance": 0}),
+                    ("ask", {"question": QUESTION}),
+                ):
                     result = await session.call_tool(tool, {**args, "tier": "safe"})
                     assert not result.is_error, result.content[0].text
                     texts.append(result.content[0].text)

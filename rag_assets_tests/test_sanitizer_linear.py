@@ -25,8 +25,8 @@ from __future__ import annotations
 import random
 import string
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -134,7 +134,9 @@ PATTERNS: dict[str, Callable[[], str]] = {
     # The structured scanner (tables, definition lists, labels; issue 23): a delimiter row per
     # line, a table whose every row has secrets, one endless row, a definition or a label per line.
     "table_delimiter_rows": lambda: repeat("|-|\n"),
-    "table_secret_columns": lambda: "| password | token | API key |\n|---|---|---|\n" + repeat("| Xy7pQ2wZ | Tk4Bn8Qm2Wx6 | a |\n", SIZE - 45),
+    "table_secret_columns": lambda: (
+        "| password | token | API key |\n|---|---|---|\n" + repeat("| Xy7pQ2wZ | Tk4Bn8Qm2Wx6 | a |\n", SIZE - 45)
+    ),
     "table_one_wide_row": lambda: "| password |\n|---|\n" + repeat("| Xy7pQ2wZ ", SIZE - 19),
     "table_row_labels": lambda: "| a | b |\n|---|---|\n" + repeat("| Password | Rl9Kd3Mx7Vq2 |\n", SIZE - 20),
     "definitions": lambda: repeat("Password\n: Gw5Lp8Qz2Rk7\n"),

@@ -23,9 +23,42 @@ from rag_assets.serve.cli import main as rag
 from .conftest import PROXMOX_POST, SAMPLE_CONTENT, instance_for_test, isolate
 
 NASTY = [
-    '"', '""', "'", "-", "--force", ":", "a:b", "*", "prox*", "AND", "OR", "NOT", "NEAR", "NEAR(a b)", "a AND OR b",
-    "(", ")", "((vlan", "vlan))", "^", "{col}: x", "col : x", "+-*/", "\\", "%", "_", "😀", "\x00", " ", "a" * 5000,
-    "proxmox -vlan", 'bridge "vlan-aware', "vlan OR", "NEAR/3", "[x]", "'; DROP TABLE chunks; --",
+    '"',
+    '""',
+    "'",
+    "-",
+    "--force",
+    ":",
+    "a:b",
+    "*",
+    "prox*",
+    "AND",
+    "OR",
+    "NOT",
+    "NEAR",
+    "NEAR(a b)",
+    "a AND OR b",
+    "(",
+    ")",
+    "((vlan",
+    "vlan))",
+    "^",
+    "{col}: x",
+    "col : x",
+    "+-*/",
+    "\\",
+    "%",
+    "_",
+    "😀",
+    "\x00",
+    " ",
+    "a" * 5000,
+    "proxmox -vlan",
+    'bridge "vlan-aware',
+    "vlan OR",
+    "NEAR/3",
+    "[x]",
+    "'; DROP TABLE chunks; --",
 ]
 
 
@@ -79,7 +112,9 @@ def cfg(built_tree: RagConfig, tmp_path: Path) -> RagConfig:
 def test_the_right_section_ranks_first_with_path_heading_and_scores(cfg):
     index = SearchIndex(cfg.public_store_path, cfg.collection_weights)
     # Four pages: too few for relevance (test_relevance.py); this checks the ranking, no floor.
-    result = index.search("how do I set up vlans on proxmox", tier_embedder(cfg, "public", index), SearchParams(k=3, min_score=0))
+    result = index.search(
+        "how do I set up vlans on proxmox", tier_embedder(cfg, "public", index), SearchParams(k=3, min_score=0)
+    )
     top = result.hits[0]
     assert (top.collection, top.slug) == ("posts", "proxmox")
     assert top.heading_path[-1] == "Network configuration" or "vlan" in top.text.lower()
@@ -115,7 +150,9 @@ def test_filters_apply_before_ranking(cfg):
     embedder = tier_embedder(cfg, "public", index)
 
     def slugs(**params):
-        return {h.slug for h in index.search("snapshots handshake vlan", embedder, SearchParams(min_score=0, **params)).hits}
+        return {
+            h.slug for h in index.search("snapshots handshake vlan", embedder, SearchParams(min_score=0, **params)).hits
+        }
 
     assert slugs(collections=("docs",)) <= {"wireguard", "cjk"}
     assert slugs(tags=("zfs",)) == {"zfs"}
@@ -182,7 +219,13 @@ def test_wrong_model_and_bad_parameters_are_clear_errors(cfg):
     index = SearchIndex(cfg.public_store_path)
     with pytest.raises(SearchError, match="embedded with"):
         index.search("vlan", _OtherModel(), SearchParams())
-    for bad in (dict(k=0), dict(mode="magic"), dict(fusion="max"), dict(vector_weight=0, bm25_weight=0), dict(mmr_lambda=2)):
+    for bad in (
+        dict(k=0),
+        dict(mode="magic"),
+        dict(fusion="max"),
+        dict(vector_weight=0, bm25_weight=0),
+        dict(mmr_lambda=2),
+    ):
         with pytest.raises(SearchError):
             index.search("vlan", None, SearchParams(**bad))
     with pytest.raises(SearchError, match="no store"):
@@ -204,7 +247,17 @@ def test_cli_search_context_and_log(cfg, capsys):
     payload = json.loads(capsys.readouterr().out)
     assert payload["query"] == "vlan"
     assert set(payload["hits"][0]) == {
-        "id", "collection", "slug", "title", "headingPath", "text", "score", "relevance", "vectorScore", "bm25Score", "sections",
+        "id",
+        "collection",
+        "slug",
+        "title",
+        "headingPath",
+        "text",
+        "score",
+        "relevance",
+        "vectorScore",
+        "bm25Score",
+        "sections",
     }
     assert rag(["search", "zzzqqq nothing", "--min-score", "0.99", *args]) == 0
     assert rag(["search", "vlan", "--filter", "oops", *args]) == 2
@@ -221,8 +274,8 @@ def test_cli_search_context_and_log(cfg, capsys):
     assert header.split() == ["When", "Best", "relevance", "Latency", "Hits", "Query"], header
     row = lines[lines.index("Recent") + 2]
     relevance_end = header.index("relevance") + len("relevance")
-    assert re.fullmatch(r"(\d\.\d\d|--)", row[relevance_end - 4:relevance_end].strip()), (header, row)
-    assert row[header.index("Hits"):header.index("Hits") + 4].strip().isdigit(), (header, row)
+    assert re.fullmatch(r"(\d\.\d\d|--)", row[relevance_end - 4 : relevance_end].strip()), (header, row)
+    assert row[header.index("Hits") : header.index("Hits") + 4].strip().isdigit(), (header, row)
     assert rag(["search", "vlan", "--tier", "private", *args]) == 2
     assert "rag build" in capsys.readouterr().err
 
@@ -232,7 +285,9 @@ def test_sample_content_proxmox_vlan_query(tmp_path, make_config):
     with instance_for_test() as instance:
         assert run_build(cfg, instance, vaults=[]).success
     index = SearchIndex(cfg.public_store_path, cfg.collection_weights)
-    hits = index.search("how do I set up vlans on proxmox", tier_embedder(cfg, "public", index), SearchParams(k=10)).hits
+    hits = index.search(
+        "how do I set up vlans on proxmox", tier_embedder(cfg, "public", index), SearchParams(k=10)
+    ).hits
     # Page view: the post is one hit, its network-configuration section among its sections.
     assert [h.slug for h in hits].count("homelab-proxmox-setup") == 1
     post = next(h for h in hits if h.slug == "homelab-proxmox-setup")

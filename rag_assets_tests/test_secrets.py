@@ -65,13 +65,23 @@ POSITIVES: list[tuple[str, str, str]] = [
     (f"aws_secret_access_key = {(k := tok(40, B64))}", k, "aws_secret_access_key"),
     (f"User,Access key ID,Secret access key\nci,{KEY_ID},{(k := tok(40, B64))}", k, "aws_secret_access_key"),
     (f"GOOGLE_MAPS = '{(k := 'AIza' + tok(35, URLSAFE))}'", k, "google_api_key"),
-    (f"DefaultEndpointsProtocol=https;AccountName=notes;AccountKey={(k := tok(86, B64) + '==')};"
-     "EndpointSuffix=core.windows.net", k, "azure_storage_connection_string"),
-    (f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey={(k := tok(43, B64) + '=')}",
-     k, "azure_connection_string"),
+    (
+        f"DefaultEndpointsProtocol=https;AccountName=notes;AccountKey={(k := tok(86, B64) + '==')};"
+        "EndpointSuffix=core.windows.net",
+        k,
+        "azure_storage_connection_string",
+    ),
+    (
+        f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey={(k := tok(43, B64) + '=')}",
+        k,
+        "azure_connection_string",
+    ),
     (f"client secret: {(k := tok(3) + '8Q~' + tok(34, ALNUM + '_~.-'))}", k, "azure_ad_client_secret"),
-    (f"Endpoint=https://notes.azconfig.io;Id=Ab1c-l0-s0:{tok(20)};Secret={(k := tok(44, B64))}",
-     k, "azure_app_config_connection_string"),
+    (
+        f"Endpoint=https://notes.azconfig.io;Id=Ab1c-l0-s0:{tok(20)};Secret={(k := tok(44, B64))}",
+        k,
+        "azure_app_config_connection_string",
+    ),
     # code hosting
     (f"token {(k := 'ghp_' + tok(36))} for CI", k, "github_pat_classic"),
     (f"GH_TOKEN={(k := 'github_pat_' + tok(22) + '_' + tok(59))}", k, "github_pat_fine_grained"),
@@ -85,13 +95,19 @@ POSITIVES: list[tuple[str, str, str]] = [
     (f"registration {(k := 'GR1348941' + tok(20, URLSAFE))}", k, "gitlab_token_other"),
     # chat
     (f"SLACK_BOT={(k := f'xoxb-{tok(11, string.digits)}-{tok(13, string.digits)}-{tok(24)}')}", k, "slack_bot_token"),
-    (f"user token {(k := 'xoxp-' + '-'.join(tok(12, string.digits) for _ in range(3)) + '-' + tok(32, HEX))}",
-     k, "slack_user_token"),
+    (
+        f"user token {(k := 'xoxp-' + '-'.join(tok(12, string.digits) for _ in range(3)) + '-' + tok(32, HEX))}",
+        k,
+        "slack_user_token",
+    ),
     (f"legacy {(k := 'xoxa-2-' + tok(12, string.digits) + '-' + tok(24))}", k, "slack_token_other"),
     (f"refresh {(k := 'xoxe-1-' + tok(146, string.ascii_uppercase + string.digits))}", k, "slack_token_other"),
     (f"config {(k := 'xoxe.xoxp-1-' + tok(164))}", k, "slack_user_token"),
-    (f"post to {(k := f'https://hooks.slack.com/services/T{tok(8, SLACK_ID)}/B{tok(10, SLACK_ID)}/{tok(24)}')}",
-     k, "slack_webhook"),
+    (
+        f"post to {(k := f'https://hooks.slack.com/services/T{tok(8, SLACK_ID)}/B{tok(10, SLACK_ID)}/{tok(24)}')}",
+        k,
+        "slack_webhook",
+    ),
     (f"bot token {(k := tok(9, '123456789') + ':AA' + tok(33, URLSAFE))}", k, "telegram_bot_token"),
     # payments, AI, SaaS
     (f"stripe.api_key = '{(k := 'sk_live_' + tok(24))}'", k, "stripe_secret_key"),
@@ -107,18 +123,34 @@ POSITIVES: list[tuple[str, str, str]] = [
     (f"account {(k := 'AC' + tok(32, HEX))}", k, "twilio"),
     (f"TWILIO_AUTH_TOKEN={(k := tok(32, HEX))}", k, "generic_secret"),
     # keys and structured credentials
-    *[(f"key:\n{(k := pem(label))}\n", k, "private_key") for label in (
-        "RSA PRIVATE KEY", "EC PRIVATE KEY", "OPENSSH PRIVATE KEY", "PRIVATE KEY", "ENCRYPTED PRIVATE KEY",
-        "DSA PRIVATE KEY", "PGP PRIVATE KEY BLOCK")],
-    (f'{{"private_key": "-----BEGIN PRIVATE KEY-----\\n{(k := tok(64, B64))}\\n{tok(64, B64)}\\n'
-     '-----END PRIVATE KEY-----\\n"}', k, "private_key"),
+    *[
+        (f"key:\n{(k := pem(label))}\n", k, "private_key")
+        for label in (
+            "RSA PRIVATE KEY",
+            "EC PRIVATE KEY",
+            "OPENSSH PRIVATE KEY",
+            "PRIVATE KEY",
+            "ENCRYPTED PRIVATE KEY",
+            "DSA PRIVATE KEY",
+            "PGP PRIVATE KEY BLOCK",
+        )
+    ],
+    (
+        f'{{"private_key": "-----BEGIN PRIVATE KEY-----\\n{(k := tok(64, B64))}\\n{tok(64, B64)}\\n'
+        '-----END PRIVATE KEY-----\\n"}',
+        k,
+        "private_key",
+    ),
     (f"jwt: {JWT}", JWT, "jwt"),
     (f"DATABASE_URL=postgres://app:{PW}@db.internal:5432/notes", PW, "postgres_uri"),
     (f"mysql://root:{PW}@localhost:3306/wiki", PW, "mysql_uri"),
     (f"mongodb://admin:{PW}@mongo1,mongo2/?replicaSet=rs0", PW, "mongodb_uri"),
     (f"mongodb+srv://reader:{PW}@cluster0.ab1cd.mongodb.net/test", PW, "mongodb_uri"),
-    (f"Server=tcp:sql.example.net,1433;Database=notes;User ID=admin;Password={PW};Encrypt=true;", PW,
-     "sqlserver_connection_string"),
+    (
+        f"Server=tcp:sql.example.net,1433;Database=notes;User ID=admin;Password={PW};Encrypt=true;",
+        PW,
+        "sqlserver_connection_string",
+    ),
     (f"Driver={{ODBC Driver 18 for SQL Server}};Server=db;Uid=sa;Pwd={PW};", PW, "sqlserver_connection_string"),
     (f"git clone https://deploy:{PW}@git.example.com/team/repo.git", PW, "basic_auth_url"),
     (f"curl -u admin:{PW} https://api.example.com/v1/items", PW, "basic_auth_curl"),
@@ -137,15 +169,18 @@ POSITIVES: list[tuple[str, str, str]] = [
     (f"client_secret: {(k := tok(32, URLSAFE))}", k, "generic_secret"),
     (f"SECRET_KEY = '{(k := tok(50, HEX))}'", k, "generic_secret"),
     (f"STRIPE_KEY={(k := tok(30))}", k, "generic_api_key"),
-    (f"<add key=\"DbPassword\" value=\"x\"/>\n<password>{PW}</password>", PW, "generic_password"),
+    (f'<add key="DbPassword" value="x"/>\n<password>{PW}</password>', PW, "generic_password"),
     (f"machine api.example.com login bot password {PW}", PW, "generic_password"),
     (f"CREATE USER app IDENTIFIED BY '{PW}';", PW, "generic_password"),
     (f'new NetworkCredential("svc", "{PW}")', PW, "generic_password"),
     ("the online banking PIN is 4711, the card PIN is elsewhere", "4711", "generic_password"),
     (f"The iDRAC password is {(k := 'Zq4-' + tok(4) + '-' + tok(4))} and the user is root.", k, "generic_password"),
     (f"[Interface]\nPrivateKey = {(k := tok(43, B64) + '=')}\nAddress = 10.9.0.2/32", k, "generic_secret"),
-    ("the recovery code disables two-step login once:\n\n`HQ4C-8FW2-GS9M-04B5-WBV1-OE5V-XD7A-8942`",
-     "HQ4C-8FW2-GS9M-04B5-WBV1-OE5V-XD7A-8942", "recovery_code"),
+    (
+        "the recovery code disables two-step login once:\n\n`HQ4C-8FW2-GS9M-04B5-WBV1-OE5V-XD7A-8942`",
+        "HQ4C-8FW2-GS9M-04B5-WBV1-OE5V-XD7A-8942",
+        "recovery_code",
+    ),
     (f"Joint account IBAN {IBAN_DE_GROUPED} at the local bank", IBAN_DE_GROUPED, "iban"),
     (f"IBAN: {IBAN_GB}", IBAN_GB, "iban"),
     # e-mail

@@ -167,7 +167,7 @@ def test_nightly_schedule_requests_one_full_run_over_every_partition(write_tree,
     assert schedule.cron_schedule == "0 3 * * *" and schedule.execution_timezone == "UTC"
     with make_instance() as instance:
         sync_partitions(instance, cfg)
-        when = datetime.datetime(2026, 12, 1, 3, 0, tzinfo=datetime.timezone.utc)
+        when = datetime.datetime(2026, 12, 1, 3, 0, tzinfo=datetime.UTC)
         context = dg.build_schedule_context(instance=instance, scheduled_execution_time=when)
         [request] = schedule.evaluate_tick(context).run_requests
         assert partitions_of(request, instance, COLLECTIONS_PARTITION) == ["docs", "posts"]
@@ -201,7 +201,9 @@ def vault_config(content, make_config, vaults=("notes:safe", "me:private")):
     return dataclasses.replace(make_config(content), vaults=entries)
 
 
-def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaults(write_tree, make_config, make_instance):
+def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaults(
+    write_tree, make_config, make_instance
+):
     from rag_assets.defs.partitions import (
         PRIVATE_VAULTS_PARTITION,
         SAFE_VAULTS_PARTITION,
@@ -241,9 +243,7 @@ def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaul
         data = tick(cfg, None)
         assert list(instance.get_dynamic_partitions(SAFE_VAULTS_PARTITION)) == ["notes"]
         assert sorted(instance.get_dynamic_partitions(PRIVATE_VAULTS_PARTITION)) == ["me", "notes"]
-        assert requested(data) == [
-            ("update_private_vaults", ["notes", "me"]), ("update_safe_vaults", ["notes"])
-        ]
+        assert requested(data) == [("update_private_vaults", ["notes", "me"]), ("update_safe_vaults", ["notes"])]
         # Requested but not yet run: not requested again.
         assert not tick(cfg, data.cursor).run_requests
         for request in data.run_requests:
@@ -257,9 +257,7 @@ def test_vault_sensor_syncs_partitions_reindexes_changes_and_purges_removed_vaul
         assert requested(data) == [("update_private_vaults", ["notes"]), ("update_safe_vaults", ["notes"])]
         for request in data.run_requests:
             run(cfg, request)
-        assert "second pool" in " ".join(
-            t for (t,) in store_rows(cfg.safe_store_path, "SELECT text FROM chunks")
-        )
+        assert "second pool" in " ".join(t for (t,) in store_rows(cfg.safe_store_path, "SELECT text FROM chunks"))
 
         # The private vault leaves the config: its partition goes and a purge run is requested.
         without = vault_config(content, make_config, vaults=("notes:safe",))

@@ -19,8 +19,8 @@ from rag_assets.defs.runner import run_build
 from rag_assets.embed.errors import ProviderUnavailable
 from rag_assets.index import store
 from rag_assets.serve import http as server_module
-from rag_assets.serve.http import MAX_QUERY_CHARS, create_app
 from rag_assets.serve.access import OWNER
+from rag_assets.serve.http import MAX_QUERY_CHARS, create_app
 
 from .conftest import PROXMOX_POST, instance_for_test
 from .live_server import ServerThread
@@ -79,7 +79,7 @@ CONTENT = {
 }
 
 
-def build_content(root: Path) -> "object":
+def build_content(root: Path) -> object:
     content = root / "content"
     for rel, text in CONTENT.items():
         path = content / rel
@@ -88,7 +88,14 @@ def build_content(root: Path) -> "object":
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)  # no rag.yaml of the developer's is read
         mp.delenv("RAG_CONFIG", raising=False)
-        cfg = load_config(None, content_dir=content, output_dir=root / "out", embedder="hashing", private_embedder="hashing", environ={})
+        cfg = load_config(
+            None,
+            content_dir=content,
+            output_dir=root / "out",
+            embedder="hashing",
+            private_embedder="hashing",
+            environ={},
+        )
         with instance_for_test() as instance:
             outcome = run_build(cfg, instance)
     assert outcome.success, outcome.error or outcome.failed_checks
@@ -141,8 +148,16 @@ def test_every_mode_finds_it(server, mode):
 
 def test_fusion_weights_and_diversity_params_are_accepted(server):
     r = server.get(
-        "/search", q="proxmox vlan bridge", fusion="convex", vector_weight="0.3", bm25_weight="0.7",
-        min_score="0", mmr="0.5", per_doc=1, k=5, rrf_k=10,
+        "/search",
+        q="proxmox vlan bridge",
+        fusion="convex",
+        vector_weight="0.3",
+        bm25_weight="0.7",
+        min_score="0",
+        mmr="0.5",
+        per_doc=1,
+        k=5,
+        rrf_k=10,
     )
     assert r.status_code == 200, r.text
     hits = r.json()["hits"]
@@ -170,15 +185,54 @@ def test_filters_restrict_the_results(server):
 
 
 def test_repeated_filters_must_all_hold(server):
-    r = server.client.get("/search", params=[("q", "homelab"), ("filter", "status=active"), ("filter", "title=Restic backups"), ("min_score", "0")])
+    r = server.client.get(
+        "/search",
+        params=[("q", "homelab"), ("filter", "status=active"), ("filter", "title=Restic backups"), ("min_score", "0")],
+    )
     assert r.status_code == 200 and r.json()["hits"] == []
 
 
 NASTY = [
-    '"', '""', "'", "-", "--", "-proxmox", "NEAR(", "NEAR(proxmox vlan", "AND OR", "AND", "OR NOT", "*", "prox*",
-    "(", ")", "((proxmox)", "proxmox)", "text:proxmox", "col : x", "^proxmox", "+", "a AND (b OR", "{x}", "[x]",
-    "proxmox; DROP TABLE chunks; --", "%", "\\", "\x00", "😀 emoji", "家庭用サーバー", "サーバー", "家", "한국어 검색",
-    "café résumé", "the of and", "a", "?", "...", "x" * 500, " ".join(["proxmox vlan zigbee"] * 300)[:MAX_QUERY_CHARS],
+    '"',
+    '""',
+    "'",
+    "-",
+    "--",
+    "-proxmox",
+    "NEAR(",
+    "NEAR(proxmox vlan",
+    "AND OR",
+    "AND",
+    "OR NOT",
+    "*",
+    "prox*",
+    "(",
+    ")",
+    "((proxmox)",
+    "proxmox)",
+    "text:proxmox",
+    "col : x",
+    "^proxmox",
+    "+",
+    "a AND (b OR",
+    "{x}",
+    "[x]",
+    "proxmox; DROP TABLE chunks; --",
+    "%",
+    "\\",
+    "\x00",
+    "😀 emoji",
+    "家庭用サーバー",
+    "サーバー",
+    "家",
+    "한국어 검색",
+    "café résumé",
+    "the of and",
+    "a",
+    "?",
+    "...",
+    "x" * 500,
+    " ".join(["proxmox vlan zigbee"] * 300)[:MAX_QUERY_CHARS],
 ]
 
 
@@ -275,7 +329,9 @@ def test_status_reports_every_tier(server, cfg):
 # ------------------------------------------------------------------------------------ context
 
 
-@pytest.mark.skipif(importlib.util.find_spec("rag_assets.search.context") is None, reason="rag_assets.search.context not written yet")
+@pytest.mark.skipif(
+    importlib.util.find_spec("rag_assets.search.context") is None, reason="rag_assets.search.context not written yet"
+)
 def test_context_packs_hits_under_the_budget(server):
     r = server.get("/context", q="flash the zigbee coordinator firmware", budget=1200, k=3)
     assert r.status_code == 200, r.text
@@ -340,7 +396,10 @@ def _log_rows(path: Path) -> int:
 def test_a_rebuilt_store_is_picked_up(cfg, tmp_path):
     copy = dataclasses.replace(cfg, output_dir=tmp_path / "out")  # a copy of the built store, to change
     copy.public_store_path.parent.mkdir(parents=True)
-    with closing(sqlite3.connect(cfg.public_store_path)) as source, closing(sqlite3.connect(copy.public_store_path)) as target:
+    with (
+        closing(sqlite3.connect(cfg.public_store_path)) as source,
+        closing(sqlite3.connect(copy.public_store_path)) as target,
+    ):
         source.backup(target)
     cfg = copy
     with ServerThread(create_app(cfg)) as running:

@@ -114,9 +114,7 @@ def unsharded_bytes(content: Path, make_config, tmp_path: Path, fixed_clock) -> 
 
 def test_the_shard_of_a_file_is_a_stable_hash_of_its_path_in_the_collection() -> None:
     # SHA-256, not Python's per-process salted hash(): the same on every machine and run.
-    assert [shard_index(f"page-{i}.md", 4) for i in range(8)] == [
-        shard_index(f"page-{i}.md", 4) for i in range(8)
-    ]
+    assert [shard_index(f"page-{i}.md", 4) for i in range(8)] == [shard_index(f"page-{i}.md", 4) for i in range(8)]
     assert shard_index("a/b.md", 7) == int.from_bytes(__import__("hashlib").sha256(b"a/b.md").digest()[:8], "big") % 7
     assert {shard_index(f"page-{i}.md", 4) for i in range(40)} == {0, 1, 2, 3}
     shard = Shard("docs", 1, 3)
@@ -178,13 +176,18 @@ def test_shards_built_one_by_one_in_any_order_publish_exactly_the_unsharded_outp
         records = instance.fetch_materializations(dg.AssetKey("content_hash"), limit=10).records
         meta = {r.partition_key: {k: v.value for k, v in r.asset_materialization.metadata.items()} for r in records}
         files = {
-            key: sum(1 for p in (content / "docs").rglob("*") if p.is_file() and shard_for_key(cfg, key).holds(
-                f"docs/{p.relative_to(content / 'docs').as_posix()}"))
+            key: sum(
+                1
+                for p in (content / "docs").rglob("*")
+                if p.is_file() and shard_for_key(cfg, key).holds(f"docs/{p.relative_to(content / 'docs').as_posix()}")
+            )
             for key in ("docs~0", "docs~1", "docs~2")
         }
         for key, count in files.items():
             assert (meta[key]["collection"], meta[key]["shard"], meta[key]["files"]) == (
-                "docs", f"{int(key[-1]) + 1} of 3", count
+                "docs",
+                f"{int(key[-1]) + 1} of 3",
+                count,
             )
         assert sum(files.values()) == 25 and min(files.values()) > 0
         assert "collection" not in meta["posts"]
@@ -211,12 +214,18 @@ def test_edits_deletions_and_a_new_shard_count_keep_the_outputs_those_of_the_uns
         page.write_text(page.read_text() + "\nAn edit with uqeditx.\n")
         stamp = time.time() + 2
         os.utime(page, (stamp, stamp))
-        edited = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor, definitions=build_definitions(cfg)))
+        edited = sensor(
+            dg.build_sensor_context(instance=instance, cursor=first.cursor, definitions=build_definitions(cfg))
+        )
         [request] = edited.run_requests
         shard_key = f"docs~{shard_index('page-04.md', 3)}"
         assert request.partition_key == shard_key and request.job_name == UPDATE_COLLECTION_JOB
-        result = build_definitions(cfg).resolve_job_def(UPDATE_COLLECTION_JOB).execute_in_process(
-            instance=instance, partition_key=shard_key, tags=request.tags, run_config=QUIET_RUN_CONFIG
+        result = (
+            build_definitions(cfg)
+            .resolve_job_def(UPDATE_COLLECTION_JOB)
+            .execute_in_process(
+                instance=instance, partition_key=shard_key, tags=request.tags, run_config=QUIET_RUN_CONFIG
+            )
         )
         assert result.success
         assert "uqeditx" in cfg.index_path.read_text()
@@ -258,7 +267,9 @@ def test_edits_deletions_and_a_new_shard_count_keep_the_outputs_those_of_the_uns
     assert len({cid for cid, _ in final}) == len(final)
 
 
-def test_rag_build_after_an_edit_re_indexes_only_the_shard_holding_the_file(content: Path, tmp_path: Path, capsys) -> None:
+def test_rag_build_after_an_edit_re_indexes_only_the_shard_holding_the_file(
+    content: Path, tmp_path: Path, capsys
+) -> None:
     from rag_assets.serve.cli import main
 
     config = tmp_path / "rag.yaml"
@@ -298,8 +309,13 @@ def test_publishing_takes_the_records_of_the_current_shard_layout_only(make_conf
     with pytest.raises(IncompleteShardsError, match="docs~1"):
         rejoin_collections(sharded(cfg, docs=2), {"docs~0": leftover})
     with pytest.raises(IncompleteShardsError, match="docs~0"):
-        rejoin_collections(sharded(cfg, docs=2), {"docs~0": record(ShardPart(0, 3, {})), "docs~1": record(ShardPart(1, 2, {}))})
-    assert [r.collection for r in rejoin_collections(sharded(cfg, docs=2), {"docs~0": leftover, "docs~1": record(ShardPart(1, 2, {}))})] == ["docs"]
+        rejoin_collections(
+            sharded(cfg, docs=2), {"docs~0": record(ShardPart(0, 3, {})), "docs~1": record(ShardPart(1, 2, {}))}
+        )
+    assert [
+        r.collection
+        for r in rejoin_collections(sharded(cfg, docs=2), {"docs~0": leftover, "docs~1": record(ShardPart(1, 2, {}))})
+    ] == ["docs"]
 
 
 def test_an_edit_after_the_embedder_dimension_changed_re_embeds_every_shard(tmp_path: Path, capsys) -> None:

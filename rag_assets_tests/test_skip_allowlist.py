@@ -17,7 +17,7 @@ from .skip_allowlist import AllowedSkip
 # The module is imported already (this suite's conftest.py): no assertion rewriting to warn about.
 PLUGIN = ("-p", "rag_assets_tests.skip_allowlist", "-W", "ignore::pytest.PytestAssertRewriteWarning")
 
-SKIPPING = '''
+SKIPPING = """
 import pytest
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def test_an_expected_failure():
 
 def test_passes():
     pass
-'''
+"""
 
 
 def test_under_ci_every_skip_fails_with_its_reason(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,16 +49,22 @@ def test_under_ci_every_skip_fails_with_its_reason(pytester: pytest.Pytester, mo
     result = pytester.runpytest(*PLUGIN)
     # A skip in the test's body fails it; one at set-up (a skipif mark, a fixture) errors it.
     result.assert_outcomes(passed=1, failed=1, errors=2, xfailed=1)
-    result.stdout.fnmatch_lines([
-        "*skipped under CI=true, and not on the allow-list*: no extra here",
-        "*skipped under CI=true, and not on the allow-list*: no corpus here",
-        "*skipped under CI=true, and not on the allow-list*: no service here",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*skipped under CI=true, and not on the allow-list*: no extra here",
+            "*skipped under CI=true, and not on the allow-list*: no corpus here",
+            "*skipped under CI=true, and not on the allow-list*: no service here",
+        ]
+    )
 
 
-def test_under_ci_a_module_skipped_as_a_whole_fails_its_collection(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_under_ci_a_module_skipped_as_a_whole_fails_its_collection(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CI", "true")
-    pytester.makepyfile(test_module_skip='import pytest\npytest.importorskip("no_such_extra_module")\n\ndef test_x():\n    pass\n')
+    pytester.makepyfile(
+        test_module_skip='import pytest\npytest.importorskip("no_such_extra_module")\n\ndef test_x():\n    pass\n'
+    )
     result = pytester.runpytest(*PLUGIN)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*skipped under CI=true, and not on the allow-list*no_such_extra_module*"])
@@ -66,18 +72,26 @@ def test_under_ci_a_module_skipped_as_a_whole_fails_its_collection(pytester: pyt
 
 def test_under_ci_an_allow_listed_skip_stays_a_skip(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CI", "true")
-    monkeypatch.setattr(skip_allowlist, "ALLOWED_SKIPS", (
-        AllowedSkip("test_policy.py::test_skips_in_its_body", "a reason"),
-        AllowedSkip("test_policy.py::test_skipped_by_a_mark", "a reason"),
-        AllowedSkip("test_policy.py::test_skips_in_a_fixture", "a reason"),
-        AllowedSkip("test_module_skip.py", "a whole file"),
-    ))
-    pytester.makepyfile(test_policy=SKIPPING, test_module_skip='import pytest\npytest.skip("gone", allow_module_level=True)\n')
+    monkeypatch.setattr(
+        skip_allowlist,
+        "ALLOWED_SKIPS",
+        (
+            AllowedSkip("test_policy.py::test_skips_in_its_body", "a reason"),
+            AllowedSkip("test_policy.py::test_skipped_by_a_mark", "a reason"),
+            AllowedSkip("test_policy.py::test_skips_in_a_fixture", "a reason"),
+            AllowedSkip("test_module_skip.py", "a whole file"),
+        ),
+    )
+    pytester.makepyfile(
+        test_policy=SKIPPING, test_module_skip='import pytest\npytest.skip("gone", allow_module_level=True)\n'
+    )
     pytester.runpytest(*PLUGIN).assert_outcomes(passed=1, skipped=4, xfailed=1)
 
 
 @pytest.mark.parametrize("value", [None, "false", ""])
-def test_without_ci_a_skip_stays_a_skip(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
+def test_without_ci_a_skip_stays_a_skip(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, value: str | None
+) -> None:
     if value is None:
         monkeypatch.delenv("CI", raising=False)
     else:

@@ -36,7 +36,9 @@ def fts_ids(path, query: str) -> list[str]:
 
 def test_replace_writes_schema_rows_vectors_and_fts(tmp_path):
     path = tmp_path / "s.db"
-    store.replace_contents(path, [make_collection("posts", ["routers and switches", "zfs pools"])], model="m", dimension=8, built_at="t")
+    store.replace_contents(
+        path, [make_collection("posts", ["routers and switches", "zfs pools"])], model="m", dimension=8, built_at="t"
+    )
     summary = store.summarise(path)
     assert (summary.documents, summary.chunks, summary.fts_rows, summary.model) == (1, 2, 2, "m")
     assert summary.per_collection == {"posts": {"documents": 1, "chunks": 2}}
@@ -49,7 +51,9 @@ def test_replace_writes_schema_rows_vectors_and_fts(tmp_path):
 
 def test_replacing_again_leaves_no_stale_rows_or_fts_entries(tmp_path):
     path = tmp_path / "s.db"
-    store.replace_contents(path, [make_collection("posts", ["old words here", "more old"])], model="m", dimension=8, built_at="1")
+    store.replace_contents(
+        path, [make_collection("posts", ["old words here", "more old"])], model="m", dimension=8, built_at="1"
+    )
     store.replace_contents(path, [make_collection("docs", ["new words"])], model="m", dimension=8, built_at="2")
     assert store.chunk_ids(path) == {"docs/doc/chunk-0"}
     assert fts_ids(path, "old") == [] and fts_ids(path, "new") == ["docs/doc/chunk-0"]
@@ -86,9 +90,14 @@ def test_sync_touches_only_what_changed_and_leaves_no_orphans(tmp_path):
     result = store.sync_contents(path, [first], model="m", dimension=8, built_at="1")
     assert result.full_rewrite
     second = make_collection("posts", ["alpha words", "beta changed"])  # chunk 1 edited, chunk 2 gone
-    result = store.sync_contents(path, [second, make_collection("docs", ["delta"])], model="m", dimension=8, built_at="2")
+    result = store.sync_contents(
+        path, [second, make_collection("docs", ["delta"])], model="m", dimension=8, built_at="2"
+    )
     assert not result.full_rewrite
-    assert (result.chunks_written, result.chunks_deleted) == (2, 2)  # posts chunk-1 and docs chunk-0 in; old chunk-1 and chunk-2 out
+    assert (result.chunks_written, result.chunks_deleted) == (
+        2,
+        2,
+    )  # posts chunk-1 and docs chunk-0 in; old chunk-1 and chunk-2 out
     assert store.chunk_ids(path) == {"posts/doc/chunk-0", "posts/doc/chunk-1", "docs/doc/chunk-0"}
     assert fts_ids(path, "gamma") == [] and fts_ids(path, "changed") == ["posts/doc/chunk-1"]
     assert store.orphan_counts(path) == {"chunks_without_document": 0, "fts_rows_without_chunk": 0}
@@ -139,7 +148,9 @@ def test_title_headings_and_tags_are_fields_of_every_chunk(tmp_path):
     assert field_ids(path, "text", "proxmox") == []
     with sqlite3.connect(path) as conn:  # FTS5 reads the fields back through the view
         assert conn.execute("SELECT title, headings, tags FROM fts_chunks WHERE rowid = 2").fetchone() == (
-            "Proxmox networking", "Storage Pools & vdevs", "homelab Café"
+            "Proxmox networking",
+            "Storage Pools & vdevs",
+            "homelab Café",
         )
         assert_index_is_a_rebuild(conn)
 
@@ -149,7 +160,9 @@ def test_triggers_keep_the_fields_equal_to_a_rebuild(tmp_path):
     does); and, by a writer without foreign keys, a document deleted and inserted under its
     chunks: after each, the index is what a rebuild from the view makes."""
     path = tmp_path / "s.db"
-    store.replace_contents(path, [make_collection("posts", ["alpha words", "beta words"])], model="m", dimension=8, built_at="1")
+    store.replace_contents(
+        path, [make_collection("posts", ["alpha words", "beta words"])], model="m", dimension=8, built_at="1"
+    )
     edited = make_collection("posts", ["alpha words", "beta changed", "gamma"])
     edited.documents[0] = replace(edited.documents[0], title="Renamed page", tags=["fresh", "tags"])
     store.sync_contents(path, [edited], model="m", dimension=8, built_at="2")
@@ -196,10 +209,14 @@ def _version_2_store(path) -> None:
     conn = store.connect(path)
     tables = store.SCHEMA[: store.SCHEMA.index("CREATE VIEW")]  # documents, chunks, ... without the fields
     conn.executescript(tables + _VERSION_2_FTS + "PRAGMA user_version = 2;")
-    conn.execute("INSERT INTO documents(id, collection, slug, title, tags) VALUES ('p/d', 'p', 'd', 'Proxmox VLANs', '[\"net\"]')")
+    conn.execute(
+        "INSERT INTO documents(id, collection, slug, title, tags) VALUES ('p/d', 'p', 'd', 'Proxmox VLANs', '[\"net\"]')"
+    )
     for i, text in enumerate(["trunk ports and bridges", "zfs snapshots"]):
-        conn.execute("INSERT INTO chunks(id, document_id, chunk_index, text, heading_path) VALUES (?, 'p/d', ?, ?, '[\"Setup\"]')",
-                     (f"p/d/chunk-{i}", i, text))
+        conn.execute(
+            "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path) VALUES (?, 'p/d', ?, ?, '[\"Setup\"]')",
+            (f"p/d/chunk-{i}", i, text),
+        )
     conn.close()
 
 
@@ -242,7 +259,13 @@ def trigger_names(conn) -> set[str]:
 
 def test_chunks_written_in_bulk_are_indexed_as_the_trigger_would_and_the_trigger_stays(tmp_path):
     path = tmp_path / "s.db"
-    store.replace_contents(path, [make_collection("posts", ["alpha words", "beta words", "gamma words"])], model="m", dimension=8, built_at="1")
+    store.replace_contents(
+        path,
+        [make_collection("posts", ["alpha words", "beta words", "gamma words"])],
+        model="m",
+        dimension=8,
+        built_at="1",
+    )
     second = make_collection("posts", ["alpha words", "beta changed", "epsilon"])
     store.sync_contents(path, [second, make_collection("docs", ["delta zeta"])], model="m", dimension=8, built_at="2")
     with sqlite3.connect(path) as conn:
@@ -252,7 +275,9 @@ def test_chunks_written_in_bulk_are_indexed_as_the_trigger_would_and_the_trigger
     # A chunk inserted by another writer, after the bulk writes, is still indexed by the trigger.
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count) VALUES ('docs/doc/chunk-9', 'docs/doc', 9, 'omega', '[]', 1)")
+        conn.execute(
+            "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count) VALUES ('docs/doc/chunk-9', 'docs/doc', 9, 'omega', '[]', 1)"
+        )
     assert fts_ids(path, "omega") == ["docs/doc/chunk-9"]
 
 

@@ -15,19 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.index.answer_log import ensure_table
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
+from rag_assets.index.answer_log import ensure_table
 from rag_assets.privacy.audit import audit_store
 from rag_assets.privacy.identity import IdentityMap
-from rag_assets.privacy.sanitize import SanitizeTally, Sanitizer
+from rag_assets.privacy.sanitize import Sanitizer, SanitizeTally
 from rag_assets.privacy.secrets import SecretDetector
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
 
+from .conftest import instance_for_test
 from .live_server import ServerThread
 from .test_mcp import call, http_session, run
-from .conftest import instance_for_test
 
 FRONTMATTER_NOTE = """---
 title: NAS credentials
@@ -164,31 +164,68 @@ title: HTML tables
 """
 
 NOTES = {
-    "creds.md": FRONTMATTER_NOTE, "accounts.md": TABLE_NOTE, "wifi.md": DEFINITION_NOTE, "router.md": PROSE_NOTE,
-    "fields.md": DATAVIEW_NOTE, "html.md": HTML_NOTE,
+    "creds.md": FRONTMATTER_NOTE,
+    "accounts.md": TABLE_NOTE,
+    "wifi.md": DEFINITION_NOTE,
+    "router.md": PROSE_NOTE,
+    "fields.md": DATAVIEW_NOTE,
+    "html.md": HTML_NOTE,
 }
 
 SECRETS = [
     # frontmatter: flat, nested, lists, a list of mappings, an int, a quoted phrase
-    "FmPassw0rdZeta71", "Rk2Lm9Qx7Vb3Nw8Zp4Ty6Hc1Jd5Fg0Sa2Ue7Wo3i", "FmS3cretValue884", "Db9xPassQ7wLm2", "48213907",
-    "Lst7Pw0rdAlpha", "Lst8Pw0rdBravo", "Kq3Vd8Lm2Xr7Tn5Wz1Hy4B", "AccPw0rd55Kx", "correct horse battery staple",
+    "FmPassw0rdZeta71",
+    "Rk2Lm9Qx7Vb3Nw8Zp4Ty6Hc1Jd5Fg0Sa2Ue7Wo3i",
+    "FmS3cretValue884",
+    "Db9xPassQ7wLm2",
+    "48213907",
+    "Lst7Pw0rdAlpha",
+    "Lst8Pw0rdBravo",
+    "Kq3Vd8Lm2Xr7Tn5Wz1Hy4B",
+    "AccPw0rd55Kx",
+    "correct horse battery staple",
     # tables: password, token, secret and API key headers, a row label
-    "N4sP@ssw0rd!2024", "Rt8Qw3Zx6Lp1", "Tk4Bn8Qm2Wx6Zr9Lp3Vc", "Sc7Hy2Nm5Qa9Xk3Wd6Rb", "Ak2Wn8Rt5Yq3Lm7Zp4Xd", "Rl9Kd3Mx7Vq2",
+    "N4sP@ssw0rd!2024",
+    "Rt8Qw3Zx6Lp1",
+    "Tk4Bn8Qm2Wx6Zr9Lp3Vc",
+    "Sc7Hy2Nm5Qa9Xk3Wd6Rb",
+    "Ak2Wn8Rt5Yq3Lm7Zp4Xd",
+    "Rl9Kd3Mx7Vq2",
     # definition lists
-    "Gw5Lp8Qz2Rk7", "Ad3Tk9Vm6Xq2Wn8Lz4Pr", "Ad4Tk9Vm6Xq2Wn8Lz4Ps",
+    "Gw5Lp8Qz2Rk7",
+    "Ad3Tk9Vm6Xq2Wn8Lz4Pr",
+    "Ad4Tk9Vm6Xq2Wn8Lz4Ps",
     # labelled lines
-    "Pr7Dash9Wq2Lx", "Pr8Dash3Zm5Kt", "Pr9Arrow4Jv6Nc", "Pr1Paren8Hs3Qd", "Pr2Multi6Bx9Fe",
+    "Pr7Dash9Wq2Lx",
+    "Pr8Dash3Zm5Kt",
+    "Pr9Arrow4Jv6Nc",
+    "Pr1Paren8Hs3Qd",
+    "Pr2Multi6Bx9Fe",
     # Dataview inline fields
-    "Dv1Field7Qk3Wz", "Dv2Label8Rm4Xt", "Dv3Brack9Sn5Yu", "Dv4Paren2Tp6Zv",
+    "Dv1Field7Qk3Wz",
+    "Dv2Label8Rm4Xt",
+    "Dv3Brack9Sn5Yu",
+    "Dv4Paren2Tp6Zv",
     # HTML tables
-    "Ht1Head5Qm8Zx", "Ht2RowLbl6Wn9Lp3Vc",
+    "Ht1Head5Qm8Zx",
+    "Ht2RowLbl6Wn9Lp3Vc",
 ]
 
 KEPT_IN_TEXT = [
-    "| Ctrl+Shift+P | Open the command palette |", "| Cmd+K Cmd+S |", "| hello | 31373 |", "| ##ing | 278 |",
-    "| [CLS] | 101 |", "| User | backup |", "Password policy — strict, 12 characters at least", "Key — Ctrl+Alt+Delete",
-    "Password: must be 12 characters long.", ": 36", "status:: active", "`checkPassword :: Text -> Bool`",
-    "<td>Ctrl+Shift+P</td><td>Open the palette</td>", "<td>password</td><td>The password used to connect</td>",
+    "| Ctrl+Shift+P | Open the command palette |",
+    "| Cmd+K Cmd+S |",
+    "| hello | 31373 |",
+    "| ##ing | 278 |",
+    "| [CLS] | 101 |",
+    "| User | backup |",
+    "Password policy — strict, 12 characters at least",
+    "Key — Ctrl+Alt+Delete",
+    "Password: must be 12 characters long.",
+    ": 36",
+    "status:: active",
+    "`checkPassword :: Text -> Bool`",
+    "<td>Ctrl+Shift+P</td><td>Open the palette</td>",
+    "<td>password</td><td>The password used to connect</td>",
 ]
 
 
@@ -239,7 +276,11 @@ def test_the_same_shapes_without_a_secret_are_kept(site):
     missing = [k for k in KEPT_IN_TEXT if k not in text]
     assert not missing, f"redacted although not secret: {missing}"
     creds = fronts["creds"]
-    assert creds["password_policy"] == "strict" and creds["db"]["host"] == "db-main" and creds["accounts"][0]["user"] == "admin"
+    assert (
+        creds["password_policy"] == "strict"
+        and creds["db"]["host"] == "db-main"
+        and creds["accounts"][0]["user"] == "admin"
+    )
     assert creds["password"] == "[REDACTED:generic_password]" and creds["db"]["pin"] == "[REDACTED:generic_password]"
     assert creds["passwords"] == ["[REDACTED:generic_password]"] * 2
 
@@ -268,8 +309,14 @@ def test_get_document_over_mcp_returns_no_secret(site):
         ({"db": {"password": "Db9xPassQ7wLm2", "port": 5432}}, {"db": {"port": 5432}}),
         ({"credentials": {"nas": "Cr3dNasQ8xLm2Wv7Zt5Rk"}}, {}),
         ({"api_tokens": ["Tk4Bn8Qm2Wx6Zr9Lp3Vc", "Tk5Bn8Qm2Wx6Zr9Lp3Vd"]}, {}),
-        ({"keys": {"save": "Ctrl+S"}, "tokens": {"max": 4096}, "password": {"policy": "strict", "value": "Pv8Lm3Qx7Zr2"}},
-         {"keys": {"save": "Ctrl+S"}, "tokens": {"max": 4096}, "password": {"policy": "strict"}}),
+        (
+            {
+                "keys": {"save": "Ctrl+S"},
+                "tokens": {"max": 4096},
+                "password": {"policy": "strict", "value": "Pv8Lm3Qx7Zr2"},
+            },
+            {"keys": {"save": "Ctrl+S"}, "tokens": {"max": 4096}, "password": {"policy": "strict"}},
+        ),
     ],
 )
 def test_frontmatter_values_are_read_with_their_key_path(frontmatter, kept):
@@ -322,23 +369,40 @@ def test_audit_scans_every_field_of_the_store(site, tmp_path, capsys):
         ensure_table(conn)
         chunk_id, doc_id = conn.execute("SELECT id, document_id FROM chunks ORDER BY id LIMIT 1").fetchone()
         conn.execute("UPDATE chunks SET text = text || ? WHERE id = ?", (" " + token(chunk_id, "text"), chunk_id))
-        conn.execute("UPDATE chunks SET heading_path = ? WHERE id = ?", (json.dumps(["Setup", token(chunk_id, "heading_path")]), chunk_id))
-        conn.execute("UPDATE documents SET title = ?, tags = ? WHERE id = ?", (token(doc_id, "title"), json.dumps([token(doc_id, "tags")]), doc_id))
-        front = {"db": {"password": "Db9xPassQ7wLm2Zz"}, "passwords": ["Lst9Pw0rdCharlie"], "note": token(doc_id, "frontmatter.note")}
+        conn.execute(
+            "UPDATE chunks SET heading_path = ? WHERE id = ?",
+            (json.dumps(["Setup", token(chunk_id, "heading_path")]), chunk_id),
+        )
+        conn.execute(
+            "UPDATE documents SET title = ?, tags = ? WHERE id = ?",
+            (token(doc_id, "title"), json.dumps([token(doc_id, "tags")]), doc_id),
+        )
+        front = {
+            "db": {"password": "Db9xPassQ7wLm2Zz"},
+            "passwords": ["Lst9Pw0rdCharlie"],
+            "note": token(doc_id, "frontmatter.note"),
+        }
         planted[(doc_id, "frontmatter.db.password")] = "Db9xPassQ7wLm2Zz"
         planted[(doc_id, "frontmatter.password")] = "Lst9Pw0rdCharlie"
         conn.execute("UPDATE documents SET frontmatter = ? WHERE id = ?", (json.dumps(front), doc_id))
         conn.execute(
             "INSERT INTO search_log (id, at, query, params, results) VALUES (7, 'now', ?, ?, ?)",
-            (token("search_log#7", "search_log.query"), json.dumps({"q": token("search_log#7", "search_log.params.q")}),
-             json.dumps([{"id": chunk_id, "snippet": token("search_log#7", "search_log.results.snippet")}])),
+            (
+                token("search_log#7", "search_log.query"),
+                json.dumps({"q": token("search_log#7", "search_log.params.q")}),
+                json.dumps([{"id": chunk_id, "snippet": token("search_log#7", "search_log.results.snippet")}]),
+            ),
         )
         conn.execute(
             "INSERT INTO answer_log (id, at, session, question, query, answer, sources, abstained, error)"
             " VALUES (3, 'now', 'nas', ?, ?, ?, ?, 0, ?)",
-            (token("answer_log#3", "answer_log.question"), token("answer_log#3", "answer_log.query"),
-             token("answer_log#3", "answer_log.answer"), json.dumps([token("answer_log#3", "answer_log.sources")]),
-             token("answer_log#3", "answer_log.error")),
+            (
+                token("answer_log#3", "answer_log.question"),
+                token("answer_log#3", "answer_log.query"),
+                token("answer_log#3", "answer_log.answer"),
+                json.dumps([token("answer_log#3", "answer_log.sources")]),
+                token("answer_log#3", "answer_log.error"),
+            ),
         )
 
     report = audit_store(path, "safe", SecretDetector())

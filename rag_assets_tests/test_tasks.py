@@ -1,7 +1,7 @@
 """tasks.py shares one .venv between its tasks and installs only what a task lacks (issue 26).
 
 Each test copies tasks.py and pyproject.toml into a temporary folder whose .venv is a stub:
-its ``python``, ``rag``, ``lint-imports`` and ``mypy`` are shell scripts that append their arguments to
+its ``python``, ``rag``, ``lint-imports``, ``ruff`` and ``mypy`` are shell scripts that append their arguments to
 a log and exit 0. So the tasks run for real (as `python3 tasks.py TASK`), nothing is
 installed, and the log shows every pip install and every command a task started.
 """
@@ -30,7 +30,7 @@ def project(tmp_path: Path) -> Path:
         shutil.copy(REPO_ROOT / name, root / name)
     bin_dir = root / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
-    for name in ("python", "rag", "lint-imports", "mypy"):
+    for name in ("python", "rag", "lint-imports", "ruff", "mypy"):
         script = bin_dir / name
         script.write_text(STUB.format(log=root / "calls.log"))
         script.chmod(0o755)
@@ -41,7 +41,9 @@ def task(root: Path, *args: str) -> list[str]:
     """Run `python3 tasks.py ARGS` in the copy; the stub commands it started, in order."""
     log = root / "calls.log"
     log.unlink(missing_ok=True)
-    done = subprocess.run([sys.executable, str(root / "tasks.py"), *args], cwd=root, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(root / "tasks.py"), *args], cwd=root, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return log.read_text().splitlines() if log.exists() else []
 
@@ -72,16 +74,24 @@ def test_switching_between_test_build_and_ui_installs_nothing_again(project):
     assert installs(task(project, "ui")) == []
     assert installs(task(project, "lint")) == []
     assert installs(task(project, "test")) == []
-    assert json.loads((project / ".venv" / ".installed-from").read_text())["extras"] == ["dev", "distributed", "k8s", "postgres", "ui"]
+    assert json.loads((project / ".venv" / ".installed-from").read_text())["extras"] == [
+        "dev",
+        "distributed",
+        "k8s",
+        "postgres",
+        "ui",
+    ]
 
 
 def test_lint_checks_the_layers_then_the_types_and_stops_at_broken_layers(project):
     task(project, "lint")  # the install
-    assert task(project, "lint") == ["lint-imports ", "mypy "]
+    assert task(project, "lint") == ["lint-imports ", "ruff check .", "ruff format --check .", "mypy "]
     # Broken layers: lint fails with lint-imports' status, and mypy does not run.
     (project / ".venv" / "bin" / "lint-imports").write_text(STUB.format(log=project / "calls.log") + "exit 3\n")
     (project / "calls.log").unlink()
-    done = subprocess.run([sys.executable, str(project / "tasks.py"), "lint"], cwd=project, capture_output=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(project / "tasks.py"), "lint"], cwd=project, capture_output=True, timeout=60
+    )
     assert done.returncode == 3
     assert (project / "calls.log").read_text().splitlines() == ["lint-imports "]
 
@@ -137,13 +147,23 @@ def test_the_lock_file_pins_every_package_of_the_extras_the_tests_use():
     import tomllib
 
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    wanted = [*project["dependencies"], *(r for e in sorted({"dev", "postgres", "distributed", "k8s", "ui"})
-                                          for r in project["optional-dependencies"][e])]
+    wanted = [
+        *project["dependencies"],
+        *(
+            r
+            for e in sorted({"dev", "postgres", "distributed", "k8s", "ui"})
+            for r in project["optional-dependencies"][e]
+        ),
+    ]
+
     def normalised(name: str) -> str:  # PEP 503: ruamel.yaml and ruamel-yaml are one package
         return re.sub(r"[-_.]+", "-", name).lower()
 
-    pinned = {normalised(line.split("==")[0].split("[")[0]) for line in (REPO_ROOT / "requirements.lock").read_text().splitlines()
-              if "==" in line and not line.startswith((" ", "#"))}
+    pinned = {
+        normalised(line.split("==")[0].split("[")[0])
+        for line in (REPO_ROOT / "requirements.lock").read_text().splitlines()
+        if "==" in line and not line.startswith((" ", "#"))
+    }
     names = {normalised(re.split(r"[<>=!\[ ;]", r, maxsplit=1)[0]) for r in wanted}
     assert names - pinned == set()
     assert "pandas" not in pinned

@@ -33,7 +33,9 @@ IDENTITIES = [p for p in PLANTED if p["kind"] == "identity"]
 
 def sample_config(tmp: Path, content: Path = SAMPLE_CONTENT, **changes):
     """The repository's rag.yaml pointed at a copy (or the original) of the content."""
-    cfg = load_config(REPO_ROOT / "rag.yaml", output_dir=tmp / "out", embedder="hashing", private_embedder="hashing", environ={})
+    cfg = load_config(
+        REPO_ROOT / "rag.yaml", output_dir=tmp / "out", embedder="hashing", private_embedder="hashing", environ={}
+    )
     vaults = tuple(VaultConfig(v.name, content / "vaults" / v.name, v.tier) for v in cfg.vaults)
     return dataclasses.replace(cfg, content_dir=content, vaults=vaults, **changes)
 
@@ -45,7 +47,11 @@ def copy_content(tmp: Path) -> Path:
 
 
 def file_digests(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def all_bytes(path: Path) -> bytes:
@@ -120,7 +126,9 @@ def test_fts_cannot_find_a_redacted_secret(built):
             continue
         token = max(planted["secret"].replace("-", " ").replace("_", " ").split(), key=len)
         query = '"' + token.replace('"', '""') + '"'
-        assert rows(cfg.safe_store_path, "SELECT COUNT(*) FROM fts_chunks WHERE fts_chunks MATCH ?", (query,))[0][0] == 0
+        assert (
+            rows(cfg.safe_store_path, "SELECT COUNT(*) FROM fts_chunks WHERE fts_chunks MATCH ?", (query,))[0][0] == 0
+        )
 
 
 def test_private_tier_keeps_raw_text(built):
@@ -140,13 +148,20 @@ def test_no_vault_text_in_public_outputs(built):
     for note in (SAMPLE_CONTENT / "vaults").rglob("*.md"):
         title_line = next(line for line in note.read_text().splitlines() if line.startswith("title:"))
         assert title_line.split(":", 1)[1].strip().strip('"').encode() not in public
-    assert not {c for (c,) in rows(cfg.public_store_path, "SELECT DISTINCT collection FROM documents")} & {"homelab-notes", "personal", "vaults"}
+    assert not {c for (c,) in rows(cfg.public_store_path, "SELECT DISTINCT collection FROM documents")} & {
+        "homelab-notes",
+        "personal",
+        "vaults",
+    }
 
 
 def test_no_private_vault_text_in_the_safe_store(built):
     cfg = built[0]
     safe = all_bytes(cfg.safe_store_path)
-    for text, in rows(cfg.private_store_path, "SELECT c.text FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.collection = 'personal'"):
+    for (text,) in rows(
+        cfg.private_store_path,
+        "SELECT c.text FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.collection = 'personal'",
+    ):
         longest = max(text.split("\n"), key=len)
         assert longest.encode() not in safe
 
@@ -194,7 +209,9 @@ def test_audit_passes_then_reports_an_injected_secret_masked(built, tmp_path, ca
     copy = tmp_path / "out"
     shutil.copytree(cfg.output_dir, copy)
     config = tmp_path / "rag.yaml"
-    config.write_text(f"content_dir: {SAMPLE_CONTENT}\noutput_dir: {copy}\nidentity_map: {REPO_ROOT / 'identity_map.json'}\n")
+    config.write_text(
+        f"content_dir: {SAMPLE_CONTENT}\noutput_dir: {copy}\nidentity_map: {REPO_ROOT / 'identity_map.json'}\n"
+    )
     assert rag(["audit", "--config", str(config)]) == 0
     assert "0 finding(s)" in capsys.readouterr().out
     leaked = "ghp_" + "R8xk2LmQ9vTz4WcYp7NbHd3FsJ6gKe1AoU5i"
@@ -281,8 +298,12 @@ def test_incremental_vault_builds(tmp_path, capsys):
     content = copy_content(tmp_path)
     config = tmp_path / "rag.yaml"
     text = (REPO_ROOT / "rag.yaml").read_text()
-    text = text.replace("content_dir: content", f"content_dir: {content}").replace("output_dir: .", f"output_dir: {tmp_path / 'out'}")
-    text = text.replace("path: content/vaults/", f"path: {content}/vaults/").replace("identity_map: identity_map.json", f"identity_map: {tmp_path / 'map.json'}")
+    text = text.replace("content_dir: content", f"content_dir: {content}").replace(
+        "output_dir: .", f"output_dir: {tmp_path / 'out'}"
+    )
+    text = text.replace("path: content/vaults/", f"path: {content}/vaults/").replace(
+        "identity_map: identity_map.json", f"identity_map: {tmp_path / 'map.json'}"
+    )
     config.write_text(text)
     shutil.copy(REPO_ROOT / "identity_map.json", tmp_path / "map.json")
     args = ["build", "--config", str(config)]
@@ -337,5 +358,7 @@ def test_hybrid_search_in_each_tier_returns_only_that_tiers_chunks(built):
                 seen.add(hit.collection)
                 assert hit.collection in collections, (tier, query, hit.id)
         assert seen, tier
-    private_hits = SearchIndex(cfg.private_store_path).search("dentist appointment", None, SearchParams(mode="bm25")).hits
+    private_hits = (
+        SearchIndex(cfg.private_store_path).search("dentist appointment", None, SearchParams(mode="bm25")).hits
+    )
     assert private_hits and private_hits[0].collection == "personal"

@@ -62,8 +62,12 @@ def test_removing_vaults_keeps_the_comments_around_them(site):
     remove_vault_from_file(site, name="me", environ={})  # the list is empty now: `vaults: []`
     after = site.read_text(encoding="utf-8")
     assert load_config(site, environ={}).vaults == ()
-    for comment in ("# Note vaults: keep this comment.", "# Identifying values: this comment opens the next setting.",
-                    "# My notes. Paths are relative to this file.", '  nightly_cron: "0 3 * * *"   # quoted, and stays quoted'):
+    for comment in (
+        "# Note vaults: keep this comment.",
+        "# Identifying values: this comment opens the next setting.",
+        "# My notes. Paths are relative to this file.",
+        '  nightly_cron: "0 3 * * *"   # quoted, and stays quoted',
+    ):
         assert comment in after.splitlines()
     # Added again after the emptying: a vault list that works as before.
     add_vault_to_file(site, name="lab", path="vaults/lab", tier="safe", environ={})
@@ -80,12 +84,18 @@ REFUSALS = {
     "a name with a slash": (dict(name="a/b", path="vaults/new", tier="safe"), "may not contain"),
     "a name with ..": (dict(name="..", path="vaults/new", tier="safe"), "may not contain"),
     "the public tier": (dict(name="new", path="vaults/new", tier="public"), "tier must be one of safe, private"),
-    "a folder outside the allowed roots": (dict(name="new", path="{outside}", tier="safe"), "outside the allowed roots"),
+    "a folder outside the allowed roots": (
+        dict(name="new", path="{outside}", tier="safe"),
+        "outside the allowed roots",
+    ),
     "a folder that does not exist": (dict(name="new", path="vaults/nope", tier="safe"), "does not exist"),
     "inside the content folder": (dict(name="new", path="content/docs", tier="safe"), "overlaps the content folder"),
     "inside the output folder": (dict(name="new", path="out/data", tier="private"), "overlaps the output"),
     "inside another tier's vault": (dict(name="new", path="vaults/me", tier="safe"), "overlaps the private vault 'me'"),
-    "a folder holding another vault": (dict(name="new", path="vaults", tier="private"), "overlaps the safe vault 'lab'"),
+    "a folder holding another vault": (
+        dict(name="new", path="vaults", tier="private"),
+        "overlaps the safe vault 'lab'",
+    ),
     "a name taken": (dict(name="lab", path="vaults/new", tier="safe"), "exists already"),
     "a path reaching out with ..": (dict(name="new", path="../", tier="safe"), "outside the allowed roots"),
 }
@@ -105,7 +115,9 @@ def test_a_refused_vault_leaves_rag_yaml_byte_for_byte(site, tmp_path_factory, c
 
 def test_a_write_that_would_not_validate_is_refused_and_changes_nothing(site):
     # The first Safe vault needs the identity map: without it the new rag.yaml does not validate.
-    site.write_text(RAG_YAML.replace("  - {name: lab, path: vaults/lab, tier: safe}   # the homelab notes\n", ""), encoding="utf-8")
+    site.write_text(
+        RAG_YAML.replace("  - {name: lab, path: vaults/lab, tier: safe}   # the homelab notes\n", ""), encoding="utf-8"
+    )
     (site.parent / "identity_map.json").unlink()
     before = site.read_bytes()
     with pytest.raises(VaultEditRefused, match="would not validate with this vault.*identity map"):

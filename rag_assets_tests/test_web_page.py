@@ -11,16 +11,17 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock  # a dagster dependency
+
 from rag_assets.config import load_config
 from rag_assets.config.settings import LlmOllamaSettings, LlmSettings
-from rag_assets.embed.errors import ProviderUnavailable
 from rag_assets.defs.runner import run_build
+from rag_assets.embed.errors import ProviderUnavailable
 from rag_assets.serve.http import create_app
 
 from .browser import screenshot
 from .chat_server import ChatServer
-from .live_server import ServerThread
 from .conftest import instance_for_test
+from .live_server import ServerThread
 
 FILLER = (
     "This paragraph is ordinary prose about the homelab so that every document is long enough to be "
@@ -165,7 +166,9 @@ def ask(page, question: str) -> None:
 
 
 def wait_answered(page) -> None:
-    page.wait_for_function("() => document.querySelector('.turn:last-child .answer-note')?.textContent.includes('Answered by')")
+    page.wait_for_function(
+        "() => document.querySelector('.turn:last-child .answer-note')?.textContent.includes('Answered by')"
+    )
 
 
 # ------------------------------------------------------------------------------ tests
@@ -183,11 +186,18 @@ def test_the_page_and_its_assets_are_served_with_a_strict_policy(server):
     # The header's figures: the embedding service and, per served tier, the chat model.
     status = server.get("/status").json()
     assert status["embeddingService"] == {
-        "configured": "hashing", "selected": "hashing", "model": "rag-assets/feature-hash-v1", "reachable": True,
+        "configured": "hashing",
+        "selected": "hashing",
+        "model": "rag-assets/feature-hash-v1",
+        "reachable": True,
         "reason": "configured: hashing",
     }
     assert set(status["chatService"]) == {"public", "safe", "private"}
-    assert status["chatService"]["private"] == {"available": True, "model": "ollama:llama3.2", "reason": "configured: ollama"}
+    assert status["chatService"]["private"] == {
+        "available": True,
+        "model": "ollama:llama3.2",
+        "reason": "configured: ollama",
+    }
 
 
 def test_typing_a_question_shows_results_with_the_words_marked(server, page):
@@ -424,7 +434,9 @@ def test_everything_works_from_the_keyboard(server, page):
 
 
 def test_a_phone_width_screen_has_no_horizontal_scroll(server, chromium):
-    context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2)
+    context = chromium.new_context(
+        viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2
+    )
     try:
         page = context.new_page()
         open_page(page, server)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.serve.http import create_app
@@ -53,7 +54,10 @@ Create the wireguard interface wg0 with wg-quick and a private key per wireguard
 Every wireguard peer lists its allowed IPs; a phone is a wireguard peer too.
 {FILLER * 12}
 """,
-    **{f"content/posts/note-{i}.md": f"---\ntitle: Homelab note {i}\n---\n# Homelab note {i}\n\n{FILLER * 3}\n" for i in range(12)},
+    **{
+        f"content/posts/note-{i}.md": f"---\ntitle: Homelab note {i}\n---\n# Homelab note {i}\n\n{FILLER * 3}\n"
+        for i in range(12)
+    },
 }
 
 
@@ -64,7 +68,9 @@ def server(tmp_path_factory):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
     (root / "identity_map.json").write_text(json.dumps({"version": 1, "salt": "test", "rules": []}), encoding="utf-8")
-    (root / "rag.yaml").write_text("content_dir: content\noutput_dir: out\nidentity_map: identity_map.json\n", encoding="utf-8")
+    (root / "rag.yaml").write_text(
+        "content_dir: content\noutput_dir: out\nidentity_map: identity_map.json\n", encoding="utf-8"
+    )
     cfg = load_config(Path(root / "rag.yaml"), embedder="hashing", private_embedder="hashing", environ={})
     with dg.instance_for_test() as instance:
         outcome = run_build(cfg, instance)
@@ -88,7 +94,9 @@ def search(page, text: str) -> None:
     page.get_by_label("Search the notes").fill(text)
     page.wait_for_function(
         "q => new URL(location.href).searchParams.get('q') === q && document.querySelector('.result') !== null"
-        " && !document.getElementById('results').hasAttribute('aria-busy')", arg=text)
+        " && !document.getElementById('results').hasAttribute('aria-busy')",
+        arg=text,
+    )
 
 
 def test_a_section_cut_inside_a_table_opens_rendered_from_a_whole_row(server, page):
@@ -117,8 +125,14 @@ def test_sections_are_chipped_by_their_headings(server, page):
     chips = result.locator(".chip").all_inner_texts()
     assert chips, "the page matches in more than one section"
     assert "another section" not in chips
-    assert set(chips) <= {"WireGuard tunnel", "Tunnel setup", "Peers", "Tunnel setup (continued)", "Peers (continued)",
-                          "WireGuard tunnel (continued)"}, chips
+    assert set(chips) <= {
+        "WireGuard tunnel",
+        "Tunnel setup",
+        "Peers",
+        "Tunnel setup (continued)",
+        "Peers (continued)",
+        "WireGuard tunnel (continued)",
+    }, chips
 
 
 def test_the_page_does_not_tell_people_about_cli_flags(server, page):

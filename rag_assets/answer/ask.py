@@ -19,21 +19,22 @@ The events' data are the JSON documents of POST /ask's server-sent events (see
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from rag_assets.index.answer_log import AnswerRecord, write_answer
 from rag_assets.answer.grounding import CitationCheck, check_citations, citations_json, grounded_messages
 from rag_assets.answer.providers.base import ChatError, ChatUsage
 from rag_assets.answer.selection import ChatSelection
 from rag_assets.answer.sessions import Rewrite, history, standalone_query
 from rag_assets.answer.sources import Source, as_notes, page_urls, sources_from_context, sources_from_hits
-from rag_assets.config.settings import LlmSettings
 from rag_assets.base.egress import PrivacyError
+from rag_assets.config.settings import LlmSettings
+from rag_assets.index.answer_log import AnswerRecord, write_answer
+from rag_assets.index.params import SearchParams, SearchResult
 from rag_assets.search.context import pack_context
 from rag_assets.search.passages import cites_notes
-from rag_assets.index.params import SearchParams, SearchResult
 
 Search = Callable[[str, SearchParams], SearchResult]
 
@@ -104,7 +105,9 @@ class Prepared:
         return out
 
 
-def prepare(request: AskRequest, search: Search, selection: ChatSelection, store_path: Path, settings: LlmSettings) -> Prepared:
+def prepare(
+    request: AskRequest, search: Search, selection: ChatSelection, store_path: Path, settings: LlmSettings
+) -> Prepared:
     """Rewrite, retrieve and number the sources (see the module docstring)."""
     started = time.perf_counter()
     turns = history(store_path, request.session) if request.session else []
@@ -112,22 +115,33 @@ def prepare(request: AskRequest, search: Search, selection: ChatSelection, store
     params = SearchParams(k=CANDIDATE_CHUNKS, view="chunks", collections=request.collections)
     retrieval_started = time.perf_counter()
     result = search(rewrite.query, params)
-    common: dict[str, Any] = dict(request=request, rewrite=rewrite, selection=selection, store_path=store_path, started=started)
+    common: dict[str, Any] = dict(
+        request=request, rewrite=rewrite, selection=selection, store_path=store_path, started=started
+    )
     if not result.hits:
         nearest = search(rewrite.query, replace(params, k=NEAREST_PAGES, view="pages", min_score=0.0)).hits
         nearest_sources = sources_from_hits(nearest, page_urls(store_path, [h.document_id for h in nearest]))
         return Prepared(
-            result=result, sources=as_notes(nearest_sources) if cites_notes(request.tier) else nearest_sources,
-            abstained=True, message=abstain_message(result),
-            retrieval_ms=(time.perf_counter() - retrieval_started) * 1000, **common,
+            result=result,
+            sources=as_notes(nearest_sources) if cites_notes(request.tier) else nearest_sources,
+            abstained=True,
+            message=abstain_message(result),
+            retrieval_ms=(time.perf_counter() - retrieval_started) * 1000,
+            **common,
         )
     packed = pack_context(result.hits, settings.context_budget, notes=cites_notes(request.tier))
     urls = page_urls(store_path, [h.document_id for h in result.hits])
-    message = None if selection.provider is not None else f"No answer: {selection.reason}. The sources found are listed."
+    message = (
+        None if selection.provider is not None else f"No answer: {selection.reason}. The sources found are listed."
+    )
     sources = sources_from_context(packed, result.hits, urls)
     return Prepared(
-        result=result, sources=as_notes(sources) if cites_notes(request.tier) else sources, abstained=False,
-        context_tokens=packed.tokens, message=message, retrieval_ms=(time.perf_counter() - retrieval_started) * 1000,
+        result=result,
+        sources=as_notes(sources) if cites_notes(request.tier) else sources,
+        abstained=False,
+        context_tokens=packed.tokens,
+        message=message,
+        retrieval_ms=(time.perf_counter() - retrieval_started) * 1000,
         **common,
     )
 
@@ -172,18 +186,26 @@ def _finish(prepared: Prepared, answer: str, check: CitationCheck, usage: ChatUs
     problems = [] if prepared.abstained else check.problems
     if log_answers:
         write_answer(prepared.store_path, _record(prepared, answer, model, usage, latency, problems, None))
-    return Event("done", {
-        "answer": answer,
-        "citations": citations_json(check, prepared.sources),
-        "model": model,
-        "usage": usage.to_json() if usage is not None else None,
-        "abstained": prepared.abstained,
-        "citationCheck": {"unknown": list(check.unknown), "uncited": False if prepared.abstained else check.uncited},
-        "latencyMs": round(latency, 2),
-    })
+    return Event(
+        "done",
+        {
+            "answer": answer,
+            "citations": citations_json(check, prepared.sources),
+            "model": model,
+            "usage": usage.to_json() if usage is not None else None,
+            "abstained": prepared.abstained,
+            "citationCheck": {
+                "unknown": list(check.unknown),
+                "uncited": False if prepared.abstained else check.uncited,
+            },
+            "latencyMs": round(latency, 2),
+        },
+    )
 
 
-def _failure(prepared: Prepared, error: str, status: int, partial: str, usage: ChatUsage | None, log_answers: bool) -> Event:
+def _failure(
+    prepared: Prepared, error: str, status: int, partial: str, usage: ChatUsage | None, log_answers: bool
+) -> Event:
     latency = (time.perf_counter() - prepared.started) * 1000
     model = prepared.selection.provider.model if prepared.selection.provider is not None else None
     if log_answers:
@@ -191,13 +213,28 @@ def _failure(prepared: Prepared, error: str, status: int, partial: str, usage: C
     return Event("error", {"error": error, "status": status})
 
 
-def _record(prepared: Prepared, answer: str | None, model: str | None, usage: ChatUsage | None, latency: float,
-            problems: list[str], error: str | None) -> AnswerRecord:
+def _record(
+    prepared: Prepared,
+    answer: str | None,
+    model: str | None,
+    usage: ChatUsage | None,
+    latency: float,
+    problems: list[str],
+    error: str | None,
+) -> AnswerRecord:
     return AnswerRecord(
-        question=prepared.request.question, query=prepared.rewrite.query, answer=answer,
-        sources=[s.id for s in prepared.sources], model=model, latency_ms=latency, abstained=prepared.abstained,
-        citation_problems=problems, prompt_tokens=usage.prompt_tokens if usage else None,
-        completion_tokens=usage.completion_tokens if usage else None, session=prepared.request.session, error=error,
+        question=prepared.request.question,
+        query=prepared.rewrite.query,
+        answer=answer,
+        sources=[s.id for s in prepared.sources],
+        model=model,
+        latency_ms=latency,
+        abstained=prepared.abstained,
+        citation_problems=problems,
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
+        session=prepared.request.session,
+        error=error,
     )
 
 
@@ -217,8 +254,12 @@ def collect(prepared: Prepared, events: Iterator[Event]) -> Collected:
     last = seen[-1]
     if last.kind == "error":
         partial = "".join(e.data["text"] for e in seen if e.kind == "token")
-        body = {"error": last.data["error"], "status": last.data["status"], "answer": partial or None,
-                "retrieval": prepared.retrieval_json()}
+        body = {
+            "error": last.data["error"],
+            "status": last.data["status"],
+            "answer": partial or None,
+            "retrieval": prepared.retrieval_json(),
+        }
         return Collected(last.data["status"], body, seen)
     done = dict(last.data)
     body = {key: done[key] for key in ("answer", "citations", "model", "usage", "abstained", "citationCheck")}

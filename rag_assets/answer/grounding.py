@@ -10,8 +10,9 @@ and logged.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from rag_assets.answer.providers.base import Message
 from rag_assets.answer.sources import Source

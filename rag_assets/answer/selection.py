@@ -17,19 +17,20 @@ The Safe tier's sources are the sanitised text of its store, so any provider may
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from rag_assets.answer.providers.base import ChatProvider, ChatUnavailable
 from rag_assets.answer.providers.ollama_chat import OllamaChat
 from rag_assets.answer.providers.openai_chat import OpenAIChat
+from rag_assets.base.egress import PrivacyError, PrivateEgress
 from rag_assets.config.masking import mask_url
 from rag_assets.config.providers import OPENROUTER_BASE_URL, canonical_name, is_loopback_host, ollama_host, url_host
 from rag_assets.config.settings import LlmSettings
 from rag_assets.embed.ollama import ollama_health
+
 # The embedders' rules, read from the llm settings' fields of the same names.
 from rag_assets.embed.selection import retry_policy
-from rag_assets.base.egress import PrivacyError, PrivateEgress
 
 CHAT_PROVIDERS = ("auto", "openai", "ollama", "none")
 
@@ -91,8 +92,11 @@ def _auto(settings: LlmSettings, env: Mapping[str, str], egress: PrivateEgress |
         health = ollama_health(host, timeout=1.0, egress=egress)
         if health.online and health.has_model(model):
             return ChatSelection(_ollama(settings, env, egress), f"auto: Ollama at {mask_url(host)} has {model}")
-        tried.append(f"Ollama at {mask_url(host)} lacks {model} (ollama pull {model})" if health.online
-                     else f"Ollama at {mask_url(host)} is not reachable")
+        tried.append(
+            f"Ollama at {mask_url(host)} lacks {model} (ollama pull {model})"
+            if health.online
+            else f"Ollama at {mask_url(host)} is not reachable"
+        )
     return ChatSelection(None, "no chat model available: " + "; ".join(tried))
 
 
@@ -107,8 +111,13 @@ def _openai(settings: LlmSettings, env: Mapping[str, str], egress: PrivateEgress
             "at a local server"
         )
     return OpenAIChat(
-        base_url=base_url, model=settings.openai.model, api_key=key, policy=retry_policy(settings),
-        temperature=settings.temperature, max_tokens=settings.max_answer_tokens, egress=egress,
+        base_url=base_url,
+        model=settings.openai.model,
+        api_key=key,
+        policy=retry_policy(settings),
+        temperature=settings.temperature,
+        max_tokens=settings.max_answer_tokens,
+        egress=egress,
     )
 
 
@@ -117,8 +126,12 @@ def _ollama(settings: LlmSettings, env: Mapping[str, str], egress: PrivateEgress
     if egress is not None:
         _check_local("Ollama", host, egress)
     return OllamaChat(
-        host=host, model=settings.ollama.model, policy=retry_policy(settings),
-        temperature=settings.temperature, max_tokens=settings.max_answer_tokens, egress=egress,
+        host=host,
+        model=settings.ollama.model,
+        policy=retry_policy(settings),
+        temperature=settings.temperature,
+        max_tokens=settings.max_answer_tokens,
+        egress=egress,
     )
 
 
@@ -131,8 +144,9 @@ def _check_local(what: str, url: str, egress: PrivateEgress) -> None:
         )
 
 
-def chat_for_tier(settings: LlmSettings, tier: str, *, private_hosts: Iterable[str] = (),
-                  environ: Mapping[str, str] | None = None) -> ChatSelection:
+def chat_for_tier(
+    settings: LlmSettings, tier: str, *, private_hosts: Iterable[str] = (), environ: Mapping[str, str] | None = None
+) -> ChatSelection:
     """:func:`select_chat`, with a provider that cannot be set up (ChatUnavailable) as no model and
     its reason; PrivacyError (a non-local model for the Private tier) still raises."""
     try:

@@ -11,9 +11,9 @@ the earlier query's content words it does not already contain.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from rag_assets.answer.providers.base import ChatError, ChatProvider, complete
 from rag_assets.index.answer_log import read_answers
@@ -84,13 +84,16 @@ def rewrite_messages(question: str, turns: Sequence[Turn]) -> list[dict[str, str
         if turn.answer:
             lines.append(f"A: {' '.join(turn.answer.split())[:300]}")
     lines.append(f"Last question: {question}")
-    return [{"role": "system", "content": REWRITE_PROMPT}, {"role": "user", "content": "\n".join(lines) + "\n\nStandalone query:"}]
+    return [
+        {"role": "system", "content": REWRITE_PROMPT},
+        {"role": "user", "content": "\n".join(lines) + "\n\nStandalone query:"},
+    ]
 
 
 def clean_rewrite(text: str) -> str:
     """The model's query, without thinking tags, labels or quotes; '' when unusable."""
     text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL).strip()
-    line = next((l.strip() for l in text.splitlines() if l.strip()), "")
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     line = re.sub(r"^(standalone )?(search )?query\s*:\s*", "", line, flags=re.IGNORECASE).strip().strip("\"'`").strip()
     return line if 0 < len(line) <= MAX_QUERY_CHARS else ""
 

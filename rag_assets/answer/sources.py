@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from rag_assets.index import store
 from rag_assets.index.params import Hit
@@ -78,12 +79,14 @@ def passage_texts(packed: PackedContext) -> list[str]:
         else:
             end = len(packed.text)
         body = packed.text[start:end]
-        texts.append(body[len(TAG_SEPARATOR):] if body.startswith(TAG_SEPARATOR) else body)
+        texts.append(body[len(TAG_SEPARATOR) :] if body.startswith(TAG_SEPARATOR) else body)
         position = end
     return texts
 
 
-def sources_from_context(packed: PackedContext, hits: Sequence[Hit], urls: Mapping[str, str] | None = None) -> list[Source]:
+def sources_from_context(
+    packed: PackedContext, hits: Sequence[Hit], urls: Mapping[str, str] | None = None
+) -> list[Source]:
     """The packed passages as numbered sources, in the order the model sees them."""
     relevance = {h.id: h.relevance for h in hits}
     documents = {h.id: h.document_id for h in hits}
@@ -92,11 +95,21 @@ def sources_from_context(packed: PackedContext, hits: Sequence[Hit], urls: Mappi
     for n, (citation, text) in enumerate(zip(packed.citations, passage_texts(packed)), start=1):
         ids = list(citation["ids"])
         document_id = documents.get(ids[0], "")
-        sources.append(Source(
-            n=n, id=citation["id"], collection=citation["collection"], slug=citation["slug"], title=citation["title"],
-            heading_path=list(citation["headingPath"]), text=text, relevance=max(relevance.get(i, 0.0) for i in ids),
-            url=urls.get(document_id), ids=ids, document_id=document_id,
-        ))
+        sources.append(
+            Source(
+                n=n,
+                id=citation["id"],
+                collection=citation["collection"],
+                slug=citation["slug"],
+                title=citation["title"],
+                heading_path=list(citation["headingPath"]),
+                text=text,
+                relevance=max(relevance.get(i, 0.0) for i in ids),
+                url=urls.get(document_id),
+                ids=ids,
+                document_id=document_id,
+            )
+        )
     return sources
 
 
@@ -105,8 +118,17 @@ def sources_from_hits(hits: Sequence[Hit], urls: Mapping[str, str] | None = None
     urls = urls or {}
     return [
         Source(
-            n=n, id=h.id, collection=h.collection, slug=h.slug, title=h.title, heading_path=list(h.heading_path),
-            text=h.text, relevance=h.relevance, url=urls.get(h.document_id), ids=[h.id], document_id=h.document_id,
+            n=n,
+            id=h.id,
+            collection=h.collection,
+            slug=h.slug,
+            title=h.title,
+            heading_path=list(h.heading_path),
+            text=h.text,
+            relevance=h.relevance,
+            url=urls.get(h.document_id),
+            ids=[h.id],
+            document_id=h.document_id,
         )
         for n, h in enumerate(hits, start=1)
     ]

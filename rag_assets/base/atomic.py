@@ -6,9 +6,10 @@ import glob
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 
 def stage_bytes(path: Path, data: bytes) -> Path:

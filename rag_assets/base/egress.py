@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from rag_assets.base.privacy_error import PrivacyError
 from rag_assets.config.providers import endpoint_allowed, is_loopback_host

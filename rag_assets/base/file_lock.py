@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 
 @contextlib.contextmanager

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import orjson
 
@@ -74,7 +74,7 @@ class VerificationRecord:
     changed: bool = False
 
     @classmethod
-    def load(cls, path: Path, *, deep: bool = False) -> "VerificationRecord":
+    def load(cls, path: Path, *, deep: bool = False) -> VerificationRecord:
         """The record at ``path``; an empty one when it is missing or damaged (so all is verified)."""
         try:
             data = orjson.loads(path.read_bytes())

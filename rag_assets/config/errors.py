@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 class ConfigError(ValueError):
@@ -17,7 +17,7 @@ class ConfigError(ValueError):
         self.problems: tuple[str, ...] = tuple(problems) or (message,)
 
     @classmethod
-    def from_problems(cls, problems: Sequence[str]) -> "ConfigError":
+    def from_problems(cls, problems: Sequence[str]) -> ConfigError:
         if len(problems) == 1:
             return cls(problems[0], problems)
         listed = "\n".join(f"  {p}" for p in problems)

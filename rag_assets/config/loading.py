@@ -13,9 +13,10 @@ import copy
 import difflib
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from pydantic import (
     BaseModel,
@@ -26,9 +27,6 @@ from rag_assets.config.errors import ConfigError
 from rag_assets.config.masking import shown_value
 from rag_assets.config.path_checks import path_problems
 from rag_assets.config.providers import private_provider_problem
-from rag_assets.config.source import ConfigSource, display_path, dotted, read_config_source
-from rag_assets.config.store_url import private_store_problem
-from rag_assets.config.serving import serve_settings
 from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
     POSTGRES_SCHEMES,
@@ -36,6 +34,7 @@ from rag_assets.config.schema import (
     Loc,
     first_model,
 )
+from rag_assets.config.serving import serve_settings
 from rag_assets.config.settings import (
     EvaluationConfig,
     RagConfig,
@@ -44,6 +43,8 @@ from rag_assets.config.settings import (
     default_question_files,
     private_embedder_settings,
 )
+from rag_assets.config.source import ConfigSource, display_path, dotted, read_config_source
+from rag_assets.config.store_url import private_store_problem
 
 CONFIG_FILE_NAME = "rag.yaml"
 # The environment variables that override the file, lowest precedence first; CLI flags of
@@ -57,8 +58,6 @@ ENV_OVERRIDES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 # Overrides naming a folder are relative to where the user typed them, not to the file.
 _PATH_KEYS = {("content_dir",), ("output_dir",)}
-
-
 
 
 # --- Reading, validating and reporting --------------------------------------------------
@@ -79,8 +78,6 @@ def find_config_file(explicit: str | os.PathLike[str] | None = None) -> Path | N
         return path.resolve()
     default = Path.cwd() / CONFIG_FILE_NAME
     return default.resolve() if default.is_file() else None
-
-
 
 
 @dataclass(frozen=True)
@@ -147,8 +144,7 @@ def collect_overrides(
     found += [Override(label, path, str(value)) for label, path, value in flags if value is not None]
     # Flags and env vars name folders relative to where the user typed them, not to the file.
     return [
-        replace(o, value=str(Path(os.path.expanduser(o.value)).resolve())) if o.path in _PATH_KEYS else o
-        for o in found
+        replace(o, value=str(Path(os.path.expanduser(o.value)).resolve())) if o.path in _PATH_KEYS else o for o in found
     ]
 
 
@@ -263,7 +259,6 @@ def _model_at(path: Loc) -> type[BaseModel] | None:
     return model
 
 
-
 # --- From the validated model to RagConfig --------------------------------------------------
 
 
@@ -303,7 +298,9 @@ def config_from_text(path: Path, text: str, environ: Mapping[str, str] | None = 
     source = read_config_source(path, text)
     model = validate_config_data(source.data, _Locator(source))
     cfg = build_config(model, base_dir=path.parent, config_path=path)
-    problems = [f"{display_path(path)}: {message}" for _, message in _environment_problems(cfg, env) + path_problems(cfg)]
+    problems = [
+        f"{display_path(path)}: {message}" for _, message in _environment_problems(cfg, env) + path_problems(cfg)
+    ]
     if problems:
         raise ConfigError.from_problems(problems)
     return cfg
@@ -332,7 +329,9 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
     content_dir = resolve(model.content_dir)
     questions = model.evaluation.questions
     evaluation = EvaluationConfig(
-        questions=tuple(resolve(q) for q in questions) if questions is not None else default_question_files(content_dir),
+        questions=tuple(resolve(q) for q in questions)
+        if questions is not None
+        else default_question_files(content_dir),
         hit_at_5_floor=model.evaluation.hit_at_5_floor,
     )
     return RagConfig(
@@ -376,9 +375,11 @@ def _environment_problems(cfg: RagConfig, env: Mapping[str, str]) -> list[tuple[
         if problem:
             problems.append((("store", "url"), f"store.url: {problem}"))
     if cfg.identity_map_path is not None and not cfg.identity_map_path.is_file() and cfg.tier_vaults("safe"):
-        problems.append((
-            ("identity_map",),
-            f"identity map {cfg.identity_map_path} does not exist; the Safe tier needs it to replace hostnames, "
-            "users and addresses (create it, or set identity_map: null to rely on secret detection alone)",
-        ))
+        problems.append(
+            (
+                ("identity_map",),
+                f"identity map {cfg.identity_map_path} does not exist; the Safe tier needs it to replace hostnames, "
+                "users and addresses (create it, or set identity_map: null to rely on secret detection alone)",
+            )
+        )
     return problems

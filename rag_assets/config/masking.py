@@ -29,7 +29,11 @@ def looks_secret(key: str, value: Any) -> bool:
 
 def _looks_random(value: str) -> bool:
     """A long run of letters and digits (API keys, hex tokens); not a path or model name."""
-    return bool(_LONG_TOKEN.fullmatch(value)) and sum(c.isdigit() for c in value) >= 4 and sum(c.isalpha() for c in value) >= 4
+    return (
+        bool(_LONG_TOKEN.fullmatch(value))
+        and sum(c.isdigit() for c in value) >= 4
+        and sum(c.isalpha() for c in value) >= 4
+    )
 
 
 def mask_secrets(value: Any, key: str = "") -> Any:

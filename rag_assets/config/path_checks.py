@@ -22,7 +22,8 @@ from rag_assets.config.settings import RagConfig
 
 # Folders of the operating system: nothing under them is notes, or a place for outputs.
 SYSTEM_TREES = tuple(
-    Path(p) for p in ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys", "/usr")
+    Path(p)
+    for p in ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys", "/usr")
 )
 # Folders that hold far more than notes (the whole machine, every user): never read whole.
 # Folders inside them (/home/me/notes, /tmp/x, /var/www/site) are fine.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 PROVIDERS = ("auto", "openai", "ollama", "local", "minilm", "hashing")

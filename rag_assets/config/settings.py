@@ -7,15 +7,13 @@ These are pydantic models (pydantic dataclasses: validated when made, by hand or
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import field
 from pathlib import Path
-from typing import Mapping
 
 from pydantic import TypeAdapter
 from pydantic.dataclasses import dataclass
 
-from rag_assets.config.serving import ServeSettings
-from rag_assets.config.tiers import TIERS, VAULTS_FOLDER  # noqa: F401 (their home before tiers.py)
 from rag_assets.config.schema import (
     DEFAULT_COLLECTION_WEIGHTS,
     FILE_DEFAULTS,
@@ -30,8 +28,8 @@ from rag_assets.config.schema import (
     RerankerSection,
     StoreSection,
 )
-
-
+from rag_assets.config.serving import ServeSettings
+from rag_assets.config.tiers import TIERS, VAULTS_FOLDER  # noqa: F401 (their home before tiers.py)
 
 
 @dataclass(frozen=True)
@@ -57,8 +55,6 @@ class ChunkingParams:
             raise ValueError("min_words must not exceed target_words")
         if self.max_chars < 100:
             raise ValueError("max_chars must be >= 100")
-
-
 
 
 # The sections that need no resolving are the schema's models themselves.
@@ -132,9 +128,7 @@ class RagConfig:
     output_dir: Path
     embedding: EmbedderSettings = FILE_DEFAULTS.embedder
     collections: tuple[str, ...] | None = None  # None: discover the content dir's folders
-    collection_weights: Mapping[str, float] = field(
-        default_factory=lambda: dict(DEFAULT_COLLECTION_WEIGHTS)
-    )
+    collection_weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_COLLECTION_WEIGHTS))
     chunking: ChunkingParams = field(default_factory=lambda: chunking_params(FILE_DEFAULTS.chunking))
     # Shards of the collections split into several partitions; a collection not listed has one.
     collection_shards: Mapping[str, int] = field(default_factory=dict)
@@ -226,7 +220,9 @@ class RagConfig:
         return self.data_dir / "embedding-cache-private.db"
 
     def store_path(self, tier: str) -> Path:
-        return {"public": self.public_store_path, "safe": self.safe_store_path, "private": self.private_store_path}[tier]
+        return {"public": self.public_store_path, "safe": self.safe_store_path, "private": self.private_store_path}[
+            tier
+        ]
 
     def tier_vaults(self, tier: str) -> tuple[VaultConfig, ...]:
         """The vaults a tier indexes: the safe ones for Safe, every vault for Private."""
@@ -244,7 +240,9 @@ class RagConfig:
         for v in self.vaults:
             if v.name == name:
                 return v
-        raise KeyError(f"no vault named {name!r} in the config; known: {', '.join(v.name for v in self.vaults) or 'none'}")
+        raise KeyError(
+            f"no vault named {name!r} in the config; known: {', '.join(v.name for v in self.vaults) or 'none'}"
+        )
 
     @property
     def intermediate_dir(self) -> Path:

@@ -11,9 +11,10 @@ once per level), a number of more than :data:`MAX_NUMBER_DIGITS` digits, or a YA
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence, Union
+from typing import Any
 
 import yaml
 
@@ -27,7 +28,7 @@ MAX_CONFIG_DEPTH = 20
 # No setting is a number of more than a few digits; Python refuses to read ints past 4,300.
 MAX_NUMBER_DIGITS = 100
 # A plain scalar YAML may read as a number (decimal, 0x/0o/0b, 1:20 sexagesimal, 1e5...).
-_LONG_NUMBER = re.compile(r"[-+]?\.?[0-9][0-9a-fA-FxXoO_:.eE+-]{%d,}" % MAX_NUMBER_DIGITS)
+_LONG_NUMBER = re.compile(r"[-+]?\.?[0-9][0-9a-fA-FxXoO_:.eE+-]{%d,}" % MAX_NUMBER_DIGITS)  # noqa: UP031 (braces of the regex)
 
 
 @dataclass
@@ -40,7 +41,7 @@ class ConfigSource:
     problems: list[str]  # found while reading (duplicate keys)
 
     @classmethod
-    def empty(cls) -> "ConfigSource":
+    def empty(cls) -> ConfigSource:
         return cls(None, {}, {}, [])
 
 
@@ -52,7 +53,7 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-def dotted(loc: Sequence[Union[str, int]]) -> str:
+def dotted(loc: Sequence[str | int]) -> str:
     """``('vaults', 0, 'tier')`` -> ``vaults[0].tier``."""
     text = ""
     for part in loc:
@@ -68,7 +69,9 @@ def read_config_source(path: Path, text: str | None = None) -> ConfigSource:
     if text is None:
         text = _decoded(_bounded_bytes(path, shown), shown)
     elif len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{shown} would be larger than {MAX_CONFIG_BYTES:,} bytes (1 MiB), the most a configuration may be")
+        raise ConfigError(
+            f"{shown} would be larger than {MAX_CONFIG_BYTES:,} bytes (1 MiB), the most a configuration may be"
+        )
     loader = _GuardedLoader(text, shown)
     lines: dict[Loc, int] = {}
     problems: list[str] = []

@@ -11,7 +11,7 @@ No psycopg here: the configuration is checked before any optional package is imp
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from rag_assets.config.providers import is_loopback_host

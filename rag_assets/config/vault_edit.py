@@ -14,9 +14,9 @@ import io
 import os
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -111,9 +111,13 @@ def check_vault_name(name: str) -> None:
     if not name or not name.strip():
         raise VaultEditRefused("give the vault a name")
     if "/" in name or "\\" in name or ".." in name:
-        raise VaultEditRefused(f"vault name {name!r} may not contain '/', '\\' or '..'; use a plain name such as 'notes'")
+        raise VaultEditRefused(
+            f"vault name {name!r} may not contain '/', '\\' or '..'; use a plain name such as 'notes'"
+        )
     if has_control_character(name):
-        raise VaultEditRefused(f"vault name {name!r} may not contain a control character; use a plain name such as 'notes'")
+        raise VaultEditRefused(
+            f"vault name {name!r} may not contain a control character; use a plain name such as 'notes'"
+        )
 
 
 def has_control_character(text: str) -> bool:

@@ -1,6 +1,5 @@
 """Asset checks that keep the published outputs trustworthy."""
 
-
 import dagster as dg
 
 from rag_assets.config.masking import mask_url
@@ -84,5 +83,9 @@ def index_recent(rag: RagSettings) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         passed=age is not None and age <= STALE_HOURS * 3600,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={"built_at": meta.get("builtAt") or "never", "age_hours": round((age or 0) / 3600, 1), "freshness": label},
+        metadata={
+            "built_at": meta.get("builtAt") or "never",
+            "age_hours": round((age or 0) / 3600, 1),
+            "freshness": label,
+        },
     )

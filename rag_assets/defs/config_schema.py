@@ -98,7 +98,7 @@ def _dagster_type(kind: Any, value: Any) -> Any:
         return config_class(kind, value) if value is not None else _required_class(kind)
     if origin in (Union, types.UnionType):
         (inner,) = [arg for arg in get_args(kind) if arg is not type(None)]
-        return Optional[_dagster_type(inner, None)]
+        return Optional[_dagster_type(inner, None)]  # noqa: UP045 (a type built at run time, for Dagster)
     if origin is tuple:
         return list[_dagster_type(get_args(kind)[0], None)]  # type: ignore[misc]  # a type made at run time, for Dagster
     if origin in (dict, collections.abc.Mapping):

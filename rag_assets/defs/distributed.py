@@ -25,14 +25,15 @@ and it needs a running daemon and code location.
 from __future__ import annotations
 
 import functools
-import os
 import multiprocessing
+import os
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import dagster as dg
 import yaml
@@ -43,7 +44,6 @@ from rag_assets.defs.assembly import build_definitions
 from rag_assets.defs.io_managers import load_record
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISHES_TAG, jobs_with_executor
 from rag_assets.defs.jobs import PUBLISH_JOB as PUBLISH_JOB_NAME
-from rag_assets.defs.partitions import range_tags
 from rag_assets.defs.outcomes import (
     BuildOutcome,
     CollectionOutcome,
@@ -53,6 +53,7 @@ from rag_assets.defs.outcomes import (
     partition_metadata,
     unpartitioned_metadata,
 )
+from rag_assets.defs.partitions import range_tags
 
 INDEX_JOB = f"{INDEX_COLLECTION_JOB}_celery"
 PUBLISH_JOB = f"{PUBLISH_JOB_NAME}_celery"
@@ -144,7 +145,9 @@ def reconstructable_job(cfg: RagConfig, job_name: str):
     """A job the workers can rebuild from its name and the build's configuration."""
     return dg.build_reconstructable_job(
         # Dagster annotates reconstructable_args as a 1-tuple; any number of arguments is its use
-        __name__, reconstruct_job.__name__, reconstructable_args=(job_name, config_json(cfg))  # type: ignore[arg-type]
+        __name__,
+        reconstruct_job.__name__,
+        reconstructable_args=(job_name, config_json(cfg)),  # type: ignore[arg-type]
     )
 
 
@@ -236,11 +239,14 @@ def prepare_pools(instance: dg.DagsterInstance, pools: Sequence[str] = POOLS) ->
 
     result = prepare.execute_in_process(instance=instance, raise_on_error=False)
     if not result.success:
-        raise DistributedBuildError(f"could not record the concurrency pools {', '.join(pools)}: {failure_message(result)}")
+        raise DistributedBuildError(
+            f"could not record the concurrency pools {', '.join(pools)}: {failure_message(result)}"
+        )
 
 
 def claim_op(pool: str) -> dg.OpDefinition:
     """An op that does nothing but claim one slot of ``pool`` (see :func:`prepare_pools`)."""
+
     @dg.op(name=f"claim_{pool}", pool=pool)
     def claim() -> None:
         """Nothing: claiming the pool's slot is the point."""
@@ -296,7 +302,9 @@ def _run_slice(
     started = time.perf_counter()
     cfg = CONFIG_ADAPTER.validate_json(settings_json)
     job = dg.build_reconstructable_job(  # reconstructable_args: as in reconstructable_job
-        __name__, reconstruct_job.__name__, reconstructable_args=(INDEX_JOB, settings_json)  # type: ignore[arg-type]
+        __name__,
+        reconstruct_job.__name__,
+        reconstructable_args=(INDEX_JOB, settings_json),  # type: ignore[arg-type]
     )
     with dg.DagsterInstance.from_ref(ref) as instance:
         result = dg.execute_job(job, instance=instance, run_config=run_config, tags={**tags, **run_tags(keys)})
@@ -352,7 +360,13 @@ def build_collections_on_celery(
     check_workers(celery)
     prepare_pools(instance)
     reports = execute_partition_runs(
-        cfg, instance, celery, keys, tags, parallel or DEFAULT_PARALLEL_RUNS, partitions_per_run,
+        cfg,
+        instance,
+        celery,
+        keys,
+        tags,
+        parallel or DEFAULT_PARALLEL_RUNS,
+        partitions_per_run,
         functools.partial(_each_outcome, on_collection),
     )
     outcomes = [outcome for report in reports for outcome in report.outcomes]
@@ -363,10 +377,17 @@ def build_collections_on_celery(
         return BuildOutcome(outcomes, {}, failed_checks, "; ".join(str(o.error) for o in failures), 0.0, warnings)
     blocking = wait_for_publishing_slot(instance)
     if blocking:
-        return BuildOutcome(outcomes, {}, failed_checks, (
-            f"publishing: another publishing run is still in progress after {PUBLISH_WAIT_SECONDS} s ("
-            f"{', '.join(blocking)}); if a killed process left it behind, mark it failed in the Dagster UI"
-        ), 0.0, warnings)
+        return BuildOutcome(
+            outcomes,
+            {},
+            failed_checks,
+            (
+                f"publishing: another publishing run is still in progress after {PUBLISH_WAIT_SECONDS} s ("
+                f"{', '.join(blocking)}); if a killed process left it behind, mark it failed in the Dagster UI"
+            ),
+            0.0,
+            warnings,
+        )
     result = execute_publish_run(cfg, instance, celery, tags)
     if not result.success:
         return BuildOutcome(outcomes, {}, [], f"publishing: {failure_message(result)}", 0.0)

@@ -1,7 +1,5 @@
 """Per-collection embeddings asset, and the checks on its provider."""
 
-from typing import Optional
-
 import dagster as dg
 
 from rag_assets.config import RagConfig
@@ -96,7 +94,7 @@ def build_embedding_assets(
     return [embeddings]
 
 
-def usage_metadata(stats: EmbeddingStats, price_per_million: Optional[float]) -> dict:
+def usage_metadata(stats: EmbeddingStats, price_per_million: float | None) -> dict:
     meta = {
         "batches": stats.batches,
         "failed_batches": stats.failed_batches,

@@ -17,7 +17,6 @@ dataset it still scores the questions, and says so.
 
 import os
 from pathlib import Path
-from typing import Optional
 
 import dagster as dg
 from pydantic import Field
@@ -44,7 +43,7 @@ HOW_TO_POINT = (
 )
 
 
-def default_dataset_dir(cfg: Optional[RagConfig] = None) -> Path:
+def default_dataset_dir(cfg: RagConfig | None = None) -> Path:
     """``$RAG_EVAL_DATASET``, else ``shared/corpora/beir-scifact`` beside the repository (the
     folder that holds rag.yaml, or this package's checkout)."""
     from_env = os.environ.get(DATASET_ENV)
@@ -67,7 +66,9 @@ class EvalSettings(dg.ConfigurableResource):
         description=f"BEIR dataset folder; empty: ${DATASET_ENV}, else shared/corpora/beir-scifact beside the repo.",
     )
     split: str = Field(default="test", description="The qrels split to score (qrels/<split>.tsv).")
-    embedder: str = Field(default="", description="Embedder name (local, ollama, openai, hashing); empty: the configured one.")
+    embedder: str = Field(
+        default="", description="Embedder name (local, ollama, openai, hashing); empty: the configured one."
+    )
     ndcg_floor: float = Field(
         default=DEFAULT_NDCG_FLOOR, description="hybrid_ndcg_floor fails when hybrid nDCG@10 is below this."
     )
@@ -113,7 +114,9 @@ HIT_AT_5_KEY = question_key("hybrid", "hit@5")
 def _question_metadata(report: QuestionReport) -> dict:
     info = report.info
     metadata = {
-        **{question_key(mode, m): float(values[m]) for mode, values in report.metrics.items() for m in QUESTION_METRICS},
+        **{
+            question_key(mode, m): float(values[m]) for mode, values in report.metrics.items() for m in QUESTION_METRICS
+        },
         "questions_table": dg.MetadataValue.md(format_table(report.metrics, markdown=True, columns=QUESTION_METRICS)),
         "questions_files": dg.MetadataValue.json(info.files),
         "questions_count": info.questions,
@@ -185,16 +188,27 @@ def hybrid_ndcg_floor(context: dg.AssetCheckExecutionContext, evaluation: EvalSe
     entry = metadata.get(metric_key("hybrid", "ndcg@10"))
     if entry is None:
         skipped = metadata.get("beir_skipped")
-        problem = f"{skipped.value}: {HOW_TO_POINT}" if skipped else "retrieval_eval has no hybrid nDCG@10 yet; materialize it"
+        problem = (
+            f"{skipped.value}: {HOW_TO_POINT}"
+            if skipped
+            else "retrieval_eval has no hybrid nDCG@10 yet; materialize it"
+        )
         return dg.AssetCheckResult(
-            passed=False, severity=dg.AssetCheckSeverity.ERROR, metadata={"floor": evaluation.ndcg_floor, "problem": problem}
+            passed=False,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"floor": evaluation.ndcg_floor, "problem": problem},
         )
     value = float(entry.value)
     described = {key: metadata[key].value for key in ("dataset", "split", "model") if key in metadata}
     return dg.AssetCheckResult(
         passed=value >= evaluation.ndcg_floor,
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"hybrid_ndcg_at_10": value, "floor": evaluation.ndcg_floor, "margin": round(value - evaluation.ndcg_floor, 6), **described},
+        metadata={
+            "hybrid_ndcg_at_10": value,
+            "floor": evaluation.ndcg_floor,
+            "margin": round(value - evaluation.ndcg_floor, 6),
+            **described,
+        },
     )
 
 
@@ -211,7 +225,8 @@ def questions_hit_at_5_floor(context: dg.AssetCheckExecutionContext, rag: RagSet
         if not settings.questions:
             # Nothing to hold to a floor: say so rather than fail a site that has no question set.
             return dg.AssetCheckResult(
-                passed=True, metadata={"floor": floor, "questions": "none configured (evaluation.questions in rag.yaml)"}
+                passed=True,
+                metadata={"floor": floor, "questions": "none configured (evaluation.questions in rag.yaml)"},
             )
         return dg.AssetCheckResult(
             passed=False,

@@ -85,7 +85,9 @@ ALL_JOBS = [
 ]
 
 
-def jobs_with_executor(suffix: str, executor_def: dg.ExecutorDefinition, where: str) -> list[dg.UnresolvedAssetJobDefinition]:
+def jobs_with_executor(
+    suffix: str, executor_def: dg.ExecutorDefinition, where: str
+) -> list[dg.UnresolvedAssetJobDefinition]:
     """``index_collection`` and ``publish_index`` again, named ``*_<suffix>``, their steps run by
     ``executor_def`` (``where`` says where, in the descriptions): for distributed builds."""
     return [

@@ -77,7 +77,7 @@ class IngestLauncher:
                 "project's dagster.yaml (the instance the Dagster UI shows), so the run is recorded there"
             )
         with self._lock:
-            running = next((l for l in self._launches.values() if l.tier == tier and not l.done.is_set()), None)
+            running = next((ln for ln in self._launches.values() if ln.tier == tier and not ln.done.is_set()), None)
             if running is not None:
                 raise LaunchRefused(
                     f"an ingest of the {tier} tier is running (run {running.run_id}); wait for it to end", 409
@@ -117,8 +117,13 @@ class IngestLauncher:
                 if launch is None:
                     raise LaunchRefused(f"no run {run_id} in the Dagster instance", 404)
                 status = "FAILURE" if launch.done.is_set() else "STARTING"
-                return {"runId": run_id, "tier": launch.tier, "status": status, "finished": launch.done.is_set(),
-                        "error": launch.error}
+                return {
+                    "runId": run_id,
+                    "tier": launch.tier,
+                    "status": status,
+                    "finished": launch.done.is_set(),
+                    "error": launch.error,
+                }
             stats = instance.get_run_stats(run_id)
         status = run.status.value
         return {
@@ -147,11 +152,18 @@ def execute_tier_ingest(cfg: RagConfig, tier: str, run_id: str, tags: dict[str, 
         keys = covering_range(list(instance.get_dynamic_partitions(VAULT_PARTITIONS[tier])), vaults)
         if keys:
             return defs.resolve_job_def(UPDATE_VAULTS_JOBS[tier]).execute_in_process(
-                instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, run_id=run_id,
+                instance=instance,
+                raise_on_error=False,
+                run_config=QUIET_RUN_CONFIG,
+                run_id=run_id,
                 **partition_args(keys, tags),
             )
         # No vault left in the tier: refresh its store alone (purges the removed vaults' rows).
         return defs.resolve_job_def(REFRESH_TIERS_JOB).execute_in_process(
-            instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, run_id=run_id, tags=tags,
+            instance=instance,
+            raise_on_error=False,
+            run_config=QUIET_RUN_CONFIG,
+            run_id=run_id,
+            tags=tags,
             asset_selection=[dg.AssetKey(TIER_STORE_ASSETS[tier])],
         )

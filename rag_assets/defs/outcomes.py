@@ -11,8 +11,9 @@ names travel as one JSON metadata value (:data:`FAILED_PARTITIONS`), never as te
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence, Union
+from typing import Any
 
 import dagster as dg
 
@@ -24,7 +25,7 @@ from rag_assets.records import SkippedFile
 FAILED_PARTITIONS = "failed_partitions"
 
 # execute_in_process gives the first, execute_job (the distributed runs) the second.
-RunResult = Union[dg.ExecuteInProcessResult, dg.JobExecutionResult]
+RunResult = dg.ExecuteInProcessResult | dg.JobExecutionResult
 
 
 def failed_partitions_metadata(errors: dict[str, str]) -> dict[str, dg.MetadataValue]:
@@ -89,7 +90,9 @@ def step_failures(result: RunResult) -> list[StepFailure]:
         user = data.user_failure_data
         named = user.metadata.get(FAILED_PARTITIONS) if user is not None else None
         # failure_metadata writes a JSON object; anything else names no partitions
-        partitions = dict(named.value) if isinstance(named, dg.JsonMetadataValue) and isinstance(named.value, Mapping) else None
+        partitions = (
+            dict(named.value) if isinstance(named, dg.JsonMetadataValue) and isinstance(named.value, Mapping) else None
+        )
         if user is not None and user.description:
             message = user.description
         else:

@@ -12,7 +12,7 @@ backfill, see :func:`range_tags`), so its runs do not grow with the number of co
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import dagster as dg
 

@@ -4,9 +4,9 @@ A sharded collection's shards are rejoined first (rag_assets/index/rejoin.py), s
 outputs are byte for byte those of the collection unsharded.
 """
 
-
+from collections.abc import Collection
 from datetime import timedelta
-from typing import Any, Collection
+from typing import Any
 
 import dagster as dg
 
@@ -84,12 +84,17 @@ def _one_model(
     selection = rag.select()
     model = selection.embedder
     try:
-        causes = records_to_reembed(loaded.values(), signature_of(selection.provider, model.model, model.dimension, cfg.chunking))
+        causes = records_to_reembed(
+            loaded.values(), signature_of(selection.provider, model.model, model.dimension, cfg.chunking)
+        )
         if not causes:
             return loaded
         context.log.info("; ".join(str(cause) for cause in causes) + ": embedded again before publishing")
         return reembed_other_models(
-            loaded, model, cache=EmbeddingCache(cfg.embedding_cache_path), batch_size=cfg.embedding.batch_size,
+            loaded,
+            model,
+            cache=EmbeddingCache(cfg.embedding_cache_path),
+            batch_size=cfg.embedding.batch_size,
             provider=selection.provider,
         )
     finally:
@@ -154,9 +159,7 @@ def publish(
     # The records as loaded, whatever happens next: what the ledger says they hold (see
     # record_pending_partitions; keys of another shard layout are dropped from it). Only the
     # ones it names: a record left from an earlier layout stays unnamed, so refused again.
-    record_indexed_partitions(
-        cfg, {key: record.content_hash for key, record in embeddings.items() if key in ledger}
-    )
+    record_indexed_partitions(cfg, {key: record.content_hash for key, record in embeddings.items() if key in ledger})
     collections = all_collections(cfg, embeddings, ledger)
     full = context.run.tags.get(BUILD_TAG, "full") == "full"
     published = publish_all(collections, cfg, utc_now_iso(), full_build=full)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import dagster as dg
 
@@ -52,7 +53,9 @@ def for_each_partition(
                 raise dg.Failure(
                     description=f"{kind} {key}: {why}", metadata=failed_partitions_metadata({key: why})
                 ) from error
-            context.add_asset_metadata({**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key)
+            context.add_asset_metadata(
+                {**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key
+            )
             out[key] = value
     finally:
         parts = [header] if header else []

@@ -6,9 +6,7 @@ in rag.yaml's schema, and the launchpad can change any of them for one run (the 
 vault's tier, the Private tier's embedder...) while the others keep their loaded values.
 """
 
-
 from pathlib import Path
-from typing import Optional
 
 import dagster as dg
 import pydantic
@@ -30,7 +28,7 @@ class RagSettings(dg.ConfigurableResource):
     as the schema's defaults.
     """
 
-    config_file: Optional[str] = Field(default=None, description="The rag.yaml the settings were read from.")
+    config_file: str | None = Field(default=None, description="The rag.yaml the settings were read from.")
     config_digest: str = Field(default="", description="SHA-256 of that file when it was read.")
 
     @classmethod
@@ -44,14 +42,17 @@ class RagSettings(dg.ConfigurableResource):
             __module__=cls.__module__,
             settings=(type(value), Field(default_factory=type(value), description="Every setting, as loaded.")),
         )
-        return loaded(config_file=str(cfg.config_path) if cfg.config_path else None, config_digest=config_digest(cfg.config_path))
+        return loaded(
+            config_file=str(cfg.config_path) if cfg.config_path else None, config_digest=config_digest(cfg.config_path)
+        )
 
     @property
     def config(self) -> RagConfig:
         """The run's configuration (the launchpad's changes included), validated."""
-        return config_from_value(getattr(self, "settings"))
+        # `settings` is a field of the subclass that `loaded` builds from the config at load time.
+        return config_from_value(self.settings)  # type: ignore[attr-defined]
 
-    def stale_reason(self) -> Optional[str]:
+    def stale_reason(self) -> str | None:
         """Why these settings may be out of date: rag.yaml was edited after they were read.
 
         The partitions and sensors were built from the old file too, so the fix is a reload

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import dagster as dg
 
@@ -27,14 +28,6 @@ from rag_assets.defs.jobs import (
     UPDATE_COLLECTION_JOB,
     UPDATE_VAULTS_JOBS,
 )
-from rag_assets.defs.partitions import (
-    COLLECTIONS_PARTITION,
-    VAULT_PARTITIONS,
-    covering_range,
-    range_tags,
-    sync_partitions,
-    sync_vault_partitions,
-)
 from rag_assets.defs.outcomes import (
     BuildOutcome,
     CollectionOutcome,
@@ -46,6 +39,14 @@ from rag_assets.defs.outcomes import (
     partition_metadata,
     produced,
     unpartitioned_metadata,
+)
+from rag_assets.defs.partitions import (
+    COLLECTIONS_PARTITION,
+    VAULT_PARTITIONS,
+    covering_range,
+    range_tags,
+    sync_partitions,
+    sync_vault_partitions,
 )
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.shards import partition_keys
@@ -127,7 +128,13 @@ def run_build(
     keys = covering_range(list(instance.get_dynamic_partitions(COLLECTIONS_PARTITION)), wanted)
     if celery is not None:
         outcome = build_collections_on_celery(
-            cfg, instance, celery, [k for k in keys if k in wanted], tags, parallel_runs, partitions_per_run,
+            cfg,
+            instance,
+            celery,
+            [k for k in keys if k in wanted],
+            tags,
+            parallel_runs,
+            partitions_per_run,
             on_collection,
         )
         outcome.seconds = time.perf_counter() - started

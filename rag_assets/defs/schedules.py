@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import dagster as dg
 
@@ -52,9 +52,13 @@ def _nightly(
 
 def build_nightly_schedule(cfg: RagConfig) -> dg.ScheduleDefinition:
     return _nightly(
-        cfg, "nightly_full_rebuild", UPDATE_COLLECTION_JOB, COLLECTIONS_PARTITION,
+        cfg,
+        "nightly_full_rebuild",
+        UPDATE_COLLECTION_JOB,
+        COLLECTIONS_PARTITION,
         "Re-index every collection and republish, in one run.",
-        lambda config, the_plan: the_plan.keys(config), vaults=False,
+        lambda config, the_plan: the_plan.keys(config),
+        vaults=False,
     )
 
 
@@ -67,9 +71,13 @@ def build_nightly_vault_schedules(cfg: RagConfig) -> list[dg.ScheduleDefinition]
     """One schedule per tier: collections and each tier's vaults have different partitions."""
     return [
         _nightly(
-            cfg, f"nightly_{tier}_vault_rebuild", UPDATE_VAULTS_JOBS[tier], VAULT_PARTITIONS[tier],
+            cfg,
+            f"nightly_{tier}_vault_rebuild",
+            UPDATE_VAULTS_JOBS[tier],
+            VAULT_PARTITIONS[tier],
             f"Rebuild every {tier} vault into the {tier.capitalize()} store with a rehash, in one run.",
-            functools.partial(_tier_vaults, tier), vaults=True,
+            functools.partial(_tier_vaults, tier),
+            vaults=True,
         )
         for tier in ("safe", "private")
     ]

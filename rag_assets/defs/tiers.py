@@ -9,15 +9,15 @@ a pickled record would put vault text in Dagster's storage. ``safe_store`` and
 """
 
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import dagster as dg
 
 from rag_assets.defs.embeddings import usage_metadata
 from rag_assets.defs.jobs import BUILD_TAG
+from rag_assets.defs.outcomes import failed_partitions_metadata
 from rag_assets.defs.partitions import private_vault_partitions, safe_vault_partitions
 from rag_assets.defs.publish import INDEX_FRESHNESS
-from rag_assets.defs.outcomes import failed_partitions_metadata
 from rag_assets.defs.ranges import SINGLE_RUN, throttled
 from rag_assets.defs.resources import RagSettings
 from rag_assets.index import store
@@ -122,7 +122,9 @@ def _each_vault(
                 continue
             if key in riding:
                 continue
-            context.add_asset_metadata({**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key)
+            context.add_asset_metadata(
+                {**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key
+            )
     finally:
         if lines:
             context.log.info("; ".join(lines))
@@ -140,9 +142,7 @@ def _each_vault(
     kinds={"sqlite"},
     pool="embedding_api",
 )
-def safe_vault_chunks(
-    context: dg.AssetExecutionContext, rag: RagSettings
-) -> None:
+def safe_vault_chunks(context: dg.AssetExecutionContext, rag: RagSettings) -> None:
     """A safe vault's notes, sanitised in memory, chunked, embedded and synced into the Safe store."""
     cfg = rag.config
     full = context.run.tags.get(BUILD_TAG) == "full"
@@ -155,7 +155,10 @@ def safe_vault_chunks(
         if vault.tier != "safe":
             # A partition left over from before the vault became private (the sensor removes it).
             removed = store.delete_collections(cfg.safe_store_path, [vault.name])
-            lines.append(f"[{vault.name}] is a private vault: not in the Safe tier" + (" (its rows were removed)" if removed else ""))
+            lines.append(
+                f"[{vault.name}] is a private vault: not in the Safe tier"
+                + (" (its rows were removed)" if removed else "")
+            )
             return {"vault": vault.name, "tier": vault.tier, "in_safe_tier": False}
         build = build_vault_tier(
             cfg,
@@ -185,10 +188,10 @@ def safe_vault_chunks(
         _close(selection.embedder)
 
 
-@dg.asset(partitions_def=private_vault_partitions, backfill_policy=SINGLE_RUN, group_name=PRIVATE_GROUP, kinds={"sqlite"})
-def private_vault_chunks(
-    context: dg.AssetExecutionContext, rag: RagSettings
-) -> None:
+@dg.asset(
+    partitions_def=private_vault_partitions, backfill_policy=SINGLE_RUN, group_name=PRIVATE_GROUP, kinds={"sqlite"}
+)
+def private_vault_chunks(context: dg.AssetExecutionContext, rag: RagSettings) -> None:
     """A vault's notes, raw, chunked and embedded by a local-only embedder into the Private store."""
     cfg = rag.config
     full = context.run.tags.get(BUILD_TAG) == "full"
@@ -212,7 +215,9 @@ def private_vault_chunks(
         return _vault_metadata(build)
 
     try:
-        _each_vault(context, one, lines, vaults_riding_along(cfg, "private", list(context.partition_keys), selection.embedder))
+        _each_vault(
+            context, one, lines, vaults_riding_along(cfg, "private", list(context.partition_keys), selection.embedder)
+        )
     finally:
         _close(selection.embedder)
 
@@ -252,9 +257,7 @@ def _tier_store_asset(tier: str, group: str, description: str) -> dg.AssetsDefin
         freshness_policy=TIER_FRESHNESS,
         description=description,
     )
-    def tier_store(
-        context: dg.AssetExecutionContext, rag: RagSettings
-    ) -> dg.MaterializeResult:
+    def tier_store(context: dg.AssetExecutionContext, rag: RagSettings) -> dg.MaterializeResult:
         """Purge vaults that left the tier, then describe its store (the tier card)."""
         card = refresh_tier_store(rag.config, tier)
         if card.purged:
@@ -268,7 +271,9 @@ safe_store = _tier_store_asset(
     "safe", SAFE_GROUP, "The Safe tier store (rag-store-blog.db): sanitised safe vaults, fit for any AI provider."
 )
 private_store = _tier_store_asset(
-    "private", PRIVATE_GROUP, "The Private tier store (rag-store.db): every vault, raw, searchable with local models only."
+    "private",
+    PRIVATE_GROUP,
+    "The Private tier store (rag-store.db): every vault, raw, searchable with local models only.",
 )
 
 
@@ -309,7 +314,10 @@ def _vaults_built_check(tier: str):
         return dg.AssetCheckResult(
             passed=not card.vaults_not_built,
             severity=dg.AssetCheckSeverity.WARN,
-            metadata={"vaults": ", ".join(card.vaults_configured) or "none", "not_built": ", ".join(card.vaults_not_built) or "none"},
+            metadata={
+                "vaults": ", ".join(card.vaults_configured) or "none",
+                "not_built": ", ".join(card.vaults_not_built) or "none",
+            },
         )
 
     return check

@@ -36,7 +36,20 @@ def create_embedder(name: str, dimension: int = 384) -> Embedder:
 
 
 __all__ = [
-    "Embedder", "HashingEmbedder", "EmbedderSettings", "OpenAISettings", "OllamaSettings", "Selection",
-    "EmbeddingError", "EmbeddingAuthError", "EmbeddingBatchError", "ProviderUnavailable", "UnknownEmbedderError",
-    "create_embedder", "select_embedder", "query_embedder", "l2_normalise", "KNOWN_EMBEDDERS",
+    "Embedder",
+    "HashingEmbedder",
+    "EmbedderSettings",
+    "OpenAISettings",
+    "OllamaSettings",
+    "Selection",
+    "EmbeddingError",
+    "EmbeddingAuthError",
+    "EmbeddingBatchError",
+    "ProviderUnavailable",
+    "UnknownEmbedderError",
+    "create_embedder",
+    "select_embedder",
+    "query_embedder",
+    "l2_normalise",
+    "KNOWN_EMBEDDERS",
 ]

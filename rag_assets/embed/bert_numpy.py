@@ -39,7 +39,7 @@ class BertConfig:
     max_positions: int
 
     @classmethod
-    def from_file(cls, path: Path) -> "BertConfig":
+    def from_file(cls, path: Path) -> BertConfig:
         """Read ``config.json``; refuses what this pass does not implement (other activations, position types)."""
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("hidden_act", "gelu") != "gelu":

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Sequence
 from contextlib import closing
-from typing import Sequence
 
 import numpy as np
 
@@ -74,7 +74,7 @@ class EmbeddingCache(SqliteCache):
             conn.executemany("INSERT OR REPLACE INTO embedding_cache VALUES (?, ?, ?, ?, ?)", rows)
             conn.execute("COMMIT")
 
-    def writer(self, model: str, interval: float = 1.0) -> "CacheWriter":
+    def writer(self, model: str, interval: float = 1.0) -> CacheWriter:
         """A writer that groups ``put_many`` calls (see :class:`CacheWriter`)."""
         return CacheWriter(self, model, interval)
 

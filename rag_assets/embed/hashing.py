@@ -23,7 +23,8 @@ import math
 import operator
 import threading
 from collections import Counter
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rag_assets.base.cjk import WORD, bigrams, has_cjk
 from rag_assets.embed.base import l2_normalise
@@ -68,6 +69,7 @@ def reference_vector(text: str, dimension: int = 384, bigram_weight: float = 0.5
     """One text's vector by the plain definition, feature by feature (slow; the tests' reference):
     unigrams then bigrams, each in the order it first occurs, added into float32 buckets."""
     import numpy as np
+
     out = np.zeros(dimension, dtype=np.float32)
     tokens = tokenize(text)
     for feature, count in Counter(tokens).items():
@@ -83,6 +85,7 @@ def first_occurrence_counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``keys`` in the order each first occurs, and how often each occurs
     (what ``Counter(keys)`` iterates, without a stable sort)."""
     import numpy as np
+
     if keys.size == 0:
         return keys, keys
     perm = np.argsort(keys)
@@ -111,6 +114,7 @@ class HashingEmbedder:
     def _forget(self) -> None:
         """An empty memo: word -> id, with each id's bucket and sign; word pair -> signed bucket."""
         import numpy as np
+
         self._ids: dict[str, int] = {}
         self._words: list[str] = []
         self._word_bucket = np.zeros(1024, dtype=np.int64)
@@ -141,6 +145,7 @@ class HashingEmbedder:
 
     def embed_documents(self, texts: Sequence[str], *, batch_label: str | None = None) -> np.ndarray:
         import numpy as np
+
         with self._lock:
             if not self._memo_ready or len(self._words) > _MAX_WORDS or len(self._pair_code) > _MAX_PAIRS:
                 self._forget()
@@ -166,6 +171,7 @@ class HashingEmbedder:
     def _word_ids(self, words: list[str]) -> np.ndarray:
         """The id of every word, new words hashed and remembered."""
         import numpy as np
+
         ids = list(map(self._ids.get, words))
         if None in ids:
             for i in itertools.compress(range(len(ids)), map(operator.is_, ids, itertools.repeat(None))):
@@ -176,6 +182,7 @@ class HashingEmbedder:
 
     def _remember_word(self, word: str) -> int:
         import numpy as np
+
         new = len(self._words)
         if new >= self._word_bucket.size:
             self._word_bucket = np.resize(self._word_bucket, 2 * new)
@@ -188,6 +195,7 @@ class HashingEmbedder:
     def _weights(self, counts: np.ndarray) -> np.ndarray:
         """1 + log(count) as math.log computes it (a table, so numpy's own log cannot differ)."""
         import numpy as np
+
         top = int(counts.max(initial=0))
         if top > self._log_weight.size:
             self._log_weight = np.array([1.0 + math.log(c) for c in range(1, max(top, 1024) + 1)])
@@ -195,6 +203,7 @@ class HashingEmbedder:
 
     def _add_unigrams(self, matrix: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> None:
         import numpy as np
+
         keys, counts = first_occurrence_counts((rows << _ID_BITS) | ids)
         word = keys & _LOW
         values = (self._word_sign[word] * self._weights(counts)).astype(np.float32)
@@ -203,6 +212,7 @@ class HashingEmbedder:
 
     def _add_bigrams(self, matrix: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> None:
         import numpy as np
+
         within = rows[:-1] == rows[1:]  # no pair across two texts
         pairs = (ids[:-1][within] << _ID_BITS) | ids[1:][within]
         distinct, which = np.unique(pairs, return_inverse=True)
@@ -216,11 +226,14 @@ class HashingEmbedder:
     def _pair_codes(self, pairs: np.ndarray) -> np.ndarray:
         """Signed bucket (bucket + 1, negative for sign -1) of each word pair's feature "a b"."""
         import numpy as np
+
         keys = pairs.tolist()
         codes = list(map(self._pair_code.get, keys))
         # A code is never 0, so `not code` finds exactly the pairs not seen before (without a Python loop over all).
         for i in itertools.compress(range(len(codes)), map(operator.not_, codes)):
             pair = keys[i]
-            bucket, sign = feature_bucket(f"{self._words[pair >> _ID_BITS]} {self._words[pair & _LOW]}", self._dimension)
+            bucket, sign = feature_bucket(
+                f"{self._words[pair >> _ID_BITS]} {self._words[pair & _LOW]}", self._dimension
+            )
             codes[i] = self._pair_code[pair] = bucket + 1 if sign > 0 else -(bucket + 1)
         return np.array(codes, dtype=np.int64)

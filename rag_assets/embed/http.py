@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rag_assets.base.egress import PrivateEgress
 from rag_assets.base.http_retry import (
@@ -54,10 +55,10 @@ class Usage:
     tokens: int = 0
     texts: int = 0
 
-    def snapshot(self) -> "Usage":
+    def snapshot(self) -> Usage:
         return Usage(self.requests, self.retries, self.tokens, self.texts)
 
-    def since(self, before: "Usage") -> "Usage":
+    def since(self, before: Usage) -> Usage:
         return Usage(
             self.requests - before.requests,
             self.retries - before.retries,
@@ -166,9 +167,7 @@ class HttpBatchSender:
                 elif status >= 500:
                     last_problem = f"HTTP {status} ({error_text(response)})"
                 elif status >= 400:
-                    raise EmbeddingBatchError(
-                        f"{self.provider} batch {batch}: HTTP {status} ({error_text(response)})"
-                    )
+                    raise EmbeddingBatchError(f"{self.provider} batch {batch}: HTTP {status} ({error_text(response)})")
                 else:
                     try:
                         vectors, tokens = parse(decode_json(response.content))

@@ -26,8 +26,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only; importing it costs seconds
     import numpy as np  # imported where vectors are made: `rag status` asks only whether the model is here

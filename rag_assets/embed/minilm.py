@@ -28,11 +28,12 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from rag_assets.embed.base import l2_normalise
 from rag_assets.embed.local import (
@@ -96,7 +97,10 @@ def minilm_status(model_path: str | os.PathLike[str] | None = None) -> tuple[boo
         return False, f"no model folder found in {where}: {INSTALL_HINT}"
     missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
     if missing:
-        return False, f"the model folder {folder} lacks {', '.join(missing)} (the minilm provider needs safetensors weights)"
+        return (
+            False,
+            f"the model folder {folder} lacks {', '.join(missing)} (the minilm provider needs safetensors weights)",
+        )
     return True, f"all-MiniLM-L6-v2 in numpy from {folder}" if _is_shipped(model_path, folder) else (
         f"local model {folder.name} in numpy from {folder}"
     )
@@ -115,7 +119,7 @@ class TextSettings:
     lowercase: bool = False  # sentence_bert_config's do_lower_case (the tokenizer may lowercase too)
 
     @classmethod
-    def from_folder(cls, folder: Path) -> "TextSettings":
+    def from_folder(cls, folder: Path) -> TextSettings:
         """``sentence_bert_config.json`` when present; else the defaults above."""
         path = folder / "sentence_bert_config.json"
         if not path.is_file():
@@ -131,7 +135,9 @@ def _check_pooling(folder: Path) -> None:
         data = json.loads(path.read_text(encoding="utf-8"))
         modes = [k for k, v in data.items() if k.startswith("pooling_mode") and v]
         if modes != ["pooling_mode_mean_tokens"]:
-            raise LocalModelUnavailable(f"{folder}: pooling {modes} is not supported by the minilm provider (mean only)")
+            raise LocalModelUnavailable(
+                f"{folder}: pooling {modes} is not supported by the minilm provider (mean only)"
+            )
 
 
 def parallel_batch_size(texts: int, batch_size: int, workers: int) -> int:
@@ -298,6 +304,13 @@ class MiniLMEmbedder:
 
 
 __all__ = [
-    "PROVIDER", "MiniLMEmbedder", "TextSettings", "cpu_count", "length_batches", "minilm_status", "padded",
-    "parallel_batch_size", "single_threaded_blas",
+    "PROVIDER",
+    "MiniLMEmbedder",
+    "TextSettings",
+    "cpu_count",
+    "length_batches",
+    "minilm_status",
+    "padded",
+    "parallel_batch_size",
+    "single_threaded_blas",
 ]

@@ -23,6 +23,7 @@ NOMIC_PREFIXES = ("search_document: ", "search_query: ")
 
 def model_matches(wanted: str, available: str) -> bool:
     """Ollama lists ``name:tag``; a bare name means ``:latest``."""
+
     def norm(name: str) -> str:
         return name if ":" in name else f"{name}:latest"
 

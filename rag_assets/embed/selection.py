@@ -11,8 +11,8 @@ can say which model built which index and why.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from rag_assets.base.egress import PrivateEgress
 from rag_assets.base.http_retry import RetryPolicy
@@ -76,7 +76,9 @@ def select_embedder(
 
 
 def _auto(
-    settings: EmbedderSettings, env: Mapping[str, str], egress: PrivateEgress | None = None,
+    settings: EmbedderSettings,
+    env: Mapping[str, str],
+    egress: PrivateEgress | None = None,
     probed: OllamaHealth | None = None,
 ) -> Selection:
     skipped: list[str] = []
@@ -94,7 +96,9 @@ def _auto(
     else:
         health = probed if probed is not None and egress is None else ollama_health(host, timeout=1.0, egress=egress)
         if health.online and health.has_model(settings.ollama.model):
-            return Selection(_ollama(settings, env, egress), "ollama", f"auto: Ollama at {host} has {settings.ollama.model}")
+            return Selection(
+                _ollama(settings, env, egress), "ollama", f"auto: Ollama at {host} has {settings.ollama.model}"
+            )
         skipped.append(
             f"Ollama at {host} lacks {settings.ollama.model}" if health.online else f"Ollama at {host} is not reachable"
         )
@@ -169,8 +173,15 @@ def _same_vectors(provider: str, model: str, settings: EmbedderSettings) -> Embe
     raise ProviderUnavailable(f"the index was built with the local model {model}, but {'; and '.join(reasons)}")
 
 
-def query_embedder(provider: str, model: str, dimension: int, settings: EmbedderSettings,
-                   environ: Mapping[str, str] | None = None, *, egress: PrivateEgress | None = None) -> Embedder:
+def query_embedder(
+    provider: str,
+    model: str,
+    dimension: int,
+    settings: EmbedderSettings,
+    environ: Mapping[str, str] | None = None,
+    *,
+    egress: PrivateEgress | None = None,
+) -> Embedder:
     """The embedder that built an index, for embedding queries; a clear error if unavailable.
     With ``egress`` (a Private-tier store) Ollama is probed and used only through its client."""
     env = os.environ if environ is None else environ
@@ -184,8 +195,12 @@ def query_embedder(provider: str, model: str, dimension: int, settings: Embedder
                 "set it, or rebuild the index with another embedder"
             )
         return OpenAICompatibleEmbedder(
-            base_url=env.get("RAG_OPENAI_BASE_URL") or settings.openai.base_url, model=model, dimension=dimension,
-            api_key=env.get(key_env), policy=retry_policy(settings), send_dimensions=settings.openai.send_dimensions,
+            base_url=env.get("RAG_OPENAI_BASE_URL") or settings.openai.base_url,
+            model=model,
+            dimension=dimension,
+            api_key=env.get(key_env),
+            policy=retry_policy(settings),
+            send_dimensions=settings.openai.send_dimensions,
         )
     if provider == "ollama":
         host = ollama_host(settings.ollama.host, env)
@@ -203,8 +218,16 @@ def query_embedder(provider: str, model: str, dimension: int, settings: Embedder
     raise ProviderUnavailable(f"the index was built by an unknown provider {provider!r} ({model})")
 
 
-__all__ = ["EmbedderSettings", "OpenAISettings", "OllamaSettings", "Selection", "select_embedder", "query_embedder",
-           "HASHING_MODEL", "PROVIDERS"]
+__all__ = [
+    "EmbedderSettings",
+    "OpenAISettings",
+    "OllamaSettings",
+    "Selection",
+    "select_embedder",
+    "query_embedder",
+    "HASHING_MODEL",
+    "PROVIDERS",
+]
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from rag_assets.config import RagConfig
 from rag_assets.embed.base import Embedder
@@ -65,7 +65,7 @@ def corpus_documents(dataset: BeirDataset, collection: str, slugs: Mapping[str, 
             frontmatter={"corpus_id": doc.id},
             body=doc.text,
             updated_at="1970-01-01T00:00:00Z",
-            content_sha256=hashlib.sha256(f"{doc.title}\n{doc.text}".encode("utf-8")).hexdigest(),
+            content_sha256=hashlib.sha256(f"{doc.title}\n{doc.text}".encode()).hexdigest(),
         )
         for doc in dataset.corpus
     ]
@@ -130,9 +130,15 @@ def ensure_eval_store(
             "the embedded ones are cached, so a re-run retries only the rest"
         )
     store.replace_contents(
-        path, [embedded], model=embedder.model, dimension=embedder.dimension, built_at=utc_now_iso(),
+        path,
+        [embedded],
+        model=embedder.model,
+        dimension=embedder.dimension,
+        built_at=utc_now_iso(),
         provider=embedded.provider,
     )
     seconds = time.perf_counter() - started
-    log(f"[{collection}] eval store written in {seconds:.1f}s ({stats.cache_hits} cached, {stats.cache_misses} embedded)")
+    log(
+        f"[{collection}] eval store written in {seconds:.1f}s ({stats.cache_hits} cached, {stats.cache_misses} embedded)"
+    )
     return IndexInfo(path, True, len(documents), len(embedded.chunks), seconds, stats.cache_hits, stats.cache_misses)

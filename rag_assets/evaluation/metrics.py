@@ -15,7 +15,7 @@ query finds itself, which says nothing about retrieval.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 QUESTION_METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10")

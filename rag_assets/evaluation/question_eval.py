@@ -19,9 +19,9 @@ a set none of whose pages is in the index is an error: it was written for other 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
 
 from rag_assets.config import RagConfig
 from rag_assets.embed.errors import EmbeddingError

@@ -8,9 +8,10 @@ EvaluationError naming the file and line of the first malformed question.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rag_assets.evaluation.datasets import EvaluationError, json_lines
 
@@ -59,7 +60,7 @@ def parse_question(row: Any, source: str, line: int) -> Question:
     for page in expect:
         problem = page_problem(page)
         if problem:
-            raise EvaluationError(f'{where}: the expected page {page!r} {problem}')
+            raise EvaluationError(f"{where}: the expected page {page!r} {problem}")
     return Question(source, line, " ".join(text.split()), tuple(dict.fromkeys(expect)))
 
 

@@ -6,8 +6,9 @@ The table is what ``rag eval`` prints and what the Dagster asset attaches as Mar
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rag_assets.evaluation.metrics import METRICS
 
@@ -68,7 +69,9 @@ class QuestionInfo:
     model: str
     provider: str
     seconds: float
-    per_file: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # file -> mode -> metric, with several files
+    per_file: dict[str, dict[str, dict[str, float]]] = field(
+        default_factory=dict
+    )  # file -> mode -> metric, with several files
     params: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

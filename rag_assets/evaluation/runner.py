@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -67,8 +67,13 @@ def configured_search(params: SearchParams, mode: str, *, collection_weights: bo
     decides what a person is shown, not the order, and the metrics would only lose from a cut
     list), no MMR, no per-document cap, collection weights only if asked."""
     base = replace(
-        params, mode=mode, collection_weights=collection_weights, mmr_lambda=None, max_per_document=None,
-        min_score=0.0, view="chunks",
+        params,
+        mode=mode,
+        collection_weights=collection_weights,
+        mmr_lambda=None,
+        max_per_document=None,
+        min_score=0.0,
+        view="chunks",
     )
     return replace(base, k=min(base.candidates, 1000))
 
@@ -103,7 +108,9 @@ def _neutral(params: SearchParams, mode: str) -> SearchParams:
     if mode == "hybrid":
         return params
     base = SearchParams()
-    return replace(params, fusion=base.fusion, rrf_k=base.rrf_k, vector_weight=base.vector_weight, bm25_weight=base.bm25_weight)
+    return replace(
+        params, fusion=base.fusion, rrf_k=base.rrf_k, vector_weight=base.vector_weight, bm25_weight=base.bm25_weight
+    )
 
 
 class Evaluator:
@@ -137,7 +144,9 @@ class Evaluator:
     def use_qrels(self, qrels: Mapping[str, Mapping[str, int]]) -> None:
         """Evaluate against these judgements from now on (another split of the same corpus)."""
         self.qrels = {q: dict(r) for q, r in qrels.items()}
-        self.query_ids = [q for q, r in self.qrels.items() if q in self.dataset.queries and any(v > 0 for v in r.values())]
+        self.query_ids = [
+            q for q, r in self.qrels.items() if q in self.dataset.queries and any(v > 0 for v in r.values())
+        ]
         self.skipped_queries = len(self.qrels) - len(self.query_ids)
 
     def chunk_hits(self, query_id: str, params: SearchParams) -> list[tuple[str, float]]:
@@ -183,7 +192,9 @@ class Evaluator:
             {q: documents_of(hits) for q, hits in deep.items()},
         )
 
-    def evaluate(self, params: SearchParams = SearchParams(), modes: Sequence[str] = EVAL_MODES) -> dict[str, dict[str, float]]:
+    def evaluate(
+        self, params: SearchParams = SearchParams(), modes: Sequence[str] = EVAL_MODES
+    ) -> dict[str, dict[str, float]]:
         """``{mode: {metric: mean}}`` over the judged queries."""
         out: dict[str, dict[str, float]] = {}
         for mode in modes:
@@ -207,8 +218,14 @@ def postgres_eval_index(cfg: RagConfig, dataset_name: str, store_path: Path, log
     sync = pg_sync.sync_tier(cfg.store.url, name, store_path, cfg.store.hnsw)
     log(f"PostgreSQL schema rag_{name}: {sync.chunks_written} chunks written, {sync.chunks_deleted} deleted")
     mirror = store_path.with_name(store_path.stem + "-pg-mirror.db")
-    return open_postgres_index(cfg.store.url, name, mirror, log_searches=False, ef_search=cfg.store.ef_search,
-                                vector_search=cfg.store.vector_search)
+    return open_postgres_index(
+        cfg.store.url,
+        name,
+        mirror,
+        log_searches=False,
+        ef_search=cfg.store.ef_search,
+        vector_search=cfg.store.vector_search,
+    )
 
 
 def select_eval_embedder(cfg: RagConfig, embedder_name: str | None) -> tuple[Embedder, str]:

@@ -64,11 +64,19 @@ class AnswerRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "at": self.at, "session": self.session, "question": self.question, "query": self.query,
-            "answer": self.answer, "sources": self.sources, "model": self.model,
-            "promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens,
-            "latencyMs": self.latency_ms, "abstained": self.abstained,
-            "citationProblems": self.citation_problems, "error": self.error,
+            "at": self.at,
+            "session": self.session,
+            "question": self.question,
+            "query": self.query,
+            "answer": self.answer,
+            "sources": self.sources,
+            "model": self.model,
+            "promptTokens": self.prompt_tokens,
+            "completionTokens": self.completion_tokens,
+            "latencyMs": self.latency_ms,
+            "abstained": self.abstained,
+            "citationProblems": self.citation_problems,
+            "error": self.error,
         }
 
 
@@ -87,9 +95,19 @@ def write_answer(path: Path, record: AnswerRecord) -> bool:
                 " completion_tokens, latency_ms, abstained, citation_problems, error)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    at, record.session, record.question, record.query, record.answer, json.dumps(record.sources),
-                    record.model, record.prompt_tokens, record.completion_tokens, round(record.latency_ms, 2),
-                    int(record.abstained), json.dumps(record.citation_problems), record.error,
+                    at,
+                    record.session,
+                    record.question,
+                    record.query,
+                    record.answer,
+                    json.dumps(record.sources),
+                    record.model,
+                    record.prompt_tokens,
+                    record.completion_tokens,
+                    round(record.latency_ms, 2),
+                    int(record.abstained),
+                    json.dumps(record.citation_problems),
+                    record.error,
                 ),
             )
         return True
@@ -107,9 +125,19 @@ _COLUMNS = (
 def _record(row: tuple) -> AnswerRecord:
     at, session, question, query, answer, sources, model, prompt, completion, latency, abstained, problems, error = row
     return AnswerRecord(
-        question=question, query=query, answer=answer, sources=json.loads(sources or "[]"), model=model,
-        latency_ms=latency or 0.0, abstained=bool(abstained), citation_problems=json.loads(problems or "[]"),
-        prompt_tokens=prompt, completion_tokens=completion, session=session, error=error, at=at,
+        question=question,
+        query=query,
+        answer=answer,
+        sources=json.loads(sources or "[]"),
+        model=model,
+        latency_ms=latency or 0.0,
+        abstained=bool(abstained),
+        citation_problems=json.loads(problems or "[]"),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        session=session,
+        error=error,
+        at=at,
     )
 
 
@@ -120,6 +148,8 @@ def read_answers(path: Path, limit: int = 10, *, session: str | None = None) -> 
     where, args = ("WHERE session = ?", (session,)) if session is not None else ("", ())
     with closing(store.connect(path)) as conn:
         ensure_table(conn)
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM answer_log {where} ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM answer_log {where} ORDER BY id DESC LIMIT ?", (*args, limit)
+        ).fetchall()
         total = conn.execute(f"SELECT COUNT(*) FROM answer_log {where}", args).fetchone()[0]
     return [_record(r) for r in rows], total

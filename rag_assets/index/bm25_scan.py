@@ -46,8 +46,8 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -184,7 +184,9 @@ class InstanceScan:
     'instance' table, and from them the BM25 statistics and weights (see the module
     docstring). ``column_weights``: one per column of the table, in its order."""
 
-    def __init__(self, conn: sqlite3.Connection, table: FtsTable, rows: RowPositions, column_weights: Sequence[float]) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, table: FtsTable, rows: RowPositions, column_weights: Sequence[float]
+    ) -> None:
         if len(column_weights) != len(table.columns):
             raise ValueError(f"{table.name} has {len(table.columns)} columns; {len(column_weights)} weights were given")
         self.conn = conn

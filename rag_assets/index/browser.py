@@ -9,9 +9,10 @@ re-fetches either file only when the sidecar says it changed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from rag_assets.index.index_json import digest_entry
 from rag_assets.index.lexical_json import LEXICAL_NAME, write_lexical

@@ -21,8 +21,8 @@ against 0.390 (0.385 with headings and tags at 1). The figures are in docs/searc
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import astuple, dataclass, fields
-from typing import Sequence
 
 from rag_assets.index.fts import FIELDS, TABLE
 
@@ -48,7 +48,7 @@ class FieldWeights:
                 raise ValueError(f"the {field.name} weight must be a positive number, not {value!r}")
 
     @classmethod
-    def unweighted(cls) -> "FieldWeights":
+    def unweighted(cls) -> FieldWeights:
         """Every column counts as body text: plain BM25 over all of a row's words."""
         return cls(1.0, 1.0, 1.0, 1.0)
 

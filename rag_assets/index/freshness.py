@@ -9,27 +9,27 @@ sensor and the freshness checks all read it from here.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import orjson
 
+from rag_assets.base.atomic import atomic_write_bytes
+from rag_assets.base.file_lock import exclusive_lock
+from rag_assets.base.verified import VerificationRecord
 from rag_assets.config import RagConfig
 from rag_assets.index import generations
 from rag_assets.index import manifest as manifest_io
-from rag_assets.base.atomic import atomic_write_bytes
-from rag_assets.base.file_lock import exclusive_lock
 from rag_assets.index.index_json import read_meta
-from rag_assets.base.verified import VerificationRecord
 from rag_assets.index.integrity import Damage, publication_damage, read_json_object
 from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.ingest.collections import discover_collections
+from rag_assets.ingest.shards import collection_of, collection_shards, split_snapshot
 from rag_assets.ingest.sources import (
     StatCache,
     overall_content_hash,
     snapshot_collection,
 )
-from rag_assets.ingest.shards import collection_of, collection_shards, split_snapshot
 from rag_assets.records import CollectionSnapshot, SkippedFile
 
 # The one source of the freshness thresholds: `rag status` (Fresh/Stale/Old), the
@@ -64,7 +64,11 @@ class CollectionChange:
             return "re-index needed: its shard count changed"
         if self.status == "changed" and not (self.added or self.changed or self.removed):
             return "re-index needed: its last indexing was not published"
-        parts = [f"{len(v)} {k}" for k, v in (("added", self.added), ("changed", self.changed), ("removed", self.removed)) if v]
+        parts = [
+            f"{len(v)} {k}"
+            for k, v in (("added", self.added), ("changed", self.changed), ("removed", self.removed))
+            if v
+        ]
         return ", ".join(parts) or "unchanged"
 
 
@@ -114,14 +118,21 @@ def detect_changes(
         if before is None:
             changes.append(
                 CollectionChange(
-                    name, "new", snapshot.content_hash, added=sorted(snapshot.files), files=snapshot.files,
-                    skipped=snapshot.skipped, partitions=[shard.key for shard in collection_shards(cfg, name)],
+                    name,
+                    "new",
+                    snapshot.content_hash,
+                    added=sorted(snapshot.files),
+                    files=snapshot.files,
+                    skipped=snapshot.skipped,
+                    partitions=[shard.key for shard in collection_shards(cfg, name)],
                 )
             )
             continue
         known = dict(known_by_collection.get(name, {}))
         known.update({path: None for path in before.get("skipped", {})})  # skipped: hash unknown
-        change = CollectionChange(name, "unchanged", snapshot.content_hash, files=snapshot.files, skipped=snapshot.skipped)
+        change = CollectionChange(
+            name, "unchanged", snapshot.content_hash, files=snapshot.files, skipped=snapshot.skipped
+        )
         still_skipped = {s.path for s in snapshot.skipped}
         if before.get("contentHash") == snapshot.content_hash and not records_current(cfg, snapshot, indexed):
             # Published output is current, but the record the next publish would load is not
@@ -144,7 +155,11 @@ def detect_changes(
     meta = read_meta(gen.meta_path)
     damage = publication_damage(cfg, gen, record) if verify_outputs else []
     return ChangeReport(
-        changes, overall_content_hash(hashes), meta.get("contentHash") if meta else None, gen.index_path.is_file(), damage
+        changes,
+        overall_content_hash(hashes),
+        meta.get("contentHash") if meta else None,
+        gen.index_path.is_file(),
+        damage,
     )
 
 
@@ -164,7 +179,7 @@ def renamed_files(
 
 
 def encoding_change(cfg: RagConfig) -> str | None:
-    """"old -> new" when the published index's vector encoding is not the configured one (a
+    """ "old -> new" when the published index's vector encoding is not the configured one (a
     republish writes it anew: the content has not changed, its format has); else None."""
     meta = read_meta(generations.published(cfg).meta_path)
     if meta is None:
@@ -214,7 +229,7 @@ def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str
         built = dt.datetime.fromisoformat(built_at.replace("Z", "+00:00"))
     except ValueError:
         return "Unknown", None
-    age = ((now or dt.datetime.now(dt.timezone.utc)) - built).total_seconds()
+    age = ((now or dt.datetime.now(dt.UTC)) - built).total_seconds()
     hours = age / 3600
     return ("Fresh" if hours < FRESH_HOURS else "Stale" if hours <= STALE_HOURS else "Old"), max(age, 0.0)
 

@@ -30,8 +30,8 @@ in one transaction (:func:`migrate`): a ``rag build`` or the first search does i
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 TABLE = "fts_chunks"
 CONTENT = "chunk_fields"
@@ -86,8 +86,8 @@ _DELETE_CHUNK = (
 # Created after ``chunks`` and ``documents`` (rag_assets.index.store.SCHEMA).
 SCHEMA = f"""
 CREATE VIEW IF NOT EXISTS {CONTENT} AS
-    SELECT c.rowid AS chunk_rowid, c.text AS text, {_title('d')} AS title,
-           {_joined('c.heading_path')} AS headings, {_joined('d.tags')} AS tags
+    SELECT c.rowid AS chunk_rowid, c.text AS text, {_title("d")} AS title,
+           {_joined("c.heading_path")} AS headings, {_joined("d.tags")} AS tags
     FROM chunks c LEFT JOIN documents d ON d.id = c.document_id;
 CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(
     {_COLUMNS}, content='{CONTENT}', content_rowid='chunk_rowid', tokenize='{TOKENIZE}'
@@ -104,13 +104,13 @@ CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
 END;
 CREATE TRIGGER IF NOT EXISTS documents_au_fts AFTER UPDATE OF title, tags, aliases ON documents
 WHEN old.title IS NOT new.title OR old.tags IS NOT new.tags OR old.aliases IS NOT new.aliases BEGIN
-    {_reindex_document(_title('old'), 'old.tags', 'old.id')}
+    {_reindex_document(_title("old"), "old.tags", "old.id")}
 END;
 CREATE TRIGGER IF NOT EXISTS documents_ai_fts AFTER INSERT ON documents BEGIN
-    {_reindex_document('NULL', 'NULL', 'new.id')}
+    {_reindex_document("NULL", "NULL", "new.id")}
 END;
 CREATE TRIGGER IF NOT EXISTS documents_ad_fts AFTER DELETE ON documents BEGIN
-    {_reindex_document(_title('old'), 'old.tags', 'old.id')}
+    {_reindex_document(_title("old"), "old.tags", "old.id")}
 END;
 """
 

@@ -32,9 +32,9 @@ import os
 import secrets
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from rag_assets.base.file_lock import exclusive_lock
 from rag_assets.base.sqlite_cache import sqlite_problem
@@ -68,7 +68,7 @@ class Generation:
     store_path: Path
 
     @classmethod
-    def in_folder(cls, folder: Path) -> "Generation":
+    def in_folder(cls, folder: Path) -> Generation:
         return cls(
             id=folder.name,
             index_path=folder / INDEX_NAME,

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO
 
 import orjson
 

@@ -15,9 +15,10 @@ import contextlib
 import hashlib
 import os
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
@@ -79,7 +80,9 @@ def published_damage(generation: Generation, record: VerificationRecord | None =
     present = [p for p in (g.index_path, g.meta_path, g.manifest_path, g.store_path) if p.exists()]
     if not present:
         return []
-    damage = [Damage(p, "missing") for p in (g.index_path, g.meta_path, g.manifest_path, g.store_path) if not p.exists()]
+    damage = [
+        Damage(p, "missing") for p in (g.index_path, g.meta_path, g.manifest_path, g.store_path) if not p.exists()
+    ]
     meta = read_json_object(g.meta_path) if g.meta_path.exists() else None
     if g.meta_path.exists() and meta is None:
         damage.append(Damage(g.meta_path, "not a JSON object (damaged)"))
@@ -87,7 +90,9 @@ def published_damage(generation: Generation, record: VerificationRecord | None =
         damage.extend(_index_damage(g.index_path, meta, record))
     if meta is not None:
         damage.extend(_named_files_damage(g, meta, record))
-    if g.manifest_path.exists() and (problem := checked(record, g.manifest_path, f"manifest:{g.id}", lambda: manifest_problem(g))):
+    if g.manifest_path.exists() and (
+        problem := checked(record, g.manifest_path, f"manifest:{g.id}", lambda: manifest_problem(g))
+    ):
         damage.append(Damage(g.manifest_path, problem))
     problem = checked(record, g.store_path, "quick_check", lambda: sqlite_problem(g.store_path))
     if problem:
@@ -158,7 +163,9 @@ def _named_files_damage(g: Generation, meta: dict[str, Any], record: Verificatio
             if name == generations.MANIFEST_NAME or (g.id is None and name in generations.BROWSER_NAMES):
                 continue  # said above; the single-folder layout of older versions had no browser search
             damage.append(Damage(path, "missing (the sidecar names it)"))
-        elif problem := checked(record, path, f"sha256:{recorded.size}:{recorded.sha256}", _recorded_check(recorded, path)):
+        elif problem := checked(
+            record, path, f"sha256:{recorded.size}:{recorded.sha256}", _recorded_check(recorded, path)
+        ):
             damage.append(Damage(path, problem))
     return damage
 
@@ -176,7 +183,9 @@ def _digest_problem(path: Path, size_bytes: Any, sha256: Any) -> str | None:
     return None
 
 
-def publication_damage(cfg: RagConfig, generation: Generation, record: VerificationRecord | None = None) -> list[Damage]:
+def publication_damage(
+    cfg: RagConfig, generation: Generation, record: VerificationRecord | None = None
+) -> list[Damage]:
     """What is wrong with the published generation and with the links that publish it."""
     link = generations.current_link(cfg)
     if generation.id is not None and not generation.folder.is_dir():
@@ -249,7 +258,9 @@ def _cache_damage(cfg: RagConfig, record: VerificationRecord | None, *, discard:
     sqlite_files, json_files = cache_files(cfg)
     damage = []
     for path in sqlite_files:
-        problem = discard_if_damaged(path, record) if discard else checked(record, path, "quick_check", _sqlite_check(path))
+        problem = (
+            discard_if_damaged(path, record) if discard else checked(record, path, "quick_check", _sqlite_check(path))
+        )
         if problem:
             damage.append(Damage(path, problem))
     for path in json_files:

@@ -18,20 +18,19 @@ from __future__ import annotations
 
 import base64
 import json
-from importlib import resources
 import sqlite3
+from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import orjson
 
 from rag_assets.index import store
-from rag_assets.index.index_json import DigestingWriter, WrittenIndex
 from rag_assets.index.bm25_scan import (
-    B,
     K1,
     MIN_IDF,
+    B,
     InstanceScan,
     RowPositions,
     content_rowids,
@@ -39,6 +38,7 @@ from rag_assets.index.bm25_scan import (
     positions,
 )
 from rag_assets.index.fields import FieldWeights
+from rag_assets.index.index_json import DigestingWriter, WrittenIndex
 from rag_assets.index.params import DEFAULT_MIN_RELEVANCE, SearchParams
 from rag_assets.index.profiles import read_profile
 from rag_assets.index.query import LONG_QUERY_WORDS, MAX_REPEATS, STOP_WORDS

@@ -43,7 +43,9 @@ class StoredLinkReport:
         bad = ", ".join(f"{self.statuses[s]} {s}" for s in ("unresolved", "ambiguous", "outside") if self.statuses[s])
         missing = f", {self.problems} to a missing heading or block" if self.problems else ""
         loops = f"; {self.embed_loops} embed loop(s)" if self.embed_loops else ""
-        return f"{self.total} distinct links per note: {resolved} resolved{missing}" + (f"; {bad}" if bad else "") + loops
+        return (
+            f"{self.total} distinct links per note: {resolved} resolved{missing}" + (f"; {bad}" if bad else "") + loops
+        )
 
 
 def stored_link_report(path: Path, vault: str) -> StoredLinkReport | None:
@@ -62,7 +64,9 @@ def stored_link_report(path: Path, vault: str) -> StoredLinkReport | None:
     embeds: dict[str, list[str]] = {}
     for doc_id, links in rows:
         parsed = json.loads(links or "[]")
-        embeds[doc_id] = sorted({link["to"] for link in parsed if link.get("kind") == "embed" and link.get("status") == "note"})
+        embeds[doc_id] = sorted(
+            {link["to"] for link in parsed if link.get("kind") == "embed" and link.get("status") == "note"}
+        )
         for link in parsed:
             status = link.get("status", "unresolved")
             report.statuses[status] += 1

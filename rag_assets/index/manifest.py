@@ -6,8 +6,9 @@ The manifest is the per-document ledger that incremental builds and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import orjson
 
@@ -93,6 +94,8 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(data.get("collections", {}), dict) or not isinstance(data.get("documents", {}), dict):
         return None
-    if not all(isinstance(v, dict) for v in (*data.get("collections", {}).values(), *data.get("documents", {}).values())):
+    if not all(
+        isinstance(v, dict) for v in (*data.get("collections", {}).values(), *data.get("documents", {}).values())
+    ):
         return None
     return data

@@ -4,9 +4,10 @@ and the errors a caller can act on."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 FUSIONS = ("rrf", "convex", "zscore")
 
@@ -87,7 +88,11 @@ class SearchParams:
             if value is not None and not math.isfinite(value):
                 raise SearchError(f"{name} must be a finite number, got {value}")
         wv, wb = self.vector_weight, self.bm25_weight
-        if (wv is not None and wv < 0) or (wb is not None and wb < 0) or (wv is not None and wb is not None and wv + wb <= 0):
+        if (
+            (wv is not None and wv < 0)
+            or (wb is not None and wb < 0)
+            or (wv is not None and wb is not None and wv + wb <= 0)
+        ):
             raise SearchError(
                 "vector_weight and bm25_weight must be >= 0 and not both 0 (a weight of 0 switches that list off; "
                 "mode=vector or mode=bm25 searches with one list alone)"
@@ -115,13 +120,15 @@ class Hit:
     title: str
     heading_path: list[str]
     text: str
-    score: float  # the fused vector/BM25 score, relative to this query's candidates (1.0 = best); a signal, not the order
+    score: (
+        float  # the fused vector/BM25 score, relative to this query's candidates (1.0 = best); a signal, not the order
+    )
     vector_score: float | None
     bm25_score: float | None
     chunk_index: int = 0
     document_id: str = ""
     relevance: float = 0.0  # calibrated, collection weight included, in [0, 1]: what hits are ranked by
-    sections: list["Hit"] = field(default_factory=list)
+    sections: list[Hit] = field(default_factory=list)
     # What ``relevance`` was computed from (rag_assets.search.relevance.FEATURES); for fitting.
     features: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     rerank_score: float | None = None  # set by the reranking stage (rag_assets.search.rerank)

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from rag_assets.config.settings import TIERS
 from rag_assets.config.store_url import is_local_host, private_store_problem
@@ -34,8 +35,7 @@ VECTOR_MAX_DIMENSION = 2000
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (
         1,
-        "documents, chunks (pgvector embedding, tsvector + GIN), embeddings_meta, sources, search_profile, "
-        "publication",
+        "documents, chunks (pgvector embedding, tsvector + GIN), embeddings_meta, sources, search_profile, publication",
         """
         CREATE TABLE {s}.documents (
             id text PRIMARY KEY,
@@ -216,7 +216,9 @@ HNSW_BUILD_MEMORY_CAP_MB = 2048
 DEFAULT_HNSW = (16, 64)  # (m, ef_construction): pgvector's defaults
 
 
-def create_vector_index(conn: Any, tier: str, dimension: int, rows: int = 0, hnsw: tuple[int, int] = DEFAULT_HNSW) -> None:
+def create_vector_index(
+    conn: Any, tier: str, dimension: int, rows: int = 0, hnsw: tuple[int, int] = DEFAULT_HNSW
+) -> None:
     """The HNSW cosine index over the tier's embeddings, built with ``hnsw`` = (m, ef_construction)."""
     _, opclass = vector_type(dimension)
     wanted_mb = min(HNSW_BUILD_MEMORY_CAP_MB, rows * (4 * dimension + 400) // 2**20 + 64)
@@ -234,7 +236,8 @@ def create_vector_index(conn: Any, tier: str, dimension: int, rows: int = 0, hns
 def vector_index_settings(conn: Any, tier: str) -> tuple[int, int] | None:
     """(m, ef_construction) the tier's HNSW index was built with, or None without one."""
     row = conn.execute(
-        "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname = 'chunks_embedding_hnsw'", (schema_name(tier),)
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname = 'chunks_embedding_hnsw'",
+        (schema_name(tier),),
     ).fetchone()
     if row is None:
         return None

@@ -19,10 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -91,10 +92,7 @@ def _sync(pg: Any, tier: str, lite: sqlite3.Connection, version: int, hnsw: tupl
     s = pg_schema.schema_name(tier)
     meta = lite.execute("SELECT model, dimension, built_at, provider FROM embeddings_meta LIMIT 1").fetchone()
     new_docs = {r[0]: tuple(r[1:]) for r in lite.execute(f"SELECT id, {', '.join(_DOCUMENT_COLUMNS)} FROM documents")}
-    new_hashes = {
-        r[0]: row_hash(*r[1:])
-        for r in lite.execute(f"SELECT id, {', '.join(_CHUNK_COLUMNS)} FROM chunks")
-    }
+    new_hashes = {r[0]: row_hash(*r[1:]) for r in lite.execute(f"SELECT id, {', '.join(_CHUNK_COLUMNS)} FROM chunks")}
     with pg.transaction():
         pg.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (s + ":sync",))
         old_meta = pg.execute(f"SELECT model, dimension FROM {s}.embeddings_meta LIMIT 1").fetchone()
@@ -107,12 +105,7 @@ def _sync(pg: Any, tier: str, lite: sqlite3.Connection, version: int, hnsw: tupl
             old_docs: dict[str, tuple] = {}
             old_hashes: dict[str, str] = {}
         else:
-            old_docs = {
-                r[0]: tuple(r[1:])
-                for r in pg.execute(
-                    f"SELECT id, {_document_select()} FROM {s}.documents"
-                )
-            }
+            old_docs = {r[0]: tuple(r[1:]) for r in pg.execute(f"SELECT id, {_document_select()} FROM {s}.documents")}
             old_hashes = dict(pg.execute(f"SELECT id, row_hash FROM {s}.chunks"))
         stale = [cid for cid, h in old_hashes.items() if new_hashes.get(cid) != h]
         fresh = {cid for cid, h in new_hashes.items() if old_hashes.get(cid) != h}
@@ -186,7 +179,9 @@ def _replace_small_tables(pg: Any, s: str, lite: sqlite3.Connection, meta: tuple
     for table in ("embeddings_meta", "sources", "search_profile", "publication"):
         pg.execute(f"DELETE FROM {s}.{table}")
     if meta is not None:
-        pg.execute(f"INSERT INTO {s}.embeddings_meta (model, dimension, built_at, provider) VALUES (%s, %s, %s, %s)", meta)
+        pg.execute(
+            f"INSERT INTO {s}.embeddings_meta (model, dimension, built_at, provider) VALUES (%s, %s, %s, %s)", meta
+        )
     with pg.cursor() as cur:
         cur.executemany(
             f"INSERT INTO {s}.sources (collection, content_hash, documents, indexed_at) VALUES (%s, %s, %s, %s)",

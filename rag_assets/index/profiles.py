@@ -78,7 +78,7 @@ def read_profile(conn: sqlite3.Connection, provider: str | None) -> SearchProfil
         return profile_for(provider)
 
 
-def apply_profile(params: "SearchParams", profile: SearchProfile | None = None) -> "SearchParams":
+def apply_profile(params: SearchParams, profile: SearchProfile | None = None) -> SearchParams:
     """``params`` with the fusion fields it leaves open (None) taken from ``profile``."""
     profile = profile or PROFILES["default"]
     wv = profile.vector_weight if params.vector_weight is None else params.vector_weight
@@ -93,7 +93,9 @@ def apply_profile(params: "SearchParams", profile: SearchProfile | None = None) 
     )
 
 
-def usable_weights(wv: float, wb: float, *, vector_given: float | None, bm25_given: float | None) -> tuple[float, float]:
+def usable_weights(
+    wv: float, wb: float, *, vector_given: float | None, bm25_given: float | None
+) -> tuple[float, float]:
     """Fusion weights whose sum is positive and finite, so the fusion can divide by it.
 
     A weight of 0 switches its list off. When the other weight is 0 too because the profile

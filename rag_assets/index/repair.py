@@ -16,14 +16,15 @@ import contextlib
 import functools
 import hashlib
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+from rag_assets.base.atomic import commit_staged, discard_staged, stage_bytes
 from rag_assets.config import RagConfig
 from rag_assets.index import generations, index_json
-from rag_assets.base.atomic import commit_staged, discard_staged, stage_bytes
 from rag_assets.index.browser import STATIC_FILES, static_file
 from rag_assets.index.generations import Generation
 from rag_assets.index.integrity import Damage, Recorded, published_damage, sidecar_entries
@@ -70,7 +71,9 @@ def _restore_files(cfg: RagConfig, gen: Generation, damaged: set[Path]) -> list[
     meta = index_json.read_meta(gen.meta_path)
     if meta is None:
         return []
-    makers: dict[str, Callable[[], bytes | None]] = {name: functools.partial(static_file, name) for name in STATIC_FILES}
+    makers: dict[str, Callable[[], bytes | None]] = {
+        name: functools.partial(static_file, name) for name in STATIC_FILES
+    }
     if gen.store_path not in damaged:
         makers[LEXICAL_NAME] = lambda: _lexical_bytes(cfg, gen, meta)
         makers[VECTORS_NAME] = lambda: _vector_bytes(gen)

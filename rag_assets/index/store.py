@@ -36,17 +36,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from rag_assets.base import cjk
 from rag_assets.index import fts
 from rag_assets.index.profiles import profile_for, write_profile
 from rag_assets.records import EmbeddedCollection
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS documents (
     id TEXT PRIMARY KEY,
     collection TEXT NOT NULL,
@@ -103,7 +104,9 @@ CREATE TABLE IF NOT EXISTS publication (
 CREATE TABLE IF NOT EXISTS search_profile (
     profile JSON NOT NULL
 );
-""" + fts.SCHEMA
+"""
+    + fts.SCHEMA
+)
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,18 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
 # 5: documents.aliases, searched in fts_chunks' title field.
 SCHEMA_VERSION = 5
 # The documents table's columns after ``id``, in the order every reader and writer uses.
-DOCUMENT_COLUMNS = ("collection", "slug", "title", "tags", "updated_at", "chunk_count", "frontmatter", "links", "backlinks", "aliases")
+DOCUMENT_COLUMNS = (
+    "collection",
+    "slug",
+    "title",
+    "tags",
+    "updated_at",
+    "chunk_count",
+    "frontmatter",
+    "links",
+    "backlinks",
+    "aliases",
+)
 _DOCUMENT_NAMES = ", ".join(DOCUMENT_COLUMNS)
 _DOCUMENT_UPSERT = (
     f"INSERT INTO documents(id, {_DOCUMENT_NAMES}) VALUES (?{', ?' * len(DOCUMENT_COLUMNS)})"
@@ -175,7 +189,9 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
         fts.refresh_view(conn)  # the title field gains the aliases
     conn.executescript(SCHEMA)
     _add_log_relevance(conn)
-    columns = {table: {r[1] for r in conn.execute(f"PRAGMA table_info({table})")} for table in ("documents", "embeddings_meta")}
+    columns = {
+        table: {r[1] for r in conn.execute(f"PRAGMA table_info({table})")} for table in ("documents", "embeddings_meta")
+    }
     if "provider" not in columns["embeddings_meta"]:
         conn.execute("ALTER TABLE embeddings_meta ADD COLUMN provider TEXT")
     if version < 3:
@@ -227,7 +243,12 @@ def _index_cjk_chunks(conn: sqlite3.Connection, chunk_ids: list[str], texts: lis
 def _document_row(d, chunk_count: int) -> tuple:
     """The values of DOCUMENT_COLUMNS for document ``d``."""
     return (
-        d.collection, d.slug, d.title, json.dumps(d.tags), d.updated_at, chunk_count,
+        d.collection,
+        d.slug,
+        d.title,
+        json.dumps(d.tags),
+        d.updated_at,
+        chunk_count,
         json.dumps(d.frontmatter, sort_keys=True, ensure_ascii=False, default=str),
         _json_list([r.to_json() for r in d.resolved_links]),
         _json_list([b.to_json() for b in d.backlinks]),
@@ -365,7 +386,10 @@ def sync_contents(
                 conn.executemany(
                     "INSERT INTO chunks(id, document_id, chunk_index, text, heading_path, word_count, embedding)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    ((cid, *new_chunks[cid][0], new_chunks[cid][2][new_chunks[cid][1]].tobytes()) for cid in fresh_chunks),
+                    (
+                        (cid, *new_chunks[cid][0], new_chunks[cid][2][new_chunks[cid][1]].tobytes())
+                        for cid in fresh_chunks
+                    ),
                 )
             _index_cjk_chunks(conn, fresh_chunks, [new_chunks[cid][0][2] for cid in fresh_chunks])
             conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
@@ -445,7 +469,9 @@ def delete_collections(path: Path, names: Iterable[str]) -> bool:
             deleted = conn.execute(
                 f"DELETE FROM chunks WHERE document_id IN (SELECT d.id FROM documents d {where})", params
             ).rowcount
-            deleted += conn.execute(f"DELETE FROM documents WHERE id IN (SELECT d.id FROM documents d {where})", params).rowcount
+            deleted += conn.execute(
+                f"DELETE FROM documents WHERE id IN (SELECT d.id FROM documents d {where})", params
+            ).rowcount
             deleted += conn.execute(f"DELETE FROM sources {_scope_filter(names, 'collection')[0]}", params).rowcount
     return deleted > 0
 

@@ -109,9 +109,13 @@ def read_vector_file(folder: Path, meta: dict[str, Any] | None = None) -> Vector
     data = (folder / Path(entry["file"]).name).read_bytes()
     if meta is not None:
         if entry.get("sizeBytes") != len(data):
-            raise VectorFileError(f"is {len(data)} bytes but the sidecar says {entry.get('sizeBytes')} (truncated or replaced)")
+            raise VectorFileError(
+                f"is {len(data)} bytes but the sidecar says {entry.get('sizeBytes')} (truncated or replaced)"
+            )
         if entry.get("sha256") != hashlib.sha256(data).hexdigest():
-            raise VectorFileError("content does not match the SHA-256 the sidecar records (damaged or of another build)")
+            raise VectorFileError(
+                "content does not match the SHA-256 the sidecar records (damaged or of another build)"
+            )
     parsed = parse_vector_file(data)
     if meta is not None and meta.get("generation") != parsed.generation:
         raise VectorFileError(f"belongs to generation {parsed.generation}, not {meta.get('generation')}")
@@ -125,7 +129,9 @@ def published_vectors(folder: Path, index: dict[str, Any], meta: dict[str, Any] 
     if encoding in FILE_ENCODINGS:
         parsed = read_vector_file(folder, meta)
         if parsed.steps.shape != (len(index["chunks"]), index["dimension"]):
-            raise VectorFileError(f"holds {parsed.steps.shape} vectors for an index of {len(index['chunks'])} x {index['dimension']}")
+            raise VectorFileError(
+                f"holds {parsed.steps.shape} vectors for an index of {len(index['chunks'])} x {index['dimension']}"
+            )
         return parsed.matrix()
     rows = [decode_chunk(chunk, encoding) for chunk in index["chunks"]]
     return np.vstack([np.zeros(index["dimension"], np.float32) if r is None else r for r in rows]).astype(np.float32)

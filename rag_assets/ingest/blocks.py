@@ -367,7 +367,6 @@ def _merge_overlapping(atomics: list[Atomic]) -> list[Atomic]:
     return merged
 
 
-
 def word_starts(text: str) -> list[int]:
     """Offsets where each ``\\S+`` word of ``text`` starts; ASCII text (most of it) with numpy,
     since a Python match object per word was a fifth of chunking."""

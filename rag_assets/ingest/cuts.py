@@ -144,10 +144,8 @@ class CutFinder:
         return run_end
 
 
-
 def _char_boundary(text: str, offset: int, floor: int) -> int:
     """Step back so a cut does not separate a base character from its combining marks."""
     while offset > floor + 1 and offset < len(text) and unicodedata.combining(text[offset]):
         offset -= 1
     return offset
-

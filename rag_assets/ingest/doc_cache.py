@@ -10,9 +10,9 @@ texts not embedded before).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 from contextlib import closing
 from pathlib import Path
-from typing import Callable, Iterable
 
 import orjson
 

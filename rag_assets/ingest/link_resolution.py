@@ -28,8 +28,9 @@ from __future__ import annotations
 import posixpath
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any
 
 from rag_assets.ingest.blocks import Layout
 from rag_assets.ingest.obsidian_syntax import NOTE_SUFFIXES
@@ -195,9 +196,7 @@ def resolve_vault(vault: str, documents: list[Document], files: Iterable[str]) -
             if r.status == "note" and r.to != doc.id:
                 backlinks[r.to][Backlink(doc.id, r.link.kind, r.link.source, r.link.heading, r.link.block)] = None
     _report_embed_loops(out_links, report)
-    documents = [
-        replace(d, resolved_links=out_links[d.id], backlinks=list(backlinks.get(d.id, {}))) for d in documents
-    ]
+    documents = [replace(d, resolved_links=out_links[d.id], backlinks=list(backlinks.get(d.id, {}))) for d in documents]
     return VaultLinks(documents, report)
 
 
@@ -211,8 +210,15 @@ def _resolve_note(
     report.links += len(doc.links)
     if len(distinct) > MAX_LINKS_PER_NOTE:
         beyond = distinct[MAX_LINKS_PER_NOTE:]
-        report.add(LinkIssue(doc.id, "", "capped", f"{len(distinct)} distinct links; the first {MAX_LINKS_PER_NOTE} "
-                             "are resolved and stored, the rest counted as unresolved"))
+        report.add(
+            LinkIssue(
+                doc.id,
+                "",
+                "capped",
+                f"{len(distinct)} distinct links; the first {MAX_LINKS_PER_NOTE} "
+                "are resolved and stored, the rest counted as unresolved",
+            )
+        )
         report.counts["unresolved"] += sum(repeats[link] for link in beyond)
         distinct = distinct[:MAX_LINKS_PER_NOTE]
     out = []

@@ -34,7 +34,7 @@ from rag_assets.records import Link
 
 # A wikilink is one line; this bounds the search for its "]]" (10,000 "[[" on a line stay linear).
 MAX_WIKILINK_CHARS = 1000
-_WIKILINK_IN_TEXT = re.compile(r"(!?)\[\[([^\[\]\n]{1,%d})\]\]" % MAX_WIKILINK_CHARS)
+_WIKILINK_IN_TEXT = re.compile(r"(!?)\[\[([^\[\]\n]{1,%d})\]\]" % MAX_WIKILINK_CHARS)  # noqa: UP031 (braces of the regex)
 _BLOCK_ID = re.compile(r"\^([A-Za-z0-9-]+)[ \t]*$")
 _TAG = re.compile(r"#([\w/-]+)")
 _CALLOUT = re.compile(r"\[!([^\]\n]+)\][+-]?[ \t]*")

@@ -17,9 +17,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Collection, Mapping
+from typing import Any
 
 import yaml
 
@@ -248,7 +249,7 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     return json_safe(data, budget), "\n".join(lines[end + 1 :])
 
 
-def json_safe(value: Any, budget: "_ValueBudget | None" = None, depth: int = 0) -> Any:
+def json_safe(value: Any, budget: _ValueBudget | None = None, depth: int = 0) -> Any:
     """Frontmatter values as JSON types: dates become ISO strings, keys strings.
 
     YAML aliases load as shared references, cheap in memory; copying them out here is
@@ -353,5 +354,5 @@ def _updated_at(frontmatter: dict[str, Any], mtime_seconds: float) -> str:
         value = frontmatter.get(key)
         if isinstance(value, str) and value.strip():
             return value.strip()
-    mtime = dt.datetime.fromtimestamp(mtime_seconds, tz=dt.timezone.utc)
+    mtime = dt.datetime.fromtimestamp(mtime_seconds, tz=dt.UTC)
     return mtime.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -14,9 +14,9 @@ shard of the collection as changed, never a record made under the old split as c
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from rag_assets.config import SHARD_MARK, RagConfig
 from rag_assets.ingest.sources import StatCache, combine_hashes, snapshot_collection, snapshot_entries
@@ -90,7 +90,9 @@ def shard_for_key(cfg: RagConfig, key: str) -> Shard:
     count = cfg.shard_count(collection)
     if not mark:
         if count != 1:
-            raise ValueError(f"partition {key} is collection {collection} unsharded, but it is configured with {count} shards")
+            raise ValueError(
+                f"partition {key} is collection {collection} unsharded, but it is configured with {count} shards"
+            )
         return Shard(collection)
     if not index.isdigit() or int(index) >= count or count == 1 or str(int(index)) != index:
         raise ValueError(f"partition {key} is not a shard of {collection} ({count} shard(s) configured)")

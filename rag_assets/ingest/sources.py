@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 import orjson
 
@@ -92,7 +92,13 @@ class StatCache:
     def sha256(self, rel: str, path: Path, stat: os.stat_result, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
         key = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
         entry = self._entries.get(rel)
-        if self._trust and isinstance(entry, list) and len(entry) == 5 and entry[:4] == key and isinstance(entry[4], str):
+        if (
+            self._trust
+            and isinstance(entry, list)
+            and len(entry) == 5
+            and entry[:4] == key
+            and isinstance(entry[4], str)
+        ):
             return entry[4]
         digest = sha256_file(path, max_bytes)
         self._entries[rel] = [*key, digest]

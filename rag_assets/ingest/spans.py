@@ -34,7 +34,6 @@ class ChunkSpan:
     heading_path: tuple[str, ...]
 
 
-
 def render_span(body: str, span: ChunkSpan) -> str:
     """The chunk text of ``span``; blank lines around it are dropped, nothing else changes."""
     text = body[span.overlap_start : span.end].rstrip()
@@ -43,4 +42,3 @@ def render_span(body: str, span: ChunkSpan) -> str:
     if span.suffix:
         text += "\n" + span.suffix
     return (span.prefix + text).rstrip()
-

@@ -55,8 +55,11 @@ def transclude_vault(documents: list[Document], report: LinkReport) -> list[Docu
         run = _Expansion(doc.id, [], layouts)
         _expand(doc, by_id, (doc.id,), 1, run, report)
         if run.capped:
-            report.add(LinkIssue(doc.id, "", "transclusion_capped",
-                                 f"transcluded text cut at {MAX_TRANSCLUDED_CHARS} characters"))
+            report.add(
+                LinkIssue(
+                    doc.id, "", "transclusion_capped", f"transcluded text cut at {MAX_TRANSCLUDED_CHARS} characters"
+                )
+            )
         out.append(replace(doc, body=doc.body.rstrip("\n") + "".join(run.pieces) + "\n") if run.pieces else doc)
     return out
 
@@ -66,8 +69,9 @@ def _note_embeds(doc: Document) -> list[ResolvedLink]:
     return [r for r in doc.resolved_links if r.link.kind == "embed" and r.status == "note" and r.link.source == "body"]
 
 
-def _expand(doc: Document, by_id: dict[str, Document], chain: tuple[str, ...], depth: int,
-            run: _Expansion, report: LinkReport) -> None:
+def _expand(
+    doc: Document, by_id: dict[str, Document], chain: tuple[str, ...], depth: int, run: _Expansion, report: LinkReport
+) -> None:
     """Append the text of each of ``doc``'s note embeds, following whole-note embeds to the depth bound."""
     for resolved in _note_embeds(doc):
         target = by_id.get(resolved.to)
@@ -89,8 +93,14 @@ def _expand(doc: Document, by_id: dict[str, Document], chain: tuple[str, ...], d
             if depth < MAX_EMBED_DEPTH:
                 _expand(target, by_id, (*chain, target.id), depth + 1, run, report)
             elif _note_embeds(target):
-                report.add(LinkIssue(run.note, link.target, "transclusion_depth",
-                                     f"embeds deeper than {MAX_EMBED_DEPTH} levels not followed"))
+                report.add(
+                    LinkIssue(
+                        run.note,
+                        link.target,
+                        "transclusion_depth",
+                        f"embeds deeper than {MAX_EMBED_DEPTH} levels not followed",
+                    )
+                )
 
 
 def _append(run: _Expansion, text: str) -> None:
@@ -112,9 +122,9 @@ def _embedded_text(target: Document, heading: str, block: str, layouts: dict[str
     layout = layouts.get(target.id) or layouts.setdefault(target.id, Layout(target.body))
     keys = [heading_key(p) for p in heading.split("#") if p.strip()]
     for i, h in enumerate(layout.headings):
-        if [heading_key(p) for p in h.path[-len(keys):]] == keys and len(h.path) >= len(keys):
-            end = next((n.start for n in layout.headings[i + 1:] if n.level <= h.level), len(target.body))
-            return target.body[h.start:end].strip()
+        if [heading_key(p) for p in h.path[-len(keys) :]] == keys and len(h.path) >= len(keys):
+            end = next((n.start for n in layout.headings[i + 1 :] if n.level <= h.level), len(target.body))
+            return target.body[h.start : end].strip()
     return None
 
 
@@ -124,10 +134,10 @@ def _plain_headings(text: str) -> str:
     pieces, cursor = [], 0
     for h in layout.headings:
         line_end = text.find("\n", h.start)
-        line = text[h.start: len(text) if line_end < 0 else line_end]
+        line = text[h.start : len(text) if line_end < 0 else line_end]
         stripped = line.lstrip()
         if stripped.startswith("#"):
-            pieces += [text[cursor:h.start], stripped.lstrip("#").strip().rstrip("#").strip()]
+            pieces += [text[cursor : h.start], stripped.lstrip("#").strip().rstrip("#").strip()]
             cursor = h.start + len(line)
     pieces.append(text[cursor:])
     return "".join(pieces)

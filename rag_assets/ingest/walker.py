@@ -27,9 +27,10 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_module
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from rag_assets.records import SkippedFile
 
@@ -136,8 +137,7 @@ def folder_problem(real_folder: str, policy: WalkPolicy) -> str | None:
         return f"folder is inside {other_tier.label}, another privacy tier's folder; not indexed here"
     if not policy.follow_symlinks and not is_within(real_folder, policy.boundary):
         return (
-            f"folder is a symlink to a target outside {policy.boundary_label}; "
-            "set follow_symlinks: true to follow it"
+            f"folder is a symlink to a target outside {policy.boundary_label}; set follow_symlinks: true to follow it"
         )
     return None
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from rag_assets.index import store
 from rag_assets.privacy.identity import IdentityMap
@@ -134,7 +135,11 @@ def _table_texts(conn: sqlite3.Connection, table: str, report: AuditReport) -> I
         report.rows_scanned[table] += 1
         values = dict(zip(columns, row, strict=True))
         row_id = values.get("id")
-        item_id = str(row_id) if table in _MAIN_TABLES and row_id is not None else f"{table}#{row_id or report.rows_scanned[table]}"
+        item_id = (
+            str(row_id)
+            if table in _MAIN_TABLES and row_id is not None
+            else f"{table}#{row_id or report.rows_scanned[table]}"
+        )
         for column, value in values.items():
             if isinstance(value, str) and value:
                 name = column if table in _MAIN_TABLES else f"{table}.{column}"

@@ -35,9 +35,10 @@ import hashlib
 import hmac
 import json
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 HASH_FIELD = "{hash}"
 HASH_LENGTH = 6
@@ -106,12 +107,12 @@ class IdentityMap:
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def empty(cls) -> "IdentityMap":
+    def empty(cls) -> IdentityMap:
         """A map without rules: :meth:`apply` returns the text unchanged."""
         return cls((), "", "<empty identity map>")
 
     @classmethod
-    def load(cls, path: Path) -> "IdentityMap":
+    def load(cls, path: Path) -> IdentityMap:
         """Read and validate a map file; every problem is a ValueError naming the file (and rule)."""
         path = Path(path)
         try:
@@ -129,7 +130,7 @@ class IdentityMap:
         return cls.from_dict(data, source=str(path))
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "<identity map>") -> "IdentityMap":
+    def from_dict(cls, data: Any, source: str = "<identity map>") -> IdentityMap:
         """Build a map from already-parsed JSON (same validation as :meth:`load`)."""
         where = f"identity map {source}"
         if not isinstance(data, dict):
@@ -162,8 +163,8 @@ class IdentityMap:
         parts: list[str] = []
         pos = 0
         for hit in hits:
-            parts.append(text[pos:hit.start])
-            parts.append(hit.rule.render(text[hit.start:hit.end], self._salt_bytes))
+            parts.append(text[pos : hit.start])
+            parts.append(hit.rule.render(text[hit.start : hit.end], self._salt_bytes))
             counts[hit.rule.kind] = counts.get(hit.rule.kind, 0) + 1
             pos = hit.end
         parts.append(text[pos:])

@@ -16,7 +16,7 @@ concern; the names below are re-exported from there for the callers that import 
 from __future__ import annotations
 
 import os
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from rag_assets.base.egress import PrivacyError, PrivateEgress
 from rag_assets.config.providers import private_provider_problem

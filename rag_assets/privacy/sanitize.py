@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rag_assets.privacy.identity import IdentityMap
 from rag_assets.privacy.secrets import Redaction, SecretDetector, item_path, source_digest
@@ -37,7 +38,7 @@ class SanitizeTally:
     secrets: Counter = field(default_factory=Counter)
     identities: Counter = field(default_factory=Counter)
 
-    def add(self, other: "SanitizeTally") -> None:
+    def add(self, other: SanitizeTally) -> None:
         self.secrets.update(other.secrets)
         self.identities.update(other.identities)
 
@@ -54,7 +55,7 @@ class Sanitizer:
         self.detector = detector or SecretDetector()
 
     @classmethod
-    def from_file(cls, identity_map_path: Path | None) -> "Sanitizer":
+    def from_file(cls, identity_map_path: Path | None) -> Sanitizer:
         identity = IdentityMap.load(identity_map_path) if identity_map_path else IdentityMap.empty()
         return cls(identity)
 
@@ -138,7 +139,9 @@ class Sanitizer:
         unique: list[Document] = []
         for doc in documents:
             if doc.slug in seen:
-                skipped.append(SkippedFile(doc.path, f"same slug as {seen[doc.slug]} once sanitised; rename one of them"))
+                skipped.append(
+                    SkippedFile(doc.path, f"same slug as {seen[doc.slug]} once sanitised; rename one of them")
+                )
                 continue
             seen[doc.slug] = doc.path
             unique.append(doc)

@@ -72,7 +72,6 @@ def markdown_files_on_disk(cfg: RagConfig, vault: VaultConfig) -> int:
     return sum(1 for rel, _, _ in entries if rel.lower().endswith(MARKDOWN_SUFFIXES))
 
 
-
 def tiers_report(cfg: RagConfig, damaged: set[Path] | frozenset[Path] = frozenset()) -> dict[str, dict]:
     """The three tiers for ``rag status``: store size, counts, model, built time, freshness;
     for the vault tiers, each vault's Markdown files on disk and rows in the store. A store

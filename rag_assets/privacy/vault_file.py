@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
-from rag_assets.config.settings import RagConfig
-from rag_assets.config.vault_edit import VaultEdit, VaultEditRefused, add_vault, remove_vault
 from rag_assets.base.atomic import commit_staged, discard_staged, stage_bytes
 from rag_assets.base.file_lock import exclusive_lock
+from rag_assets.config.settings import RagConfig
+from rag_assets.config.vault_edit import VaultEdit, VaultEditRefused, add_vault, remove_vault
 
 __all__ = ["VaultEditRefused", "add_vault_to_file", "remove_vault_from_file"]
 

@@ -36,9 +36,17 @@ def open_index(
     """
     backend = backend or cfg.store.backend
     if backend == "postgres":
-        return open_postgres_index(cfg.store.url, tier, mirror_path(cfg.data_dir, tier), cfg.collection_weights,
-                                   ef_search=cfg.store.ef_search, exact=exact, mixin=mixin,
-                                   vector_search=cfg.store.vector_search, **kwargs)
+        return open_postgres_index(
+            cfg.store.url,
+            tier,
+            mirror_path(cfg.data_dir, tier),
+            cfg.collection_weights,
+            ef_search=cfg.store.ef_search,
+            exact=exact,
+            mixin=mixin,
+            vector_search=cfg.store.vector_search,
+            **kwargs,
+        )
     if backend != "sqlite":
         raise ValueError(f"unknown store backend {backend!r}; use one of {', '.join(BACKENDS)}")
     return _with(mixin, SearchIndex)(cfg.store_path(tier), cfg.collection_weights, **kwargs)
@@ -48,8 +56,8 @@ def open_postgres_index(
     url: str | None, tier: str, mirror: Path, weights: Any = None, *, mixin: type | None = None, **kwargs: Any
 ) -> SearchIndex:
     """A :class:`~rag_assets.search.pg_index.PgSearchIndex` over the ``tier`` schema at ``url``."""
-    from rag_assets.search.pg_index import PgSearchIndex
     from rag_assets.index.params import SearchError
+    from rag_assets.search.pg_index import PgSearchIndex
 
     if not url:
         raise SearchError("the postgres backend needs a store URL: store.url in rag.yaml or $RAG_STORE_URL")

@@ -41,8 +41,8 @@ import stat
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -166,7 +166,7 @@ class MemoryBm25:
         should_stop: Callable[[], bool] | None = None,
         dtype: type = np.float32,
         fields: FieldWeights = FieldWeights(),
-    ) -> "MemoryBm25":
+    ) -> MemoryBm25:
         """Read the postings from the store's FTS5 index. Run it inside a read transaction
         when the store may change meanwhile (``SearchIndex`` does). ``dtype``: of the kept
         weights; float32 halves their memory at ~1e-7 relative (tests ask for float64).
@@ -205,8 +205,13 @@ class MemoryBm25:
             os.fchmod(fd, mode)
             with os.fdopen(fd, "wb") as handle:
                 np.savez(
-                    handle, meta=np.frombuffer(meta, dtype=np.uint8), terms=np.frombuffer(terms, dtype=np.uint8),
-                    indptr=self.indptr, rows=self.rows, weights=self.weights, rowids=self.rowids,
+                    handle,
+                    meta=np.frombuffer(meta, dtype=np.uint8),
+                    terms=np.frombuffer(terms, dtype=np.uint8),
+                    indptr=self.indptr,
+                    rows=self.rows,
+                    weights=self.weights,
+                    rowids=self.rowids,
                     statistics=np.asarray(_statistics_tuple(self.statistics), dtype=np.int64),
                 )
                 handle.flush()
@@ -221,8 +226,13 @@ class MemoryBm25:
 
     @classmethod
     def load(
-        cls, path: Path, key: dict, *, connect: Callable[[], sqlite3.Connection] | None = None, table: str = "fts_chunks"
-    ) -> "MemoryBm25 | None":
+        cls,
+        path: Path,
+        key: dict,
+        *,
+        connect: Callable[[], sqlite3.Connection] | None = None,
+        table: str = "fts_chunks",
+    ) -> MemoryBm25 | None:
         """The cached postings at ``path`` if they were made for ``key``; None otherwise."""
         try:
             with np.load(path, allow_pickle=False) as z:
@@ -231,8 +241,15 @@ class MemoryBm25:
                 raw = z["terms"].tobytes().decode("utf-8")
                 terms = raw.split("\n") if raw else []
                 out = cls(
-                    terms=terms, indptr=z["indptr"], rows=z["rows"], weights=z["weights"], rowids=z["rowids"],
-                    key=key, connect=connect, table=table, statistics=_statistics_from(z["statistics"]),
+                    terms=terms,
+                    indptr=z["indptr"],
+                    rows=z["rows"],
+                    weights=z["weights"],
+                    rowids=z["rowids"],
+                    key=key,
+                    connect=connect,
+                    table=table,
+                    statistics=_statistics_from(z["statistics"]),
                     column_weights=key["column_weights"],
                 )
         except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError, UnicodeDecodeError):
@@ -254,7 +271,7 @@ class MemoryBm25:
         table: str = "fts_chunks",
         should_stop: Callable[[], bool] | None = None,
         fields: FieldWeights = FieldWeights(),
-    ) -> "MemoryBm25":
+    ) -> MemoryBm25:
         """The cached postings when ``cache`` holds this store's (made with these field
         weights), else build (and cache) them. A cache that cannot be written (read-only
         folder) is only logged."""
@@ -311,7 +328,9 @@ class MemoryBm25:
         if ids:
             spans = [(self.indptr[t], self.indptr[t + 1], n) for t, n in times.items()]
             rows = np.concatenate([self.rows[s:e] for s, e, _ in spans])
-            weights = np.concatenate([self.weights[s:e] if n == 1 else self.weights[s:e] * np.float64(n) for s, e, n in spans])
+            weights = np.concatenate(
+                [self.weights[s:e] if n == 1 else self.weights[s:e] * np.float64(n) for s, e, n in spans]
+            )
             scores = np.bincount(rows, weights=weights, minlength=self.n_rows)
         else:
             scores = np.zeros(self.n_rows, dtype=np.float64)
@@ -323,9 +342,14 @@ class MemoryBm25:
         """FTS5's own bm25() for one phrase: its contribution to every row it matches."""
         bm25 = bm25_call(self.table, len(self.column_weights))
         assert self.connect is not None  # query_terms makes phrases only when there is a connection
-        found = self.connect().execute(
-            f"SELECT rowid, -{bm25} FROM {self.table} WHERE {self.table} MATCH ?", (*self.column_weights, f'"{phrase}"')
-        ).fetchall()
+        found = (
+            self.connect()
+            .execute(
+                f"SELECT rowid, -{bm25} FROM {self.table} WHERE {self.table} MATCH ?",
+                (*self.column_weights, f'"{phrase}"'),
+            )
+            .fetchall()
+        )
         if not found or not self.n_rows:
             return
         rowids = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
@@ -365,4 +389,3 @@ def describe(index: MemoryBm25) -> str:
         f"BM25 postings {how} in {took:.2f} s: {len(index.terms):,} terms, {index.postings:,} postings, "
         f"{index.nbytes / 2**20:.0f} MiB"
     )
-

@@ -20,7 +20,7 @@ import math
 import sqlite3
 import threading
 from collections import Counter
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from rag_assets.index.fts import TOKENIZE
 

@@ -57,15 +57,16 @@ Token counting is :mod:`rag_assets.search.tokens`'s.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from rag_assets.index.params import Hit
 from rag_assets.search.passages import (
     PASSAGE_SEPARATOR,
     citation_tag,
-    note_citation,
     join_consecutive_chunks,
+    note_citation,
 )
 from rag_assets.search.tokens import TokenCounter, default_token_counter
 

@@ -27,9 +27,9 @@ from typing import Any
 
 from rag_assets.index import store
 from rag_assets.index.freshness import age_label
+from rag_assets.index.params import SearchError
 from rag_assets.ingest.blocks import Layout
 from rag_assets.ingest.chunking import context_prefix
-from rag_assets.index.params import SearchError
 from rag_assets.search.passages import citation_tag, heading_anchor, join_consecutive_chunks
 
 
@@ -146,7 +146,9 @@ def read_document(path: Path, collection: str, slug: str, anchor: str | None = N
         if row is None:
             raise _not_found(conn, collection, slug)
         doc_id, title, tags, updated_at, chunk_count, frontmatter = row
-        texts = [t for (t,) in conn.execute("SELECT text FROM chunks WHERE document_id = ? ORDER BY chunk_index", (doc_id,))]
+        texts = [
+            t for (t,) in conn.execute("SELECT text FROM chunks WHERE document_id = ? ORDER BY chunk_index", (doc_id,))
+        ]
     tags_list = json.loads(tags or "[]")
     front = json.loads(frontmatter or "{}")
     body = page_body(texts, context_prefix(title or "", _text(front.get("description")), tags_list))

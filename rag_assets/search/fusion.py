@@ -5,7 +5,7 @@ The formulas are in :mod:`rag_assets.search.retrieval`'s docstring and docs/sear
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -38,7 +38,11 @@ def fuse(
         assert k is not None  # apply_profile filled it
         best = (wv + wb) / (k + 1)
         return {
-            row: ((wv / (k + vector[row][0]) if row in vector else 0.0) + (wb / (k + lexical[row][0]) if row in lexical else 0.0)) / best
+            row: (
+                (wv / (k + vector[row][0]) if row in vector else 0.0)
+                + (wb / (k + lexical[row][0]) if row in lexical else 0.0)
+            )
+            / best
             for row in rows
         }
     if params.fusion == "zscore":
@@ -91,4 +95,4 @@ def mmr(matrix: np.ndarray, ranked: list[int], scored: Mapping[int, float], lam:
         chosen.append(pool[pick])
         available[pick] = False
         max_sim = np.maximum(max_sim, vectors @ vectors[pick])
-    return chosen + ranked[len(pool):]
+    return chosen + ranked[len(pool) :]

@@ -17,7 +17,8 @@ in every setting. So it stays a setting to measure on other vaults, not a defaul
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rag_assets.search.relevance import weighted
 

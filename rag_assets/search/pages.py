@@ -7,7 +7,7 @@ page, its other chunks that made the ranking, best first.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def group_pages(ranked: Sequence[int], document_of: Sequence[str], pages: int, sections: int) -> list[list[int]]:

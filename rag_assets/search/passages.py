@@ -4,7 +4,7 @@ page joined back into the text they cover, their overlap dropped."""
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 from urllib.parse import quote
 
 PASSAGE_SEPARATOR = "\n\n"

@@ -24,8 +24,9 @@ relevance):
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -107,7 +108,9 @@ class PgSearchIndex(SearchIndex):
             self._ids = (data, {rowid_to_id[int(r)]: i for i, r in enumerate(data.rowids)})
         return self._ids[1]
 
-    def _vector_ranks(self, data: LoadedIndex, qvec: np.ndarray, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
+    def _vector_ranks(
+        self, data: LoadedIndex, qvec: np.ndarray, mask: np.ndarray | None, depth: int
+    ) -> dict[int, tuple[int, float]]:
         if self.vector_search == "exact":  # the loaded vectors, scanned as the SQLite path scans them
             return super()._vector_ranks(data, qvec, mask, depth)
         allowed = None
@@ -138,9 +141,8 @@ class PgSearchIndex(SearchIndex):
         column = pg_schema.vector_type(dimension)[0]
         where = "WHERE embedding IS NOT NULL" + (" AND document_id = ANY(%(docs)s)" if documents is not None else "")
         sql = (
-            ("EXPLAIN " if explain else "") + f"SELECT id FROM {self.schema}.chunks {where}"
-            f" ORDER BY embedding <=> %(q)s::{column} LIMIT %(n)s"
-        )
+            "EXPLAIN " if explain else ""
+        ) + f"SELECT id FROM {self.schema}.chunks {where} ORDER BY embedding <=> %(q)s::{column} LIMIT %(n)s"
         conn = self._pg()
         with conn.transaction():
             settings = {
@@ -155,7 +157,9 @@ class PgSearchIndex(SearchIndex):
             settings["enable_indexscan" if self.exact else "enable_seqscan"] = "off"
             for name, value in settings.items():
                 conn.execute("SELECT set_config(%s, %s, true)", (name, value))
-            return conn.execute(sql, {"q": np.asarray(qvec, dtype=np.float32), "n": depth, "docs": documents}).fetchall()
+            return conn.execute(
+                sql, {"q": np.asarray(qvec, dtype=np.float32), "n": depth, "docs": documents}
+            ).fetchall()
 
     def close(self) -> None:
         super().close()
@@ -163,4 +167,3 @@ class PgSearchIndex(SearchIndex):
         if conn is not None:
             conn.close()
             self._pg_local.conn = None
-

@@ -42,8 +42,13 @@ class RelatedNote:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON of the CLI, ``/related`` and the MCP tool."""
-        out: dict[str, Any] = {"collection": self.collection, "slug": self.slug, "title": self.title, "relation": self.relation,
-               "reason": self.reason}
+        out: dict[str, Any] = {
+            "collection": self.collection,
+            "slug": self.slug,
+            "title": self.title,
+            "relation": self.relation,
+            "reason": self.reason,
+        }
         if self.score is not None:
             out["score"] = round(self.score, 4)
         return out
@@ -112,7 +117,11 @@ def related_notes(index: SearchIndex, note: str, *, collection: str | None = Non
     related.links = _linked(data, links[:MAX_LISTED], outgoing=True)
     related.backlinks = _linked(data, backlinks[:MAX_LISTED], outgoing=False)
     related.unresolved = [
-        {k: v for k, v in link.items() if k in ("target", "heading", "block", "kind", "status", "candidates", "problem")}
+        {
+            k: v
+            for k, v in link.items()
+            if k in ("target", "heading", "block", "kind", "status", "candidates", "problem")
+        }
         for link in links[:MAX_LISTED]
         if link.get("status") not in ("note", "file") or link.get("problem")
     ]
@@ -142,15 +151,26 @@ def _linked(data: LoadedIndex, entries: list[dict], *, outgoing: bool) -> list[R
         doc = data.documents.get(other)
         if doc is None:
             continue
-        out[other] = RelatedNote(doc["collection"], doc["slug"], doc["title"], "links_to" if outgoing else "linked_from",
-                                 _reason(entry, outgoing))
+        out[other] = RelatedNote(
+            doc["collection"],
+            doc["slug"],
+            doc["title"],
+            "links_to" if outgoing else "linked_from",
+            _reason(entry, outgoing),
+        )
     return list(out.values())
 
 
 def _reason(entry: dict, outgoing: bool) -> str:
-    """"this note links to it (heading Setup)", "it embeds this note, in its property cover"."""
+    """ "this note links to it (heading Setup)", "it embeds this note, in its property cover"."""
     verb = {"embed": "embeds", "markdown": "has a Markdown link to"}.get(entry.get("kind", ""), "links to")
-    part = f" (heading {entry['heading']})" if entry.get("heading") else f" (block ^{entry['block']})" if entry.get("block") else ""
+    part = (
+        f" (heading {entry['heading']})"
+        if entry.get("heading")
+        else f" (block ^{entry['block']})"
+        if entry.get("block")
+        else ""
+    )
     source = entry.get("source", "")
     where = f", in its property {source.removeprefix('property:')}" if source.startswith("property:") else ""
     text = f"this note {verb} it{part}{where}" if outgoing else f"it {verb} this note{part}{where}"
@@ -180,6 +200,14 @@ def _similar(data: LoadedIndex, doc_id: str, k: int) -> list[RelatedNote]:
     out = []
     for other, score in best.items():
         doc = data.documents.get(other, {"collection": "", "slug": other, "title": ""})
-        out.append(RelatedNote(doc["collection"], doc["slug"], doc["title"], "similar",
-                               f"nearest by vector (cosine {score:.2f} to this note's average)", score))
+        out.append(
+            RelatedNote(
+                doc["collection"],
+                doc["slug"],
+                doc["title"],
+                "similar",
+                f"nearest by vector (cosine {score:.2f} to this note's average)",
+                score,
+            )
+        )
     return out

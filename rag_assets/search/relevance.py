@@ -32,10 +32,10 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -70,7 +70,11 @@ class LogisticModel:
         return 1.0 / (1.0 + np.exp(-np.clip(z, -40, 40)))
 
     def to_json(self) -> dict:
-        return {"features": list(self.features), "coef": [round(c, 6) for c in self.coef], "intercept": round(self.intercept, 6)}
+        return {
+            "features": list(self.features),
+            "coef": [round(c, 6) for c in self.coef],
+            "intercept": round(self.intercept, 6),
+        }
 
 
 @dataclass(frozen=True)
@@ -117,10 +121,12 @@ class TermStatistics:
         df = self._df
         missing = [t for t in dict.fromkeys(terms) if t not in df]
         if missing:
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.rag_vocab_row USING fts5vocab(main, 'fts_chunks', 'row')")
+            conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rag_vocab_row USING fts5vocab(main, 'fts_chunks', 'row')"
+            )
             found: dict[str, int] = {}
             for start in range(0, len(missing), 500):  # under SQLite's limit on bound parameters
-                batch = missing[start:start + 500]
+                batch = missing[start : start + 500]
                 marks = ",".join("?" * len(batch))
                 found.update(conn.execute(f"SELECT term, doc FROM temp.rag_vocab_row WHERE term IN ({marks})", batch))
             if len(df) + len(missing) > 100_000:  # bounded: start again with this query's terms
@@ -130,7 +136,11 @@ class TermStatistics:
         return {t: df[t] for t in terms}
 
     def ceiling(
-        self, conn: sqlite3.Connection, stamp: tuple, terms: Sequence[str], n_rows: int,
+        self,
+        conn: sqlite3.Connection,
+        stamp: tuple,
+        terms: Sequence[str],
+        n_rows: int,
         all_terms: Sequence[str] | None = None,
     ) -> tuple[float, float]:
         """(``sum idf(t) * (k1 + 1)`` over the query's terms with FTS5's idf, the share of its

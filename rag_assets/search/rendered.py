@@ -140,10 +140,10 @@ def block_start(text: str, *, first_chunk: bool, title: str = "") -> str:
     first = next(t for t in tokens if t.level == 0 and t.map is not None)
     if first_chunk:
         prefix = lines[starts[0]].strip() == " ".join(title.split()) and first.type == "paragraph_open"
-        return "\n".join(lines[starts[1]:]) if title and prefix else text
+        return "\n".join(lines[starts[1] :]) if title and prefix else text
     if first.type == "heading_open":
         return text
-    return "\n".join(lines[starts[1]:])
+    return "\n".join(lines[starts[1] :])
 
 
 class _TextOnly(HTMLParser):
@@ -194,6 +194,7 @@ def rendered_hit_json(hit: Hit) -> dict[str, Any]:
 def rendered_source_json(source: dict[str, Any]) -> dict[str, Any]:
     """An answer's source (``Source.to_json()``) with ``html`` and ``plain``; its passage starts
     with the chunk its ``id`` names."""
-    rendered = render_section(source.get("text") or "", chunk_index=chunk_index_of(source.get("id", "")),
-                              title=source.get("title") or "")
+    rendered = render_section(
+        source.get("text") or "", chunk_index=chunk_index_of(source.get("id", "")), title=source.get("title") or ""
+    )
     return {**source, "html": rendered.html, "plain": rendered.plain}

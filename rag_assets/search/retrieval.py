@@ -43,19 +43,17 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
-from rag_assets.embed.base import Embedder
 from rag_assets.base import cjk
+from rag_assets.embed.base import Embedder
 from rag_assets.index import store
-from rag_assets.search.bm25_terms import capped_words, query_words, stems_of
 from rag_assets.index.fields import FieldWeights, bm25_call
-from rag_assets.search.fusion import fuse, mmr
-from rag_assets.search.pages import group_pages
 from rag_assets.index.params import (
     LEXICAL,
     Hit,
@@ -66,7 +64,10 @@ from rag_assets.index.params import (
 )
 from rag_assets.index.profiles import SearchProfile, apply_profile, read_profile
 from rag_assets.index.query import fts_match_of_words
+from rag_assets.search.bm25_terms import capped_words, query_words, stems_of
+from rag_assets.search.fusion import fuse, mmr
 from rag_assets.search.link_signal import boost_linked, linked_notes
+from rag_assets.search.pages import group_pages
 from rag_assets.search.relevance import TermStatistics, candidate_features, shipped_models, title_shares, weighted
 
 log = logging.getLogger(__name__)
@@ -145,10 +146,14 @@ class SearchIndex:
             inode = self.path.stat().st_ino
         except FileNotFoundError:
             return ("missing",)
-        row = (conn or self._connection()).execute(
-            "SELECT (SELECT built_at FROM embeddings_meta LIMIT 1), (SELECT max(rowid) FROM chunks),"
-            " (SELECT count(*) FROM documents)"
-        ).fetchone()
+        row = (
+            (conn or self._connection())
+            .execute(
+                "SELECT (SELECT built_at FROM embeddings_meta LIMIT 1), (SELECT max(rowid) FROM chunks),"
+                " (SELECT count(*) FROM documents)"
+            )
+            .fetchone()
+        )
         return (inode, *row)
 
     def _connection(self) -> sqlite3.Connection:
@@ -263,8 +268,13 @@ class SearchIndex:
                     log.info("the store changed while loading; BM25 stays on FTS5 until the next load")
                     return
                 bm25 = MemoryBm25.load_or_build(
-                    conn, data.rowids, data.stamp, cache=self.path.with_name(self.path.name + ".bm25.npz"),
-                    like=self.path, connect=self._connection, should_stop=lambda: self._generation != generation,
+                    conn,
+                    data.rowids,
+                    data.stamp,
+                    cache=self.path.with_name(self.path.name + ".bm25.npz"),
+                    like=self.path,
+                    connect=self._connection,
+                    should_stop=lambda: self._generation != generation,
                     fields=self.fields,
                 )
             finally:
@@ -324,7 +334,9 @@ class SearchIndex:
         candidates = sorted(scored, key=lambda row: (-scored[row], row))
         relevance, features = self._relevance(data, query, mode, candidates, vector, lexical, cosines, words)
         if params.collection_weights:
-            relevance = {row: weighted(p, self.weights.get(str(data.collections[row]), 1.0)) for row, p in relevance.items()}
+            relevance = {
+                row: weighted(p, self.weights.get(str(data.collections[row]), 1.0)) for row, p in relevance.items()
+            }
         relevance = boost_linked(relevance, data.document_ids, data.documents, params.link_boost)
         # One ranking: by the relevance every hit shows (the fused score only breaks ties).
         ordered = sorted(candidates, key=lambda row: (-relevance[row], -scored[row], row))
@@ -337,8 +349,14 @@ class SearchIndex:
             groups = [[row] for row in ranked[: params.k]]
         hits = self._hits(data, groups, scored, relevance, vector, lexical, features)
         result = SearchResult(
-            query, hits, params, (time.perf_counter() - started) * 1000, data.model, embed_ms,
-            best_relevance=max(relevance.values(), default=0.0), dropped=len(pool) - len(ranked),
+            query,
+            hits,
+            params,
+            (time.perf_counter() - started) * 1000,
+            data.model,
+            embed_ms,
+            best_relevance=max(relevance.values(), default=0.0),
+            dropped=len(pool) - len(ranked),
         )
         if self.log_searches:
             self._log(result)
@@ -348,10 +366,14 @@ class SearchIndex:
         """(the words BM25 searches, all the query's words): a long query's capped ones, or all."""
         every = query_words(query)
         conn = self._connection()
-        searched = capped_words(every, lambda terms: data.term_statistics.frequencies(conn, data.stamp, terms), len(data.rowids))
+        searched = capped_words(
+            every, lambda terms: data.term_statistics.frequencies(conn, data.stamp, terms), len(data.rowids)
+        )
         return searched, every
 
-    def _relevance(self, data: LoadedIndex, query: str, mode: str, rows: list[int], vector, lexical, cosines, words=None):
+    def _relevance(
+        self, data: LoadedIndex, query: str, mode: str, rows: list[int], vector, lexical, cosines, words=None
+    ):
         """(row -> calibrated relevance, the rows' features) for ``rows`` (rag_assets.search.relevance);
         ``words``: :meth:`_query_words`' (None: found again)."""
         if not rows:
@@ -365,11 +387,15 @@ class SearchIndex:
             # the ceiling is the best BM25 score any candidate reached (a CJK match counts as full).
             terms = [t for t in stems if not cjk.has_cjk(t)]
             conn, n_rows = self._connection(), len(data.rowids)
-            ceiling, unknown = data.term_statistics.ceiling(conn, data.stamp, terms, n_rows, [t for t in every if not cjk.has_cjk(t)])
+            ceiling, unknown = data.term_statistics.ceiling(
+                conn, data.stamp, terms, n_rows, [t for t in every if not cjk.has_cjk(t)]
+            )
             if len(terms) < len(stems) and lexical:
                 ceiling += max(score for _, score in lexical.values())
             shares = data.term_statistics.term_ceilings(conn, data.stamp, terms, n_rows)
-            title = title_shares([data.document_ids[row] for row in rows], data.documents, data.title_terms, terms, shares, ceiling)
+            title = title_shares(
+                [data.document_ids[row] for row in rows], data.documents, data.title_terms, terms, shares, ceiling
+            )
         features = candidate_features(rows, vector, lexical, cosines, ceiling, unknown, title)
         model = shipped_models().model(data.profile.embedder, mode)
         return dict(zip(rows, model.predict(features).tolist())), _FeatureTable(rows, features)
@@ -391,7 +417,11 @@ class SearchIndex:
                     doc = data.documents[doc_id]
                     allowed[i] = (
                         (not tags or tags <= {t.lower() for t in doc["tags"]})
-                        and (not params.slug_prefix or doc["slug"].startswith(params.slug_prefix) or doc_id.startswith(params.slug_prefix))
+                        and (
+                            not params.slug_prefix
+                            or doc["slug"].startswith(params.slug_prefix)
+                            or doc_id.startswith(params.slug_prefix)
+                        )
                         and all(_frontmatter_matches(doc["frontmatter"].get(k), value) for k, value in params.filters)
                     )
             if len(data.allowed_cache) >= 256:
@@ -399,7 +429,9 @@ class SearchIndex:
             data.allowed_cache[key] = allowed
         return allowed[data.doc_index]
 
-    def _vector_ranks(self, data: LoadedIndex, qvec: np.ndarray, mask: np.ndarray | None, depth: int) -> dict[int, tuple[int, float]]:
+    def _vector_ranks(
+        self, data: LoadedIndex, qvec: np.ndarray, mask: np.ndarray | None, depth: int
+    ) -> dict[int, tuple[int, float]]:
         scores = data.matrix @ qvec
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
@@ -408,7 +440,9 @@ class SearchIndex:
             return {}
         top = np.argpartition(-scores, n - 1)[:n]
         top = top[np.argsort(-scores[top], kind="stable")]
-        return {int(row): (rank, float(scores[row])) for rank, row in enumerate(top, start=1) if np.isfinite(scores[row])}
+        return {
+            int(row): (rank, float(scores[row])) for rank, row in enumerate(top, start=1) if np.isfinite(scores[row])
+        }
 
     def _bm25_ranks(
         self, data: LoadedIndex, query: str, mask: np.ndarray | None, depth: int, words: list[str] | None = None
@@ -448,7 +482,9 @@ class SearchIndex:
         ordered = sorted(best.items(), key=lambda kv: -kv[1])[:depth]
         return {row: (rank, score) for rank, (row, score) in enumerate(ordered, start=1)}
 
-    def _diversify(self, data: LoadedIndex, ranked: list[int], scored: dict[int, float], params: SearchParams) -> list[int]:
+    def _diversify(
+        self, data: LoadedIndex, ranked: list[int], scored: dict[int, float], params: SearchParams
+    ) -> list[int]:
         if params.mmr_lambda is not None and len(ranked) > 1:
             ranked = mmr(data.matrix, ranked, scored, params.mmr_lambda, limit=max(params.k * 3, params.k))
         if params.max_per_document:
@@ -472,7 +508,8 @@ class SearchIndex:
         details = {
             r[0]: r[1:]
             for r in self._connection().execute(
-                f"SELECT rowid, id, text, heading_path, chunk_index, document_id FROM chunks WHERE rowid IN ({marks})", rowids
+                f"SELECT rowid, id, text, heading_path, chunk_index, document_id FROM chunks WHERE rowid IN ({marks})",
+                rowids,
             )
         }
 

@@ -29,7 +29,9 @@ def read_log(path: Path, limit: int = 10) -> tuple[list[dict], list[dict], int]:
     (a search that found nothing at all counts as 0)."""
     with closing(store.connect(path)) as conn:
         store.ensure_schema(conn)
-        recent = [_row(*r) for r in conn.execute(f"SELECT {_COLUMNS} FROM search_log ORDER BY id DESC LIMIT ?", (limit,))]
+        recent = [
+            _row(*r) for r in conn.execute(f"SELECT {_COLUMNS} FROM search_log ORDER BY id DESC LIMIT ?", (limit,))
+        ]
         weakest = [
             _row(*r)
             for r in conn.execute(

@@ -177,7 +177,9 @@ def token_counter(kind: str = "auto", model_path: str | os.PathLike[str] | None 
     raises ValueError saying why (for a ``--tokenizer`` option).
     """
     if kind == "tiktoken":  # a kind of earlier versions: say why it went
-        raise ValueError("tiktoken is not supported: it downloads encodings it has not cached; use wordpiece or estimate")
+        raise ValueError(
+            "tiktoken is not supported: it downloads encodings it has not cached; use wordpiece or estimate"
+        )
     if kind not in TOKENIZER_KINDS:
         raise ValueError(f"unknown tokenizer {kind!r}: choose one of {', '.join(TOKENIZER_KINDS)}")
     key = None if model_path is None else str(Path(model_path).expanduser())
@@ -193,7 +195,7 @@ def default_token_counter(model_path: str | os.PathLike[str] | None = None) -> T
     return token_counter("auto", model_path)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached_counter(kind: str, model_path: str | None) -> TokenCounter:
     if kind == "estimate":
         return EstimateTokenCounter()

@@ -104,10 +104,16 @@ def check_tier_access(who: Any, tier: str) -> None:
             "token with scope private on a server started with --allow-private-remote",
         )
     if signed_in:
-        raise TierDenied(403, f"this token lacks scope {tier}; the server's owner can create one with "
-                              f"`rag token create --name NAME --scope {tier}`")
-    raise TierDenied(401, f"the {tier} tier needs a token with scope {tier}: send `Authorization: Bearer <token>` "
-                          "or sign in at /login (the server's owner creates tokens with `rag token create`)")
+        raise TierDenied(
+            403,
+            f"this token lacks scope {tier}; the server's owner can create one with "
+            f"`rag token create --name NAME --scope {tier}`",
+        )
+    raise TierDenied(
+        401,
+        f"the {tier} tier needs a token with scope {tier}: send `Authorization: Bearer <token>` "
+        "or sign in at /login (the server's owner creates tokens with `rag token create`)",
+    )
 
 
 # Headers a reverse proxy adds. Behind a proxy on this machine every client's address is
@@ -129,8 +135,9 @@ def is_owner(conn: HTTPConnection) -> bool:
 class AccessBackend(AuthenticationBackend):
     """Scopes for each request (see the module docstring)."""
 
-    def __init__(self, tokens: TokenStore | None, sessions: Any, *, bound_loopback: bool,
-                 allow_private_remote: bool) -> None:
+    def __init__(
+        self, tokens: TokenStore | None, sessions: Any, *, bound_loopback: bool, allow_private_remote: bool
+    ) -> None:
         self.tokens = tokens
         self.sessions = sessions  # rag_assets.serve.login.SessionStore
         self.bound_loopback = bound_loopback

@@ -40,7 +40,10 @@ def current_config(cfg: RagConfig) -> RagConfig:
         log.warning("admin: %s does not load (%s); showing the configuration the server started with", path, exc)
         return cfg
     return replace(
-        cfg, vaults=on_disk.vaults, serve=on_disk.serve, identity_map_path=on_disk.identity_map_path or cfg.identity_map_path
+        cfg,
+        vaults=on_disk.vaults,
+        serve=on_disk.serve,
+        identity_map_path=on_disk.identity_map_path or cfg.identity_map_path,
     )
 
 
@@ -60,7 +63,12 @@ def overview(cfg: RagConfig) -> dict[str, Any]:
 def tier_card(report: dict[str, Any], tier: str) -> dict[str, Any]:
     """One tier's card: the Public one from the published index, the others from their store."""
     entry = report["tiers"].get(tier, {})
-    card: dict[str, Any] = {"tier": tier, "label": TIER_LABELS[tier], "chatLink": f"./?tier={tier}", "localOnly": tier == "private"}
+    card: dict[str, Any] = {
+        "tier": tier,
+        "label": TIER_LABELS[tier],
+        "chatLink": f"./?tier={tier}",
+        "localOnly": tier == "private",
+    }
     if entry.get("damaged"):
         return card | {"exists": True, "freshness": "Damaged", "pills": [], "vaults": []}
     if tier == "public":

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import orjson
 from starlette.authentication import has_required_scope, requires
@@ -132,7 +133,9 @@ class AdminConsole:
     @requires(ADMIN_SCOPE, status_code=403)
     async def remove_vault(self, request: Request) -> JSONResponse:
         name = (await read_admin_body(request, required=("name",)))["name"]
-        tier = await run_in_threadpool(lambda: next((v.tier for v in current_config(self.cfg).vaults if v.name == name), None))
+        tier = await run_in_threadpool(
+            lambda: next((v.tier for v in current_config(self.cfg).vaults if v.name == name), None)
+        )
 
         def work() -> dict[str, Any]:
             edit = remove_vault_from_file(config_file(self.cfg), name=name, lock=self.lock)
@@ -148,7 +151,9 @@ class AdminConsole:
             run_id = self.launcher.launch(current_config(self.cfg), vault_tier(tier), who(request))
             return {"runId": run_id, "tier": tier, "runUrl": self.run_url(run_id)}
 
-        return await self.logged(request, "ingest", work, tier=tier, outcome="started", detail_of=lambda out: out["runId"])
+        return await self.logged(
+            request, "ingest", work, tier=tier, outcome="started", detail_of=lambda out: out["runId"]
+        )
 
     @requires(ADMIN_SCOPE, status_code=403)
     async def audit(self, request: Request) -> JSONResponse:
@@ -190,7 +195,9 @@ class AdminConsole:
         try:
             out = await run_in_threadpool(work)
         except self.refusals as exc:
-            await run_in_threadpool(self.log_action, request, action, "refused", tier=tier, target=target, detail=str(exc))
+            await run_in_threadpool(
+                self.log_action, request, action, "refused", tier=tier, target=target, detail=str(exc)
+            )
             return error(getattr(exc, "status", 400), str(exc))
         detail = detail_of(out) if detail_of else None
         await run_in_threadpool(self.log_action, request, action, outcome, tier=tier, target=target, detail=detail)

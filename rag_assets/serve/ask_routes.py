@@ -41,8 +41,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import replace
-from typing import Any, AsyncIterator, Generator, Iterator
+from typing import Any
 
 import anyio
 import orjson
@@ -55,15 +56,15 @@ from starlette.routing import Route
 from rag_assets.answer.ask import AskRequest, Event, Prepared, collect, generate, prepare
 from rag_assets.answer.selection import ChatSelection, chat_for_tier
 from rag_assets.answer.sessions import check_session_name
+from rag_assets.base.egress import PrivacyError
 from rag_assets.config import RagConfig
 from rag_assets.embed.errors import EmbeddingError
-from rag_assets.base.egress import PrivacyError
 from rag_assets.index.params import SearchError
 from rag_assets.search.rendered import rendered_source_json
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.serve.access import TierDenied
-from rag_assets.serve.limits import Limits, Slot, client_key, counted, exempt, too_many
 from rag_assets.serve.http_params import MAX_QUERY_CHARS
+from rag_assets.serve.limits import Limits, Slot, client_key, counted, exempt, too_many
 from rag_assets.serve.tiers import BadRequest, Refused, Tiers
 
 log = logging.getLogger("rag_assets.serve.ask_routes")
@@ -82,8 +83,11 @@ def ask_routes(cfg: RagConfig, tiers: Tiers, limits: Limits) -> list[Route]:
     def prepare_answer(request: AskRequest, caller: Request) -> Prepared:
         tiers.check_tier(request.tier, caller)  # before anything is searched or a model chosen
         # Sanitised before the rewrite, the search, the model and the answer log see it
-        request = replace(request, question=tiers.question(request.tier, request.question),
-                          session=caller_session(request.session, caller))
+        request = replace(
+            request,
+            question=tiers.question(request.tier, request.question),
+            session=caller_session(request.session, caller),
+        )
         selection = models.get(request.tier)
         budget = limits.anonymous_budget(caller)
         if budget is not None and selection.provider is not None and budget.exhausted():
@@ -112,7 +116,8 @@ def ask_routes(cfg: RagConfig, tiers: Tiers, limits: Limits) -> list[Route]:
         events = counted(generate(prepared, streamed=streamed), prepared, limits.anonymous_budget(request))
         if streamed:
             return StreamingResponse(
-                _released(sse(events), slot), media_type="text/event-stream",
+                _released(sse(events), slot),
+                media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                 background=BackgroundTask(slot.release) if slot is not None else None,
             )
@@ -244,7 +249,9 @@ def parse_ask(body: Any, accept: str) -> tuple[AskRequest, bool]:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise BadRequest("stream must be true or false")
-    request = AskRequest(question=question.strip(), tier=tier, session=session, collections=_collections(body.get("collections")))
+    request = AskRequest(
+        question=question.strip(), tier=tier, session=session, collections=_collections(body.get("collections"))
+    )
     return request, stream or "text/event-stream" in accept
 
 

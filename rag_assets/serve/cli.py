@@ -12,7 +12,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from rag_assets.index.params import MAX_BUDGET, MAX_LINK_BOOST, MAX_PER_DOCUMENT
 from rag_assets.serve.cli_ask import add_ask_parser
@@ -213,7 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     audit.add_argument(
-        "--tier", choices=("safe", "public", "all"), default="safe", help="which store to audit (default: safe; all: safe and public)"
+        "--tier",
+        choices=("safe", "public", "all"),
+        default="safe",
+        help="which store to audit (default: safe; all: safe and public)",
     )
     audit.add_argument("--json", action="store_true", help="print the findings as JSON")
     audit.set_defaults(handler=lazy("rag_assets.serve.cli_query", "cmd_audit"))
@@ -223,38 +226,72 @@ def build_parser() -> argparse.ArgumentParser:
     def add_search_options(cmd: argparse.ArgumentParser) -> None:
         cmd.add_argument("query", help="what to look for, in plain words (no query syntax needed)")
         cmd.add_argument("--tier", choices=tiers, default="public", help="which store to search (default: public)")
-        cmd.add_argument("-k", type=int_between(1, 1000), default=None, help="number of results: pages, or chunks with --chunks (default: 10)")
+        cmd.add_argument(
+            "-k",
+            type=int_between(1, 1000),
+            default=None,
+            help="number of results: pages, or chunks with --chunks (default: 10)",
+        )
         cmd.add_argument("--collections", metavar="A,B", help="only these collections (or vaults), comma-separated")
         cmd.add_argument(
-            "--filter", action="append", default=[], metavar="KEY=VALUE",
+            "--filter",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
             help="frontmatter field must equal VALUE (repeatable), e.g. status=active or tags=proxmox",
         )
-        cmd.add_argument("--tag", action="append", default=[], metavar="TAG", help="document must carry this tag (repeatable)")
-        cmd.add_argument("--prefix", metavar="SLUG", help="only documents whose slug (or collection/slug) starts with this")
-        cmd.add_argument("--mode", choices=("hybrid", "vector", "bm25"), default="hybrid", help="ranking (default: hybrid)")
         cmd.add_argument(
-            "--fusion", choices=("zscore", "rrf", "convex"),
+            "--tag", action="append", default=[], metavar="TAG", help="document must carry this tag (repeatable)"
+        )
+        cmd.add_argument(
+            "--prefix", metavar="SLUG", help="only documents whose slug (or collection/slug) starts with this"
+        )
+        cmd.add_argument(
+            "--mode", choices=("hybrid", "vector", "bm25"), default="hybrid", help="ranking (default: hybrid)"
+        )
+        cmd.add_argument(
+            "--fusion",
+            choices=("zscore", "rrf", "convex"),
             help="how vector and BM25 lists combine (default: the store's profile, chosen per embedder; see docs/search.md)",
         )
-        cmd.add_argument("--vector-weight", type=finite_float(0), help="weight of the vector list in the fusion (0: off)")
+        cmd.add_argument(
+            "--vector-weight", type=finite_float(0), help="weight of the vector list in the fusion (0: off)"
+        )
         cmd.add_argument("--bm25-weight", type=finite_float(0), help="weight of the BM25 list in the fusion (0: off)")
         cmd.add_argument(
-            "--min-score", type=finite_float(), metavar="R",
+            "--min-score",
+            type=finite_float(),
+            metavar="R",
             help="drop results whose calibrated relevance (0-1, comparable across queries) is under R "
             "(default: 0.5, the line chosen on held-in data; 0 shows everything)",
         )
-        cmd.add_argument("--mmr", type=finite_float(0, 1), metavar="LAMBDA", help="MMR re-ranking: 1.0 relevance only, lower = more diverse")
         cmd.add_argument(
-            "--link-boost", type=finite_float(1, MAX_LINK_BOOST), metavar="F",
+            "--mmr",
+            type=finite_float(0, 1),
+            metavar="LAMBDA",
+            help="MMR re-ranking: 1.0 relevance only, lower = more diverse",
+        )
+        cmd.add_argument(
+            "--link-boost",
+            type=finite_float(1, MAX_LINK_BOOST),
+            metavar="F",
             help="vault notes linked with the best hit's note gain: their relevance odds times F (default 1: off)",
         )
         cmd.add_argument(
-            "--chunks", action="store_true",
+            "--chunks",
+            action="store_true",
             help="one result per chunk instead of one per page (a page's matching sections listed beneath it)",
         )
-        cmd.add_argument("--per-doc", type=int_between(1, MAX_PER_DOCUMENT), metavar="N", help="chunk results, at most N per document (implies --chunks)")
         cmd.add_argument(
-            "--rerank", action=argparse.BooleanOptionalAction, default=None,
+            "--per-doc",
+            type=int_between(1, MAX_PER_DOCUMENT),
+            metavar="N",
+            help="chunk results, at most N per document (implies --chunks)",
+        )
+        cmd.add_argument(
+            "--rerank",
+            action=argparse.BooleanOptionalAction,
+            default=None,
             help="re-score the top fused candidates with the reranker of rag.yaml (default: on when one is configured)",
         )
         cmd.add_argument("--json", action="store_true", help="print JSON")
@@ -346,10 +383,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="extend",
         nargs="+",
         metavar="FILE",
-        help="question file(s), JSON lines {\"q\": ..., \"expect\": [\"collection/slug\", ...]}, scored against the built index",
+        help='question file(s), JSON lines {"q": ..., "expect": ["collection/slug", ...]}, scored against the built index',
     )
-    evaluate.add_argument("--split", choices=("test", "train", "dev"), help="qrels split, with --dataset (default: test)")
-    evaluate.add_argument("--embedder", metavar="NAME", help="embedding provider for the corpus and queries, with --dataset")
+    evaluate.add_argument(
+        "--split", choices=("test", "train", "dev"), help="qrels split, with --dataset (default: test)"
+    )
+    evaluate.add_argument(
+        "--embedder", metavar="NAME", help="embedding provider for the corpus and queries, with --dataset"
+    )
     evaluate.add_argument(
         "--backend",
         choices=("sqlite", "postgres"),
@@ -380,4 +421,3 @@ def build_parser() -> argparse.ArgumentParser:
 
 if __name__ == "__main__":
     sys.exit(main())
-

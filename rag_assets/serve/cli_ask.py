@@ -42,14 +42,19 @@ EPILOG = (
 def add_ask_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     """Register ``rag ask`` on the ``rag`` command's subparsers."""
     ask = commands.add_parser(
-        "ask", parents=[common], help="answer a question from a tier's notes, with numbered citations",
-        description=DESCRIPTION, epilog=EPILOG,
+        "ask",
+        parents=[common],
+        help="answer a question from a tier's notes, with numbered citations",
+        description=DESCRIPTION,
+        epilog=EPILOG,
     )
     ask.add_argument("question", nargs="+", help="the question, in plain words (several words need no quotes)")
     ask.add_argument("--tier", choices=TIERS, default="public", help="which store answers (default: public)")
     ask.add_argument("--session", metavar="NAME", help="continue the conversation NAME (kept in the tier's store)")
     ask.add_argument("--collections", metavar="A,B", help="only these collections (or vaults), comma-separated")
-    ask.add_argument("--json", action="store_true", help="print one JSON document (answer, citations, model, usage, retrieval)")
+    ask.add_argument(
+        "--json", action="store_true", help="print one JSON document (answer, citations, model, usage, retrieval)"
+    )
     ask.set_defaults(handler=cmd_ask)
 
 
@@ -57,10 +62,9 @@ def cmd_ask(cfg: RagConfig, args: argparse.Namespace) -> int:
     from rag_assets.answer.ask import AskRequest, collect, generate, prepare
     from rag_assets.answer.selection import chat_for_tier
     from rag_assets.answer.sessions import check_session_name
-    from rag_assets.embed.errors import ProviderUnavailable
     from rag_assets.base.egress import PrivacyError
+    from rag_assets.embed.errors import ProviderUnavailable
     from rag_assets.index.params import SearchError
-
     from rag_assets.serve.questions import TierQuestions
 
     question = " ".join(args.question).strip()
@@ -98,9 +102,9 @@ def cmd_ask(cfg: RagConfig, args: argparse.Namespace) -> int:
 
 def _tier_search(cfg: RagConfig, tier: str):
     """A search function over the tier's store (its query embedder made on first use), and its closer."""
+    from rag_assets.search.backends import open_index
     from rag_assets.search.rerank.selection import rerank_stage
     from rag_assets.search.rerank.stage import search_reranked
-    from rag_assets.search.backends import open_index
     from rag_assets.search.retrieval import tier_embedder
 
     index = open_index(cfg, tier)
@@ -173,7 +177,9 @@ def _print_footer(prepared, data: dict) -> None:
     )
     check = data["citationCheck"]
     if check["unknown"]:
-        print(f"rag ask: warning: the answer cites {', '.join(f'[{n}]' for n in check['unknown'])}, which name no source",
-              file=sys.stderr)
+        print(
+            f"rag ask: warning: the answer cites {', '.join(f'[{n}]' for n in check['unknown'])}, which name no source",
+            file=sys.stderr,
+        )
     if check["uncited"]:
         print("rag ask: warning: the answer cites no source; treat it with care", file=sys.stderr)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import yaml
 
+from rag_assets.base import verified
+from rag_assets.base.verified import VerificationRecord
 from rag_assets.config import (
     RagConfig,
     collect_overrides,
@@ -19,18 +21,16 @@ from rag_assets.config import (
 from rag_assets.embed import select_embedder
 from rag_assets.index import generations
 from rag_assets.index.freshness import detect_changes
-from rag_assets.base import verified
-from rag_assets.base.verified import VerificationRecord
 from rag_assets.index.integrity import cache_damage, discard_damaged_caches, verification_record
 from rag_assets.index.repair import repair_in_place
 from rag_assets.ingest.collections import VAULT_FOLDER_REASON, discover_collections, holds_configured_vault
 from rag_assets.pipeline import plan_collection
 from rag_assets.planning import Cause, ObservedState, Plan, Reason, observe, plan
-from rag_assets.serve.cli_links import print_link_reports
 from rag_assets.privacy.vaults import (
     departed_vaults,
     detect_vault_changes,
 )
+from rag_assets.serve.cli_links import print_link_reports
 from rag_assets.serve.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from rag_assets.serve.status import print_status
 
@@ -51,7 +51,9 @@ def cmd_config(cfg: RagConfig, args: argparse.Namespace) -> int:
         print(f"# {'.'.join(override.path)} set by {override.label}")
     base_url = os.environ.get("RAG_OPENAI_BASE_URL")
     if base_url:
-        print(f"# embedder.openai.base_url replaced at run time by $RAG_OPENAI_BASE_URL: {mask_secrets(base_url, 'base_url')}")
+        print(
+            f"# embedder.openai.base_url replaced at run time by $RAG_OPENAI_BASE_URL: {mask_secrets(base_url, 'base_url')}"
+        )
     print(yaml.safe_dump(effective_settings(cfg), sort_keys=False, allow_unicode=True), end="")
     return EXIT_OK
 
@@ -89,7 +91,10 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     for name in discovery.missing:
         print(f"warning: collection {name!r} is configured but {cfg.content_dir / name} does not exist")
     if not cfg.content_dir.is_dir():
-        print(f"rag: content folder {cfg.content_dir} does not exist; set content_dir in rag.yaml or --content-dir", file=sys.stderr)
+        print(
+            f"rag: content folder {cfg.content_dir} does not exist; set content_dir in rag.yaml or --content-dir",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     targets = list(args.collection or ([] if args.vault else discovery.collections))
     unknown = [c for c in targets if c not in discovery.collections]
@@ -228,8 +233,14 @@ def _print_plan(cfg: RagConfig, state: ObservedState, the_plan: Plan) -> None:
 
 
 FILE_REASONS = {
-    Reason.NEW_COLLECTION, Reason.FILES_ADDED, Reason.FILES_CHANGED, Reason.FILES_REMOVED,
-    Reason.FILES_RENAMED, Reason.RESHARDED, Reason.UNPUBLISHED, Reason.COLLECTION_REMOVED,
+    Reason.NEW_COLLECTION,
+    Reason.FILES_ADDED,
+    Reason.FILES_CHANGED,
+    Reason.FILES_REMOVED,
+    Reason.FILES_RENAMED,
+    Reason.RESHARDED,
+    Reason.UNPUBLISHED,
+    Reason.COLLECTION_REMOVED,
 }
 
 
@@ -291,9 +302,12 @@ def _print_vault_progress(outcome) -> None:
     print(f"[vault {outcome.vault}] {'; '.join(parts)} ({outcome.seconds:.1f}s)", flush=True)
     links = private or safe  # the Private tier's raw names when it has the vault (`rag check` lists them)
     if links.get("links"):
-        print(f"[vault {outcome.vault}] links: {links['links_resolved']}/{links['links']} resolved, "
-              f"{links['links_unresolved']} unresolved, {links['links_ambiguous']} ambiguous, "
-              f"{links['links_outside']} outside the vault", flush=True)
+        print(
+            f"[vault {outcome.vault}] links: {links['links_resolved']}/{links['links']} resolved, "
+            f"{links['links_unresolved']} unresolved, {links['links_ambiguous']} ambiguous, "
+            f"{links['links_outside']} outside the vault",
+            flush=True,
+        )
     _print_vault_skips(outcome.vault, safe, private)
     for tier, meta in (("safe", safe), ("private", private)):
         if meta.get("failed_chunks"):
@@ -385,7 +399,9 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
     if cfg.vaults or departed:
         behind = [c for c in detect_vault_changes(cfg) if c.status != "unchanged"]
         for vault_change in behind:
-            why = {"new": "not built yet", "changed": "notes or rules changed", "missing": "folder missing"}[vault_change.status]
+            why = {"new": "not built yet", "changed": "notes or rules changed", "missing": "folder missing"}[
+                vault_change.status
+            ]
             print(f"  [vault {vault_change.vault}] {vault_change.tier} tier: {why}")
         for tier, names in departed.items():
             print(f"  [{tier} tier] holds vault(s) no longer configured for it: {', '.join(names)}")

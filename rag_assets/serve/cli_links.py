@@ -36,7 +36,9 @@ def print_link_reports(cfg: RagConfig) -> None:
         print(f"  [vault {vault.name}] links: {report.summary()}")
         for line in report.issues[:ISSUES_PRINTED]:
             print(f"      {line}")
-        more = sum(report.statuses[s] for s in ("unresolved", "ambiguous", "outside")) + report.problems - ISSUES_PRINTED
+        more = (
+            sum(report.statuses[s] for s in ("unresolved", "ambiguous", "outside")) + report.problems - ISSUES_PRINTED
+        )
         if more > 0:
             print(f"      ... and {more} more (the vault's asset metadata in Dagster lists up to 200)")
 
@@ -54,8 +56,12 @@ def add_related_parser(commands, common: argparse.ArgumentParser) -> None:
         ),
     )
     related.add_argument("note", help="collection/slug (as search hits show it), a slug, or the note's title")
-    related.add_argument("--tier", choices=("public", "safe", "private"), default="private",
-                         help="which store (default: private, which holds every vault)")
+    related.add_argument(
+        "--tier",
+        choices=("public", "safe", "private"),
+        default="private",
+        help="which store (default: private, which holds every vault)",
+    )
     related.add_argument("--collection", metavar="VAULT", help="look the note up in this vault (or collection) only")
     related.add_argument("-k", type=int_between(0, 50), default=5, help="nearest notes by vector (0-50, default 5)")
     related.add_argument("--json", action="store_true", help="print JSON")

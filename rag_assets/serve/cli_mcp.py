@@ -12,7 +12,9 @@ if TYPE_CHECKING:  # annotations only: `rag --help` builds no config models
     from rag_assets.config import RagConfig
 
 
-def add_mcp_command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]", common: argparse.ArgumentParser) -> None:
+def add_mcp_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     mcp = commands.add_parser(
         "mcp",
         parents=[common],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from collections.abc import Callable
 
 
 def finite_float(low: float | None = None, high: float | None = None) -> Callable[[str], float]:

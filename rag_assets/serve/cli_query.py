@@ -23,7 +23,9 @@ def cmd_audit(cfg: RagConfig, args: argparse.Namespace) -> int:
 
     detector = SecretDetector()
     tiers = ["safe", "public"] if args.tier == "all" else [args.tier]
-    identity = IdentityMap.load(cfg.identity_map_path) if cfg.identity_map_path and cfg.identity_map_path.is_file() else None
+    identity = (
+        IdentityMap.load(cfg.identity_map_path) if cfg.identity_map_path and cfg.identity_map_path.is_file() else None
+    )
     # Public text is published by its owner on purpose: only secrets count there, not hostnames.
     reports = [audit_store(cfg.store_path(t), t, detector, identity if t == "safe" else None) for t in tiers]
     if args.json:
@@ -86,11 +88,10 @@ def _search_params(cfg: RagConfig, args: argparse.Namespace):
 
 
 def _run_search(cfg: RagConfig, args: argparse.Namespace):
+    from rag_assets.search.backends import open_index
     from rag_assets.search.rerank.selection import rerank_stage
     from rag_assets.search.rerank.stage import search_reranked
-    from rag_assets.search.backends import open_index
     from rag_assets.search.retrieval import tier_embedder
-
     from rag_assets.serve.questions import TierQuestions
 
     params = _search_params(cfg, args)
@@ -107,8 +108,8 @@ def _run_search(cfg: RagConfig, args: argparse.Namespace):
 
 def _search_errors():
     from rag_assets.embed.errors import ProviderUnavailable
-    from rag_assets.privacy.local_only import PrivacyError
     from rag_assets.index.params import SearchError
+    from rag_assets.privacy.local_only import PrivacyError
 
     return (SearchError, ProviderUnavailable, PrivacyError)
 
@@ -172,7 +173,12 @@ def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
         # Nothing relevant enough: an empty context, not the least bad passages.
         if args.json:
             empty = {"text": "", "citations": [], "tokens": 0, "budget": args.budget, "dropped": []}
-            print(json.dumps({**empty, "bestRelevance": round(result.best_relevance, 4), "message": result.nothing_passed()}, indent=2))
+            print(
+                json.dumps(
+                    {**empty, "bestRelevance": round(result.best_relevance, 4), "message": result.nothing_passed()},
+                    indent=2,
+                )
+            )
         else:
             print(result.nothing_passed(), file=sys.stderr)
         return EXIT_OK
@@ -183,7 +189,10 @@ def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
         print(f"rag: {packed.message}", file=sys.stderr)
     else:
         print(packed.text)
-        print(f"({packed.tokens} of {args.budget} tokens by {packed.tokenizer}, {len(packed.citations)} passages)", file=sys.stderr)
+        print(
+            f"({packed.tokens} of {args.budget} tokens by {packed.tokenizer}, {len(packed.citations)} passages)",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -200,18 +209,33 @@ def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
     recent, weakest, total = read_log(path, args.n)
     answers, answered = read_answers(path, args.n)
     if args.json:
-        print(json.dumps({"total": total, "recent": recent, "weakest": weakest,
-                          "answers": {"total": answered, "recent": [a.to_json() for a in answers]}}, indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    "total": total,
+                    "recent": recent,
+                    "weakest": weakest,
+                    "answers": {"total": answered, "recent": [a.to_json() for a in answers]},
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
         return EXIT_OK
     print(f"{total} searches logged in {path}")
     when = max((len(row["at"]) for row in recent + weakest), default=4)
-    for title, rows in (("Recent", recent), ("Weakest (lowest best relevance: what the content answers worst)", weakest)):
+    for title, rows in (
+        ("Recent", recent),
+        ("Weakest (lowest best relevance: what the content answers worst)", weakest),
+    ):
         print(title)
         if rows:  # column headers, so the figures say what they are
             print(f"  {'When':<{when}}  {'Best relevance':>14}  {'Latency':>10}  {'Hits':>4}  Query")
         for row in rows:
             relevance = "--" if row["topRelevance"] is None else f"{row['topRelevance']:.2f}"
-            print(f"  {row['at']:<{when}}  {relevance:>14}  {row['latencyMs']:7.1f} ms  {row['hits']:>4}  {row['query']}")
+            print(
+                f"  {row['at']:<{when}}  {relevance:>14}  {row['latencyMs']:7.1f} ms  {row['hits']:>4}  {row['query']}"
+            )
     print(f"{answered} answers logged (rag ask, POST /ask)")
     _print_answers(answers)
     return EXIT_OK
@@ -225,14 +249,17 @@ def _print_answers(answers) -> None:
     model = max(len(a.model or "-") for a in answers)
     print(f"  {'When':<{when}}  {'Latency':>11}  {'Model':<{model}}  Outcome [session]  Question")
     for a in answers:
-        outcome = "abstained" if a.abstained else ("failed: " + a.error[:60] if a.error else "; ".join(a.citation_problems) or "cited")
+        outcome = (
+            "abstained"
+            if a.abstained
+            else ("failed: " + a.error[:60] if a.error else "; ".join(a.citation_problems) or "cited")
+        )
         session = f" [{a.session}]" if a.session else ""
         print(f"  {a.at:<{when}}  {a.latency_ms:8.1f} ms  {a.model or '-':<{model}}  {outcome}{session}  {a.question}")
 
 
 def cmd_serve(cfg: RagConfig, args: argparse.Namespace) -> int:
     from rag_assets.serve.http import serve
-
     from rag_assets.serve.tokens import TokenError
 
     try:
@@ -274,7 +301,11 @@ def _eval_dataset(cfg: RagConfig, args: argparse.Namespace) -> int:
     split = args.split or "test"
     try:
         report = run_evaluation(
-            cfg, Path(args.dataset), split, embedder_name=args.embedder, log=lambda m: print(m, file=sys.stderr),
+            cfg,
+            Path(args.dataset),
+            split,
+            embedder_name=args.embedder,
+            log=lambda m: print(m, file=sys.stderr),
             backend=args.backend,
         )
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
@@ -289,7 +320,9 @@ def _eval_dataset(cfg: RagConfig, args: argparse.Namespace) -> int:
         f"{info.backend} store"
     )
     print(format_table(report.metrics))
-    print(f"(indexing {info.index_seconds:.1f}s{' (rebuilt)' if info.rebuilt else ', cached'}, searching {info.search_seconds:.1f}s)")
+    print(
+        f"(indexing {info.index_seconds:.1f}s{' (rebuilt)' if info.rebuilt else ', cached'}, searching {info.search_seconds:.1f}s)"
+    )
     return EXIT_OK
 
 
@@ -300,7 +333,9 @@ def _eval_questions(cfg: RagConfig, args: argparse.Namespace) -> int:
     from rag_assets.evaluation.report import format_table
 
     try:
-        report = run_question_evaluation(cfg, args.questions, log=lambda m: print(m, file=sys.stderr), backend=args.backend)
+        report = run_question_evaluation(
+            cfg, args.questions, log=lambda m: print(m, file=sys.stderr), backend=args.backend
+        )
     except EvaluationError as exc:
         print(f"rag: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -314,6 +349,8 @@ def _eval_questions(cfg: RagConfig, args: argparse.Namespace) -> int:
     )
     print(format_table(report.metrics, columns=QUESTION_METRICS))
     if info.unknown_pages:
-        print(f"{len(info.unknown_pages)} expected page(s) not in the index, counted as misses (see the warnings above)")
+        print(
+            f"{len(info.unknown_pages)} expected page(s) not in the index, counted as misses (see the warnings above)"
+        )
     print(f"({len(info.misses)} question(s) without an expected page in hybrid's top 10; {info.seconds:.1f}s)")
     return EXIT_OK

@@ -15,7 +15,9 @@ if TYPE_CHECKING:  # annotations only: `rag --help` builds no config models
     from rag_assets.config import RagConfig
 
 
-def add_token_command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]", common: argparse.ArgumentParser) -> None:
+def add_token_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     token = commands.add_parser(
         "token",
         parents=[common],
@@ -32,26 +34,38 @@ def add_token_command(commands: "argparse._SubParsersAction[argparse.ArgumentPar
     actions = token.add_subparsers(title="actions", metavar="ACTION")
 
     create = actions.add_parser(
-        "create", parents=[common], help="make a token and print it (once: it cannot be shown again)",
+        "create",
+        parents=[common],
+        help="make a token and print it (once: it cannot be shown again)",
         description="Make a token and print it once. Give it to the client: `Authorization: Bearer <token>`, or "
-                    "the web page's Sign in form.",
+        "the web page's Sign in form.",
     )
     create.add_argument("--name", required=True, help="a name to list and revoke it by (letters, digits, . _ -)")
     create.add_argument(
-        "--scope", required=True, metavar="SCOPES",
+        "--scope",
+        required=True,
+        metavar="SCOPES",
         help=f"comma-separated, from {', '.join(GRANTABLE_SCOPES)}: safe reads the Safe tier, private the Private "
-             "tier (only on a server started with --allow-private-remote), admin the /admin console",
+        "tier (only on a server started with --allow-private-remote), admin the /admin console",
     )
     create.add_argument("--expires", type=int, metavar="DAYS", help="refuse the token after DAYS days (default: never)")
     create.set_defaults(handler=cmd_token_create)
 
-    listing = actions.add_parser("list", parents=[common], help="names, scopes, creation and expiry of every token",
-                                 description="The tokens: name, scopes, created, expires. Never a token or its hash.")
+    listing = actions.add_parser(
+        "list",
+        parents=[common],
+        help="names, scopes, creation and expiry of every token",
+        description="The tokens: name, scopes, created, expires. Never a token or its hash.",
+    )
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(handler=cmd_token_list)
 
-    revoke = actions.add_parser("revoke", parents=[common], help="delete a token; a running server refuses it at once",
-                                description="Delete the token named NAME; the next request presenting it gets a 401.")
+    revoke = actions.add_parser(
+        "revoke",
+        parents=[common],
+        help="delete a token; a running server refuses it at once",
+        description="Delete the token named NAME; the next request presenting it gets a 401.",
+    )
     revoke.add_argument("name", metavar="NAME", help="the token's name (see `rag token list`)")
     revoke.set_defaults(handler=cmd_token_revoke)
     token.set_defaults(handler=lambda cfg, args: _usage(token))
@@ -74,8 +88,11 @@ def cmd_token_create(cfg: RagConfig, args: argparse.Namespace) -> int:
         print(f"rag token: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(token)
-    print(f"Token {args.name!r} created in {store.path}; it is shown only this once. Send it as "
-          "`Authorization: Bearer <token>`, or paste it into the page's Sign in form.", file=sys.stderr)
+    print(
+        f"Token {args.name!r} created in {store.path}; it is shown only this once. Send it as "
+        "`Authorization: Bearer <token>`, or paste it into the page's Sign in form.",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 

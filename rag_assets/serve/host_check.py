@@ -12,7 +12,8 @@ any route runs.
 from __future__ import annotations
 
 import json
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from rag_assets.config.providers import is_loopback_host
 
@@ -49,6 +50,11 @@ async def _refuse(send: Any, host: str) -> None:
         "(a page whose name points at 127.0.0.1 must not read your notes)"
     )
     body = json.dumps({"error": message}).encode()
-    await send({"type": "http.response.start", "status": 421,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 421,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -67,9 +67,10 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -81,21 +82,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from rag_assets.base.blas import limit_blas_threads
+from rag_assets.base.egress import PrivacyError
 from rag_assets.config import RagConfig
 from rag_assets.config.providers import is_loopback_host
 from rag_assets.embed.errors import EmbeddingError
-from rag_assets.base.blas import limit_blas_threads
-from rag_assets.base.egress import PrivacyError
+from rag_assets.index.params import MAX_BUDGET, SearchError, SearchParams, SearchResult
 from rag_assets.search.context import pack_context
 from rag_assets.search.passages import cites_notes
 from rag_assets.search.rendered import rendered_hit_json
-from rag_assets.index.params import MAX_BUDGET, SearchError, SearchParams, SearchResult
 from rag_assets.search.rerank.stage import rerank_json, search_reranked
 from rag_assets.serve.access import AccessBackend, TierDenied, auth_error
 from rag_assets.serve.admin_routes import admin_routes
 from rag_assets.serve.ask_routes import ask_routes
 from rag_assets.serve.embed_routes import embed_routes
-from rag_assets.serve.related_routes import related_routes
 from rag_assets.serve.host_check import LoopbackHostOnly
 from rag_assets.serve.http_params import (
     MAX_QUERY_CHARS,
@@ -110,6 +110,7 @@ from rag_assets.serve.limits import Limits, RateLimits
 from rag_assets.serve.login import CsrfGuard, SessionStore, login_routes
 from rag_assets.serve.mcp_server import mcp_http
 from rag_assets.serve.origin_check import SameOriginJsonPosts, posting_paths
+from rag_assets.serve.related_routes import related_routes
 from rag_assets.serve.status import (
     add_query_embedders,
     chat_service_summary,
@@ -130,8 +131,6 @@ USAGE_FILE = "anonymous-chat-usage.json"  # in the output's data folder: survive
 DEFAULT_CONTEXT_K = 20  # more hits than fit, so the budget decides (as `rag context`)
 __all__ = ["MAX_QUERY_CHARS", "BadRequest", "Refused", "Tiers", "create_app", "limit_blas_threads", "serve"]
 CONTEXT_PARAMS = SEARCH_PARAMS + ("budget",)
-
-
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -246,7 +245,7 @@ def create_app(
             if not serve_private and "private" in report.get("tiers", {}):
                 private = report["tiers"]["private"]
                 report["tiers"]["private"] = {"exists": private.get("exists"), "served": False}
-            for tier, entry in report.get("tiers", {}).items():
+            for _tier, entry in report.get("tiers", {}).items():
                 entry.setdefault("served", True)
             report["server"] = {"privateTierServed": serve_private, "loaded": tiers.loaded_summary()}
             report["embeddingService"] = embedding_service_summary(cfg)  # what a next build would use
@@ -262,7 +261,11 @@ def create_app(
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)  # Starlette calls it for these only (exception_handlers)
-        hint = " (routes: /, /search, /context, /related, POST /ask, /status, /health, /mcp)" if exc.status_code == 404 else ""
+        hint = (
+            " (routes: /, /search, /context, /related, POST /ask, /status, /health, /mcp)"
+            if exc.status_code == 404
+            else ""
+        )
         return error(exc.status_code, f"{exc.detail}{hint}")
 
     async def server_error(request: Request, exc: Exception) -> JSONResponse:
@@ -298,15 +301,23 @@ def create_app(
         lifespan=lifespan,
         middleware=[
             # No Access-Control-Allow-Origin unless the Origin is one of serve.cors_origins
-            Middleware(CORSMiddleware, allow_origins=list(cfg.serve.cors_origins), allow_methods=["GET", "POST"],
-                       allow_headers=["content-type", "authorization"], max_age=86400),
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cfg.serve.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["content-type", "authorization"],
+                max_age=86400,
+            ),
             # On loopback the callers are trusted with the Private tier: refuse a DNS-rebound page
             *([Middleware(LoopbackHostOnly)] if bound_loopback else []),
             # No POST from another site's page: JSON only (the sign-in forms aside), and a foreign
             # Origin refused; nor a search (it embeds the query and logs it) another site's page started
             Middleware(
-                SameOriginJsonPosts, allowed_origins=cfg.serve.cors_origins, guarded=posting_paths(routes),
-                reading=MODEL_CALLING_READS, forms=FORM_POSTS,
+                SameOriginJsonPosts,
+                allowed_origins=cfg.serve.cors_origins,
+                guarded=posting_paths(routes),
+                reading=MODEL_CALLING_READS,
+                forms=FORM_POSTS,
             ),
             # request.auth.scopes and request.user for every route (rag_assets.serve.access)
             Middleware(AuthenticationMiddleware, backend=backend, on_error=auth_error),
@@ -338,10 +349,14 @@ def serve(
             )
         else:
             print(f"warning: serving on {host}, a non-loopback address: the private tier is not served (403)")
-        print("off loopback the public tier is open to all, the safe tier needs a token with scope safe "
-              "(`rag token create --name NAME --scope safe`); limits: serve: in rag.yaml")
+        print(
+            "off loopback the public tier is open to all, the safe tier needs a token with scope safe "
+            "(`rag token create --name NAME --scope safe`); limits: serve: in rag.yaml"
+        )
     if "OPENBLAS_NUM_THREADS" not in os.environ:
         log.info(limit_blas_threads(1))
     app = create_app(cfg, serve_private=serve_private, host=host)  # TokenError (exit 2) before anything is bound
-    print(f"rag serve: http://{host if ':' not in host else f'[{host}]'}:{port}/search?q=... (Ctrl+C to stop)", flush=True)
+    print(
+        f"rag serve: http://{host if ':' not in host else f'[{host}]'}:{port}/search?q=... (Ctrl+C to stop)", flush=True
+    )
     uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -14,8 +14,25 @@ from rag_assets.serve.tiers import BadRequest
 MAX_QUERY_CHARS = 4000  # far beyond any question; keeps one request from tying up a worker
 
 SEARCH_PARAMS = (
-    "q", "tier", "k", "collections", "filter", "tag", "prefix", "mode", "fusion", "vector_weight",
-    "bm25_weight", "min_score", "mmr", "per_doc", "candidates", "rrf_k", "view", "sections", "rerank",
+    "q",
+    "tier",
+    "k",
+    "collections",
+    "filter",
+    "tag",
+    "prefix",
+    "mode",
+    "fusion",
+    "vector_weight",
+    "bm25_weight",
+    "min_score",
+    "mmr",
+    "per_doc",
+    "candidates",
+    "rrf_k",
+    "view",
+    "sections",
+    "rerank",
 )
 REPEATABLE = ("collections", "filter", "tag")
 

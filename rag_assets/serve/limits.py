@@ -27,10 +27,11 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterator
+from typing import Any
 
 from starlette.responses import JSONResponse
 
@@ -55,8 +56,11 @@ def retry_after(seconds: float) -> int:
 
 def too_many(message: str, wait: float) -> JSONResponse:
     seconds = retry_after(wait)
-    return JSONResponse({"error": f"{message}; retry after {seconds} s", "retryAfter": seconds},
-                        status_code=429, headers={"Retry-After": str(seconds)})
+    return JSONResponse(
+        {"error": f"{message}; retry after {seconds} s", "retryAfter": seconds},
+        status_code=429,
+        headers={"Retry-After": str(seconds)},
+    )
 
 
 def client_key(scope: Any) -> str:
@@ -119,7 +123,11 @@ class RateLimiter:
             return (1.0 - bucket.tokens) / self.limit.per_second
 
     def _forget_idle(self, now: float) -> None:
-        full = [k for k, b in self._buckets.items() if b.tokens + (now - b.updated) * self.limit.per_second >= self.limit.burst]
+        full = [
+            k
+            for k, b in self._buckets.items()
+            if b.tokens + (now - b.updated) * self.limit.per_second >= self.limit.burst
+        ]
         for key in full or list(self._buckets)[: len(self._buckets) // 2]:
             del self._buckets[key]
 
@@ -132,7 +140,7 @@ class AskSlots:
         self._used = 0
         self._lock = threading.Lock()
 
-    def acquire(self) -> "Slot | None":
+    def acquire(self) -> Slot | None:
         with self._lock:
             if self._used >= self.size:
                 return None
@@ -166,7 +174,7 @@ class DailyBudget:
     def __init__(self, path: Path, per_day: int, today: Callable[[], str] | None = None) -> None:
         self.path = path
         self.per_day = per_day
-        self.today = today or (lambda: datetime.now(timezone.utc).date().isoformat())
+        self.today = today or (lambda: datetime.now(UTC).date().isoformat())
         self._lock = threading.Lock()
 
     def _read(self) -> dict[str, Any]:
@@ -177,7 +185,9 @@ class DailyBudget:
         except FileNotFoundError:
             pass
         except (OSError, ValueError) as exc:
-            log.warning("cannot read %s (%s); counting today's anonymous chat tokens from 0", self.path, type(exc).__name__)
+            log.warning(
+                "cannot read %s (%s); counting today's anonymous chat tokens from 0", self.path, type(exc).__name__
+            )
         return {"day": self.today(), "tokens": 0}
 
     def spent(self) -> int:
@@ -199,8 +209,10 @@ class DailyBudget:
             os.replace(tmp, self.path)
 
     def reason(self) -> str:
-        return (f"today's allowance of chat-model tokens for anonymous questions ({self.per_day:,}) is spent; it "
-                "renews at 00:00 UTC (a signed-in token is not counted against it)")
+        return (
+            f"today's allowance of chat-model tokens for anonymous questions ({self.per_day:,}) is spent; it "
+            "renews at 00:00 UTC (a signed-in token is not counted against it)"
+        )
 
 
 def tokens_spent(event: Event, prepared: Prepared, answer_chars: int) -> int:

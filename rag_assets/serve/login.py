@@ -100,8 +100,10 @@ class CsrfGuard:
                 request = Request(scope)
                 if not csrf_matches(request.cookies.get(CSRF_COOKIE), request.headers.get(CSRF_HEADER)):
                     response = JSONResponse(
-                        {"error": "missing or wrong CSRF token: a signed-in page must send the rag_csrf cookie's "
-                                  "value in the X-CSRF-Token header (reload the page, or sign in again at /login)"},
+                        {
+                            "error": "missing or wrong CSRF token: a signed-in page must send the rag_csrf cookie's "
+                            "value in the X-CSRF-Token header (reload the page, or sign in again at /login)"
+                        },
                         status_code=403,
                     )
                     await response(scope, receive, send)
@@ -171,8 +173,9 @@ def login_routes(tokens: TokenStore | None, sessions: SessionStore) -> list[Rout
         if record is None:
             return _page(_login_form(csrf, "That token is not valid (unknown, revoked or expired)."), csrf, 401)
         response = RedirectResponse("./", status_code=303)
-        response.set_cookie(SESSION_COOKIE, sessions.open(record), max_age=SESSION_HOURS * 3600, httponly=True,
-                            **_cookie_flags(request))
+        response.set_cookie(
+            SESSION_COOKIE, sessions.open(record), max_age=SESSION_HOURS * 3600, httponly=True, **_cookie_flags(request)
+        )
         return _with_csrf_cookie(response, request, secrets.token_urlsafe(24))  # a new value per session
 
     async def logout(request: Request) -> Response:

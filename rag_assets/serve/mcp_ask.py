@@ -10,17 +10,18 @@ tool that cannot answer. The Private tier goes through the same guard as the oth
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from rag_assets.answer.ask import AskRequest, collect, generate, prepare
 from rag_assets.answer.selection import ChatSelection, chat_for_tier
 from rag_assets.config import RagConfig
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.serve.ask_routes import ChatModels
-from rag_assets.serve.mcp_schemas import ASK_SCHEMA
 from rag_assets.serve.limits import DailyBudget, Limits, address_key, counted, exempt, retry_after
 from rag_assets.serve.mcp_base import Caller, ToolEnv, ToolError, ToolSpec, caller_scopes, tier_index
+from rag_assets.serve.mcp_schemas import ASK_SCHEMA
 
 ASK_DESCRIPTION = (
     "Answer a question from the notes with a chat model, citing its sources as [n]. Returns the answer, "

@@ -7,8 +7,9 @@ module needs the other to describe a tool.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from jsonschema import Draft202012Validator
 

@@ -71,7 +71,13 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 SEARCH_SCHEMA = _schema(
     {
         "query": _QUERY,
-        "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": 10, "description": "How many pages to return, best first."},
+        "k": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_K,
+            "default": 10,
+            "description": "How many pages to return, best first.",
+        },
         **_NARROWING,
     },
     ["query"],
@@ -87,7 +93,10 @@ CONTEXT_SCHEMA = _schema(
             "description": "Most tokens the returned context may take.",
         },
         "k": {
-            "type": "integer", "minimum": 1, "maximum": MAX_CONTEXT_K, "default": 20,
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_CONTEXT_K,
+            "default": 20,
             "description": "Search hits (chunks) to pack from, best first; the budget decides how many fit.",
         },
         **_NARROWING,
@@ -97,7 +106,11 @@ CONTEXT_SCHEMA = _schema(
 DOCUMENT_SCHEMA = _schema(
     {
         "collection": {"type": "string", "minLength": 1, "description": "The page's collection, as search returns it."},
-        "slug": {"type": "string", "minLength": 1, "description": "The page's slug, as search returns it (e.g. guides/setup)."},
+        "slug": {
+            "type": "string",
+            "minLength": 1,
+            "description": "The page's slug, as search returns it (e.g. guides/setup).",
+        },
         "anchor": {
             "type": "string",
             "minLength": 1,
@@ -126,12 +139,23 @@ def related_schema(max_k: int, default_k: int) -> dict[str, Any]:
     return _schema(
         {
             "note": {
-                "type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_QUERY_CHARS,
                 "description": "The note: collection/slug as search hits give them (e.g. homelab/Proxmox setup), a slug, or its title.",
             },
-            "collection": {"type": "string", "minLength": 1, "description": "Optional: look the note up in this vault only."},
-            "k": {"type": "integer", "minimum": 0, "maximum": max_k, "default": default_k,
-                  "description": "How many nearest notes by vector to list."},
+            "collection": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Optional: look the note up in this vault only.",
+            },
+            "k": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": max_k,
+                "default": default_k,
+                "description": "How many nearest notes by vector to list.",
+            },
             "tier": _TIER,
         },
         ["note"],

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from anyio import to_thread
 import mcp.types as types
+from anyio import to_thread
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -93,13 +93,17 @@ def build_server(env: ToolEnv, transport: str) -> Server:
     ``transport`` ("stdio" or "http") decides who counts as a local caller."""
     tools = {tool.name: tool for tool in build_tools(env.cfg)}
 
-    async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[_tool_json(t) for t in tools.values()])
 
     async def on_call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = tools.get(params.name)
         if tool is None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {params.name!r}; tools: {', '.join(tools)}")
+            raise MCPError(
+                code=types.INVALID_PARAMS, message=f"unknown tool {params.name!r}; tools: {', '.join(tools)}"
+            )
         caller = caller_of(ctx, transport)
         try:
             payload = await to_thread.run_sync(call_tool, env, caller, tool, params.arguments)

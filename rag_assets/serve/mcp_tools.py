@@ -25,17 +25,17 @@ from typing import Any
 
 from jsonschema.exceptions import best_match
 
+from rag_assets.base import cjk
+from rag_assets.base.egress import PrivacyError
 from rag_assets.config import TIERS, RagConfig
 from rag_assets.embed.errors import EmbeddingError
-from rag_assets.base import cjk
 from rag_assets.index.freshness import FRESH_HOURS, STALE_HOURS
-from rag_assets.base.egress import PrivacyError
+from rag_assets.index.params import Hit, SearchError, SearchParams, SearchResult
+from rag_assets.index.query import STOP_WORDS
 from rag_assets.privacy.vaults import tier_card
 from rag_assets.search import documents
 from rag_assets.search.context import pack_context
-from rag_assets.index.params import Hit, SearchError, SearchParams, SearchResult
 from rag_assets.search.passages import citation_tag, cites_notes, heading_anchor, note_citation
-from rag_assets.index.query import STOP_WORDS
 from rag_assets.search.rerank.stage import search_reranked
 from rag_assets.search.retrieval import SearchIndex
 from rag_assets.serve.mcp_ask import ask_tool, chat_model_available
@@ -141,7 +141,9 @@ def hit_json(hit: Hit, terms: list[str], notes: bool = False) -> dict[str, Any]:
         "headingPath": full["headingPath"],
         "anchor": _anchor(full["headingPath"]),
         # A vault note (notes: the Safe and Private tiers) is cited as Obsidian links it.
-        "citation": note_citation(hit.slug, hit.heading_path) if notes else citation_tag(hit.collection, hit.slug, hit.heading_path),
+        "citation": note_citation(hit.slug, hit.heading_path)
+        if notes
+        else citation_tag(hit.collection, hit.slug, hit.heading_path),
         "snippet": snippet(full["text"], terms),
         "sections": [
             {
@@ -204,7 +206,9 @@ def _nothing_passed(result: SearchResult) -> str:
 def run_get_document(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     tier = args.get("tier", "public")
     index = tier_index(env, caller, tier)
-    page = documents.read_document(index.path, args["collection"].strip(), args["slug"].strip().strip("/"), args.get("anchor"))
+    page = documents.read_document(
+        index.path, args["collection"].strip(), args["slug"].strip().strip("/"), args.get("anchor")
+    )
     out = {"tier": tier, **page.to_json()}
     if len(page.markdown) > MAX_DOCUMENT_CHARS:
         out["markdown"] = page.markdown[:MAX_DOCUMENT_CHARS]
@@ -242,7 +246,10 @@ def run_list_collections(env: ToolEnv, caller: Caller, args: dict[str, Any]) -> 
         else:
             entry["reason"] = "not built yet (`rag build` builds it)"
         out.append(entry)
-    return {"tiers": out, "freshness": f"Fresh: built under {FRESH_HOURS} h ago; Stale: {FRESH_HOURS}-{STALE_HOURS} h; Old: older"}
+    return {
+        "tiers": out,
+        "freshness": f"Fresh: built under {FRESH_HOURS} h ago; Stale: {FRESH_HOURS}-{STALE_HOURS} h; Old: older",
+    }
 
 
 SEARCH = ToolSpec(
@@ -331,6 +338,15 @@ def call_tool(env: ToolEnv, caller: Caller, tool: ToolSpec, arguments: dict[str,
 
 
 __all__ = [
-    "Caller", "ToolEnv", "ToolError", "ToolSpec", "build_tools", "call_tool", "caller_scopes", "check_arguments",
-    "hit_json", "private_allowed", "tier_index",
+    "Caller",
+    "ToolEnv",
+    "ToolError",
+    "ToolSpec",
+    "build_tools",
+    "call_tool",
+    "caller_scopes",
+    "check_arguments",
+    "hit_json",
+    "private_allowed",
+    "tier_index",
 ]

@@ -28,7 +28,8 @@ its Origin). Programs send no ``Sec-Fetch-Site`` and are unaffected.
 from __future__ import annotations
 
 import json
-from typing import Any, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from starlette.routing import BaseRoute, Route
 
@@ -64,21 +65,31 @@ class SameOriginJsonPosts:
         if scope["type"] == "http" and scope["path"] in self.reading and scope["method"] in SAFE_METHODS:
             headers = _headers(scope)
             if headers.get("sec-fetch-site") in FOREIGN_FETCH_SITES and not self.listed(headers.get("origin")):
-                return await _refuse(send, 403, (
-                    "a page of another site may not make this server search (it embeds the query and logs it); "
-                    "list the page's origin in serve.cors_origins of rag.yaml to allow it"
-                ))
+                return await _refuse(
+                    send,
+                    403,
+                    (
+                        "a page of another site may not make this server search (it embeds the query and logs it); "
+                        "list the page's origin in serve.cors_origins of rag.yaml to allow it"
+                    ),
+                )
         if scope["type"] == "http" and scope["method"] not in SAFE_METHODS and scope["path"] in self.guarded:
             headers = _headers(scope)
             problem = None if scope["path"] in self.forms else content_type_problem(headers.get("content-type", ""))
             if problem:
                 return await _refuse(send, 415, problem)
             origin = headers.get("origin")
-            if origin is not None and not self.origin_allowed(origin, scope.get("scheme", "http"), headers.get("host", "")):
-                return await _refuse(send, 403, (
-                    f"a page of {origin[:100]!r} may not send {scope['method']} requests to this server; "
-                    "list that origin in serve.cors_origins of rag.yaml to allow it"
-                ))
+            if origin is not None and not self.origin_allowed(
+                origin, scope.get("scheme", "http"), headers.get("host", "")
+            ):
+                return await _refuse(
+                    send,
+                    403,
+                    (
+                        f"a page of {origin[:100]!r} may not send {scope['method']} requests to this server; "
+                        "list that origin in serve.cors_origins of rag.yaml to allow it"
+                    ),
+                )
         await self.app(scope, receive, send)
 
     def listed(self, origin: str | None) -> bool:
@@ -106,7 +117,8 @@ def posting_paths(routes: Iterable[BaseRoute]) -> frozenset[str]:
     """The paths of the routes that take a method other than GET, HEAD and OPTIONS (a route
     around an ASGI app, such as /mcp, takes every method)."""
     return frozenset(
-        route.path for route in routes
+        route.path
+        for route in routes
         if isinstance(route, Route) and (route.methods is None or set(route.methods) - SAFE_METHODS)
     )
 
@@ -126,6 +138,11 @@ def _headers(scope: dict) -> dict[str, str]:
 
 async def _refuse(send: Any, status: int, message: str) -> None:
     body = json.dumps({"error": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -39,7 +39,9 @@ def related_routes(tiers: Tiers) -> list[Route]:
         k = int_param(request, "k", 0, MAX_SIMILAR)
         index = tiers.index(tier, request)  # the caller's scopes are checked here
         related = related_notes(
-            index, tiers.question(tier, note), collection=single(request, "collection"),
+            index,
+            tiers.question(tier, note),
+            collection=single(request, "collection"),
             k=DEFAULT_SIMILAR if k is None else k,
         )
         return {"tier": tier, **related.to_json()}

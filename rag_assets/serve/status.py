@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rag_assets.config import (
     RagConfig,
@@ -87,8 +88,12 @@ def locked_status(report: dict[str, Any], scopes: list[str], user: str) -> dict[
         entry = report["tiers"][tier]
         report["tiers"][tier] = {"exists": entry.get("exists"), "served": entry.get("served", False), "locked": True}
         report.get("chatService", {}).pop(tier, None)
-    report["access"] = {"user": user, "signedIn": "authenticated" in scopes and user != "loopback",
-                        "scopes": list(scopes), "locked": locked}
+    report["access"] = {
+        "user": user,
+        "signedIn": "authenticated" in scopes and user != "loopback",
+        "scopes": list(scopes),
+        "locked": locked,
+    }
     return report
 
 
@@ -199,7 +204,9 @@ def print_status(cfg: RagConfig, check_damage: bool = True) -> int:
     print(f"Model       {report['model']} ({report['dimension']} dimensions, provider {report.get('provider')})")
     print(f"Chunks      {report['totalChunks']} from {report['totalDocuments']} documents")
     print(f"Size        {human_bytes(report.get('indexBytes') or 0)}")
-    print(f"Built       {report['builtAt']} ({relative_age(age) if age is not None else 'unknown'}): {report['freshness']}")
+    print(
+        f"Built       {report['builtAt']} ({relative_age(age) if age is not None else 'unknown'}): {report['freshness']}"
+    )
     print(f"Content     {report['contentHash']}")
     if "store" in report:
         s = report["store"]

@@ -14,17 +14,18 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from rag_assets.config import TIERS, RagConfig
-from rag_assets.embed.base import Embedder
 from rag_assets.base.egress import PrivacyError
+from rag_assets.config import TIERS, RagConfig
 from rag_assets.config.masking import mask_url
+from rag_assets.embed.base import Embedder
 from rag_assets.embed.errors import EmbeddingError
 from rag_assets.index.params import SearchError, SearchResult
+from rag_assets.search.backends import open_index
 from rag_assets.search.rerank.selection import rerank_stage
 from rag_assets.search.rerank.stage import RerankStage
-from rag_assets.search.backends import open_index
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.access import OWNER, check_tier_access
 from rag_assets.serve.questions import TierQuestions
@@ -48,7 +49,7 @@ class _ServedLog:
       on it.
     """
 
-    def __init__(self, *args: Any, log_queue: "queue.Queue[Callable[[], None]] | None" = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, log_queue: queue.Queue[Callable[[], None]] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._log_queue = log_queue
 

@@ -28,11 +28,12 @@ import re
 import secrets
 import tempfile
 import threading
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: `rag --help` builds no config models
     from rag_assets.config import RagConfig
@@ -67,12 +68,17 @@ class TokenRecord:
     def expired(self, now: datetime | None = None) -> bool:
         if self.expires is None:
             return False
-        return (now or datetime.now(timezone.utc)) >= datetime.fromisoformat(self.expires)
+        return (now or datetime.now(UTC)) >= datetime.fromisoformat(self.expires)
 
     def listing(self) -> dict[str, Any]:
         """What ``rag token list`` shows: no id, salt or hash."""
-        return {"name": self.name, "scopes": list(self.scopes), "created": self.created, "expires": self.expires,
-                "expired": self.expired()}
+        return {
+            "name": self.name,
+            "scopes": list(self.scopes),
+            "created": self.created,
+            "expires": self.expires,
+            "expired": self.expired(),
+        }
 
 
 def default_token_file(environ: Mapping[str, str]) -> Path:
@@ -104,8 +110,10 @@ def parse_scopes(text: str) -> tuple[str, ...]:
     scopes = tuple(dict.fromkeys(s.strip().lower() for s in text.split(",") if s.strip()))
     unknown = [s for s in scopes if s not in GRANTABLE_SCOPES]
     if unknown:
-        raise TokenError(f"unknown scope(s) {', '.join(unknown)}; give some of {', '.join(GRANTABLE_SCOPES)} "
-                         "(the public tier needs no token)")
+        raise TokenError(
+            f"unknown scope(s) {', '.join(unknown)}; give some of {', '.join(GRANTABLE_SCOPES)} "
+            "(the public tier needs no token)"
+        )
     if not scopes:
         raise TokenError(f"give at least one scope: {', '.join(GRANTABLE_SCOPES)}")
     return scopes
@@ -156,8 +164,11 @@ class TokenStore:
             return {e["id"]: TokenRecord(**{**e, "scopes": tuple(e["scopes"])}) for e in entries}
         except (OSError, ValueError, KeyError, TypeError) as exc:
             # No token is accepted from a file that cannot be read: fail closed, say where.
-            log.error("cannot read the token file %s (%s); every token is refused until it is fixed",
-                      self.path, type(exc).__name__)
+            log.error(
+                "cannot read the token file %s (%s); every token is refused until it is fixed",
+                self.path,
+                type(exc).__name__,
+            )
             return {}
 
     def list(self) -> list[TokenRecord]:
@@ -209,14 +220,17 @@ class TokenStore:
         with self._locked_file():
             current = self._read() if self.path.exists() else {}
             if any(r.name == name for r in current.values()):
-                raise TokenError(f"a token named {name!r} exists; revoke it first (`rag token revoke {name}`) or choose another name")
+                raise TokenError(
+                    f"a token named {name!r} exists; revoke it first (`rag token revoke {name}`) or choose another name"
+                )
             record_id = secrets.token_hex(6)
             token = f"rag_{record_id}_{base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip('=')}"
             salt = secrets.token_bytes(16)
-            now = datetime.now(timezone.utc).replace(microsecond=0)
+            now = datetime.now(UTC).replace(microsecond=0)
             expires = (now + timedelta(days=expires_days)).isoformat() if expires_days else None
-            current[record_id] = TokenRecord(name, record_id, scopes, now.isoformat(), expires, salt.hex(),
-                                             _hash(token, salt).hex())
+            current[record_id] = TokenRecord(
+                name, record_id, scopes, now.isoformat(), expires, salt.hex(), _hash(token, salt).hex()
+            )
             self._write(current)
         return token
 

@@ -14,8 +14,9 @@ the caller's, so one provider (and its HTTP connection pool) serves concurrent r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
 
@@ -75,7 +76,9 @@ class ChatProvider(Protocol):
     def close(self) -> None: ...
 
 
-def complete(provider: ChatProvider, messages: list[Message], *, max_tokens: int | None = None) -> tuple[str, ChatUsage]:
+def complete(
+    provider: ChatProvider, messages: list[Message], *, max_tokens: int | None = None
+) -> tuple[str, ChatUsage]:
     """One whole answer, not streamed (the follow-up rewrite uses it)."""
     usage = ChatUsage()
     text = "".join(provider.stream(messages, usage, streamed=False, max_tokens=max_tokens))

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, cast
+from typing import Any, cast
 
 import httpx
 
 from rag_assets.answer.providers.base import ChatAuthError, ChatError, ChatUsage
+from rag_assets.base.egress import PrivateEgress
+from rag_assets.base.http_retry import MalformedResponse, RetryPolicy, backoff_seconds, error_text, retry_after_seconds
 from rag_assets.config.masking import mask_url
 from rag_assets.config.providers import is_loopback_host, url_host
-from rag_assets.base.http_retry import MalformedResponse, RetryPolicy, backoff_seconds, error_text, retry_after_seconds
-from rag_assets.base.egress import PrivateEgress
 
 # Reads an open 2xx response into answer pieces, filling in the usage; raises
 # MalformedResponse (or ValueError) for an answer it cannot read.
@@ -60,7 +61,9 @@ class _Deadline(httpx.SyncByteStream):
         self.inner.close()
 
 
-def chat_client(base_url: str, policy: RetryPolicy, headers: dict[str, str], egress: PrivateEgress | None) -> httpx.Client:
+def chat_client(
+    base_url: str, policy: RetryPolicy, headers: dict[str, str], egress: PrivateEgress | None
+) -> httpx.Client:
     """The HTTP client for a chat endpoint (see the module docstring for the rules)."""
     if egress is not None:
         return egress.client(timeout=policy.timeout, headers=headers)
@@ -85,7 +88,9 @@ class ChatHttp:
     def close(self) -> None:
         self.client.close()
 
-    def stream(self, url: str, payload: dict[str, Any], read: Reader, usage: ChatUsage, max_tokens: int) -> Iterator[str]:
+    def stream(
+        self, url: str, payload: dict[str, Any], read: Reader, usage: ChatUsage, max_tokens: int
+    ) -> Iterator[str]:
         """The answer's pieces as ``read`` finds them, with the retries of the module docstring;
         ChatError once they pass ``max_tokens`` by far (MAX_CHARS_PER_TOKEN characters a token)."""
         max_chars = max_tokens * MAX_CHARS_PER_TOKEN
@@ -114,7 +119,9 @@ class ChatHttp:
                     continue
                 seconds = self.policy.timeout * ANSWER_TIMEOUTS
                 # a Client's (not an AsyncClient's) response: its stream is a SyncByteStream
-                response.stream = _Deadline(cast(httpx.SyncByteStream, response.stream), time.monotonic() + seconds, seconds)
+                response.stream = _Deadline(
+                    cast(httpx.SyncByteStream, response.stream), time.monotonic() + seconds, seconds
+                )
                 passed_on = False
                 chars = 0
                 try:
@@ -145,7 +152,9 @@ class ChatHttp:
                 "(llm.openai.api_key_env names its variable; OPENROUTER_API_KEY by default)"
             )
         if status == 429:
-            return "rate limited (HTTP 429)", retry_after_seconds(response.headers.get("retry-after"), self.policy.retry_after_cap)
+            return "rate limited (HTTP 429)", retry_after_seconds(
+                response.headers.get("retry-after"), self.policy.retry_after_cap
+            )
         if status >= 500:
             return f"HTTP {status} ({error_text(response)})", None
         raise ChatError(f"{self.label}: HTTP {status} ({error_text(response)})")

@@ -9,7 +9,8 @@ answers a streamed request with plain JSON anyway is read as a whole answer.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import orjson
@@ -42,7 +43,9 @@ class OpenAIChat:
         self.temperature = temperature
         self.max_tokens = max_tokens
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = ChatHttp(provider_label("openai-compatible", self.base_url), self.base_url, policy, headers, egress)
+        self._http = ChatHttp(
+            provider_label("openai-compatible", self.base_url), self.base_url, policy, headers, egress
+        )
 
     @property
     def endpoint(self) -> str:
@@ -89,7 +92,9 @@ def read_answer(response: httpx.Response, usage: ChatUsage) -> Iterator[str]:
             raise MalformedResponse(f"an event is not JSON: {data[:80]!r}") from None
         if isinstance(chunk, dict) and chunk.get("error"):
             error = chunk["error"]
-            raise ChatError(f"the model reported an error mid-answer: {error.get('message', error) if isinstance(error, dict) else error}")
+            raise ChatError(
+                f"the model reported an error mid-answer: {error.get('message', error) if isinstance(error, dict) else error}"
+            )
         _read_usage(chunk, usage)
         piece = _delta(chunk)
         if piece:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from rag_assets.privacy.secrets.engine import Raw, RuleTable, load_table
 from rag_assets.privacy.secrets.structured import field_line

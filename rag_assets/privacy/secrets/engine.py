@@ -16,10 +16,11 @@ import hashlib
 import inspect
 import re
 import tomllib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from rag_assets.privacy.secrets import generic, pem, structured
 from rag_assets.privacy.secrets.checks import (
@@ -221,7 +222,9 @@ def _compile_scanner(entry: dict[str, Any]) -> Scanner:
     where = f"{RULES_FILE}: scanner {scanner_id!r}"
     run = _lookup(SCANNERS, _required(entry, "scanner", where), "scanner", where)
     assert run is not None
-    return Scanner(scanner_id, _required(entry, "kind", where), run, _priority(entry, where), tuple(entry.get("examples", ())))
+    return Scanner(
+        scanner_id, _required(entry, "kind", where), run, _priority(entry, where), tuple(entry.get("examples", ()))
+    )
 
 
 def _required(entry: dict[str, Any], key: str, where: str) -> Any:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from rag_assets.privacy.secrets.values import (
     DIGEST_PREFIX_RE,
@@ -222,8 +222,6 @@ def spans(text: str, low: str) -> Iterable[tuple[int, int, str]]:
             yield v_start, v_end, "generic_api_key" if kind == _WEAK_KEY else kind
 
 
-
-
 def _strip_trailing_punctuation(value: str, chars: str) -> str:
     """Drop ``chars`` from the end of a bare value, keeping closers that close something."""
     while value and value[-1] in chars:
@@ -233,8 +231,6 @@ def _strip_trailing_punctuation(value: str, chars: str) -> str:
             break
         value = value[:-1]
     return value
-
-
 
 
 _WEAK_KEY_VALUE_RE = re.compile(r"^[A-Za-z0-9+/=_\-]+$")
@@ -299,12 +295,8 @@ def generic_value_ok(value: str, quoted: bool, op: str, kind: str, parts: list[s
             return False  # "password: SecretStr"-like class names
         return True
     if kind == _WEAK_KEY:  # random-looking (length and _weak_key_shaped checked above), high entropy
-        return (
-            entropy(v) >= 3.7
-            and not is_fake_token(v)
-        )
+        return entropy(v) >= 3.7 and not is_fake_token(v)
     # token / secret / api key: must look generated, whatever the syntax
     if op in ("prose", "ws") and not quoted and not token_shaped(v, min_len=12):
         return False
     return token_shaped(v, min_len=8) and not is_fake_token(v)
-

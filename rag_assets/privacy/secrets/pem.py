@@ -9,7 +9,7 @@ strings).  A block counts only when its body is real-looking base64, not ``xxxx`
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from rag_assets.privacy.secrets.values import longest_run
 
@@ -64,4 +64,3 @@ def pem_body_ok(body: str) -> bool:
     if len(payload) < 24 or len(set(payload)) < 12 or longest_run(payload) > len(payload) // 3:
         return False
     return not any(s in body for s in ("...", "\u2026", "****"))
-

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rag_assets.privacy.secrets.detector import SecretFinding
@@ -18,9 +19,7 @@ def _mask(value: str) -> str:
     return f"{value[:2]}\u2026[{len(value)} chars]"
 
 
-def masked_preview(
-    text: str, finding: SecretFinding, context: int = 24, others: Iterable[tuple[int, int]] = ()
-) -> str:
+def masked_preview(text: str, finding: SecretFinding, context: int = 24, others: Iterable[tuple[int, int]] = ()) -> str:
     """A one-line preview around the finding that never contains the secret: the secret part
     is shown as e.g. 'AK…[20 chars]' (at most the first 2 characters).
 

@@ -27,8 +27,8 @@ a name is at most ``MAX_NAME`` characters.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
-from typing import Iterable, Iterator, Sequence
 
 from rag_assets.privacy.secrets import generic
 from rag_assets.privacy.secrets.context import lower_same_length

@@ -8,7 +8,8 @@ the scores are shown beside the fused ones.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 
 class RerankError(RuntimeError):
@@ -34,8 +35,6 @@ class Reranker(Protocol):
         """True when passages never leave this process or go only to an approved local host."""
         ...
 
-    def rerank(self, query: str, passages: Sequence[str]) -> list[float]:
-        ...
+    def rerank(self, query: str, passages: Sequence[str]) -> list[float]: ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...

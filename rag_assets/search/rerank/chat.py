@@ -12,7 +12,8 @@ its fused order. Scores are the grades divided by ten, so batches compare direct
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rag_assets.base.egress import PrivateEgress
 from rag_assets.base.http_retry import MalformedResponse, RetryPolicy, batched
@@ -51,7 +52,9 @@ class ChatReranker(RemoteReranker):
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        super().__init__(base_url=base_url, model=model, api_key=api_key, api_key_env=api_key_env, policy=policy, egress=egress)
+        super().__init__(
+            base_url=base_url, model=model, api_key=api_key, api_key_env=api_key_env, policy=policy, egress=egress
+        )
         self.batch_size = batch_size
 
     @property

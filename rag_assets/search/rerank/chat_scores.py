@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from rag_assets.base.http_retry import MalformedResponse
 
@@ -31,7 +32,12 @@ _WORDS = {"yes": SCALE, "true": SCALE, "relevant": SCALE, "no": 0.0, "false": 0.
 def parse_scores(text: str, expected: int) -> list[float]:
     """One score in [0, 1] per passage from the model's answer; MalformedResponse otherwise."""
     text = _THINK.sub("", text or "").strip()
-    for found in (_from_json(text), _from_numbered_lines(text, expected), _from_bare_numbers(text), _from_word(text, expected)):
+    for found in (
+        _from_json(text),
+        _from_numbered_lines(text, expected),
+        _from_bare_numbers(text),
+        _from_word(text, expected),
+    ):
         if found is not None and len(found) == expected:
             return [min(max(v, 0.0), SCALE) / SCALE for v in found]
     raise MalformedResponse(f"could not read {expected} relevance score(s) from the answer {text[:120]!r}")

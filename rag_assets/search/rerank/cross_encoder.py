@@ -18,8 +18,9 @@ means "relevant" is unknown.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,10 @@ class CrossEncoderReranker:
         model = self._load()
         try:
             scores = model.predict(
-                [(query, p) for p in passages], batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True
+                [(query, p) for p in passages],
+                batch_size=self.batch_size,
+                show_progress_bar=False,
+                convert_to_numpy=True,
             )
         except Exception as exc:  # a tokenizer or torch failure on some input: the search goes on without it
             raise RerankError(f"the cross-encoder {self.name} failed: {type(exc).__name__}: {exc}") from exc

@@ -17,7 +17,8 @@ or whose scores are not finite numbers is malformed and retried like a 5xx.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rag_assets.base.http_retry import MalformedResponse
 from rag_assets.search.rerank.remote import RemoteReranker

@@ -10,7 +10,8 @@ redirect; the host is checked before the first attempt.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rag_assets.base.egress import PrivateEgress
 from rag_assets.base.http_retry import RetryPolicy
@@ -40,7 +41,10 @@ class RemoteReranker:
         self._api_key_env = api_key_env
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._sender = HttpBatchSender(
-            provider=f"{self.provider} reranker ({mask_url(self.base_url)})", policy=policy, headers=headers, egress=egress
+            provider=f"{self.provider} reranker ({mask_url(self.base_url)})",
+            policy=policy,
+            headers=headers,
+            egress=egress,
         )
 
     @property
@@ -58,13 +62,17 @@ class RemoteReranker:
     def close(self) -> None:
         self._sender.close()
 
-    def _post(self, payload: dict[str, Any], parse: Callable[[Any], list[float]], *, batch: str, count: int) -> list[float]:
+    def _post(
+        self, payload: dict[str, Any], parse: Callable[[Any], list[float]], *, batch: str, count: int
+    ) -> list[float]:
         """Send with the sender's retries; its errors become :class:`RerankError` (PrivacyError
         passes through: a refusal is never a degraded search)."""
         try:
             return self._sender.post(self.endpoint, payload, lambda body: (parse(body), 0), batch=batch, n_texts=count)
         except EmbeddingAuthError:
             key = f"; check the key in ${self._api_key_env}" if self._api_key_env else "; set reranker.api_key_env"
-            raise RerankError(f"the {self.provider} reranker at {mask_url(self.base_url)} refused the request (HTTP 401/403){key}") from None
+            raise RerankError(
+                f"the {self.provider} reranker at {mask_url(self.base_url)} refused the request (HTTP 401/403){key}"
+            ) from None
         except EmbeddingError as exc:
             raise RerankError(str(exc)) from None

@@ -16,7 +16,8 @@ passages were sanitised when they were stored, so the Safe and Public tiers may 
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from rag_assets.base.egress import PrivacyError, PrivateEgress
 from rag_assets.base.http_retry import RetryPolicy
@@ -60,7 +61,13 @@ def select_reranker(
     base_url = reranker_base_url(settings, env)
     egress = _private_egress(settings.name, base_url, tuple(private_hosts)) if tier == "private" else None
     api_key = env.get(settings.api_key_env) if settings.api_key_env else None
-    common: dict[str, Any] = dict(base_url=base_url, api_key=api_key, api_key_env=settings.api_key_env, policy=retry_policy(settings), egress=egress)
+    common: dict[str, Any] = dict(
+        base_url=base_url,
+        api_key=api_key,
+        api_key_env=settings.api_key_env,
+        policy=retry_policy(settings),
+        egress=egress,
+    )
     if settings.name == "http":
         from rag_assets.search.rerank.http import HttpReranker
 
@@ -81,7 +88,9 @@ def _private_egress(name: str, base_url: str, allowed_hosts: tuple[str, ...]) ->
     return egress
 
 
-def rerank_stage(cfg: RagConfig, tier: str, requested: bool | None = None, environ: Mapping[str, str] | None = None) -> RerankStage | None:
+def rerank_stage(
+    cfg: RagConfig, tier: str, requested: bool | None = None, environ: Mapping[str, str] | None = None
+) -> RerankStage | None:
     """The stage a search of ``tier`` runs: the configured reranker unless ``requested`` is
     False; ``requested=True`` without a configured reranker is a SearchError."""
     settings = cfg.reranker
@@ -89,7 +98,9 @@ def rerank_stage(cfg: RagConfig, tier: str, requested: bool | None = None, envir
         return None
     if not settings.enabled:
         if requested:
-            raise SearchError("no reranker is configured: name one under reranker: in rag.yaml (chat, http or cross_encoder)")
+            raise SearchError(
+                "no reranker is configured: name one under reranker: in rag.yaml (chat, http or cross_encoder)"
+            )
         return None
     reranker = select_reranker(settings, tier, private_hosts=cfg.private_hosts, environ=environ)
     return RerankStage(reranker, settings.top_n) if reranker is not None else None

@@ -71,7 +71,9 @@ def rerank_json(result: SearchResult) -> dict[str, Any]:
     return report.to_json() if report is not None else {"reranked": False}
 
 
-def search_reranked(index: SearchIndex, query: str, embedder: Embedder | None, params: SearchParams, stage: RerankStage | None) -> SearchResult:
+def search_reranked(
+    index: SearchIndex, query: str, embedder: Embedder | None, params: SearchParams, stage: RerankStage | None
+) -> SearchResult:
     """``index.search`` with the reranking stage applied (just ``index.search`` without one)."""
     if stage is None:
         return index.search(query, embedder, params)
