@@ -12,6 +12,7 @@ import argparse
 import json
 import re
 import sys
+import types
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -46,7 +47,7 @@ def type_name(annotation: Any) -> str:
         return type_name(args[0])
     if origin is Literal:
         return "one of " + ", ".join(f"`{a}`" for a in args)
-    if origin is Union:
+    if origin in (Union, types.UnionType):  # Optional[X] and X | None alike
         named = [type_name(a) for a in args if a is not type(None)]
         return " or ".join(named) + (" or null" if type(None) in args else "")
     if origin is list:
