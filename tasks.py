@@ -110,6 +110,10 @@ def extras_to_install(wanted: frozenset[str]) -> frozenset[str] | None:
 
 
 def ensure_venv(wanted: frozenset[str], runner: Runner = subprocess.run) -> None:
+    # The check stays though ruff's UP036 calls it outdated: tasks.py is run by whatever python3
+    # the machine has, before any requirement of the project is checked.
+    if sys.version_info < (3, 11):  # noqa: UP036
+        sys.exit(f"rag-assets needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     if not (BIN / "python").exists():
         print(f"Creating {VENV} ...", flush=True)
