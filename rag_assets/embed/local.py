@@ -102,6 +102,22 @@ def find_local_model(model_path: str | os.PathLike[str] | None = None) -> Path |
     return shipped_model_path()
 
 
+def is_shipped_model(model_path: str | os.PathLike[str] | None, folder: Path | None) -> bool:
+    """The default (no path) or a path that is the shipped folder. The default means the shipped
+    all-MiniLM-L6-v2 even when it is missing, so the name recorded or compared is the intended
+    model's; loading then explains."""
+    return model_path is None or (folder is not None and folder == shipped_model_path())
+
+
+def recorded_model_name(model_path: str | os.PathLike[str] | None, folder: Path | None) -> str:
+    """The model name an index records for this folder: ``sentence-transformers/all-MiniLM-L6-v2``
+    for the shipped model, else ``local:<folder name>``. The ``local`` and ``minilm`` providers
+    both record it, which makes their indexes interchangeable."""
+    if is_shipped_model(model_path, folder):
+        return MODEL_NAME
+    return f"local:{folder.name if folder is not None else Path(model_path or '').name}"
+
+
 def _missing_model_reason(model_path: str | os.PathLike[str] | None) -> str:
     if model_path is not None:
         return (
@@ -178,10 +194,7 @@ class LocalEmbedder:
         self._batch_size = batch_size
         self._device = device
         self._folder = find_local_model(model_path)
-        shipped = shipped_model_path()
-        # The default (no path) means the shipped all-MiniLM-L6-v2 even when it is missing,
-        # so the name recorded or compared is the intended model's; loading then explains.
-        self._is_shipped = model_path is None or (self._folder is not None and self._folder == shipped)
+        self._is_shipped = is_shipped_model(model_path, self._folder)
         self._model: SentenceTransformer | None = None
         self._dimension: int | None = MODEL_DIMENSION if self._is_shipped else None
         # Dagster may call one resource from several threads: load once.
@@ -190,10 +203,7 @@ class LocalEmbedder:
     @property
     def model(self) -> str:
         """``sentence-transformers/all-MiniLM-L6-v2`` for the shipped model, else ``local:<folder name>``."""
-        if self._is_shipped:
-            return MODEL_NAME
-        name = self._folder.name if self._folder is not None else Path(self._model_path or "").name
-        return f"local:{name}"
+        return recorded_model_name(self._model_path, self._folder)
 
     @property
     def dimension(self) -> int:
@@ -297,6 +307,8 @@ __all__ = [
     "LocalEmbedder",
     "LocalModelUnavailable",
     "find_local_model",
+    "is_shipped_model",
     "local_model_status",
+    "recorded_model_name",
     "shipped_model_path",
 ]

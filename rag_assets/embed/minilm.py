@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING
 from rag_assets.embed.base import l2_normalise
 from rag_assets.embed.local import (
     MODEL_DIMENSION,
-    MODEL_NAME,
     LocalModelUnavailable,
     find_local_model,
     has_module,
-    shipped_model_path,
+    is_shipped_model,
+    recorded_model_name,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only
@@ -101,14 +101,9 @@ def minilm_status(model_path: str | os.PathLike[str] | None = None) -> tuple[boo
             False,
             f"the model folder {folder} lacks {', '.join(missing)} (the minilm provider needs safetensors weights)",
         )
-    return True, f"all-MiniLM-L6-v2 in numpy from {folder}" if _is_shipped(model_path, folder) else (
+    return True, f"all-MiniLM-L6-v2 in numpy from {folder}" if is_shipped_model(model_path, folder) else (
         f"local model {folder.name} in numpy from {folder}"
     )
-
-
-def _is_shipped(model_path: str | os.PathLike[str] | None, folder: Path | None) -> bool:
-    """The default (no path) or a path that is the shipped folder: recorded as all-MiniLM-L6-v2."""
-    return model_path is None or (folder is not None and folder == shipped_model_path())
 
 
 @dataclass(frozen=True)
@@ -201,17 +196,14 @@ class MiniLMEmbedder:
         self._batch_size = batch_size
         self._workers = workers or cpu_count()
         self._folder = find_local_model(model_path)
-        self._is_shipped = _is_shipped(model_path, self._folder)
+        self._is_shipped = is_shipped_model(model_path, self._folder)
         self._loaded: _Loaded | None = None
         self._load_lock = threading.Lock()
 
     @property
     def model(self) -> str:
         """The name the ``local`` provider records for the same folder: their indexes are interchangeable."""
-        if self._is_shipped:
-            return MODEL_NAME
-        name = self._folder.name if self._folder is not None else Path(self._model_path or "").name
-        return f"local:{name}"
+        return recorded_model_name(self._model_path, self._folder)
 
     @property
     def dimension(self) -> int:
