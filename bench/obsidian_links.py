@@ -34,10 +34,9 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(REPO_ROOT))
 
 from rag_assets.config import VaultConfig, load_config  # noqa: E402
-from rag_assets.ingest.boundaries import vault_policy  # noqa: E402
 from rag_assets.ingest.link_resolution import note_key, resolve_vault  # noqa: E402
-from rag_assets.ingest.parsing import parse_collection, parse_markdown_file  # noqa: E402
-from rag_assets.privacy.vaults import snapshot_vault  # noqa: E402
+from rag_assets.ingest.parsing import parse_markdown_file  # noqa: E402
+from rag_assets.privacy.vaults import parse_vault, snapshot_vault  # noqa: E402
 from rag_assets.records import Document  # noqa: E402
 
 DEFAULT_VAULT = REPO_ROOT.parent / "shared" / "corpora" / "obsidian-vault"
@@ -50,15 +49,7 @@ def load_vault(path: Path) -> tuple[list[Document], list[str]]:
         vault = VaultConfig("vault", path.resolve(), "private")
         cfg = dataclasses.replace(cfg, vaults=(vault,))
         snapshot = snapshot_vault(cfg, vault)
-        parsed = parse_collection(
-            vault.path.parent,
-            vault.name,
-            snapshot.content_hash,
-            root=vault.path,
-            policy=vault_policy(cfg, vault),
-            hashed=snapshot.files,
-            obsidian=True,
-        )
+        parsed = parse_vault(cfg, vault, snapshot)
     return parsed.documents, [p.removeprefix("vault/") for p in snapshot.files]
 
 

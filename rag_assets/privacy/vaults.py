@@ -45,7 +45,7 @@ from rag_assets.pipeline import (
 )
 from rag_assets.privacy.sanitize import Sanitizer, SanitizeTally, fingerprint_for
 from rag_assets.privacy.tier_cards import TierCard, tier_card
-from rag_assets.records import Chunk, CollectionSnapshot, SkippedFile
+from rag_assets.records import Chunk, CollectionSnapshot, ParsedCollection, SkippedFile
 
 Log = Callable[[str], None]
 VAULT_TIERS = ("safe", "private")
@@ -86,6 +86,19 @@ def vault_stat_cache(cfg: RagConfig, *, trust: bool = True) -> StatCache:
 def snapshot_vault(cfg: RagConfig, vault: VaultConfig, stat_cache: StatCache | None = None) -> CollectionSnapshot:
     return snapshot_collection(
         vault.path.parent, vault.name, stat_cache, root=vault.path, policy=vault_policy(cfg, vault)
+    )
+
+
+def parse_vault(cfg: RagConfig, vault: VaultConfig, snapshot: CollectionSnapshot) -> ParsedCollection:
+    """The vault's notes read as Obsidian shows them, from the files its snapshot hashed."""
+    return parse_collection(
+        vault.path.parent,
+        vault.name,
+        snapshot.content_hash,
+        root=vault.path,
+        policy=vault_policy(cfg, vault),
+        hashed=snapshot.files,
+        obsidian=True,
     )
 
 
@@ -138,15 +151,7 @@ def build_vault_tier(
     stat_cache = vault_stat_cache(cfg, trust=not full)
     snapshot = snapshot_vault(cfg, vault, stat_cache)
     stat_cache.save()
-    parsed = parse_collection(
-        vault.path.parent,
-        vault.name,
-        snapshot.content_hash,
-        root=vault.path,
-        policy=vault_policy(cfg, vault),
-        hashed=snapshot.files,
-        obsidian=True,
-    )
+    parsed = parse_vault(cfg, vault, snapshot)
     tally = SanitizeTally()
     if tier == "safe":
         assert sanitizer is not None
