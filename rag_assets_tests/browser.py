@@ -77,6 +77,17 @@ def screenshot(page, name: str) -> Path:
     return path
 
 
+def process_signal_state(pid: int) -> str:
+    """A process's state and signal masks from /proc (why it may not have ended on a signal)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError as exc:
+        return f"no /proc status ({exc})"
+    return "; ".join(
+        line for line in lines if line.startswith(("State", "SigBlk", "SigIgn", "SigCgt", "SigPnd", "ShdPnd"))
+    )
+
+
 @contextlib.contextmanager
 def static_server(folder: Path):
     """``python -m http.server`` on a free loopback port serving ``folder`` (a static host, as a
@@ -103,7 +114,15 @@ def static_server(folder: Path):
         yield url
     finally:
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            # Seen once under the whole suite on a clean clone (15 tests, both workers), never
+            # alone: say what kept the server from ending, then end it.
+            state = process_signal_state(proc.pid)
+            proc.kill()
+            proc.wait(10)
+            raise AssertionError(f"the static server outlived SIGTERM by 10 s: {state}") from None
 
 
 def open_search(page, url: str) -> None:
