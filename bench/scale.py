@@ -30,6 +30,13 @@ from ``os.wait4``) is its alone:
 - ``build``: build throughput of the hashing pipeline over --build-chunks chunks of the same
   text as Markdown files, in-process (unless --no-in-process) and on one and on two Celery
   workers (chunks/s; ratio).
+- ``update``: issue 27's goals at each of --sizes (default 10000,100000,1000000 chunks): full
+  build (wall, CPU, chunks/s, peak RSS), one-paragraph edit -> searchable (wall, bytes written,
+  peak RSS), `rag status` and no-op `rag check` as processes, the update-time curve and the
+  ratio of the largest size to the smallest, with the load average (bench/scale_update.py):
+
+      .venv/bin/python bench/scale.py --parts update [--sizes 10000,100000,1000000] [--edits 3]
+                                      [--status-runs 3] [--collections 10] [--cache-dir DIR]
 """
 
 from __future__ import annotations
@@ -60,14 +67,20 @@ CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 
 
 @functools.cache
-def search_bench():
-    """bench/search.py, imported by path (bench/ is not a package), once."""
+def update_bench():
+    """bench/scale_update.py (the ``update`` part, and ``bench_module``), imported by path once."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_search", ROOT / "bench" / "search.py")
+    spec = importlib.util.spec_from_file_location("bench_scale_update", ROOT / "bench" / "scale_update.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def search_bench():
+    """bench/search.py (its synthetic chunk generator and query timer), imported by path once."""
+    return update_bench().bench_module("search")
 
 
 def store_config(cache_dir: Path, n: int) -> RagConfig:
@@ -166,18 +179,25 @@ def recall_counts(found_rows: list[int], scores: np.ndarray, k: int = 10) -> tup
 # ------------------------------------------------------------------------------ driver
 
 
-def run_child(part: str, args) -> dict:
-    """Run one part in a child process; its JSON result plus its own peak RSS."""
+def run_child(part: str, args, extra: list[str] | None = None, env: dict[str, str] | None = None) -> dict:
+    """Run one part in a child process (``extra`` arguments, ``env`` its environment); its JSON
+    result plus its own peak RSS and CPU seconds (imports included), from ``os.wait4``."""
     out = args.cache_dir / f"result-{part}-{args.chunks}.json"
     out.unlink(missing_ok=True)
-    argv = [sys.executable, __file__, "--child", part, "--result", str(out), *args.passthrough]
-    proc = subprocess.Popen(argv)
+    argv = [sys.executable, __file__, "--child", part, "--result", str(out), *args.passthrough, *(extra or [])]
+    proc = subprocess.Popen(argv, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"part {part} failed (exit {os.waitstatus_to_exitcode(status)})")
     result = json.loads(out.read_text())
     result["peak_rss_mb"] = usage.ru_maxrss / 1024  # KiB on Linux
+    result["process_cpu_s"] = usage.ru_utime + usage.ru_stime
     return result
+
+
+def sizes(value: str) -> list[int]:
+    """--sizes items: numbers, each possibly a comma-separated list (10000,100000 or 10000 100000)."""
+    return [int(v) for v in value.split(",") if v]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -213,6 +233,17 @@ def parser() -> argparse.ArgumentParser:
         default="hnsw",
         help="the postgres part's vector candidates (store.vector_search): the HNSW index, or the loaded vectors",
     )
+    p.add_argument(
+        "--sizes",
+        type=sizes,
+        nargs="+",
+        default=[[10_000, 100_000, 1_000_000]],
+        help="update part: corpus sizes in chunks (default 10000,100000,1000000)",
+    )
+    p.add_argument("--collections", type=int, default=10, help="update part: collections of the generated corpus")
+    p.add_argument("--edits", type=int, default=3, help="update part: one-paragraph edits at each size")
+    p.add_argument("--status-runs", type=int, default=3, help="update part: rag status and rag check runs at each size")
+    p.add_argument("--update-size", type=int, help=argparse.SUPPRESS)
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     return p
@@ -535,8 +566,9 @@ PARTS = {
 def main() -> None:
     args = parser().parse_args()
     args.cache_dir.mkdir(parents=True, exist_ok=True)
+    args.sizes = [n for group in args.sizes for n in group]
     if args.child:
-        result = PARTS[args.child](args)
+        result = {**PARTS, **update_bench().CHILDREN}[args.child](args)
         args.result.write_text(json.dumps(result))
         return
     args.passthrough = [
@@ -560,11 +592,18 @@ def main() -> None:
         "--vector-search",
         args.vector_search,
         *(["--pg-url", args.pg_url] if args.pg_url else []),
+        "--collections",
+        str(args.collections),
+        "--edits",
+        str(args.edits),
     ]
     print(f"load average at start: {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores", flush=True)
     for part in args.parts:
+        if part == "update":  # a driver of its own: children per size and step
+            update_bench().run_update(args, run_child)
+            continue
         if part not in PARTS:
-            raise SystemExit(f"unknown part {part!r}; one of {', '.join(PARTS)}")
+            raise SystemExit(f"unknown part {part!r}; one of {', '.join([*PARTS, 'update'])}")
         t0 = time.perf_counter()
         result = run_child(part, args)
         print(

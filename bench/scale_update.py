@@ -1,0 +1,407 @@
+"""The ``update`` part of bench/scale.py (not a bench of its own): issue 27's goals, measured at
+each corpus size in one run, through public entry points only (`rag build`, `rag search`,
+`rag status`, `rag check`), so that it measures any publish layout alike.
+
+For each size in --sizes (chunks), a Markdown corpus of about that many chunks over
+--collections collections (bench/incremental.py's generator: unique copies of the Hugo docs),
+generated once and cached under --cache-dir, then, each step in a child process of its own
+(peak RSS = its ``ru_maxrss``, from ``os.wait4``), with the hashing embedder and no
+DAGSTER_HOME (an ephemeral instance, as a plain `rag build`):
+
+- ``update-build``: a full `rag build` in-process (``rag_assets.serve.cli.main``, the runner
+  `rag build` uses) into an empty output folder: wall, the build's CPU seconds, chunks/s
+  (chunks from ``rag status --json``), peak RSS.
+- ``update-edit``: --edits times, one paragraph of one document of the middle collection edited
+  (bench/incremental.py's ``edit_paragraph``: a word replaced, a sentence with a unique token
+  added), then `rag build` and `rag search <the new token> --json` in-process until the edited
+  document is a hit: the wall time from the write to the hit ("edit -> searchable"), of the
+  build and of the search; the bytes the process wrote while it rebuilt (``write_bytes`` and
+  ``wchar`` of /proc/self/io, which the search's own writes are kept out of) and the size of
+  the files under the output folder that the rebuild created or changed (size, mtime or inode
+  differ); peak RSS after the first rebuild (before any search) and of the whole process.
+- `rag status` and a no-op `rag check` as processes, --status-runs times each, alternating: wall
+  and CPU (the first run verifies what the edits wrote; the later ones what changed since).
+
+Then a table of every size, with the load average before and after each, and the ratio of
+the edit time of the largest size to the smallest (the issue's 1M/10k).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
+GENERATOR_VERSION = 1  # bump when the generated corpus or the choice of the edited document changes
+
+
+def bench_module(name: str) -> ModuleType:
+    """bench/<name>.py, imported by path as ``bench_<name>`` once: bench/ is not a package and
+    never on sys.path (a bench module must not shadow a library's)."""
+    key = f"bench_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, HERE / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+def incremental() -> ModuleType:
+    """bench/incremental.py: its corpus generator, paragraph edit and environment for `rag`."""
+    return bench_module("incremental")
+
+
+# ------------------------------------------------------------------------------ the corpus
+
+
+def chunks_per_file(collections: int) -> float:
+    """Chunks a generated file makes, on average: one unique copy of every source file chunked
+    as the build chunks it (same parser, chunker and default settings)."""
+    from rag_assets.config import RagConfig
+
+    inc = incremental()
+    with tempfile.TemporaryDirectory(prefix="rag-scale-calibrate-") as tmp:
+        content = Path(tmp) / "content"
+        n_sources = len(list(inc.iter_collection_files(CORPUS)))
+        inc.generate_corpus(CORPUS, content, n_sources, 1)
+        cfg = RagConfig(content_dir=content, output_dir=Path(tmp) / "out")
+        total = sum(len(chunks_or_none(cfg, p.relative_to(content).as_posix())) for p in content.rglob("*.md"))
+    return total / n_sources
+
+
+def chunks_or_none(cfg, rel: str) -> list:
+    """The chunks of one file, or none for a file the build would skip."""
+    try:
+        return incremental().document_chunks(cfg, rel)
+    except Exception:  # noqa: BLE001 - a file the parser refuses is skipped by the build too
+        return []
+
+
+def pick_target(content: Path, collection: str) -> str:
+    """The edited document: the first file of ``collection`` (by path) with a prose paragraph
+    and 5 to 10 chunks (as bench/incremental.py picks), else the one with most chunks."""
+    from rag_assets.config import RagConfig
+
+    inc = incremental()
+    cfg = RagConfig(content_dir=content, output_dir=content.parent / "out")
+    best: tuple[int, str] | None = None
+    for path in sorted((content / collection).rglob("*.md")):
+        rel = path.relative_to(content).as_posix()
+        if not inc.prose_paragraphs(path.read_text(encoding="utf-8")):
+            continue
+        n = len(chunks_or_none(cfg, rel))
+        if 5 <= n <= 10:
+            return rel
+        if best is None or n > best[0]:
+            best = (n, rel)
+    if best is None:
+        raise SystemExit(f"no document with a prose paragraph in {content / collection}")
+    return best[1]
+
+
+def corpus(cache_dir: Path, chunks: int, collections: int) -> dict[str, Any]:
+    """The cached corpus of about ``chunks`` chunks (generated on first use): its folders, rag.yaml,
+    file count and edited document, whose original text is put back first (an edit of an
+    interrupted run must not change what the next run measures)."""
+    folder = cache_dir / f"update-{chunks}-c{collections}-v{GENERATOR_VERSION}"
+    meta_path = folder / "corpus.json"
+    if not meta_path.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        files = max(collections, round(chunks / chunks_per_file(collections)))
+        partial = folder / "content.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        t0 = time.perf_counter()
+        incremental().generate_corpus(CORPUS, partial, files, collections)
+        content = folder / "content"
+        shutil.rmtree(content, ignore_errors=True)
+        partial.rename(content)
+        target = pick_target(content, f"col{collections // 2:02d}")
+        (folder / "target.orig").write_bytes((content / target).read_bytes())
+        print(f"  generated {files:,} files in {time.perf_counter() - t0:.0f} s; edited document {target}", flush=True)
+        (folder / "rag.yaml").write_text(
+            f"content_dir: {content}\noutput_dir: {folder / 'out'}\nembedder: hashing\n", encoding="utf-8"
+        )
+        meta_path.write_text(json.dumps({"files": files, "target": target}))
+    meta = json.loads(meta_path.read_text())
+    out = {
+        **meta,
+        "folder": folder,
+        "content": folder / "content",
+        "output": folder / "out",
+        "config": folder / "rag.yaml",
+    }
+    shutil.copyfile(folder / "target.orig", out["content"] / meta["target"])
+    return out
+
+
+# ------------------------------------------------------------------------------ children
+
+
+def rag_in_process(argv: list[str]) -> tuple[int, str]:
+    """``rag ARGV`` in this process (``rag_assets.serve.cli.main``), its stdout captured."""
+    from rag_assets.serve import cli
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = cli.main(argv)
+    return code, buffer.getvalue()
+
+
+def part_update_build(args) -> dict:
+    """A full `rag build` in-process into an empty output folder."""
+    import resource
+
+    c = corpus(args.cache_dir, args.update_size, args.collections)
+    shutil.rmtree(c["output"], ignore_errors=True)
+
+    def cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    cpu0, t0 = cpu(), time.perf_counter()
+    code, out = rag_in_process(["build", "--config", str(c["config"])])
+    wall, build_cpu = time.perf_counter() - t0, cpu() - cpu0
+    (c["folder"] / "build.log").write_text(out)
+    if code != 0:
+        raise SystemExit(f"rag build exited {code}:\n{out[-3000:]}")
+    return {"wall_s": wall, "cpu_s": build_cpu}
+
+
+def proc_io() -> dict[str, int]:
+    """This process's I/O counters (Linux): write_bytes is what reached the block layer's
+    accounting (page cache pages dirtied), wchar what went through write() calls."""
+    fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    return {k: int(v) for k, v in fields.items()}
+
+
+def files_state(folder: Path) -> dict[str, tuple[int, int, int]]:
+    """(size, mtime_ns, inode) of every file under ``folder``, by relative path."""
+    out = {}
+    for path in folder.rglob("*"):
+        with contextlib.suppress(FileNotFoundError):
+            st = path.lstat()
+            if not path.is_dir():
+                out[path.relative_to(folder).as_posix()] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return out
+
+
+def changed_files(before: dict, after: dict) -> dict[str, int]:
+    """Files new or changed (size, mtime or inode) between two ``files_state``s, with their sizes."""
+    return {path: state[0] for path, state in after.items() if before.get(path) != state}
+
+
+def found(search_json: str, target: str, token: str) -> bool:
+    """Whether a `rag search --json` result has a hit in the edited document (``collection/slug``:
+    the slug is the document's path in its collection, without the extension) whose text holds
+    the token of the new sentence (the page's own text or one of its sections')."""
+    collection, rest = target.split("/", 1)
+    slug = re.sub(r"\.md$", "", rest)
+    for hit in json.loads(search_json).get("hits", []):
+        texts = [hit.get("text", ""), *(s.get("text", "") for s in hit.get("sections", []))]
+        if hit.get("collection") == collection and hit.get("slug") == slug and any(token in t for t in texts):
+            return True
+    return False
+
+
+def one_edit(c: dict, rep: int) -> dict:
+    """One paragraph of the target edited, `rag build`, then `rag search` for the new sentence's
+    token until the document is a hit: wall times, bytes written by the rebuild, changed files."""
+    import resource
+
+    inc = incremental()
+    path = c["content"] / c["target"]
+    original = (c["folder"] / "target.orig").read_text(encoding="utf-8")
+    paragraphs = inc.prose_paragraphs(original)
+    token = f"zqx{rep}edit"  # in the sentence edit_paragraph adds
+    before, io0 = files_state(c["output"]), proc_io()
+    t0 = time.perf_counter()
+    path.write_text(inc.edit_paragraph(original, paragraphs[len(paragraphs) // 2], rep), encoding="utf-8")
+    code, out = rag_in_process(["build", "--config", str(c["config"])])
+    built = time.perf_counter()
+    if code != 0:
+        raise SystemExit(f"rag build after the edit exited {code}:\n{out[-3000:]}")
+    io1, after = proc_io(), files_state(c["output"])
+    peak_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    searches = 0
+    while True:
+        searches += 1
+        code, result = rag_in_process(["search", token, "--json", "--config", str(c["config"])])
+        if code == 0 and found(result, c["target"], token):
+            break
+        if searches >= 3:
+            raise SystemExit(f"rag search {token} did not find {c['target']} after the build:\n{result[-2000:]}")
+    searchable = time.perf_counter()
+    changed = changed_files(before, after)
+    return {
+        "searchable_s": searchable - t0,
+        "build_s": built - t0,
+        "search_s": searchable - built,
+        "searches": searches,
+        "write_bytes": io1["write_bytes"] - io0["write_bytes"],
+        "wchar": io1["wchar"] - io0["wchar"],
+        "search_write_bytes": proc_io()["write_bytes"] - io1["write_bytes"],
+        "changed_files": len(changed),
+        "changed_bytes": sum(changed.values()),
+        "largest_changed": sorted(changed.items(), key=lambda kv: -kv[1])[:5],
+        "removed_files": len(set(before) - set(after)),
+        "peak_rss_mb_after_build": peak_build,
+        "build_said": next((line for line in out.splitlines() if line.startswith("[")), ""),
+    }
+
+
+def part_update_edit(args) -> dict:
+    """--edits one-paragraph edits of the same document, each made searchable."""
+    c = corpus(args.cache_dir, args.update_size, args.collections)
+    edits = []
+    for rep in range(1, args.edits + 1):
+        edits.append(one_edit(c, rep))
+        print(f"  edit {rep}: {json.dumps(edits[-1])}", flush=True)
+    return {"edits": edits, "target": c["target"]}
+
+
+CHILDREN = {"update-build": part_update_build, "update-edit": part_update_edit}
+
+
+# ------------------------------------------------------------------------------ the driver
+
+
+def timed_process(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, int, str, str]:
+    """(wall, CPU seconds, exit code, stdout, stderr) of a process: CPU and exit from ``os.wait4``."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        return wall, usage.ru_utime + usage.ru_stime, proc.returncode, *text
+
+
+def status_and_check(c: dict, runs: int, env: dict[str, str]) -> dict:
+    """`rag status` and a no-op `rag check` as processes, ``runs`` times each, alternating; and
+    the chunk count from `rag status --json`."""
+    rag = [sys.executable, "-m", "rag_assets.serve.cli"]
+    out: dict[str, Any] = {"status": [], "check": []}
+    for _ in range(runs):
+        for name in ("status", "check"):
+            wall, cpu, code, text, err = timed_process([*rag, name, "--config", str(c["config"])], env, c["folder"])
+            if code != 0:
+                raise SystemExit(
+                    f"rag {name} exited {code} on the edited, rebuilt corpus:\n{text[-3000:]}{err[-2000:]}"
+                )
+            out[name].append({"wall_s": wall, "cpu_s": cpu})
+    _, _, code, text, _ = timed_process([*rag, "status", "--json", "--config", str(c["config"])], env, c["folder"])
+    report = json.loads(text) if code == 0 else {}
+    out["chunks"] = report.get("totalChunks") or (report.get("store") or {}).get("chunks")
+    return out
+
+
+def measure_size(args, size: int, run_child) -> dict:
+    """Every measure at one corpus size; ``run_child(part, args, extra, env)`` runs a child part."""
+    load_before = os.getloadavg()
+    print(f"size {size:,} chunks (load average {load_before[0]:.1f})", flush=True)
+    c = corpus(args.cache_dir, size, args.collections)
+    env = incremental().clean_env()
+    extra = ["--update-size", str(size)]
+    build = run_child("update-build", args, extra, env)
+    print(f"  full build: {json.dumps(build)}", flush=True)
+    edit = run_child("update-edit", args, extra, env)
+    checks = status_and_check(c, args.status_runs, env)
+    shutil.copyfile(c["folder"] / "target.orig", c["content"] / c["target"])  # the corpus as generated
+    chunks = checks.pop("chunks")
+    return {
+        "size": size,
+        "files": c["files"],
+        "chunks": chunks,
+        "target": c["target"],
+        "build": {**build, "chunks_per_s": (chunks or 0) / build["wall_s"]},
+        "edits": edit["edits"],
+        "edit_peak_rss_mb": edit["peak_rss_mb"],
+        **checks,
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+    }
+
+
+def median_of(items: list[dict], key: str) -> float:
+    return statistics.median(item[key] for item in items)
+
+
+def print_table(results: list[dict]) -> None:
+    """The update-time curve and the goals' figures, one column per size."""
+    mb = 1e6
+    rows: list[tuple[str, Any]] = [
+        ("chunks (files)", lambda r: f"{r['chunks'] or 0:,} ({r['files']:,})"),
+        ("full build wall / CPU", lambda r: f"{r['build']['wall_s']:.1f} s / {r['build']['cpu_s']:.1f} s"),
+        ("full build chunks/s (wall)", lambda r: f"{r['build']['chunks_per_s']:,.0f}"),
+        ("full build peak RSS", lambda r: f"{r['build']['peak_rss_mb']:,.0f} MB"),
+        ("edit -> searchable (median)", lambda r: f"{median_of(r['edits'], 'searchable_s'):.2f} s"),
+        ("  runs", lambda r: ", ".join(f"{e['searchable_s']:.2f}" for e in r["edits"])),
+        (
+            "  of which rag build / search",
+            lambda r: f"{median_of(r['edits'], 'build_s'):.2f} / {median_of(r['edits'], 'search_s'):.2f} s",
+        ),
+        (
+            "edit write_bytes / wchar",
+            lambda r: (
+                f"{median_of(r['edits'], 'write_bytes') / mb:,.1f} / {median_of(r['edits'], 'wchar') / mb:,.1f} MB"
+            ),
+        ),
+        (
+            "edit new/changed files",
+            lambda r: (
+                f"{median_of(r['edits'], 'changed_bytes') / mb:,.1f} MB in {median_of(r['edits'], 'changed_files'):.0f}"
+            ),
+        ),
+        (
+            "edit peak RSS build / +search",
+            lambda r: f"{r['edits'][0]['peak_rss_mb_after_build']:,.0f} / {r['edit_peak_rss_mb']:,.0f} MB",
+        ),
+        ("rag status wall (first; median)", lambda r: checks_cell(r["status"])),
+        ("rag check wall (first; median)", lambda r: checks_cell(r["check"])),
+        ("load average before / after", lambda r: f"{r['load_before'][0]:.1f} / {r['load_after'][0]:.1f}"),
+    ]
+    width = max(len(label) for label, _ in rows) + 2
+    print("\n" + "".ljust(width) + "".join(f"{r['size']:>28,}" for r in results))
+    for label, cell in rows:
+        print(label.ljust(width) + "".join(f"{cell(r):>28}" for r in results))
+    if len(results) > 1:
+        small, large = results[0], results[-1]
+        ratio = median_of(large["edits"], "searchable_s") / median_of(small["edits"], "searchable_s")
+        print(f"\nedit -> searchable, {large['size']:,} / {small['size']:,} chunks: {ratio:.2f}x")
+    for r in results:
+        print(f"largest files the edit wrote at {r['size']:,}: {r['edits'][-1]['largest_changed']}")
+
+
+def checks_cell(runs: list[dict]) -> str:
+    rest = [r["wall_s"] for r in runs[1:]] or [runs[0]["wall_s"]]
+    return f"{runs[0]['wall_s']:.2f}; {statistics.median(rest):.2f} s"
+
+
+def run_update(args, run_child) -> list[dict]:
+    """The update part over every --sizes, smallest first; results also saved as JSON in --cache-dir."""
+    results = []
+    for size in sorted(args.sizes):
+        results.append(measure_size(args, size, run_child))
+        (args.cache_dir / "update-results.json").write_text(json.dumps(results, indent=1))
+    print_table(results)
+    return results
