@@ -181,7 +181,9 @@ def part_update_build(args) -> dict:
     (c["folder"] / "build.log").write_text(out)
     if code != 0:
         raise SystemExit(f"rag build exited {code}:\n{out[-3000:]}")
-    return {"wall_s": wall, "cpu_s": build_cpu}
+    # What `rag build` said it chunked ("[name] D documents, C chunks, ..." per collection).
+    said = sum(int(m.group(1)) for m in re.finditer(r"^\[[^\]]+\] \d+ documents, (\d+) chunks", out, re.M))
+    return {"wall_s": wall, "cpu_s": build_cpu, "chunks_said": said}
 
 
 def proc_io() -> dict[str, int]:
@@ -205,6 +207,13 @@ def files_state(folder: Path) -> dict[str, tuple[int, int, int]]:
 def changed_files(before: dict, after: dict) -> dict[str, int]:
     """Files new or changed (size, mtime or inode) between two ``files_state``s, with their sizes."""
     return {path: state[0] for path, state in after.items() if before.get(path) != state}
+
+
+def rewritten_files(before: dict, after: dict) -> dict[str, int]:
+    """Of ``changed_files``, those written anew (a new path, or a new inode: replaced by a
+    rename), with their sizes; the others were changed in place (SQLite pages), where the size
+    of the file overstates what was written."""
+    return {path: state[0] for path, state in after.items() if path not in before or before[path][2] != state[2]}
 
 
 def found(search_json: str, target: str, token: str) -> bool:
@@ -248,7 +257,7 @@ def one_edit(c: dict, rep: int) -> dict:
         if searches >= 3:
             raise SystemExit(f"rag search {token} did not find {c['target']} after the build:\n{result[-2000:]}")
     searchable = time.perf_counter()
-    changed = changed_files(before, after)
+    changed, rewritten = changed_files(before, after), rewritten_files(before, after)
     return {
         "searchable_s": searchable - t0,
         "build_s": built - t0,
@@ -259,7 +268,9 @@ def one_edit(c: dict, rep: int) -> dict:
         "search_write_bytes": proc_io()["write_bytes"] - io1["write_bytes"],
         "changed_files": len(changed),
         "changed_bytes": sum(changed.values()),
-        "largest_changed": sorted(changed.items(), key=lambda kv: -kv[1])[:5],
+        "rewritten_files": len(rewritten),
+        "rewritten_bytes": sum(rewritten.values()),
+        "largest_changed": sorted(changed.items(), key=lambda kv: -kv[1])[:8],
         "removed_files": len(set(before) - set(after)),
         "peak_rss_mb_after_build": peak_build,
         "build_said": next((line for line in out.splitlines() if line.startswith("[")), ""),
@@ -327,7 +338,7 @@ def measure_size(args, size: int, run_child) -> dict:
     edit = run_child("update-edit", args, extra, env)
     checks = status_and_check(c, args.status_runs, env)
     shutil.copyfile(c["folder"] / "target.orig", c["content"] / c["target"])  # the corpus as generated
-    chunks = checks.pop("chunks")
+    chunks = checks.pop("chunks") or build.get("chunks_said")  # `rag status --json`, else the build's own lines
     return {
         "size": size,
         "files": c["files"],
@@ -342,59 +353,49 @@ def measure_size(args, size: int, run_child) -> dict:
     }
 
 
-def median_of(items: list[dict], key: str) -> float:
-    return statistics.median(item[key] for item in items)
+def column(r: dict) -> dict[str, str]:
+    """One size's cells of the table, by row label."""
+    edits, mb = r["edits"], 1e6
+
+    def med(key: str) -> float:
+        return statistics.median(e[key] for e in edits)
+
+    def runs(checks: list[dict]) -> str:  # the first run verifies what the edits wrote
+        rest = [c["wall_s"] for c in checks[1:]] or [checks[0]["wall_s"]]
+        return f"{checks[0]['wall_s']:.2f}; {statistics.median(rest):.2f} s"
+
+    build = r["build"]
+    return {
+        "chunks (files)": f"{r['chunks'] or 0:,} ({r['files']:,})",
+        "full build wall / CPU": f"{build['wall_s']:.1f} s / {build['cpu_s']:.1f} s",
+        "full build chunks/s (wall; per CPU s)": f"{build['chunks_per_s']:,.0f}; {(r['chunks'] or 0) / build['cpu_s']:,.0f}",
+        "full build peak RSS": f"{build['peak_rss_mb']:,.0f} MB",
+        "edit -> searchable (median)": f"{med('searchable_s'):.2f} s",
+        "  runs": ", ".join(f"{e['searchable_s']:.2f}" for e in edits),
+        "  of which rag build / search": f"{med('build_s'):.2f} / {med('search_s'):.2f} s",
+        "edit write_bytes / wchar": f"{med('write_bytes') / mb:,.1f} / {med('wchar') / mb:,.1f} MB",
+        "edit new/changed files": f"{med('changed_bytes') / mb:,.1f} MB in {med('changed_files'):.0f}",
+        "  of which written anew": f"{med('rewritten_bytes') / mb:,.1f} MB in {med('rewritten_files'):.0f}",
+        "edit peak RSS build / +search": f"{edits[0]['peak_rss_mb_after_build']:,.0f} / {r['edit_peak_rss_mb']:,.0f} MB",
+        "rag status wall (first; median)": runs(r["status"]),
+        "rag check wall (first; median)": runs(r["check"]),
+        "load average before / after": f"{r['load_before'][0]:.1f} / {r['load_after'][0]:.1f}",
+    }
 
 
 def print_table(results: list[dict]) -> None:
-    """The update-time curve and the goals' figures, one column per size."""
-    mb = 1e6
-    rows: list[tuple[str, Any]] = [
-        ("chunks (files)", lambda r: f"{r['chunks'] or 0:,} ({r['files']:,})"),
-        ("full build wall / CPU", lambda r: f"{r['build']['wall_s']:.1f} s / {r['build']['cpu_s']:.1f} s"),
-        ("full build chunks/s (wall)", lambda r: f"{r['build']['chunks_per_s']:,.0f}"),
-        ("full build peak RSS", lambda r: f"{r['build']['peak_rss_mb']:,.0f} MB"),
-        ("edit -> searchable (median)", lambda r: f"{median_of(r['edits'], 'searchable_s'):.2f} s"),
-        ("  runs", lambda r: ", ".join(f"{e['searchable_s']:.2f}" for e in r["edits"])),
-        (
-            "  of which rag build / search",
-            lambda r: f"{median_of(r['edits'], 'build_s'):.2f} / {median_of(r['edits'], 'search_s'):.2f} s",
-        ),
-        (
-            "edit write_bytes / wchar",
-            lambda r: (
-                f"{median_of(r['edits'], 'write_bytes') / mb:,.1f} / {median_of(r['edits'], 'wchar') / mb:,.1f} MB"
-            ),
-        ),
-        (
-            "edit new/changed files",
-            lambda r: (
-                f"{median_of(r['edits'], 'changed_bytes') / mb:,.1f} MB in {median_of(r['edits'], 'changed_files'):.0f}"
-            ),
-        ),
-        (
-            "edit peak RSS build / +search",
-            lambda r: f"{r['edits'][0]['peak_rss_mb_after_build']:,.0f} / {r['edit_peak_rss_mb']:,.0f} MB",
-        ),
-        ("rag status wall (first; median)", lambda r: checks_cell(r["status"])),
-        ("rag check wall (first; median)", lambda r: checks_cell(r["check"])),
-        ("load average before / after", lambda r: f"{r['load_before'][0]:.1f} / {r['load_after'][0]:.1f}"),
-    ]
-    width = max(len(label) for label, _ in rows) + 2
+    """The update-time curve and the goals' figures, one column per size; the ratio of the
+    edit time of the largest size to the smallest."""
+    columns = [column(r) for r in results]
+    width = max(len(label) for label in columns[0]) + 2
     print("\n" + "".ljust(width) + "".join(f"{r['size']:>28,}" for r in results))
-    for label, cell in rows:
-        print(label.ljust(width) + "".join(f"{cell(r):>28}" for r in results))
+    for label in columns[0]:
+        print(label.ljust(width) + "".join(f"{c[label]:>28}" for c in columns))
     if len(results) > 1:
-        small, large = results[0], results[-1]
-        ratio = median_of(large["edits"], "searchable_s") / median_of(small["edits"], "searchable_s")
-        print(f"\nedit -> searchable, {large['size']:,} / {small['size']:,} chunks: {ratio:.2f}x")
+        small, large = (statistics.median(e["searchable_s"] for e in r["edits"]) for r in (results[0], results[-1]))
+        print(f"\nedit -> searchable, {results[-1]['size']:,} / {results[0]['size']:,} chunks: {large / small:.2f}x")
     for r in results:
-        print(f"largest files the edit wrote at {r['size']:,}: {r['edits'][-1]['largest_changed']}")
-
-
-def checks_cell(runs: list[dict]) -> str:
-    rest = [r["wall_s"] for r in runs[1:]] or [runs[0]["wall_s"]]
-    return f"{runs[0]['wall_s']:.2f}; {statistics.median(rest):.2f} s"
+        print(f"largest files the last edit wrote at {r['size']:,}: {r['edits'][-1]['largest_changed']}")
 
 
 def run_update(args, run_child) -> list[dict]:
