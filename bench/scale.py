@@ -68,7 +68,8 @@ CORPUS = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 
 @functools.cache
 def update_bench():
-    """bench/scale_update.py (the ``update`` part, and ``bench_module``), imported by path once."""
+    """bench/scale_update.py (the ``update`` part, and ``bench_module``, which loads the other
+    benches this one uses), imported by path once."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("bench_scale_update", ROOT / "bench" / "scale_update.py")
@@ -516,13 +517,10 @@ def published_chunks(output: Path) -> int:
 
 def part_build(args) -> dict:
     """Build throughput: in-process, then `rag build --executor celery` on 1 and on 2 workers."""
-    import importlib.util
     import shutil
     import tempfile
 
-    spec = importlib.util.spec_from_file_location("celery_build", ROOT / "bench" / "celery_build.py")
-    celery_bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(celery_bench)
+    celery_bench = update_bench().bench_module("celery_build")
     folder = args.cache_dir / f"build-{args.build_chunks}"
     content = write_build_corpus(folder, args.build_chunks, collections=1)
     config = build_config(folder, args.build_shards)
