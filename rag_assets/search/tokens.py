@@ -28,7 +28,7 @@ a budget met with it is likely (not guaranteed) to be met by the LLM's count too
 The estimate counts *pieces*: every run of letters/digits/underscores is one token
 plus one per further 5 characters (long or rare words split into subwords), every
 punctuation character is one token, every CJK character is one token. Measured
-against the WordPiece tokenizer on all 102 chunks of ``/work/main/content`` (technical
+against the WordPiece tokenizer on all 102 chunks of the sample ``content/`` (technical
 Markdown: prose, shell, YAML, tables): total +1.6%, mean per-chunk error +2.9%, mean
 absolute error 5.1%, range -27% (a runbook full of SSH key fingerprints) to +22%;
 72% of chunks are over- rather than under-estimated. The rules of thumb did much worse
