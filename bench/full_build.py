@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/full_build.py [--chunks 15000] [--shards 4] [--repeat 1]
                                          [--cache-dir DIR] [--profile FILE.prof] [--top 25] [--steps]
+                                         [--baseline CHECKOUT]
 
 The corpus is ``bench/scale.py``'s build corpus (``write_build_corpus``: files of five
 ~380-word sections drawn from the Hugo docs, one collection ``c0`` split into --shards
@@ -13,8 +14,9 @@ and its children (``os.wait4``), so the machine's load moves the figure little.
 Prints chunks/s on the wall clock and chunks per CPU second, with the load average.
 
 ``--profile FILE``: one more build, in-process (``rag_assets.serve.cli.main`` under
-cProfile), its stats written to FILE and the top --top functions by cumulative and by
-own time printed.
+cProfile, timed in CPU seconds), its stats written to FILE and the top --top functions by cumulative and by
+own time printed. ``--baseline DIR``: each repetition also builds with another checkout's
+rag_assets (e.g. main's), alternating, so that the machine's load falls on both alike.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import contextlib
 import cProfile
 import importlib.util
 import io
+import itertools
 import os
 import pstats
 import shutil
@@ -65,10 +68,12 @@ def build_argv(content: Path, config: Path, output: Path) -> list[str]:
     ]
 
 
-def timed_build(content: Path, config: Path, output: Path, dagster_home: Path) -> tuple[float, float]:
-    """(wall s, CPU s of the process tree) of one forced build as a process."""
+def timed_build(
+    content: Path, config: Path, output: Path, dagster_home: Path, checkout: Path = ROOT
+) -> tuple[float, float]:
+    """(wall s, CPU s of the process tree) of one forced build as a process, with ``checkout``'s rag_assets."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
-    env |= {"DAGSTER_HOME": str(dagster_home), "PYTHONPATH": str(ROOT)}
+    env |= {"DAGSTER_HOME": str(dagster_home), "PYTHONPATH": str(checkout)}
     argv = [sys.executable, "-m", "rag_assets.serve.cli", *build_argv(content, config, output)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, cwd=output, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -101,7 +106,7 @@ def profiled_build(content: Path, config: Path, output: Path, dagster_home: Path
         del os.environ[key]
     from rag_assets.serve import cli
 
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)  # CPU time: the machine's load moves it little
     buffer = io.StringIO()
     cwd = os.getcwd()
     os.chdir(output)
@@ -117,7 +122,7 @@ def profiled_build(content: Path, config: Path, output: Path, dagster_home: Path
     if code != 0:
         raise SystemExit(f"profiled build failed:\n{buffer.getvalue()}")
     profiler.dump_stats(dest)
-    print(f"\nprofiled in-process build: {wall:.1f} s wall with cProfile, stats in {dest}")
+    print(f"\nprofiled in-process build: {wall:.1f} s wall with cProfile (CPU times below), stats in {dest}")
     stats = pstats.Stats(profiler)
     stats.sort_stats("cumulative").print_stats(top)
     stats.sort_stats("tottime").print_stats(top)
@@ -131,6 +136,7 @@ def main() -> None:
     p.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "rag-full-build")
     p.add_argument("--profile", type=Path, help="also profile one in-process build into this file")
     p.add_argument("--top", type=int, default=25)
+    p.add_argument("--baseline", type=Path, help="another checkout (e.g. main's) built alternately with this one")
     p.add_argument("--steps", action="store_true", help="print each Dagster step's seconds after each build")
     args = p.parse_args()
 
@@ -143,20 +149,23 @@ def main() -> None:
         dagster_home = Path(tmp) / "dagster_home"
         dagster_home.mkdir()
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        for rep in range(args.repeat):
+        checkouts = {"this checkout": ROOT} | ({f"baseline {args.baseline}": args.baseline} if args.baseline else {})
+        for rep, (name, checkout) in itertools.product(range(args.repeat), checkouts.items()):
+            home = dagster_home / name.replace(" ", "-").replace("/", "_")
+            home.mkdir(exist_ok=True)
             output = Path(tmp) / f"out-{rep}"
             output.mkdir()
-            wall, cpu = timed_build(content, config, output, dagster_home)
+            wall, cpu = timed_build(content, config, output, home, checkout)
             chunks = scale.published_chunks(output)
             print(
-                f"build {rep + 1}: {chunks:,} chunks, wall {wall:.2f} s ({chunks / wall:,.0f} chunks/s), "
+                f"{name}, build {rep + 1}: {chunks:,} chunks, wall {wall:.2f} s ({chunks / wall:,.0f} chunks/s), "
                 f"CPU {cpu:.2f} s ({chunks / cpu:,.0f} chunks per CPU s), "
                 f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
                 flush=True,
             )
             shutil.rmtree(output)
             if args.steps:
-                print("  " + ", ".join(f"{name} {secs:.2f}" for name, secs in step_seconds(dagster_home)))
+                print("  " + ", ".join(f"{step} {secs:.2f}" for step, secs in step_seconds(home)))
         if args.profile:
             output = Path(tmp) / "out-profile"
             output.mkdir()
