@@ -111,3 +111,26 @@ def test_the_tokenizer_splits_ascii_as_the_regular_expression_does():
     for text in ascii_texts + EDGE_TEXTS:
         if text.lower().isascii():
             assert tokenize(text) == word.findall(text.lower())
+
+
+def test_the_key_table_finds_what_was_added_across_growth_and_collisions():
+    from rag_assets.embed.key_table import KeyTable
+
+    rng = np.random.default_rng(11)
+    table = KeyTable(bits=4)  # 16 slots: grows several times below
+    # Keys that differ only in high bits, low bits, or are 0 and the largest: all must stay apart.
+    special = np.array([0, 1, 1 << 32, (1 << 32) | 1, (1 << 64) - 1, 1 << 63], dtype=np.uint64)
+    rest = np.unique(rng.integers(0, 1 << 62, size=5_000, dtype=np.int64)).astype(np.uint64)
+    batches = [special, rest[:7], rest[7:1000], rest[1000:]]
+    added: list[np.ndarray] = []
+    for batch in batches:
+        values = (batch % np.uint64(1_000_003)).astype(np.int64) + 1
+        table.add(batch, values)
+        added.append(batch)
+        everything = np.concatenate(added)
+        slots = table.find(everything)
+        assert (slots >= 0).all() and len(set(slots.tolist())) == everything.size == len(table)
+        assert np.array_equal(table.keys[slots], everything)
+        assert np.array_equal(table.values[slots], (everything % np.uint64(1_000_003)).astype(np.int64) + 1)
+    absent = np.array([2, 3, (1 << 32) | 2], dtype=np.uint64)
+    assert (table.find(absent) == -1).all()

@@ -7,7 +7,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from rag_assets.embed.cache import EmbeddingCache
+from rag_assets.embed.cache import EmbeddingCache, text_key
 from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.pipeline import embed_collection
 from rag_assets.records import Chunk, ChunkedCollection
@@ -23,7 +23,7 @@ def chunked(n: int) -> ChunkedCollection:
 def writes(path) -> int:
     """Transactions that wrote rows: each put_many stamps its rows with one created_at."""
     with sqlite3.connect(path) as conn:
-        return conn.execute("SELECT COUNT(DISTINCT created_at) FROM embedding_cache").fetchone()[0]
+        return conn.execute("SELECT COUNT(DISTINCT created_at) FROM embedding_vectors").fetchone()[0]
 
 
 def test_a_writer_groups_batches_into_one_write_until_its_interval_passes(tmp_path):
@@ -67,3 +67,28 @@ def test_batches_embedded_before_a_failure_are_cached(tmp_path):
     embedded, stats = embed_collection(chunked(50), HashingEmbedder(16), cache=cache, batch_size=10)
     assert stats.cache_hits == 30 and stats.cache_misses == 20 and cache.count() == 50
     assert np.array_equal(embedded.vectors, HashingEmbedder(16).embed_documents([c.text for c in chunked(50).chunks]))
+
+
+def test_a_cache_made_before_the_rowid_table_is_copied_into_it_once(tmp_path):
+    path = tmp_path / "cache.db"
+    emb = HashingEmbedder(16)
+    vector = emb.embed_query("an old text")
+    with sqlite3.connect(path) as conn:  # the schema before 2026-12-03
+        conn.execute(
+            "CREATE TABLE embedding_cache (model TEXT NOT NULL, text_sha256 TEXT NOT NULL, dimension INTEGER NOT NULL,"
+            " vector BLOB NOT NULL, created_at REAL NOT NULL, PRIMARY KEY (model, text_sha256)) WITHOUT ROWID"
+        )
+        conn.execute(
+            "INSERT INTO embedding_cache VALUES (?, ?, 16, ?, 1.0)",
+            (emb.model, text_key("an old text"), vector.astype(np.float32).tobytes()),
+        )
+    conn.close()
+    cache = EmbeddingCache(path)
+    assert np.array_equal(cache.get_many(emb.model, 16, ["an old text"])[0], vector)
+    assert cache.count() == 1
+    with sqlite3.connect(path) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    conn.close()
+    assert tables == {"embedding_vectors"}
+    cache.put_many(emb.model, ["a new text"], emb.embed_documents(["a new text"]))
+    assert EmbeddingCache(path).count() == 2  # opened again: nothing left to copy, nothing lost

@@ -279,21 +279,27 @@ def test_unreadable_and_vanishing_files_are_skipped_and_the_rest_published(tmp_p
 
 
 def test_a_file_deleted_between_hashing_and_parsing_is_reported_as_skipped(tmp_path, monkeypatch, capsys):
-    """The parser lists the folder again: a file hashed, then deleted before that listing,
+    """The parse step lists the folder again: a file hashed, then deleted before that listing,
     was missing from the index without a word while the content hash still covered it."""
+    from rag_assets.defs import content as content_assets
+
     content = tmp_path / "content"
     (content / "docs").mkdir(parents=True)
     (content / "docs/good.md").write_text("# Good\n\nReadable text about vlans.\n")
     (content / "docs/gone.md").write_text("# Gone\n\nHashed, then deleted before it is parsed.\n")
-    real_list = parsing.list_folder
+    real_list = content_assets.list_folder
+    walks = []
 
     def delete_then_list(root, policy, *, prefix=""):
-        (content / "docs/gone.md").unlink(missing_ok=True)  # after content_hash, before parsed_documents
+        walks.append(root)
+        if len(walks) == 2:  # the parse step's walk, after the content_hash step's
+            (content / "docs/gone.md").unlink()
         return real_list(root, policy, prefix=prefix)
 
-    monkeypatch.setattr(parsing, "list_folder", delete_then_list)
+    monkeypatch.setattr(content_assets, "list_folder", delete_then_list)
     out = tmp_path / "out"
     assert main(["build", "--content-dir", str(content), "--output-dir", str(out)]) == 0
+    assert len(walks) == 2  # one walk per step (the steps of one build share none)
     printed = capsys.readouterr().out
     assert "docs/gone.md: file vanished while the build was reading the folder; the next build" in printed
     index = json.loads((out / "public/embeddings-index.json").read_text())

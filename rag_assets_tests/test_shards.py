@@ -268,14 +268,22 @@ def test_edits_deletions_and_a_new_shard_count_keep_the_outputs_those_of_the_uns
 
 
 def test_rag_build_after_an_edit_re_indexes_only_the_shard_holding_the_file(
-    content: Path, tmp_path: Path, capsys
+    content: Path, tmp_path: Path, capsys, monkeypatch
 ) -> None:
+    from rag_assets.defs import content as content_assets
     from rag_assets.serve.cli import main
 
     config = tmp_path / "rag.yaml"
     config.write_text("shards:\n  docs: 3\n")
     args = ["--config", str(config), "--content-dir", str(content), "--output-dir", str(tmp_path / "out")]
+    walks: list[Path] = []
+    real_list = content_assets.list_folder
+    monkeypatch.setattr(
+        content_assets, "list_folder", lambda root, *a, **k: walks.append(root) or real_list(root, *a, **k)
+    )
     assert main(["build", *args]) == 0
+    # One walk of each collection folder per step (hash, parse): docs's 3 shards share theirs.
+    assert sorted(walks) == sorted([content / "docs", content / "posts"] * 2)
     first = capsys.readouterr().out
     assert all(f"[docs~{i}]" in first for i in range(3)), first
     page = content / "docs" / "guides" / "page-03.md"

@@ -35,6 +35,10 @@ class SqliteCache:
             log.warning("discarded the damaged cache %s (%s); it is rebuilt as work is redone", path, self.discarded)
         with closing(self._connect()) as conn:
             conn.executescript(self.schema)
+            self.prepare(conn)
+
+    def prepare(self, conn: sqlite3.Connection) -> None:
+        """Bring an older file up to the schema (a migration), on the connection that made it."""
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)

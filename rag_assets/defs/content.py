@@ -6,11 +6,14 @@ A partition is a collection, or one shard of a sharded collection (``docs~0``; s
 rag_assets/ingest/shards.py), whose records hold only that shard's files.
 """
 
+import functools
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
 
+from rag_assets.config import RagConfig
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.ranges import SINGLE_RUN, for_each_partition
 from rag_assets.defs.resources import RagSettings
@@ -19,6 +22,7 @@ from rag_assets.ingest.doc_cache import DocumentCache
 from rag_assets.ingest.parsing import parse_collection
 from rag_assets.ingest.shards import Shard, shard_for_key, shard_part, snapshot_shard
 from rag_assets.ingest.sources import StatCache
+from rag_assets.ingest.walker import Listing, list_folder
 from rag_assets.pipeline import chunk_collection
 from rag_assets.records import ChunkedCollection, CollectionSnapshot, ParsedCollection
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
@@ -29,6 +33,18 @@ GROUP = "collections"
 def shard_metadata(shard: Shard) -> dict:
     """A shard partition's place in the UI: its collection and which shard it is (none unsharded)."""
     return {"collection": shard.collection, "shard": shard.label()} if shard.sharded else {}
+
+
+def collection_listings(cfg: RagConfig) -> Callable[[str], Listing]:
+    """A collection folder's listing (list_folder, the build's policy), walked once per step:
+    the shards of a collection share it, where each walked the whole folder before."""
+    policy = collection_policy(cfg)
+
+    @functools.cache
+    def listing(collection: str) -> Listing:
+        return list_folder(cfg.content_dir / collection, policy, prefix=f"{collection}/")
+
+    return listing
 
 
 def build_content_assets(
@@ -47,10 +63,13 @@ def build_content_assets(
         # A full rebuild (rag build --force, the nightly schedule) rehashes every file.
         full = context.run.tags.get(BUILD_TAG) == "full"
         stat_cache = StatCache(cfg.stat_cache_path, trust=not full)
+        listing = collection_listings(cfg)
 
         def one(key: str) -> tuple[CollectionSnapshot, dict]:
             shard = shard_for_key(cfg, key)
-            snapshot = snapshot_shard(cfg.content_dir, shard, stat_cache, collection_policy(cfg))
+            snapshot = snapshot_shard(
+                cfg.content_dir, shard, stat_cache, collection_policy(cfg), listing(shard.collection)
+            )
             if not Path(snapshot.root).is_dir():
                 context.log.warning(f"[{key}] folder {snapshot.root} does not exist; the collection is empty")
             return snapshot, {
@@ -74,6 +93,7 @@ def build_content_assets(
         """Markdown files parsed into frontmatter and body; unusable files listed with reasons."""
         cfg = rag.config
         cache = DocumentCache(cfg.document_cache_path, cfg.chunking)
+        listing = collection_listings(cfg)
 
         def one(key: str) -> tuple[ParsedCollection, dict]:
             snapshot = content_hash[key]
@@ -89,6 +109,7 @@ def build_content_assets(
                 policy=collection_policy(cfg),
                 holds=shard.holds if shard.sharded else None,
                 hashed=snapshot.files,
+                listing=listing(collection),
             )
             parsed = replace(parsed, shard=shard_part(shard, snapshot))
             for item in parsed.skipped:

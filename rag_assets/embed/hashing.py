@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-import operator
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -92,9 +91,12 @@ def first_occurrence_counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ordered = keys[perm]
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     first = np.minimum.reduceat(perm, starts)  # a group's earliest position, whatever the sort did with ties
-    counts = np.diff(np.append(starts, keys.size))
-    order = np.argsort(first)
-    return ordered[starts][order], counts[order]
+    # Each count put at its key's first position, then read in position order: the order of
+    # first occurrence, without sorting the groups a second time.
+    count_at = np.zeros(keys.size, dtype=np.int64)
+    count_at[first] = np.diff(np.append(starts, keys.size))
+    firsts = np.flatnonzero(count_at)
+    return keys[firsts], count_at[firsts]
 
 
 class HashingEmbedder:
@@ -115,11 +117,14 @@ class HashingEmbedder:
         """An empty memo: word -> id, with each id's bucket and sign; word pair -> signed bucket."""
         import numpy as np
 
+        from rag_assets.embed.key_table import KeyTable
+
         self._ids: dict[str, int] = {}
         self._words: list[str] = []
         self._word_bucket = np.zeros(1024, dtype=np.int64)
         self._word_sign = np.zeros(1024, dtype=np.float64)
-        self._pair_code: dict[int, int] = {}  # (id << 32 | id) -> bucket + 1, negated for sign -1
+        # (id << 32 | id) -> bucket + 1, negated for sign -1; a pair's slot is its id within a batch.
+        self._pair_code = KeyTable()
         self._log_weight = np.zeros(0, dtype=np.float64)  # 1 + log(count), index count - 1
         self._memo_ready = True
 
@@ -172,13 +177,11 @@ class HashingEmbedder:
         """The id of every word, new words hashed and remembered."""
         import numpy as np
 
-        ids = list(map(self._ids.get, words))
-        if None in ids:
-            for i in itertools.compress(range(len(ids)), map(operator.is_, ids, itertools.repeat(None))):
-                ids[i] = self._ids.get(words[i])
-                if ids[i] is None:
-                    ids[i] = self._remember_word(words[i])
-        return np.array(ids, dtype=np.int64)
+        ids = np.fromiter(map(self._ids.get, words, itertools.repeat(-1)), dtype=np.int64, count=len(words))
+        for i in np.flatnonzero(ids < 0).tolist():
+            known = self._ids.get(words[i])  # a new word seen twice in the batch is remembered once
+            ids[i] = self._remember_word(words[i]) if known is None else known
+        return ids
 
     def _remember_word(self, word: str) -> int:
         import numpy as np
@@ -215,25 +218,30 @@ class HashingEmbedder:
 
         within = rows[:-1] == rows[1:]  # no pair across two texts
         pairs = (ids[:-1][within] << _ID_BITS) | ids[1:][within]
-        distinct, which = np.unique(pairs, return_inverse=True)
-        codes = self._pair_codes(distinct)
-        keys, counts = first_occurrence_counts((rows[:-1][within] << _ID_BITS) | which.reshape(-1))
-        code = codes[keys & _LOW]
+        slots = self._pair_slots(pairs)
+        keys, counts = first_occurrence_counts((rows[:-1][within] << _ID_BITS) | slots)
+        code = self._pair_code.values[keys & _LOW]
         signs = np.where(code > 0, 1.0, -1.0) * self._bigram_weight
         values = (signs * self._weights(counts)).astype(np.float32)
         np.add.at(matrix, (keys >> _ID_BITS) * self._dimension + np.abs(code) - 1, values)
 
-    def _pair_codes(self, pairs: np.ndarray) -> np.ndarray:
-        """Signed bucket (bucket + 1, negative for sign -1) of each word pair's feature "a b"."""
+    def _pair_slots(self, pairs: np.ndarray) -> np.ndarray:
+        """Each word pair's slot in the pair memo, whose value is the signed bucket (bucket + 1,
+        negative for sign -1) of the feature "a b"; pairs not seen before are hashed and added."""
         import numpy as np
 
-        keys = pairs.tolist()
-        codes = list(map(self._pair_code.get, keys))
-        # A code is never 0, so `not code` finds exactly the pairs not seen before (without a Python loop over all).
-        for i in itertools.compress(range(len(codes)), map(operator.not_, codes)):
-            pair = keys[i]
+        slots = self._pair_code.find(pairs)
+        missing = slots < 0
+        if not missing.any():
+            return slots
+        new, where = np.unique(pairs[missing], return_inverse=True)
+        codes = []
+        for pair in new.tolist():
             bucket, sign = feature_bucket(
                 f"{self._words[pair >> _ID_BITS]} {self._words[pair & _LOW]}", self._dimension
             )
-            codes[i] = self._pair_code[pair] = bucket + 1 if sign > 0 else -(bucket + 1)
-        return np.array(codes, dtype=np.int64)
+            codes.append(bucket + 1 if sign > 0 else -(bucket + 1))
+        if self._pair_code.add(new, np.array(codes, dtype=np.int64)):
+            return self._pair_code.find(pairs)  # the table grew: every slot moved
+        slots[missing] = self._pair_code.find(new)[where.reshape(-1)]
+        return slots

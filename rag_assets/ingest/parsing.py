@@ -65,6 +65,7 @@ def parse_collection(
     holds: Callable[[str], bool] | None = None,
     hashed: Collection[str] = (),
     obsidian: bool = False,
+    listing: Listing | None = None,
 ) -> ParsedCollection:
     """Parse every file of one collection folder, keeping the failures with their reasons.
 
@@ -80,7 +81,8 @@ def parse_collection(
     The skipped files are sorted by path, so the shards of a collection rejoin into the
     same list as the collection parsed whole. ``obsidian`` reads each note's Obsidian syntax
     (wikilinks, embeds, comments, callouts, tags, aliases: see rag_assets/ingest/obsidian.py),
-    for the notes of a vault.
+    for the notes of a vault. ``listing``: the folder's :func:`list_folder` (this policy, the
+    ``<collection>/`` prefix) when the caller has it already, as for the content hash.
     """
     reuse = reuse or {}
     keep = holds or (lambda _: True)
@@ -93,7 +95,7 @@ def parse_collection(
             collection=collection, content_hash=content_hash, documents=[], skipped=[s for s in missing if keep(s.path)]
         )
     documents: list[Document] = []
-    listing = list_folder(root, policy, prefix=f"{collection}/")
+    listing = listing if listing is not None else list_folder(root, policy, prefix=f"{collection}/")
     skipped: list[SkippedFile] = [s for s in listing.skipped if keep(s.path)]
     slug_owner: dict[str, str] = {}
     result: Document | SkippedFile  # reused documents are parsed ones; a fresh parse may skip

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rag_assets.config import SHARD_MARK, RagConfig
 from rag_assets.ingest.sources import StatCache, combine_hashes, snapshot_collection, snapshot_entries
-from rag_assets.ingest.walker import WalkPolicy
+from rag_assets.ingest.walker import Listing, WalkPolicy
 from rag_assets.records import CollectionSnapshot, ShardPart
 
 # The name under which a shard's place enters its content hash. File names always start
@@ -118,11 +118,16 @@ def split_snapshot(snapshot: CollectionSnapshot, shards: Sequence[Shard]) -> dic
     }
 
 
-def snapshot_shard(content_dir: Path, shard: Shard, stat_cache: StatCache, policy: WalkPolicy) -> CollectionSnapshot:
-    """The snapshot of one shard's files, with the shard's content hash (see :func:`shard_hash`)."""
+def snapshot_shard(
+    content_dir: Path, shard: Shard, stat_cache: StatCache, policy: WalkPolicy, listing: Listing | None = None
+) -> CollectionSnapshot:
+    """The snapshot of one shard's files, with the shard's content hash (see :func:`shard_hash`);
+    ``listing``: the collection folder's, when the caller has it (see snapshot_collection)."""
     if not shard.sharded:
-        return snapshot_collection(content_dir, shard.collection, stat_cache, policy=policy)
-    snapshot = snapshot_collection(content_dir, shard.collection, stat_cache, policy=policy, holds=shard.holds)
+        return snapshot_collection(content_dir, shard.collection, stat_cache, policy=policy, listing=listing)
+    snapshot = snapshot_collection(
+        content_dir, shard.collection, stat_cache, policy=policy, holds=shard.holds, listing=listing
+    )
     snapshot.content_hash = shard_hash(snapshot_entries(snapshot), shard)
     return snapshot
 

@@ -21,6 +21,7 @@ from rag_assets.base.atomic import atomic_write_bytes
 from rag_assets.ingest.walker import (
     DEFAULT_MAX_FILE_BYTES,
     FileRefused,
+    Listing,
     WalkPolicy,
     default_policy,
     iter_blocks,
@@ -129,11 +130,14 @@ def snapshot_collection(
     root: Path | None = None,
     policy: WalkPolicy | None = None,
     holds: Callable[[str], bool] | None = None,
+    listing: Listing | None = None,
 ) -> CollectionSnapshot:
     """Hash one collection folder (``root``, default ``content_dir/collection``); a missing
     folder is an empty collection. ``policy`` defaults to staying inside ``content_dir``
     (or ``root`` when given) and out of its vaults folder. ``holds`` keeps only the files
-    (and skipped entries) whose ``<collection>/...`` path it accepts: one shard's."""
+    (and skipped entries) whose ``<collection>/...`` path it accepts: one shard's.
+    ``listing``: the folder's :func:`list_folder` with this policy and the ``<collection>/``
+    prefix, when the caller has it already (the shards of a collection share one walk)."""
     policy = policy or default_policy(root or content_dir)
     root = root or content_dir / collection
     cache = stat_cache or StatCache(None)
@@ -141,7 +145,7 @@ def snapshot_collection(
     skipped: list[SkippedFile] = []
     total = 0
     if root.is_dir():
-        listing = list_folder(root, policy, prefix=f"{collection}/")
+        listing = listing if listing is not None else list_folder(root, policy, prefix=f"{collection}/")
         skipped.extend(s for s in listing.skipped if holds is None or holds(s.path))
         for item in listing.files:
             rel = f"{collection}/{item.rel}"
