@@ -143,7 +143,7 @@ class SegmentPublisher:
                 "collection": part.collection,
                 "bucket": bucket,
                 "buckets": buckets,
-                "documents": len(part.documents),
+                "documentCount": len(part.documents),
                 "ledger": file.as_json(),
             }
         )

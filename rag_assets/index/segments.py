@@ -128,8 +128,8 @@ class Segment:
             "collection": self.collection,
             "bucket": self.bucket,
             "buckets": self.buckets,
-            "chunks": self.chunks,
-            "documents": self.documents,
+            "chunkCount": self.chunks,
+            "documentCount": self.documents,
         }
         for kind, file in self.files.items():
             entry[kind] = file.as_json()

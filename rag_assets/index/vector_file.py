@@ -153,7 +153,7 @@ def _segment_vectors(folder: Path, index: dict[str, Any]) -> np.ndarray:
         if recorded.get("sizeBytes") != len(data) or recorded.get("sha256") != hashlib.sha256(data).hexdigest():
             raise VectorFileError(f"{name} does not match the size and SHA-256 the index records (damaged)")
         parsed = parse_vector_file(data)
-        if parsed.steps.shape != (entry["chunks"], index["dimension"]):
-            raise VectorFileError(f"{name} holds {parsed.steps.shape} vectors for a segment of {entry['chunks']}")
+        if parsed.steps.shape != (entry["chunkCount"], index["dimension"]):
+            raise VectorFileError(f"{name} holds {parsed.steps.shape} vectors for a segment of {entry['chunkCount']}")
         parts.append(parsed.matrix())
     return np.vstack(parts)
