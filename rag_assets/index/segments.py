@@ -45,8 +45,9 @@ SEGMENTED_VERSION = "2.0"  # embeddings-index.json naming segments (1.0: the chu
 _READ_BLOCK = 1 << 20
 
 
-def bucket_count(chunks: int, limit: int = MAX_SEGMENT_CHUNKS) -> int:
+def bucket_count(chunks: int, limit: int | None = None) -> int:
     """How many buckets (a power of two) a collection of ``chunks`` chunks is split into."""
+    limit = limit or MAX_SEGMENT_CHUNKS
     buckets = 1
     while chunks > buckets * limit:
         buckets *= 2
