@@ -11,6 +11,7 @@ first.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ from rag_assets.index.segments import (
 from rag_assets.index.vector_codec import FILE_ENCODINGS
 from rag_assets.records import EmbeddedCollection
 
+LEGACY_FRAGMENTS = "index-fragments"
+
 
 def collect_segments(data_dir: Path, kept: list[Generation]) -> list[str]:
     """Remove the segment files that none of the ``kept`` generations names; their names.
@@ -57,6 +60,8 @@ def collect_segments(data_dir: Path, kept: list[Generation]) -> list[str]:
     keep: set[str] = set()
     for generation in kept:
         keep.update(known_files(generation.index_path, generation.manifest_path))
+    # The rendered collections of the single-file index (older versions): the segments replace them.
+    shutil.rmtree(data_dir / LEGACY_FRAGMENTS, ignore_errors=True)
     return collect_garbage(segments_folder(data_dir), keep)
 
 
