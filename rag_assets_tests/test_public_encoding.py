@@ -206,7 +206,13 @@ def merged_postings(cfg) -> tuple[dict, list[str]]:
             )
             at += n
         doc_len.extend(np.frombuffer(base64.b64decode(part["docLength"]), dtype="<u4").tolist())
-    data = {**index["lexical"], "postings": postings, "docLength": doc_len, "rows": len(doc_len), "tokens": sum(doc_len)}
+    data = {
+        **index["lexical"],
+        "postings": postings,
+        "docLength": doc_len,
+        "rows": len(doc_len),
+        "tokens": sum(doc_len),
+    }
     return data, ids
 
 

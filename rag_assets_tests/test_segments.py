@@ -22,7 +22,9 @@ from rag_assets.index.manifest import read_manifest
 from rag_assets.index.segments import bucket_count, bucket_of, known_files
 from rag_assets.serve.cli import main
 
-TREE = {f"docs/note-{i}.md": f"---\ntitle: Note {i}\n---\nNote {i} is about topic {i} and little else.\n" for i in range(8)}
+TREE = {
+    f"docs/note-{i}.md": f"---\ntitle: Note {i}\n---\nNote {i} is about topic {i} and little else.\n" for i in range(8)
+}
 TREE["posts/hello.md"] = "---\ntitle: Hello\n---\nThe first post, about nothing in particular.\n"
 
 

@@ -25,11 +25,12 @@ from rag_assets.defs.runner import QUIET_RUN_CONFIG, run_build
 from rag_assets.defs.sensors import build_change_sensor
 from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.freshness import detect_changes
+from rag_assets.index.segments import known_files
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.shards import Shard, shard_for_key, shard_index
 
 BUILT_AT = "2026-12-01T12:00:00Z"
-PUBLISHED = ("embeddings-index.json", "embeddings-meta.json", "embeddings-bm25.json", "rag-manifest.json")
+PUBLISHED = ("embeddings-index.json", "embeddings-meta.json", "rag-manifest.json")
 
 
 def slug_trio_stem(count: int) -> str:
@@ -77,9 +78,13 @@ def fixed_clock(monkeypatch):
 
 def published_bytes(cfg: RagConfig) -> dict[str, bytes]:
     folder = cfg.index_path.resolve().parent
-    return {name: (folder / name).read_bytes() for name in PUBLISHED} | {
-        "store": cfg.public_store_path.resolve().read_bytes()
-    }
+    named = known_files(folder / "embeddings-index.json", folder / "rag-manifest.json")
+    segments = {name: (cfg.data_dir / "segments" / name).read_bytes() for name in sorted(named)}
+    return (
+        {name: (folder / name).read_bytes() for name in PUBLISHED}
+        | segments
+        | {"store": cfg.public_store_path.resolve().read_bytes()}
+    )
 
 
 def store_rows(cfg: RagConfig) -> list:
