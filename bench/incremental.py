@@ -762,7 +762,7 @@ def main() -> None:
     mb = {k: v / 1e6 for k, v in io_sizes.items()}
     print("\nData a one-file update reads and rewrites whole, whatever the size of the edit")
     print(
-        f"  public/embeddings-index.json  {mb['index']:6.1f} MB  rewritten and fsynced by the publish step (unchanged collections' fragments reused)"
+        f"  public/embeddings-index.json  {mb['index']:6.1f} MB  the commit file naming the segments (data/segments: only the changed ones are written)"
     )
     print(f"  embeddings pickles (all)      {mb['pickles']:6.1f} MB  unpickled once by the publish step")
     print(
