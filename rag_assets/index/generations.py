@@ -258,6 +258,8 @@ def _ensure_link(path: Path, target: str) -> None:
     """``path`` a symbolic link to ``target``, replaced in one rename when it is anything else."""
     if path.is_symlink() and os.readlink(path) == target:
         return
+    if path.is_dir() and not path.is_symlink():
+        _move_aside_if_not_a_link(path)  # public/segments copied as a folder (cp -rL): a link again
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     os.symlink(target, tmp)
