@@ -19,6 +19,7 @@ from rag_assets.defs.runner import run_build
 from rag_assets.index import generations, segments
 from rag_assets.index.index_json import IndexHeader, read_index, render_index
 from rag_assets.index.manifest import read_manifest
+from rag_assets.index.segment_publish import SegmentPublisher
 from rag_assets.index.segments import bucket_count, bucket_of, known_files
 from rag_assets.serve.cli import main
 
@@ -137,3 +138,30 @@ def test_a_damaged_segment_is_reported_and_made_again_by_the_next_build(write_tr
     assert main(["build", "--config", config]) == 0
     assert path.read_bytes() == good
     assert main(["check", "--config", config]) == 0
+
+
+def test_an_unchanged_collection_is_named_again_without_its_records(write_tree, tmp_path):
+    """SegmentPublisher.reuse: a publish that loads only the changed collections names the
+    previous generation's segments of the others as they were, ledger included."""
+    content = write_tree(TREE)
+    cfg = build(content, tmp_path / "out")
+    gen = generations.published(cfg)
+    publisher = SegmentPublisher(
+        cfg.data_dir,
+        gen.store_path,
+        tmp_path,
+        5,
+        "int16-bin",
+        "2026-12-03T00:00:00Z",
+        gen.index_path,
+        gen.manifest_path,
+    )
+    try:
+        assert publisher.reuse("docs") and not publisher.reuse("no-such-collection")
+    finally:
+        publisher.close()
+    before = orjson.loads(gen.index_path.read_bytes())["segments"]
+    assert [s.as_json() for s in publisher.segments] == [s for s in before if s["collection"] == "docs"]
+    ledger = orjson.loads(gen.manifest_path.read_bytes())["ledger"]
+    assert publisher.ledger == [e for e in ledger if e["collection"] == "docs"]
+    assert publisher.documents == 8 and publisher.written == []

@@ -126,6 +126,31 @@ class SegmentPublisher:
         self.collections[col.collection] = collection_entry(col)
         self.documents += len(col.documents)
 
+    def reuse(self, collection: str) -> bool:
+        """Name again the previous generation's segments of ``collection``, unchanged, without
+        its records (a publish that loads only the changed collections); False when the previous
+        generation has none to name (then :meth:`add` it). Its BM25 files stay right while the
+        store keeps the collection's rows, as a sync by diff does."""
+        index = read_raw_manifest(self.previous_index) or {}
+        entries = [e for e in index.get("segments") or [] if isinstance(e, dict) and e.get("collection") == collection]
+        ledger = [
+            e for e in self._previous.get("ledger") or [] if isinstance(e, dict) and e.get("collection") == collection
+        ]
+        entry = (self._previous.get("collections") or {}).get(collection)
+        if not entries or len(entries) != len(ledger) or not isinstance(entry, dict):
+            return False
+        try:
+            segments = [Segment.from_json(e) for e in entries]
+        except (KeyError, TypeError, ValueError):
+            return False
+        if any(s.files["chunks"].name not in self.writer.known for s in segments):
+            return False
+        self.segments.extend(segments)
+        self.ledger.extend(ledger)
+        self.collections[collection] = entry
+        self.documents += sum(s.documents for s in segments)
+        return True
+
     def _lexical_file(self, part: EmbeddedCollection) -> SegmentFile:
         conn = self._store()
         rowids = segment_rowids(conn, [c.id for c in part.chunks])

@@ -96,6 +96,9 @@ def folder_of_generation(folder: Path) -> Path:
     return segment_folder(folder / "any")
 
 
+SEGMENT_KINDS = ("chunks", "vectors", "lexical")  # an index's files of a segment (the ledger: the manifest's)
+
+
 @dataclass(frozen=True)
 class SegmentFile:
     """One segment file: its name (in the segments folder), size and SHA-256."""
@@ -136,8 +139,20 @@ class Segment:
             entry[kind] = file.as_json()
         return entry
 
-
-SEGMENT_KINDS = ("chunks", "vectors", "lexical")
+    @classmethod
+    def from_json(cls, entry: dict[str, Any]) -> Segment:
+        """A segment as an index names it (KeyError, TypeError or ValueError when damaged)."""
+        files = {kind: SegmentFile.from_json(entry[kind]) for kind in SEGMENT_KINDS if kind in entry}
+        if "chunks" not in files or "lexical" not in files:
+            raise KeyError("a segment without its chunks or BM25 file")
+        return cls(
+            str(entry["collection"]),
+            int(entry["bucket"]),
+            int(entry["buckets"]),
+            int(entry["chunkCount"]),
+            int(entry["documentCount"]),
+            files,
+        )
 
 
 def _json_object(path: Path) -> dict[str, Any]:
