@@ -41,6 +41,7 @@ from rag_assets.index import generations
 from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.freshness import detect_changes
 from rag_assets.index.index_json import read_index
+from rag_assets.index.manifest import read_manifest
 from rag_assets.serve.cli import main
 
 from .conftest import REPO_ROOT
@@ -340,13 +341,13 @@ def assert_same_outputs(inc: RagConfig, full: RagConfig) -> None:
         assert_store_sound(cfg.public_store_path)
         report = check_public_outputs(cfg)
         assert report.ok, report.problems
-    assert manifest_view(read_json(inc.manifest_path)) == manifest_view(read_json(full.manifest_path))
+    assert manifest_view(read_manifest(inc.manifest_path)) == manifest_view(read_manifest(full.manifest_path))
 
 
 def assert_nothing_left_of(cfg: RagConfig, gone_docs: set[str], gone_tokens: set[str]) -> None:
     """Deleted, renamed or removed documents and replaced paragraphs leave no trace anywhere."""
     index = read_index(cfg.index_path)
-    manifest = read_json(cfg.manifest_path)
+    manifest = read_manifest(cfg.manifest_path)
     with closing(ro(cfg.public_store_path)) as conn:
         store_chunk_ids = [r[0] for r in conn.execute("SELECT id FROM chunks")]
         store_doc_ids = {r[0] for r in conn.execute("SELECT id FROM documents")}
@@ -431,7 +432,7 @@ def check_incremental_equals_full(tmp_path: Path, ops: list[tuple[str, int, int]
         inc, full = cfg_for(content, inc_out, config), cfg_for(content, full_out, config)
         assert_same_outputs(inc, full)
         # Independent of the full build: the manifest lists exactly the files on disk.
-        assert set(read_json(inc.manifest_path)["documents"]) == tree.doc_ids(), done
+        assert set(read_manifest(inc.manifest_path)["documents"]) == tree.doc_ids(), done
         live = tree.live_tokens()
         assert_nothing_left_of(inc, tree.doc_ids_ever - tree.doc_ids(), tree.tokens_ever - live)
         for word in live:  # every surviving paragraph is searchable, as often as after a full build
@@ -650,7 +651,7 @@ def published_state(cfg: RagConfig) -> dict[str, Any]:
     """What each output holds, timestamps aside; asserts each one is readable on the way."""
     index = read_index(cfg.index_path)  # parses, so it is whole
     meta = read_json(cfg.meta_path)
-    manifest = read_json(cfg.manifest_path)
+    manifest = read_manifest(cfg.manifest_path)
     assert_store_sound(cfg.public_store_path)
     dump = store_dump(cfg.public_store_path)
     assert dump["fts_rows"] == len(dump["chunks"])
@@ -766,7 +767,7 @@ def test_kill_9_during_build_keeps_outputs_readable_and_the_next_build_recovers(
         assert any(word in c["text"] for c in read_index(cfg.index_path)["chunks"])
         assert fts_count(cfg.public_store_path, word) >= 1
         sha = hashlib.sha256((content / rel).read_bytes()).hexdigest()
-        assert read_json(cfg.manifest_path)["documents"][doc_id(rel)]["contentHash"] == sha
+        assert read_manifest(cfg.manifest_path)["documents"][doc_id(rel)]["contentHash"] == sha
         assert main(["check", *cli_args(content, out, None)]) == 0
         assert not list(out.rglob("*.tmp")), f"trial {trial}: temporary files left behind"
         assert len(os.listdir(folder)) <= 2, f"trial {trial}: old generations left behind"
