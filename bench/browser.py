@@ -55,15 +55,9 @@ from rag_assets.defs.runner import run_build  # noqa: E402
 HUGO = ROOT.parent / "shared" / "corpora" / "hugo-docs" / "content"
 QUESTIONS = ROOT / "eval" / "questions" / "hugo-docs.jsonl"
 CHROMIUM = "/usr/bin/chromium"
-# embeddings-vectors.bin: written (and fetched) with vector_encoding int16-bin only.
-FILES = (
-    "embeddings-meta.json",
-    "embeddings-index.json",
-    "embeddings-bm25.json",
-    "rag-search.js",
-    "rag-vectors.js",
-    "embeddings-vectors.bin",
-)
+# And the index's segment files (segments/<key>.<kind>), counted by kind; vectors.bin: int16-bin only.
+FILES = ("embeddings-meta.json", "embeddings-index.json", "rag-search.js", "rag-vectors.js")
+SEGMENT_KINDS = ("chunks.json", "bm25.json", "vectors.bin")
 
 
 def generate_corpus(content: Path, files: int) -> None:
@@ -179,8 +173,10 @@ def measure(browser, url: str, questions: list[str], repeat: int) -> dict:
         if attempt == 0:
             for request in sizes:
                 name = request.url.rsplit("/", 1)[-1].split("?")[0]
-                if name in FILES:
-                    received[name] = request.sizes()["responseBodySize"]
+                kind = name.split(".", 1)[-1]
+                if name in FILES or kind in SEGMENT_KINDS:
+                    key = name if name in FILES else f"segments/*.{kind}"
+                    received[key] = received.get(key, 0) + request.sizes()["responseBodySize"]
             timed = page.evaluate(QUERIES, questions)
             times, scans, dense = timed["times"], sorted(timed["scans"]), sorted(timed["denseTimes"])
         context.close()

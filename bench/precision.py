@@ -50,6 +50,7 @@ import orjson  # noqa: E402
 from rag_assets.config import load_config  # noqa: E402
 from rag_assets.defs.runner import run_build  # noqa: E402
 from rag_assets.embed.selection import query_embedder  # noqa: E402
+from rag_assets.index.index_json import read_index  # noqa: E402
 from rag_assets.index.vector_codec import FILE_ENCODINGS, decode_chunk, encode_rows  # noqa: E402
 from rag_assets.index.vector_file import parse_vector_file, render_vector_file  # noqa: E402
 
@@ -174,7 +175,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as out:
         cfg, vectors, titles, embedder = build(args.corpus, Path(out), args.dimension, args.embedder)
-        chunks = orjson.loads(cfg.index_path.read_bytes())["chunks"]
+        chunks = read_index(cfg.index_path)["chunks"]
     full = np.vstack([vectors[c["id"]] for c in chunks])
     queries_text = titles[: args.queries]
     queries = np.vstack([np.asarray(embedder.embed_query(q), dtype=np.float32) for q in queries_text])

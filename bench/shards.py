@@ -45,6 +45,7 @@ from rag_assets.defs.assembly import build_definitions  # noqa: E402
 from rag_assets.defs.jobs import INDEX_COLLECTION_JOB, PUBLISH_JOB, UPDATE_COLLECTION_JOB  # noqa: E402
 from rag_assets.defs.partitions import sync_partitions  # noqa: E402
 from rag_assets.defs.runner import QUIET_RUN_CONFIG, partition_args, run_build  # noqa: E402
+from rag_assets.index.index_json import read_index  # noqa: E402
 from rag_assets.index.rejoin import rejoin_collections  # noqa: E402
 from rag_assets.ingest.shards import Shard, collection_shards, shard_index  # noqa: E402
 
@@ -129,7 +130,7 @@ def bench(content_src: Path, shards: int, repeat: int, workers: int) -> dict[str
                 figures["full"].append(time.perf_counter() - t0)
                 if not outcome.success:
                     raise SystemExit(outcome.error)
-                index_bytes = json.dumps(json.loads(cfg.index_path.read_bytes())["chunks"]).encode()
+                index_bytes = json.dumps(read_index(cfg.index_path)["chunks"]).encode()
                 figures["rejoin"].append(rejoin_seconds(cfg))
                 collection, inside = edit_one_file(content, trial)
                 count = cfg.shard_count(collection)
@@ -137,7 +138,7 @@ def bench(content_src: Path, shards: int, repeat: int, workers: int) -> dict[str
                 t0 = time.perf_counter()
                 execute(cfg, instance, UPDATE_COLLECTION_JOB, [key])
                 figures["edit"].append(time.perf_counter() - t0)
-                edited_chunks = json.loads(cfg.index_path.read_bytes())["chunks"]
+                edited_chunks = read_index(cfg.index_path)["chunks"]
             if workers and shards > 1:
                 out = Path(tmp) / "parallel"
                 pcfg = dataclasses.replace(cfg, output_dir=out)
@@ -145,7 +146,7 @@ def bench(content_src: Path, shards: int, repeat: int, workers: int) -> dict[str
                 cfg_file.write_bytes(CONFIG_ADAPTER.dump_json(pcfg))
                 figures["parallel"].append(parallel_seconds(pcfg, workers, cfg_file))
                 # Built from the edited content, as the sequential index after its edit run.
-                if json.loads(pcfg.index_path.read_bytes())["chunks"] != edited_chunks:
+                if read_index(pcfg.index_path)["chunks"] != edited_chunks:
                     raise SystemExit("the shards built in parallel published a different index")
     medians = {k: statistics.median(v) for k, v in figures.items() if v}
     medians["index_digest"] = hash(index_bytes)

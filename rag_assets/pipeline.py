@@ -7,6 +7,7 @@ other orchestrator; the assets add partitions, metadata and logging around them.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -19,9 +20,8 @@ from rag_assets.embed import Embedder, EmbeddingBatchError
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.embed.http import RemoteEmbedder, Usage
 from rag_assets.index import generations, index_json, manifest, pg_sync, store
-from rag_assets.index.browser import static_entries, write_browser_files
-from rag_assets.index.vector_codec import FILE_ENCODINGS
-from rag_assets.index.vector_file import VECTORS_NAME, render_vector_file, vectors_entry
+from rag_assets.index.browser import static_entries, write_static_files
+from rag_assets.index.segment_publish import SegmentPublisher, collect_segments
 from rag_assets.ingest.chunking import chunk_document
 from rag_assets.ingest.doc_cache import DocumentCache, settings_key
 from rag_assets.ingest.shards import Shard
@@ -280,6 +280,7 @@ class Published:
     store_sync: store.SyncResult
     manifest: dict
     postgres: pg_sync.PgSyncResult | None = None  # with store.backend postgres: the sync from the store
+    segments_written: tuple[str, ...] = ()  # the segment files this publish wrote (data/segments)
 
 
 def publish_all(
@@ -303,6 +304,8 @@ def publish_all(
             generations.discard_generation(gen)
             raise
         generations.make_current(cfg, gen)
+        # The segment files no kept generation names (those of superseded or unfinished ones).
+        collect_segments(cfg.data_dir, generations.candidates(cfg))
         # PostgreSQL follows the store just made current, by diff (nothing without the backend).
         written = replace(written, postgres=pg_sync.sync_if_configured(cfg, "public"))
     return written
@@ -327,58 +330,56 @@ def _write_generation(
         generation=gen.id,
         vector_encoding=cfg.vector_encoding,
     )
-    fragments = index_json.FragmentCache(cfg.data_dir / "index-fragments", staging=gen.folder)
-    # Written as it is rendered: the index of a large build is never held whole in memory.
-    index = index_json.write_index(gen.index_path, header, collections, cfg.vector_decimals, fragments)
-    manifest_data = manifest.build_manifest(
-        collections,
-        model=m.model,
-        dimension=m.dimension,
-        provider=m.provider,
-        built_at=built_at,
-        index_size_bytes=index.size,
-        full_build=full_build,
-        previous=manifest.read_manifest(before.manifest_path),
-        generation=gen.id,
-    )
-    manifest_payload = manifest.render_manifest(manifest_data)
-    gen.manifest_path.write_bytes(manifest_payload)
-    # The store starts as a copy of the current one (so only the diff is written, and the
-    # search log carries over); a damaged or missing one is rebuilt whole.
+    # The store first: each segment's BM25 postings are FTS5's, read from it. It starts as a
+    # copy of the current one (so only the diff is written, and the search log carries over);
+    # a damaged or missing one is rebuilt whole.
     generations.seed_store(before.store_path, gen.store_path)
     sync = store.sync_contents(
         gen.store_path, collections, model=m.model, dimension=m.dimension, built_at=built_at, generation=gen.id
     )
-    # The browser search's BM25 data is read from the store just written (FTS5's own postings).
-    lexical = write_browser_files(
-        gen.folder, gen.store_path, collections, cfg.collection_weights, m.provider, generation=gen.id
+    publisher = SegmentPublisher(
+        cfg.data_dir,
+        gen.store_path,
+        gen.folder,
+        cfg.vector_decimals,
+        cfg.vector_encoding,
+        built_at,
+        previous_index=before.index_path,
+        previous_manifest=before.manifest_path,
     )
-    vectors = _write_vector_file(collections, cfg, m, gen)
-    # The sidecar names every other file of the generation with its digest (rag_assets.index.integrity).
+    try:
+        # One collection at a time: only the segments whose inputs changed are written.
+        for col in sorted(collections, key=lambda c: c.collection):
+            publisher.add(col)
+        index_payload = publisher.index_payload(header, cfg.collection_weights, m.provider)
+    finally:
+        publisher.close()
+    gen.index_path.write_bytes(index_payload)
+    index = index_json.WrittenIndex(len(index_payload), hashlib.sha256(index_payload).hexdigest())
+    manifest_data = publisher.manifest(
+        header, full_build=full_build, generation=gen.id, index_bytes=publisher.index_bytes(index.size)
+    )
+    manifest_payload = manifest.render_manifest(manifest_data)
+    gen.manifest_path.write_bytes(manifest_payload)
+    write_static_files(gen.folder)
+    # The sidecar names the index (which names its segments with their digests) and every
+    # other file of the generation with its digest (rag_assets.index.integrity).
     files = {generations.MANIFEST_NAME: index_json.digest_entry(manifest_payload), **static_entries()}
-    meta_payload = index_json.render_meta(
-        header, collections, index, lexical, vectors, files, chunking=settings_key(cfg.chunking)
-    )
+    meta_payload = index_json.render_meta(header, collections, index, files=files, chunking=settings_key(cfg.chunking))
     gen.meta_path.write_bytes(meta_payload)
     summary = store.summarise(gen.store_path)
     assert summary is not None
-    vector_bytes = vectors["sizeBytes"] if vectors else 0
-    return Published(header, index.size, len(meta_payload), vector_bytes, summary, sync, manifest_data)
-
-
-def _write_vector_file(
-    collections: list[EmbeddedCollection], cfg: RagConfig, m: IndexModel, gen: generations.Generation
-) -> dict | None:
-    """For ``int16-bin``: the vectors in the index's chunk order as the binary file beside it;
-    the sidecar's ``vectors`` entry (None for the encodings that keep them in the JSON)."""
-    if cfg.vector_encoding not in FILE_ENCODINGS:
-        return None
-    in_index_order = sorted(collections, key=lambda c: c.collection)  # as render_index orders the chunks
-    rows = [np.asarray(col.vectors, dtype=np.float32).reshape(-1, m.dimension) for col in in_index_order]
-    matrix = np.vstack(rows) if rows else np.zeros((0, m.dimension), dtype=np.float32)
-    payload = render_vector_file(matrix, gen.id)
-    (gen.folder / VECTORS_NAME).write_bytes(payload)
-    return vectors_entry(payload)
+    vector_bytes = sum(s.files["vectors"].size for s in publisher.segments if "vectors" in s.files)
+    return Published(
+        header,
+        publisher.index_bytes(index.size),
+        len(meta_payload),
+        vector_bytes,
+        summary,
+        sync,
+        manifest_data,
+        segments_written=tuple(publisher.written),
+    )
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,8 @@ import rag_assets.index
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
-from rag_assets.index.vector_file import (
-    VECTORS_NAME,
-    published_vectors,
-    read_vector_file,
-    render_vector_file,
-    vectors_entry,
-)
+from rag_assets.index.index_json import read_index
+from rag_assets.index.vector_file import parse_vector_file, published_vectors, render_vector_file
 from rag_assets.search.bm25_terms import TOKENIZER, query_words
 from rag_assets.serve.cli import main
 
@@ -172,7 +167,7 @@ SMALL_TREE = {
 def test_compact_encodings_decode_in_the_browser_as_in_python(encoding, write_tree, tmp_path, page):
     content = write_tree(SMALL_TREE)
     cfg = build(content, tmp_path / "out", encoding)
-    index = orjson.loads(cfg.index_path.read_bytes())
+    index = read_index(cfg.index_path)
     assert index["vectorEncoding"] == encoding
     expected = published_vectors(cfg.public_dir, index, None)
     with static_server(cfg.public_dir) as url:
@@ -183,50 +178,53 @@ def test_compact_encodings_decode_in_the_browser_as_in_python(encoding, write_tr
     assert top == "Backups"
 
 
+def segment_vector_files(cfg) -> list[Path]:
+    """The vector files of the published index's segments, in its order."""
+    index = orjson.loads(cfg.index_path.read_bytes())
+    return [cfg.public_dir / s["vectors"]["file"] for s in index["segments"]]
+
+
 def test_the_vector_file_reads_in_the_browser_as_in_python_and_a_bad_one_is_never_used(
     write_tree, tmp_path, page, chromium
 ):
-    """int16-bin: the browser's Int16Array and Float32Array views hold Python's steps and scales;
-    a truncated file, one of another build and one of another generation each leave the search
-    to BM25 alone with the reason given, never ranked with the wrong vectors."""
+    """int16-bin: the browser's Int16Array and Float32Array views hold Python's steps and scales
+    (the segments' vector files joined in the index's order); a truncated segment file and one
+    of other content each leave the search to BM25 alone with the reason given, never ranked
+    with the wrong vectors."""
     cfg = build(write_tree(SMALL_TREE), tmp_path / "out", "int16-bin")
     meta = orjson.loads(cfg.meta_path.read_bytes())
-    expected = read_vector_file(cfg.public_dir, meta)
-    index = orjson.loads(cfg.index_path.read_bytes())
-    assert np.array_equal(published_vectors(cfg.public_dir, index, meta), expected.matrix())
-    path = (cfg.public_dir / VECTORS_NAME).resolve()
+    files = [parse_vector_file(path.read_bytes()) for path in segment_vector_files(cfg)]
+    steps = np.vstack([f.steps for f in files])
+    scales = np.concatenate([f.scales for f in files])
+    matrix = np.vstack([f.matrix() for f in files])
+    assert np.array_equal(published_vectors(cfg.public_dir, read_index(cfg.index_path), meta), matrix)
+    path = segment_vector_files(cfg)[0].resolve()
     good = path.read_bytes()
-    other = render_vector_file(expected.matrix()[::-1], meta["generation"])  # same size, wrong rows
-    foreign = render_vector_file(expected.matrix(), meta["generation"][:-1] + "x")  # another generation
+    other = render_vector_file(files[0].matrix()[::-1], None)  # same size, wrong rows
     search = "window.ragSearch.search('zfs snapshots', {k: 1}).then((r) => [r.mode, r.hits[0].title, r.vectorProblem || null])"
     with static_server(cfg.public_dir) as url:
         open_search(page, url)
         views = page.evaluate("[Array.from(window.ragSearch.matrix), Array.from(window.ragSearch.scales)]")
         assert page.evaluate(search) == ["hybrid", "Backups", None]
         # A dense query vector (a sentence model's) takes the integer scan; a sparse one the float one.
-        dense = np.sin(np.arange(1, expected.steps.shape[1] + 1)).astype(np.float32)
+        dense = np.sin(np.arange(1, steps.shape[1] + 1)).astype(np.float32)
         dense /= np.linalg.norm(dense)
         scanned = page.evaluate(
-            """async (q) => {
+            """async ([q, name]) => {
                 const { StepMatrix, parseVectorFile } = await import("./rag-vectors.js");
-                const buffer = await (await fetch("embeddings-vectors.bin")).arrayBuffer();
+                const buffer = await (await fetch(name)).arrayBuffer();
                 const scan = (wasm) => {
                     const matrix = new StepMatrix(parseVectorFile(buffer), { wasm });
                     return [!!matrix.scan, Array.from(matrix.denseCosines(Float32Array.from(q), new Float64Array(matrix.rows)))];
                 };
                 return [Array.from(window.ragSearch.cosines(Float32Array.from(q))), scan(true), scan(false)];
             }""",
-            dense.tolist(),
+            [dense.tolist(), str(segment_vector_files(cfg)[0].relative_to(cfg.public_dir))],
         )
         seen = {}
-        for case, payload, sidecar in (
-            ("truncated", good[:-6], meta),
-            ("SHA-256", other, meta),
-            ("generation", foreign, {**meta, "vectors": vectors_entry(foreign)}),
-        ):
+        for case, payload in (("truncated", good[:-6]), ("SHA-256", other)):
             path.write_bytes(payload)
-            cfg.meta_path.resolve().write_bytes(orjson.dumps(sidecar))
-            fresh = chromium.new_context()  # no HTTP cache: it would rightly keep the good file under its digest
+            fresh = chromium.new_context()  # no HTTP cache: it would rightly keep the good file under its name
             try:
                 visitor = fresh.new_page()
                 open_search(visitor, url)
@@ -235,12 +233,12 @@ def test_the_vector_file_reads_in_the_browser_as_in_python_and_a_bad_one_is_neve
             finally:
                 fresh.close()
             assert "vectors unusable" in status and "BM25 only" in status, status
-    assert np.array_equal(np.array(views[0], dtype=np.int16).reshape(expected.steps.shape), expected.steps)
-    assert np.array_equal(np.array(views[1], dtype=np.float32), expected.scales)
+    assert np.array_equal(np.array(views[0], dtype=np.int16).reshape(steps.shape), steps)
+    assert np.array_equal(np.array(views[1], dtype=np.float32), scales)
     # The page's scan is WebAssembly's; it and the JavaScript loop give the same (exact integer) sums.
     page_scan, (wasm_used, wasm), (js_used, js) = scanned
-    assert wasm_used and not js_used and page_scan == wasm == js
-    assert np.abs(np.array(wasm) - expected.matrix().astype(np.float64) @ dense).max() < 1e-5
+    assert wasm_used and not js_used and page_scan[: len(wasm)] == wasm == js
+    assert np.abs(np.array(wasm) - files[0].matrix().astype(np.float64) @ dense).max() < 1e-5
     for case, (mode, title, problem) in seen.items():
         assert mode == "bm25" and title == "Backups" and case in problem, (case, problem)
 
@@ -264,7 +262,10 @@ def test_refresh_refetches_the_index_only_when_the_sidecar_changed(write_tree, t
         os.utime(sidecar, (first_mtime, first_mtime))
         fetched.clear()
         assert page.evaluate("window.ragSearch.refresh()") is True
-        assert sorted(fetched) == ["embeddings-bm25.json", "embeddings-index.json", "embeddings-meta.json"]
+        # The index names its segments by content: only the edited segment's files are fetched.
+        segment_files = sorted(name.split(".", 1)[1] for name in fetched if name.count(".") == 2)
+        assert segment_files == ["bm25.json", "chunks.json"]
+        assert sorted(n for n in fetched if n.count(".") == 1) == ["embeddings-index.json", "embeddings-meta.json"]
         titles = page.evaluate("window.ragSearch.search('electron', {k: 1}).then((r) => r.hits.map((h) => h.title))")
     assert titles == ["Beta"]
 
@@ -295,10 +296,10 @@ def test_refresh_fetches_a_vector_file_again_after_it_could_not_be_fetched(write
     cfg = build(write_tree(SMALL_TREE), tmp_path / "out", "int16-bin")
     search = "window.ragSearch.search('zfs snapshots', {k: 1}).then((r) => [r.mode, r.vectorProblem || null])"
     with static_server(cfg.public_dir) as url:
-        page.route("**/embeddings-vectors.bin*", lambda route: route.fulfill(status=503, body="busy"))
+        page.route("**/*.vectors.bin*", lambda route: route.fulfill(status=503, body="busy"))
         open_search(page, url)
         mode, problem = page.evaluate(search)
         assert mode == "bm25" and "503" in problem
-        page.unroute("**/embeddings-vectors.bin*")
+        page.unroute("**/*.vectors.bin*")
         page.evaluate("window.ragSearch.refresh()")
         assert page.evaluate(search) == ["hybrid", None]

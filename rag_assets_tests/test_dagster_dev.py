@@ -30,7 +30,10 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
+
+from rag_assets.index.index_json import read_index
 
 from .conftest import REPO_ROOT
 from .postgres import postgres_home, scratch_database
@@ -369,7 +372,7 @@ def _sensor_builds_then_reindexes(tmp_path: Path, storage: str, pg_settings: dic
         if not index_path.is_file() or not store_path.is_file():
             server.fail(f"runs succeeded but the outputs are missing: {index_path}, {store_path}; runs: {runs}")
         assert len(runs) == 1 and runs[0]["partitions"] == sorted([EDITED, UNTOUCHED]), f"expected one run: {runs}"
-        first_index = index_path.read_text(encoding="utf-8")
+        first_index = orjson.dumps(read_index(index_path)).decode()
         assert "tuesday" in first_index and "upgrade" in first_index, "the first index lacks a collection"
         assert fts_hits(store_path, UNIQUE_WORD) == 0
         assert fts_hits(store_path, "tuesday") >= 1, "the untouched collection is not in the store"
@@ -389,7 +392,7 @@ def _sensor_builds_then_reindexes(tmp_path: Path, storage: str, pg_settings: dic
         hits = fts_hits(store_path, UNIQUE_WORD)
         if hits < 1:
             server.fail(f"{UNIQUE_WORD!r} is not searchable in {store_path} after the re-index run; runs: {runs}")
-        assert UNIQUE_WORD in index_path.read_text(encoding="utf-8"), "the JSON index lacks the new paragraph"
+        assert UNIQUE_WORD in orjson.dumps(read_index(index_path)).decode(), "the JSON index lacks the new paragraph"
         assert fts_hits(store_path, "tuesday") >= 1, "the untouched collection vanished from the store"
 
         # 3. Let the sensor tick once more after the re-index: still no run for the untouched collection.

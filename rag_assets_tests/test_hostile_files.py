@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from rag_assets.config import load_config
+from rag_assets.index.index_json import read_index
 from rag_assets.ingest import parsing
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.parsing import parse_collection, parse_markdown_file
@@ -139,7 +140,7 @@ def test_the_build_finishes_and_publishes_the_good_files(hostile):
     base, _, build = hostile
     assert build.returncode == 0, build.stderr
     assert "Traceback" not in build.stderr
-    index = json.loads((base / "out/public/embeddings-index.json").read_text())
+    index = read_index(base / "out/public/embeddings-index.json")
     slugs = {(c["metadata"]["collection"], c["metadata"]["slug"]) for c in index["chunks"]}
     for expected in (("docs", "good"), ("docs", "inside-link"), ("docs", "folder.md/inside"), ("posts", "p")):
         assert expected in slugs
@@ -272,7 +273,7 @@ def test_unreadable_and_vanishing_files_are_skipped_and_the_rest_published(tmp_p
     printed = capsys.readouterr().out
     assert "docs/locked.md: cannot read file: Permission denied" in printed
     assert "docs/vanishing.md: file vanished while the build was reading the folder" in printed
-    index = json.loads((tmp_path / "out/public/embeddings-index.json").read_text())
+    index = read_index(tmp_path / "out/public/embeddings-index.json")
     assert {c["metadata"]["slug"] for c in index["chunks"]} == {"good"}
     assert main(["check", *args]) in (0, 1)  # the vanished file makes it stale; no crash
     assert "[docs] skipped docs/locked.md: cannot read file: Permission denied" in capsys.readouterr().out
@@ -302,7 +303,7 @@ def test_a_file_deleted_between_hashing_and_parsing_is_reported_as_skipped(tmp_p
     assert len(walks) == 2  # one walk per step (the steps of one build share none)
     printed = capsys.readouterr().out
     assert "docs/gone.md: file vanished while the build was reading the folder; the next build" in printed
-    index = json.loads((out / "public/embeddings-index.json").read_text())
+    index = read_index(out / "public/embeddings-index.json")
     assert {c["metadata"]["slug"] for c in index["chunks"]} == {"good"}
 
 

@@ -12,7 +12,6 @@ from contextlib import closing
 from pathlib import Path
 
 import dagster as dg
-import orjson
 import yaml
 
 from rag_assets.config import load_config
@@ -26,7 +25,7 @@ from rag_assets.defs.partitions import (
 from rag_assets.defs.runner import run_build
 from rag_assets.defs.schedules import build_nightly_schedule
 from rag_assets.defs.sensors import build_change_sensor, build_vault_sensor
-from rag_assets.index.index_json import read_meta
+from rag_assets.index.index_json import read_index, read_meta
 from rag_assets.planning import Reason, observe, plan
 from rag_assets.serve.cli import main
 
@@ -185,7 +184,7 @@ def test_the_nightly_schedule_runs_the_forced_plan(write_tree, make_config, make
 
 def vectors_of_index(cfg) -> set[int]:
     """The length of every vector in the published JSON index (float encoding)."""
-    index = orjson.loads(cfg.index_path.read_bytes())
+    index = read_index(cfg.index_path)
     return {len(chunk["embedding"]) for chunk in index["chunks"]}
 
 

@@ -13,14 +13,14 @@ import pytest
 
 from rag_assets.config import ConfigError, load_config
 from rag_assets.defs.runner import run_build
-from rag_assets.index import index_json
+from rag_assets.index import index_json, segments
 from rag_assets.index.fields import bm25_call
-from rag_assets.index.lexical_json import LEXICAL_NAME
 from rag_assets.index.vector_codec import ENCODINGS, decode_chunk, encode_rows
 from rag_assets.index.vector_file import (
     VECTORS_NAME,
     VectorFileError,
     parse_vector_file,
+    published_vectors,
     read_vector_file,
     render_vector_file,
     vectors_entry,
@@ -156,40 +156,71 @@ def test_an_int16_bin_build_writes_the_vector_file_and_a_damaged_one_is_rebuilt(
     cfg = load_config(config, environ={})
     args = ["--config", str(config)]
     assert main(["build", *args]) == 0
-    index, meta = orjson.loads(cfg.index_path.read_bytes()), orjson.loads(cfg.meta_path.read_bytes())
+    index, meta = index_json.read_index(cfg.index_path), orjson.loads(cfg.meta_path.read_bytes())
     assert index["vectorEncoding"] == meta["vectorEncoding"] == "int16-bin"
     assert all("embedding" not in c for c in index["chunks"])
-    assert meta["vectors"]["file"] == VECTORS_NAME
-    published = read_vector_file(cfg.public_dir, meta)  # through the fixed link public/embeddings-vectors.bin
-    assert published.generation == meta["generation"] == index["generation"]
+    # Each segment's vectors in a file of its own, named by the index with its size and digest.
+    files = [cfg.public_dir / s["vectors"]["file"] for s in index["segments"]]
+    assert len(files) == 2 and all(f.name.endswith(".vectors.bin") for f in files)
+    published = published_vectors(cfg.public_dir, index, meta)  # through the link public/segments
     with sqlite3.connect(cfg.public_store_path) as conn:
         stored = dict(conn.execute("SELECT id, embedding FROM chunks").fetchall())
     expected = np.vstack([np.frombuffer(stored[c["id"]], dtype=np.float32) for c in index["chunks"]])
-    assert np.abs(published.matrix() - expected).max() < 2e-5  # rows in the index's chunk order
-    vectors = (cfg.public_dir / VECTORS_NAME).resolve()
-    vectors.write_bytes(vectors.read_bytes()[:-100])  # torn
+    assert np.abs(published - expected).max() < 2e-5  # rows in the index's chunk order
+    vectors = files[0].resolve()
+    good = vectors.read_bytes()
+    vectors.write_bytes(good[:-100])  # torn
     capsys.readouterr()
     assert main(["check", *args]) == 1
-    assert VECTORS_NAME in capsys.readouterr().out
+    assert vectors.name in capsys.readouterr().out
     assert main(["build", *args]) == 0
-    printed = capsys.readouterr().out  # made again from the store, in place: no republish
-    assert f"repaired {vectors}" in printed and "republishing" not in printed
+    assert "republishing" in capsys.readouterr().out  # rendered again, under the same name
+    assert vectors.read_bytes() == good
     assert main(["check", *args]) == 0
-    assert read_vector_file(cfg.public_dir, orjson.loads(cfg.meta_path.read_bytes())).steps.shape == expected.shape
-    # Back to float: the link goes with the file (a link to nothing would break cp -rL).
+    # Back to float: the vectors go back into the chunks, and no link leads nowhere.
     config.write_text(config.read_text().replace("int16-bin", "float"))
     capsys.readouterr()
     assert main(["build", *args]) == 0
     assert "vector_encoding changed (int16-bin -> float): republishing" in capsys.readouterr().out
     assert main(["check", *args]) == 0
-    assert "vectors" not in orjson.loads(cfg.meta_path.read_bytes())
-    assert not (cfg.public_dir / VECTORS_NAME).is_symlink()
+    index = orjson.loads(cfg.index_path.read_bytes())
+    assert all("vectors" not in s for s in index["segments"])
     assert all(p.exists() for p in cfg.public_dir.iterdir())
 
 
-def test_the_bm25_file_gives_fts5_scores(write_tree, make_config):
-    """The published postings, weighed with FTS5's formula (what rag-search.js computes),
-    give the store's own bm25() for every chunk a term matches."""
+def merged_postings(cfg) -> tuple[dict, list[str]]:
+    """The segments' BM25 postings joined as rag-search.js joins them (mergeLexical): one term
+    numbering, chunk positions offset by the segments before, FTS5's statistics summed."""
+    index = orjson.loads(cfg.index_path.read_bytes())
+    ids = [c["id"] for c in index_json.read_index(cfg.index_path)["chunks"]]
+    parts = [orjson.loads((cfg.public_dir / s["lexical"]["file"]).read_bytes()) for s in index["segments"]]
+    postings: dict[str, list[tuple[int, float]]] = {}
+    doc_len: list[int] = []
+    for part in parts:
+        positions = np.frombuffer(base64.b64decode(part["postingChunks"]), dtype="<u4")
+        tf = np.frombuffer(base64.b64decode(part["postingTf"]), dtype="<f4")
+        at = 0
+        for term, n in zip(part["terms"], part["df"]):
+            postings.setdefault(term, []).extend(
+                (len(doc_len) + int(c), float(f)) for c, f in zip(positions[at : at + n], tf[at : at + n])
+            )
+            at += n
+        doc_len.extend(np.frombuffer(base64.b64decode(part["docLength"]), dtype="<u4").tolist())
+    data = {
+        **index["lexical"],
+        "postings": postings,
+        "docLength": doc_len,
+        "rows": len(doc_len),
+        "tokens": sum(doc_len),
+    }
+    return data, ids
+
+
+def test_the_segments_bm25_postings_give_fts5_scores(write_tree, make_config, monkeypatch):
+    """The published postings of every segment, joined and weighed with FTS5's formula (what
+    rag-search.js computes), give the store's own bm25() for every chunk a term matches; with
+    one chunk a segment, so that every statistic is a sum over segments."""
+    monkeypatch.setattr(segments, "MAX_SEGMENT_CHUNKS", 1)
     content = write_tree(
         {
             "docs/vlan.md": "---\ntitle: VLANs\ntags: [network]\n---\n# VLANs\n\n## Tagging\n\nTag guests per VLAN, vlan by vlan.\n",
@@ -199,23 +230,19 @@ def test_the_bm25_file_gives_fts5_scores(write_tree, make_config):
     )
     cfg = make_config(content)
     assert run_build(cfg, dg.DagsterInstance.ephemeral(), vaults=[]).success
-    meta = orjson.loads(cfg.meta_path.read_bytes())
-    assert meta["lexical"]["file"] == LEXICAL_NAME
-    data = orjson.loads((cfg.public_dir / LEXICAL_NAME).read_bytes())
-    ids = [c["id"] for c in orjson.loads(cfg.index_path.read_bytes())["chunks"]]
-    chunks = np.frombuffer(base64.b64decode(data["postingChunks"]), dtype="<u4")
-    tf = np.frombuffer(base64.b64decode(data["postingTf"]), dtype="<f4")
-    doc_len = np.frombuffer(base64.b64decode(data["docLength"]), dtype="<u4")
-    start = np.concatenate([[0], np.cumsum(data["counts"])])
+    assert "lexical" not in orjson.loads(cfg.meta_path.read_bytes())  # in the index's segments now
+    data, ids = merged_postings(cfg)
+    assert len(orjson.loads(cfg.index_path.read_bytes())["segments"]) >= 2
     avgdl = data["tokens"] / data["rows"]
     with sqlite3.connect(cfg.public_store_path) as conn:
         for term in ("vlan", "network", "snapshot", "tag"):
-            t = data["terms"].index(term)
-            df = data["df"][t]
+            found = data["postings"][term]
+            df = len(found)
             idf = max(np.log((data["rows"] - df + 0.5) / (df + 0.5)), data["minIdf"])
-            span = slice(start[t], start[t + 1])
-            norm = data["k1"] * (1 - data["b"] + data["b"] * doc_len[chunks[span]] / avgdl)
-            ours = {ids[c]: s for c, s in zip(chunks[span], idf * tf[span] * (data["k1"] + 1) / (tf[span] + norm))}
+            ours = {}
+            for chunk, tf in found:
+                norm = data["k1"] * (1 - data["b"] + data["b"] * data["docLength"][chunk] / avgdl)
+                ours[ids[chunk]] = idf * tf * (data["k1"] + 1) / (tf + norm)
             theirs = dict(
                 conn.execute(
                     f"SELECT c.id, -{bm25_call()} FROM fts_chunks f JOIN chunks c ON c.rowid = f.rowid WHERE fts_chunks MATCH ?",

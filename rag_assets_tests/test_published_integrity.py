@@ -28,6 +28,7 @@ import pytest
 
 from rag_assets.config import RagConfig, load_config
 from rag_assets.index import generations
+from rag_assets.index.manifest import read_manifest
 from rag_assets.serve.cli import main
 from rag_assets.serve.http import create_app
 
@@ -40,7 +41,6 @@ COMMON_FILES = (
     "embeddings-meta.json",
     "rag-manifest.json",
     "rag-store-public.db",
-    "embeddings-bm25.json",
     "rag-search.js",
     "rag-vectors.js",
     "search.html",
@@ -51,15 +51,17 @@ COMMON_LINKS = (
     "public/embeddings-meta.json",
     "data/rag-manifest.json",
     "data/rag-store-public.db",
-    "public/embeddings-bm25.json",
+    "public/segments",
     "public/rag-search.js",
     "public/rag-vectors.js",
     "public/search.html",
 )
-# What int16-bin publishes besides (float publishes nothing the other does not).
-EXTRA = {"float": ((), ()), "int16-bin": (("embeddings-vectors.bin",), ("public/embeddings-vectors.bin",))}
+# What int16-bin publishes in the generation besides: nothing (its vectors are in the segments).
+EXTRA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {"float": ((), ()), "int16-bin": ((), ())}
+# The index's segment files (data/segments, rag_assets.index.segments) of each kind, by encoding.
+SEGMENT_KINDS = {"float": ("chunks", "lexical", "ledger"), "int16-bin": ("vectors",)}
 # Made again from the rest of their generation: repaired in place, byte for byte.
-IN_PLACE_FILES = {"embeddings-bm25.json", "rag-search.js", "rag-vectors.js", "search.html", "embeddings-vectors.bin"}
+IN_PLACE_FILES = {"rag-search.js", "rag-vectors.js", "search.html"}
 # What a republish changes in a file besides its bytes' generation name: build times, and the
 # digests of files that name the generation.
 # (The sidecar's "files" entry of the manifest is its digest, and the manifest names the generation.)
@@ -72,6 +74,7 @@ VOLATILE_KEYS = {
     "indexSha256",
     "sha256",
     "rag-manifest.json",
+    "ledger",  # the manifest's ledger segments, compared as the documents they hold
 }
 
 
@@ -222,13 +225,34 @@ def assert_same_content(name: str, before: bytes, after_path: Path, old_gen: str
     """The republished file holds what the damaged one held, apart from the build's name and time."""
     if name.endswith(".db"):
         return  # compared as rows by the caller (SQLite's pages are not the content)
-    after = after_path.read_bytes()
+    if name == generations.MANIFEST_NAME:
+        after = orjson.dumps(read_manifest(after_path))  # its ledger segments joined (before: the caller's)
+    else:
+        after = after_path.read_bytes()
     if name.endswith(".json"):
         assert without_volatile(orjson.loads(after.replace(new_gen.encode(), old_gen.encode()))) == without_volatile(
             orjson.loads(before)
         )
     else:
         assert after.replace(new_gen.encode(), old_gen.encode()) == before
+
+
+def segment_file(site: Site, kind: str) -> Path:
+    """The first segment file of ``kind`` that the published index or manifest names."""
+    gen = generations.published(site.cfg())
+    if kind == "ledger":
+        entry = orjson.loads(gen.manifest_path.read_bytes())["ledger"][0]["ledger"]
+    else:
+        entry = orjson.loads(gen.index_path.read_bytes())["segments"][0][kind]
+    return site.out / "data" / "segments" / Path(entry["file"]).name
+
+
+SEGMENT_CASES = [
+    pytest.param(encoding, kind, how, id=f"{encoding}-segment-{kind}-{how}")
+    for encoding in ENCODINGS
+    for kind in SEGMENT_KINDS[encoding]
+    for how in FILE_DAMAGE
+]
 
 
 # --- the tests ------------------------------------------------------------------------------
@@ -253,6 +277,8 @@ def test_a_damaged_published_file_is_reported_and_repaired_by_a_plain_build(
     gen = generations.published(site.cfg())
     path = gen.folder / name
     before = path.read_bytes()
+    if name == generations.MANIFEST_NAME:
+        before = orjson.dumps(read_manifest(path))  # with its ledger segments joined
     rows = store_rows(path) if name.endswith(".db") else None
     FILE_DAMAGE[how](path)
     assert_reported(site, path, capsys)
@@ -269,6 +295,28 @@ def test_a_damaged_published_file_is_reported_and_repaired_by_a_plain_build(
         assert_same_content(name, before, repaired, gen.id, now.id)
         if rows is not None:
             assert store_rows(repaired) == rows
+
+
+@pytest.mark.parametrize(("encoding", "kind", "how"), SEGMENT_CASES)
+def test_a_damaged_segment_file_is_reported_and_made_again_by_a_plain_build(
+    built, tmp_path, capsys, encoding, kind, how
+) -> None:
+    """A segment is damaged in place (truncated, replaced) or lost: reported, then rendered again
+    by the republish the damage calls for, with the same name and bytes (a ledger part with the
+    same entries: its documents' first indexing time went with the damage)."""
+    site = site_copy(built, encoding, tmp_path)
+    path = segment_file(site, kind)
+    before = path.read_bytes()
+    documents = read_manifest(generations.published(site.cfg()).manifest_path)["documents"]
+    FILE_DAMAGE[how](path)
+    assert_reported(site, path, capsys)
+    printed = assert_repaired(site, capsys)
+    assert "republishing" in printed
+    if kind == "ledger":
+        after = read_manifest(generations.published(site.cfg()).manifest_path)["documents"]
+        assert without_volatile(after) == without_volatile(documents)
+    else:
+        assert path.read_bytes() == before
 
 
 @pytest.mark.parametrize(("encoding", "link", "how"), LINK_CASES)

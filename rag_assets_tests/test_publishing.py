@@ -281,7 +281,7 @@ def corrupt_pages(path: Path) -> None:
 def test_a_truncated_index_is_reported_and_the_next_build_republishes_it(out: Path, capsys) -> None:
     cfg = sample_cfg(out)
     index = cfg.index_path.resolve()
-    index.write_bytes(index.read_bytes()[:5000])
+    index.write_bytes(index.read_bytes()[:-100])  # the commit file naming the segments, torn
     capsys.readouterr()
     assert cli(out, "status") == 1
     assert "Damaged" in capsys.readouterr().out

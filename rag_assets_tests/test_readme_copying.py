@@ -52,4 +52,7 @@ def test_cp_r_copies_dangling_links_and_cp_rl_the_files(tmp_path):
     subprocess.run(["cp", "-rL", str(public), str(site / "followed")], check=True)
     assert not (site / "plain" / "embeddings-index.json").exists()  # a link to ../data/current/...: nothing there
     followed = site / "followed" / "embeddings-index.json"
-    assert not followed.is_symlink() and json.loads(followed.read_text())["chunks"]
+    assert not followed.is_symlink()
+    # The index names its segments, copied as files under segments/ (public/segments is a link too).
+    for segment in json.loads(followed.read_text())["segments"]:
+        assert (site / "followed" / segment["chunks"]["file"]).is_file()

@@ -15,6 +15,7 @@ from contextlib import closing
 from pathlib import Path
 
 import dagster as dg
+import orjson
 import pytest
 
 from rag_assets.config import ConfigError, RagConfig, load_config
@@ -25,11 +26,13 @@ from rag_assets.defs.runner import QUIET_RUN_CONFIG, run_build
 from rag_assets.defs.sensors import build_change_sensor
 from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.freshness import detect_changes
+from rag_assets.index.index_json import read_index
+from rag_assets.index.segments import known_files
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.shards import Shard, shard_for_key, shard_index
 
 BUILT_AT = "2026-12-01T12:00:00Z"
-PUBLISHED = ("embeddings-index.json", "embeddings-meta.json", "embeddings-bm25.json", "rag-manifest.json")
+PUBLISHED = ("embeddings-index.json", "embeddings-meta.json", "rag-manifest.json")
 
 
 def slug_trio_stem(count: int) -> str:
@@ -77,9 +80,18 @@ def fixed_clock(monkeypatch):
 
 def published_bytes(cfg: RagConfig) -> dict[str, bytes]:
     folder = cfg.index_path.resolve().parent
-    return {name: (folder / name).read_bytes() for name in PUBLISHED} | {
-        "store": cfg.public_store_path.resolve().read_bytes()
-    }
+    named = known_files(folder / "embeddings-index.json", folder / "rag-manifest.json")
+    segments = {name: (cfg.data_dir / "segments" / name).read_bytes() for name in sorted(named)}
+    return (
+        {name: (folder / name).read_bytes() for name in PUBLISHED}
+        | segments
+        | {"store": cfg.public_store_path.resolve().read_bytes()}
+    )
+
+
+def index_text(cfg: RagConfig) -> str:
+    """The published index with its segments' chunks, as text (to look for a word)."""
+    return orjson.dumps(read_index(cfg.index_path)).decode()
 
 
 def store_rows(cfg: RagConfig) -> list:
@@ -228,7 +240,7 @@ def test_edits_deletions_and_a_new_shard_count_keep_the_outputs_those_of_the_uns
             )
         )
         assert result.success
-        assert "uqeditx" in cfg.index_path.read_text()
+        assert "uqeditx" in index_text(cfg)
 
         # A deletion removes the file's chunks from every output.
         (content / "docs" / "page-07.md").unlink()
@@ -296,7 +308,7 @@ def test_rag_build_after_an_edit_re_indexes_only_the_shard_holding_the_file(
         line for line in printed.splitlines() if line.startswith(f"[{edited}]")
     ]
     cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
-    assert "uqclix" in cfg.index_path.read_text()
+    assert "uqclix" in index_text(cfg)
     assert main(["check", *args]) == 0
 
 
@@ -380,7 +392,7 @@ def test_back_to_unsharded_never_publishes_the_record_made_before_the_collection
     (content / "posts" / "p.md").write_text("# Post\n\nan edited post.\n")
     assert main(["build", *args]) == 0
     cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
-    assert "uqshardedx" in cfg.index_path.read_text()
+    assert "uqshardedx" in index_text(cfg)
     assert main(["check", *args]) == 0
 
 
@@ -414,7 +426,7 @@ def test_a_build_stopped_while_writing_the_shard_records_is_completed_by_the_nex
     capsys.readouterr()
     assert main(["build", *args]) == 0
     cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
-    assert "uqstoppedx" in cfg.index_path.read_text(), capsys.readouterr().out
+    assert "uqstoppedx" in index_text(cfg), capsys.readouterr().out
     assert main(["check", *args]) == 0
 
 
@@ -438,11 +450,11 @@ def test_a_shard_record_left_from_an_earlier_layout_of_the_same_count_is_not_pub
             assert run_job(defs, instance, INDEX_COLLECTION_JOB, key).success
         for _ in range(2):  # and a refusal is not forgotten by the next publish
             published = run_job(defs, instance, PUBLISH_JOB)
-            assert not published.success or "uqlayoutx" in three.index_path.read_text()
+            assert not published.success or "uqlayoutx" in index_text(three)
         assert check_public_outputs(three).ok
         # rag build re-indexes the shard and publishes the edit.
         assert run_build(three, instance, partitions=detect_changes(three).changed[0].partitions).success
-        assert "uqlayoutx" in three.index_path.read_text()
+        assert "uqlayoutx" in index_text(three)
 
 
 def _record_partitions(output: str, content: str, keys: list[str]) -> None:

@@ -42,6 +42,12 @@ def write_browser_files(
     return {"file": LEXICAL_NAME, "sizeBytes": written.size, "sha256": written.sha256}
 
 
+def write_static_files(folder: Path) -> None:
+    """The static files (the BM25 data is in the index's segments: rag_assets.index.segments)."""
+    for name in STATIC_FILES:
+        (folder / name).write_bytes(static_file(name))
+
+
 def static_entries() -> dict[str, str]:
     """The sidecar's ``files`` entries of the static files (what write_browser_files writes)."""
     return {name: digest_entry(static_file(name)) for name in STATIC_FILES}

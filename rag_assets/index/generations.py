@@ -50,11 +50,16 @@ CURRENT_LINK = "current"
 LOCK_NAME = "publish.lock"
 # The browser search (rag_assets.index.browser): published beside the index in every generation,
 # so the script, its BM25 data and the index always come from one build.
-BROWSER_NAMES = ("embeddings-bm25.json", "rag-search.js", "rag-vectors.js", "search.html")
+BROWSER_NAMES = ("rag-search.js", "rag-vectors.js", "search.html")
+# The index's segment files (rag_assets.index.segments) are shared by the generations that name
+# them: public/segments links to data/segments itself, not through data/current.
+SEGMENTS_NAME = "segments"
+# Published by older versions, gone from the layout: their public/ links are removed.
+RETIRED_NAMES = ("embeddings-bm25.json", "embeddings-vectors.bin")
 # Written only by some builds (embeddings-vectors.bin: vector_encoding int16-bin, see
 # rag_assets.index.vector_file), so linked from public/ only while the current generation has
 # them: a link to nothing would break a copy with links followed (cp -rL, shutil.copytree).
-OPTIONAL_NAMES = ("embeddings-vectors.bin",)
+OPTIONAL_NAMES: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,7 +178,7 @@ def _move_aside_if_not_a_link(link: Path) -> None:
 def fixed_links(cfg: RagConfig) -> dict[Path, str]:
     """Published path -> the relative link target through ``data/current``."""
     current = current_link(cfg)
-    return {
+    links = {
         path: os.path.relpath(current / name, path.parent)
         for path, name in (
             (cfg.index_path, INDEX_NAME),
@@ -183,6 +188,8 @@ def fixed_links(cfg: RagConfig) -> dict[Path, str]:
             *((cfg.public_dir / name, name) for name in BROWSER_NAMES),
         )
     }
+    links[cfg.public_dir / SEGMENTS_NAME] = os.path.relpath(cfg.data_dir / SEGMENTS_NAME, cfg.public_dir)
+    return links
 
 
 def expected_links(cfg: RagConfig, generation: Generation) -> dict[Path, str]:
@@ -197,10 +204,11 @@ def expected_links(cfg: RagConfig, generation: Generation) -> dict[Path, str]:
 
 
 def stray_links(cfg: RagConfig, generation: Generation) -> list[Path]:
-    """The public/ links of optional files that ``generation`` does not have (dangling)."""
+    """The public/ links of optional files that ``generation`` does not have, and of files
+    older versions published (dangling)."""
     return [
         cfg.public_dir / name
-        for name in OPTIONAL_NAMES
+        for name in (*OPTIONAL_NAMES, *RETIRED_NAMES)
         if (cfg.public_dir / name).is_symlink() and not (generation.folder / name).is_file()
     ]
 
@@ -250,6 +258,8 @@ def _ensure_link(path: Path, target: str) -> None:
     """``path`` a symbolic link to ``target``, replaced in one rename when it is anything else."""
     if path.is_symlink() and os.readlink(path) == target:
         return
+    if path.is_dir() and not path.is_symlink():
+        _move_aside_if_not_a_link(path)  # public/segments copied as a folder (cp -rL): a link again
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     os.symlink(target, tmp)
@@ -266,8 +276,9 @@ def _link_optional_files(cfg: RagConfig, generation: Generation) -> None:
 
 
 def _unlink_absent_optional_files(cfg: RagConfig, generation: Generation) -> None:
-    """Remove the public/ links of optional files the now current ``generation`` does not have."""
-    for name in OPTIONAL_NAMES:
+    """Remove the public/ links of optional files the now current ``generation`` does not have
+    (and of the files older versions published)."""
+    for name in (*OPTIONAL_NAMES, *RETIRED_NAMES):
         path = cfg.public_dir / name
         if not (generation.folder / name).is_file() and path.is_symlink():
             path.unlink()

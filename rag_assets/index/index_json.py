@@ -319,7 +319,27 @@ def chunk_ids_in_order(index_path: Path) -> list[str]:
 
 
 def read_index(index_path: Path) -> dict[str, Any]:
-    return orjson.loads(index_path.read_bytes())
+    """A published index with its chunks: a segmented one's (format 2.0, see
+    rag_assets.index.segments) read from its segments in order, an older single file as it is.
+    Every chunk at once: for checks and tests, not for a publish."""
+    index = orjson.loads(index_path.read_bytes())
+    if isinstance(index, dict) and "segments" in index and "chunks" not in index:
+        folder = segment_folder(index_path)
+        index["chunks"] = [
+            chunk
+            for entry in index["segments"]
+            for chunk in orjson.loads((folder / Path(entry["chunks"]["file"]).name).read_bytes())["chunks"]
+        ]
+    return index
+
+
+def segment_folder(index_path: Path) -> Path:
+    """Where the segments of the index at ``index_path`` are: ``data/segments`` for a
+    generation's (``data/generations/<id>/``), else ``segments`` beside it (``public/``)."""
+    folder = index_path.parent
+    if folder.parent.name == "generations":
+        return folder.parent.parent / "segments"
+    return folder / "segments"
 
 
 def read_meta(meta_path: Path) -> dict[str, Any] | None:

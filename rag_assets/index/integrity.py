@@ -27,7 +27,8 @@ from rag_assets.base.verified import RECORD_NAME, VerificationRecord
 from rag_assets.config import RagConfig
 from rag_assets.index import generations
 from rag_assets.index.generations import Generation
-from rag_assets.index.index_json import FILE_DIGEST_CHARS
+from rag_assets.index.index_json import FILE_DIGEST_CHARS, segment_folder
+from rag_assets.index.segments import SegmentFile, known_files
 
 _READ_BLOCK = 1 << 20
 
@@ -90,6 +91,7 @@ def published_damage(generation: Generation, record: VerificationRecord | None =
         damage.extend(_index_damage(g.index_path, meta, record))
     if meta is not None:
         damage.extend(_named_files_damage(g, meta, record))
+    damage.extend(segment_damage(g, record))
     if g.manifest_path.exists() and (
         problem := checked(record, g.manifest_path, f"manifest:{g.id}", lambda: manifest_problem(g))
     ):
@@ -109,11 +111,33 @@ def published_damage(generation: Generation, record: VerificationRecord | None =
 def manifest_problem(g: Generation) -> str | None:
     """Why the generation's manifest is not its valid manifest (None: it is)."""
     manifest = read_json_object(g.manifest_path)
-    if manifest is None or not isinstance(manifest.get("documents"), dict):
+    # A segmented manifest names its ledger's segments (checked by segment_damage).
+    if manifest is None or not (
+        isinstance(manifest.get("documents"), dict) or isinstance(manifest.get("ledger"), list)
+    ):
         return "not a valid manifest (damaged)"
     if g.id is not None and manifest.get("generation") != g.id:
         return f"belongs to generation {manifest.get('generation')}, not {g.id}"
     return None
+
+
+def segment_damage(g: Generation, record: VerificationRecord | None) -> list[Damage]:
+    """Each segment file the generation's index and manifest name (rag_assets.index.segments):
+    there, of the size and SHA-256 they record. A segment verified before and unchanged since
+    is not read again, so a one-file edit re-verifies the files it wrote."""
+    folder = segment_folder(g.index_path)
+    damage = []
+    for name, file in known_files(g.index_path, g.manifest_path).items():
+        path = folder / name
+        if not path.is_file():
+            damage.append(Damage(path, "missing (the index or manifest names it)"))
+        elif problem := checked(record, path, f"sha256:{file.size}:{file.sha256}", _file_check(path, file)):
+            damage.append(Damage(path, problem))
+    return damage
+
+
+def _file_check(path: Path, file: SegmentFile) -> Callable[[], str | None]:
+    return lambda: _digest_problem(path, file.size, file.sha256)
 
 
 def _index_damage(index_path: Path, meta: dict[str, Any], record: VerificationRecord | None) -> list[Damage]:

@@ -22,6 +22,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -40,7 +41,7 @@ from rag_assets.index.bm25_scan import (
 from rag_assets.index.fields import FieldWeights
 from rag_assets.index.index_json import DigestingWriter, WrittenIndex
 from rag_assets.index.params import DEFAULT_MIN_RELEVANCE, SearchParams
-from rag_assets.index.profiles import read_profile
+from rag_assets.index.profiles import SearchProfile, read_profile
 from rag_assets.index.query import LONG_QUERY_WORDS, MAX_REPEATS, STOP_WORDS
 
 LEXICAL_NAME = "embeddings-bm25.json"
@@ -113,15 +114,10 @@ def write_lexical(
     doc_len = np.array([raw["doc_len"][fts_row[r]] if r in fts_row else 0 for r in chunk_rowids.tolist()])
     rank = np.empty(len(chunk_ids), dtype=np.int64)
     rank[order] = np.arange(len(chunk_ids))  # the store's row order (rowid ascending)
-    defaults = SearchParams()
     head = {
         "version": LEXICAL_FORMAT_VERSION,
         "generation": generation,
-        "tokenize": "porter unicode61",
-        "k1": K1,
-        "b": B,
-        "minIdf": MIN_IDF,
-        "fieldWeights": dict(zip(fts.columns, fields.for_columns(fts.columns))),
+        **_constants(fts.columns, fields),
         "rows": raw["statistics"].rows,
         "tokens": raw["statistics"].tokens,
         "chunks": len(chunk_ids),
@@ -129,26 +125,7 @@ def write_lexical(
         "df": raw["df"].astype(int).tolist(),
         "counts": counts.astype(int).tolist(),
     }
-    tail = {
-        "search": {
-            "profile": {
-                "fusion": profile.fusion,
-                "vectorWeight": profile.vector_weight,
-                "bm25Weight": profile.bm25_weight,
-                "rrfK": profile.rrf_k,
-                "embedder": profile.embedder,
-            },
-            "collectionWeights": dict(sorted(collection_weights.items())),
-            "candidates": defaults.candidates,
-            "k": defaults.k,
-            "minScore": DEFAULT_MIN_RELEVANCE,
-            "sections": defaults.sections,
-            "relevance": relevance_settings(profile.embedder),
-            "stopWords": sorted(STOP_WORDS),
-            "longQueryWords": LONG_QUERY_WORDS,
-            "maxRepeats": MAX_REPEATS,
-        },
-    }
+    tail = {"search": search_settings(profile, collection_weights)}
     # orjson.dumps of the whole object, written in parts: an object is its members joined by
     # commas, and base64 needs no escaping. orjson reserves several times a string's length
     # to escape it, and the posting arrays are tens of megabytes of base64 per 100,000
@@ -168,6 +145,53 @@ def write_lexical(
             out.write(b'"')
         out.write(b"," + orjson.dumps(tail)[1:])
     return WrittenIndex(out.size, out.digest.hexdigest())
+
+
+def _constants(columns: Sequence[str], fields: FieldWeights) -> dict[str, Any]:
+    """The tokenizer and BM25 constants the browser computes the weights with."""
+    return {
+        "tokenize": "porter unicode61",
+        "k1": K1,
+        "b": B,
+        "minIdf": MIN_IDF,
+        "fieldWeights": dict(zip(columns, fields.for_columns(columns))),
+    }
+
+
+def lexical_header(
+    conn: sqlite3.Connection, collection_weights: Mapping[str, float], provider: str | None, fields: FieldWeights
+) -> dict[str, Any]:
+    """What every segment's BM25 file shares (rag_assets.index.lexical_segments), for the
+    segmented index's ``lexical``: the constants and the store's search settings."""
+    columns = fts_table(conn).columns
+    return {
+        "version": LEXICAL_FORMAT_VERSION + 1,
+        **_constants(columns, fields),
+        "search": search_settings(read_profile(conn, provider), collection_weights),
+    }
+
+
+def search_settings(profile: SearchProfile, collection_weights: Mapping[str, float]) -> dict[str, Any]:
+    """The store's search settings as the browser applies them (the file's ``search``)."""
+    defaults = SearchParams()
+    return {
+        "profile": {
+            "fusion": profile.fusion,
+            "vectorWeight": profile.vector_weight,
+            "bm25Weight": profile.bm25_weight,
+            "rrfK": profile.rrf_k,
+            "embedder": profile.embedder,
+        },
+        "collectionWeights": dict(sorted(collection_weights.items())),
+        "candidates": defaults.candidates,
+        "k": defaults.k,
+        "minScore": DEFAULT_MIN_RELEVANCE,
+        "sections": defaults.sections,
+        "relevance": relevance_settings(profile.embedder),
+        "stopWords": sorted(STOP_WORDS),
+        "longQueryWords": LONG_QUERY_WORDS,
+        "maxRepeats": MAX_REPEATS,
+    }
 
 
 def relevance_settings(embedder: str) -> dict:

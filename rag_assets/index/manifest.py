@@ -12,9 +12,11 @@ from typing import Any
 
 import orjson
 
+from rag_assets.index.segments import folder_of_generation, read_segment_json
 from rag_assets.records import EmbeddedCollection
 
 MANIFEST_VERSION = "1.0"
+SEGMENTED_MANIFEST_VERSION = "2.0"  # the ledger in segments (rag_assets.index.segments)
 
 
 def build_manifest(
@@ -33,24 +35,9 @@ def build_manifest(
     per_collection: dict[str, dict[str, Any]] = {}
     total_chunks = 0
     for col in sorted(collections, key=lambda c: c.collection):
-        # Per-collection hashes and skipped files let `rag check` and the change sensor say
-        # what changed since this build without reading the index.
-        per_collection[col.collection] = {
-            "contentHash": col.content_hash,
-            "skipped": {s.path: s.reason for s in col.skipped},
-        }
-        counts: dict[str, int] = {}
-        for chunk in col.chunks:
-            counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
+        per_collection[col.collection] = collection_entry(col)
         total_chunks += len(col.chunks)
-        for doc in col.documents:
-            documents[doc.id] = {
-                "path": doc.path,
-                "lastModified": doc.updated_at,
-                "contentHash": doc.content_sha256,
-                "chunkCount": counts.get(doc.id, 0),
-                "indexedAt": _indexed_at(previous, doc.id, doc.content_sha256, built_at),
-            }
+        documents.update(ledger_documents(col, built_at, ((previous or {}).get("documents") or {})))
     last_full = built_at if full_build else (previous or {}).get("lastFullBuild")
     last_incremental = None if full_build else built_at
     return {
@@ -71,9 +58,69 @@ def build_manifest(
     }
 
 
-def _indexed_at(previous: dict[str, Any] | None, doc_id: str, sha: str, built_at: str) -> str:
+def collection_entry(col: EmbeddedCollection) -> dict[str, Any]:
+    """A collection's entry: per-collection hashes and skipped files let `rag check` and the
+    change sensor say what changed since this build without reading the index."""
+    return {"contentHash": col.content_hash, "skipped": {s.path: s.reason for s in col.skipped}}
+
+
+def ledger_documents(col: EmbeddedCollection, built_at: str, previous: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ledger entries of ``col``'s documents, by ID in ID order; ``previous``: the entries
+    of the last build (ID -> entry), for the time each unchanged document was first indexed."""
+    counts: dict[str, int] = {}
+    for chunk in col.chunks:
+        counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
+    documents = {
+        doc.id: {
+            "path": doc.path,
+            "lastModified": doc.updated_at,
+            "contentHash": doc.content_sha256,
+            "chunkCount": counts.get(doc.id, 0),
+            "indexedAt": _indexed_at(previous, doc.id, doc.content_sha256, built_at),
+        }
+        for doc in col.documents
+    }
+    return dict(sorted(documents.items()))
+
+
+def build_segmented_manifest(
+    *,
+    model: str,
+    dimension: int,
+    provider: str,
+    built_at: str,
+    full_build: bool,
+    previous: dict[str, Any] | None,
+    generation: str | None,
+    collections: dict[str, dict[str, Any]],
+    ledger: list[dict[str, Any]],
+    totals: tuple[int, int, int],
+) -> dict[str, Any]:
+    """The manifest of a segmented publish: the header and per-collection entries, and the
+    ledger's segments (``ledger``: collection, bucket, documents, file, sizeBytes, sha256) in
+    place of ``documents``; ``totals``: documents, chunks and the index's bytes."""
+    documents, chunks, index_bytes = totals
+    return {
+        "version": SEGMENTED_MANIFEST_VERSION,
+        "generation": generation,
+        "model": model,
+        "dimension": dimension,
+        "provider": provider,
+        "lastFullBuild": built_at if full_build else (previous or {}).get("lastFullBuild"),
+        "lastIncrementalUpdate": None if full_build else built_at,
+        "collections": dict(sorted(collections.items())),
+        "ledger": ledger,
+        "stats": {
+            "totalDocuments": documents,
+            "totalChunks": chunks,
+            "indexSizeMB": round(index_bytes / 1_000_000, 3),
+        },
+    }
+
+
+def _indexed_at(previous: dict[str, Any], doc_id: str, sha: str, built_at: str) -> str:
     """An unchanged document keeps the time it was first indexed in this version."""
-    before = ((previous or {}).get("documents") or {}).get(doc_id)
+    before = previous.get(doc_id)
     if before and before.get("contentHash") == sha and before.get("indexedAt"):
         return before["indexedAt"]
     return built_at
@@ -83,15 +130,43 @@ def render_manifest(manifest: dict[str, Any]) -> bytes:
     return orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
 
 
-def read_manifest(path: Path) -> dict[str, Any] | None:
-    """The manifest, or None when it is missing or damaged (valid JSON of the wrong shape
-    included: a build then treats every collection as new instead of crashing)."""
+def read_raw_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest file as it is (a segmented one's ledger not read), or None when it is
+    missing or not a JSON object."""
     try:
         data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return None
-    if not isinstance(data, dict):
+    return data if isinstance(data, dict) else None
+
+
+def read_ledger_segment(path: Path, entry: Any) -> dict[str, Any] | None:
+    """One ledger segment (``entry``: file, sizeBytes, sha256) named by the manifest at
+    ``path``; None when missing or damaged."""
+    if not isinstance(entry, dict):
         return None
+    try:
+        data = read_segment_json(folder_of_generation(path.parent), entry)
+    except (OSError, KeyError, TypeError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest, or None when it is missing or damaged (valid JSON of the wrong shape
+    included: a build then treats every collection as new instead of crashing). A segmented
+    manifest's ledger segments are read into ``documents``, so readers see one shape."""
+    data = read_raw_manifest(path)
+    if data is None:
+        return None
+    if isinstance(data.get("ledger"), list):
+        documents: dict[str, Any] = {}
+        for entry in data["ledger"]:
+            part = read_ledger_segment(path, entry.get("ledger")) if isinstance(entry, dict) else None
+            if part is None:
+                return None
+            documents.update(part)
+        data["documents"] = dict(sorted(documents.items()))
     if not isinstance(data.get("collections", {}), dict) or not isinstance(data.get("documents", {}), dict):
         return None
     if not all(

@@ -29,6 +29,7 @@ from rag_assets.index.browser import STATIC_FILES, static_file
 from rag_assets.index.generations import Generation
 from rag_assets.index.integrity import Damage, Recorded, published_damage, sidecar_entries
 from rag_assets.index.lexical_json import LEXICAL_NAME, write_lexical
+from rag_assets.index.segments import segments_folder
 from rag_assets.index.vector_file import VECTORS_NAME, render_vector_file
 
 _BATCH = 500  # chunk IDs a query (below SQLite's limit of bound parameters)
@@ -45,8 +46,19 @@ def repair_in_place(cfg: RagConfig, damage: list[Damage]) -> list[Path]:
         if gen.id is None or not gen.folder.is_dir():
             return repaired
         damaged = {d.path for d in damage}
+        _discard_damaged_segments(cfg, damaged)
         repaired += _restore_files(cfg, gen, damaged)
         return repaired + generations.restore_links(cfg, gen)
+
+
+def _discard_damaged_segments(cfg: RagConfig, damaged: set[Path]) -> None:
+    """Remove the damaged segment files (rag_assets.index.segments): a publish writes a segment
+    whose file is missing, so the republish the damage calls for renders them again; one left
+    in place would be named again as it is."""
+    folder = segments_folder(cfg.data_dir)
+    for path in damaged:
+        if path.parent == folder:
+            path.unlink(missing_ok=True)
 
 
 def _relink_lost_current(cfg: RagConfig, damage: list[Damage]) -> list[Path]:

@@ -126,6 +126,8 @@ def published_vectors(folder: Path, index: dict[str, Any], meta: dict[str, Any] 
     """The vectors of a published index as float32 rows in its chunk order, whatever its
     encoding: decoded from the chunks, or read from the vector file (checked against ``meta``)."""
     encoding = index.get("vectorEncoding", "float")
+    if encoding in FILE_ENCODINGS and "segments" in index:
+        return _segment_vectors(folder, index)
     if encoding in FILE_ENCODINGS:
         parsed = read_vector_file(folder, meta)
         if parsed.steps.shape != (len(index["chunks"]), index["dimension"]):
@@ -135,3 +137,23 @@ def published_vectors(folder: Path, index: dict[str, Any], meta: dict[str, Any] 
         return parsed.matrix()
     rows = [decode_chunk(chunk, encoding) for chunk in index["chunks"]]
     return np.vstack([np.zeros(index["dimension"], np.float32) if r is None else r for r in rows]).astype(np.float32)
+
+
+def _segment_vectors(folder: Path, index: dict[str, Any]) -> np.ndarray:
+    """A segmented index's vectors (rag_assets.index.segments): each segment's file, checked
+    against the size and SHA-256 the index records and against the segment's chunk count."""
+    from rag_assets.index.index_json import segment_folder
+
+    segments = segment_folder(folder / "embeddings-index.json")
+    parts = [np.zeros((0, index["dimension"]), dtype=np.float32)]
+    for entry in index["segments"]:
+        recorded = entry.get("vectors") or {}
+        name = Path(str(recorded.get("file", ""))).name
+        data = (segments / name).read_bytes()
+        if recorded.get("sizeBytes") != len(data) or recorded.get("sha256") != hashlib.sha256(data).hexdigest():
+            raise VectorFileError(f"{name} does not match the size and SHA-256 the index records (damaged)")
+        parsed = parse_vector_file(data)
+        if parsed.steps.shape != (entry["chunkCount"], index["dimension"]):
+            raise VectorFileError(f"{name} holds {parsed.steps.shape} vectors for a segment of {entry['chunkCount']}")
+        parts.append(parsed.matrix())
+    return np.vstack(parts)

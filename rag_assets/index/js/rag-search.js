@@ -508,6 +508,77 @@ export function weighted(p, weight) {
   return denominator > 0 ? boosted / denominator : 0;
 }
 
+// ------------------------------------------------------------------ segments
+
+/** The BM25 data of a segmented index as one embeddings-bm25.json held it: the segments'
+ * postings (rag_assets/index/lexical_segments.py) under one term numbering, chunk positions
+ * offset by the chunks of the segments before, and FTS5's statistics summed from them: N the
+ * chunks, the total tokens the sum of the lengths, a term's n(p) the sum of its segments' df,
+ * and the tie order the store's rowid order. */
+export function mergeLexical(header, parts, generation) {
+  const termId = new Map();
+  const terms = [];
+  const local = parts.map((part) => part.terms.map((term) => {
+    let id = termId.get(term);
+    if (id === undefined) {
+      id = terms.length;
+      termId.set(term, id);
+      terms.push(term);
+    }
+    return id;
+  }));
+  const df = new Array(terms.length).fill(0);
+  parts.forEach((part, s) => part.df.forEach((n, i) => { df[local[s][i]] += n; }));
+  const start = new Array(terms.length + 1).fill(0);
+  for (let t = 0; t < terms.length; t++) start[t + 1] = start[t] + df[t];
+  const chunks = parts.reduce((sum, part) => sum + part.chunks, 0);
+  const postingChunks = new Uint32Array(start[terms.length]);
+  const postingTf = new Float32Array(start[terms.length]);
+  const docLength = new Uint32Array(chunks);
+  const rowids = new Float64Array(chunks);
+  const cursor = start.slice(0, terms.length);
+  let offset = 0;
+  parts.forEach((part, s) => {
+    const positions = typed(part.postingChunks, Uint32Array);
+    const tf = typed(part.postingTf, Float32Array);
+    let at = 0;
+    part.df.forEach((n, i) => {
+      const term = local[s][i];
+      for (let k = 0; k < n; k++, at++) {
+        postingChunks[cursor[term]] = positions[at] + offset;
+        postingTf[cursor[term]++] = tf[at];
+      }
+    });
+    docLength.set(typed(part.docLength, Uint32Array), offset);
+    rowids.set(typed(part.rowids, Float64Array), offset);
+    offset += part.chunks;
+  });
+  const byRowid = Array.from({ length: chunks }, (_, i) => i).sort((a, b) => rowids[a] - rowids[b]);
+  const rowOrder = new Uint32Array(chunks);
+  byRowid.forEach((chunk, rank) => { rowOrder[chunk] = rank; });
+  let tokens = 0;
+  for (const n of docLength) tokens += n;
+  return { ...header, generation, rows: chunks, tokens, chunks, terms, df, counts: df, postingChunks, postingTf, docLength, rowOrder };
+}
+
+/** The segments' vector files as one (their rows in the index's order), or {problem}. */
+export function mergeVectorFiles(parts, index) {
+  const failed = parts.find((part) => part.problem);
+  if (failed) return { problem: failed.problem };
+  const count = parts.reduce((sum, part) => sum + part.count, 0);
+  const dimension = index.dimension;
+  const scales = new Float32Array(count);
+  const steps = new Int16Array(count * dimension);
+  let row = 0;
+  for (const part of parts) {
+    if (part.dimension !== dimension) return { problem: `a segment's vectors have ${part.dimension} dimensions, the index ${dimension}` };
+    scales.set(part.scales, row);
+    steps.set(part.steps, row * dimension);
+    row += part.count;
+  }
+  return { file: { generation: index.generation, count, dimension, scales, steps } };
+}
+
 // ------------------------------------------------------------------ the search
 
 /** The search over one published folder. `open` loads it; `refresh` reloads what changed. */
@@ -555,6 +626,21 @@ export class RagSearch {
     // A vector file left unusable (not fetched, or not matching) is fetched again: the failure
     // may have been the network's, and its URL carries the digest, so a good copy is cached.
     const vectorsChanged = !!meta.vectors && (indexChanged || !old.vectors || old.vectors.sha256 !== meta.vectors.sha256 || !!this.vectorProblem);
+    if (!meta.lexical && !meta.vectors) {
+      // A segmented index (format 2.0): the index names its segments, the sidecar nothing else.
+      if (!indexChanged && !this.vectorProblem) return false;
+      const index = await this.getJson(`embeddings-index.json?v=${meta.indexSha256}`);
+      if (index.segments) {
+        if (index.generation !== meta.generation) {
+          if (attempts > 1) return this.refresh(attempts - 1);
+          throw new Error("the published files kept changing while they were read; try again");
+        }
+        await this.loadSegments(index);
+        this.meta = meta;
+        return true;
+      }
+      if (!indexChanged && !lexicalChanged && !vectorsChanged) return false;
+    }
     if (!indexChanged && !lexicalChanged && !vectorsChanged) return false;
     // The digest in the URL: a cache may keep a file as long as the sidecar names it.
     const [index, bm25, vectors] = await Promise.all([
@@ -576,6 +662,52 @@ export class RagSearch {
     if (vectors) this.loadVectors(vectors, meta);
     this.meta = meta;
     return true;
+  }
+
+  /** A segment file (content-named: a cache keeps it as long as an index names it) checked
+   * against the size and SHA-256 the index records; throws when it does not match. */
+  async segmentBytes(entry) {
+    const buffer = await this.getBytes(entry.file);
+    if (buffer.byteLength !== entry.sizeBytes) {
+      throw new Error(`${entry.file} is ${buffer.byteLength} bytes but the index says ${entry.sizeBytes} (truncated or replaced)`);
+    }
+    if (globalThis.crypto && crypto.subtle && (await sha256Hex(buffer)) !== entry.sha256) {
+      throw new Error(`${entry.file} does not match the SHA-256 the index records (damaged or of another build)`);
+    }
+    return buffer;
+  }
+
+  /** A segment's parsed file, from the cache of the last load when it named the same file. */
+  async segmentFile(entry, parse, cache, kept) {
+    let parsed = cache.get(entry.file);
+    if (parsed === undefined) parsed = parse(await this.segmentBytes(entry));
+    kept.set(entry.file, parsed);
+    return parsed;
+  }
+
+  /** A segmented index: every segment's chunks, BM25 postings and (int16-bin) vectors, fetched
+   * in parallel, joined in the index's order into what a single-file index loads as. A segment
+   * whose file the last load had is not fetched again (its name changes with its content). */
+  async loadSegments(index) {
+    const cache = this.segmentCache || new Map();
+    const kept = new Map();
+    const json = (buffer) => JSON.parse(new TextDecoder().decode(buffer));
+    const vectorFile = async (entry) => {
+      try {
+        return await this.segmentFile(entry, parseVectorFile, cache, kept);
+      } catch (error) {
+        return { problem: error.message };
+      }
+    };
+    const [chunkParts, lexicalParts, vectorParts] = await Promise.all([
+      Promise.all(index.segments.map((s) => this.segmentFile(s.chunks, json, cache, kept))),
+      Promise.all(index.segments.map((s) => this.segmentFile(s.lexical, json, cache, kept))),
+      index.vectorEncoding === "int16-bin" ? Promise.all(index.segments.map((s) => vectorFile(s.vectors))) : null,
+    ]);
+    this.segmentCache = kept;
+    this.loadIndex({ ...index, chunks: chunkParts.flatMap((part) => part.chunks) });
+    this.loadLexical(mergeLexical(index.lexical, lexicalParts, index.generation));
+    if (vectorParts) this.loadVectors(mergeVectorFiles(vectorParts, index), { generation: index.generation });
   }
 
   /** The sidecar's vector file, checked against it: {file} or {problem} (a message). */
@@ -648,13 +780,15 @@ export class RagSearch {
 
   loadLexical(data) {
     const counts = data.counts;
+    // base64 in embeddings-bm25.json; typed arrays already when joined from segments (mergeLexical).
+    const array = (value, Type) => (typeof value === "string" ? typed(value, Type) : value);
     this.lexical = {
       ...data,
       termId: new Map(data.terms.map((t, i) => [t, i])),
-      postingChunks: typed(data.postingChunks, Uint32Array),
-      postingTf: typed(data.postingTf, Float32Array),
-      docLength: typed(data.docLength, Uint32Array),
-      rowOrder: typed(data.rowOrder, Uint32Array),
+      postingChunks: array(data.postingChunks, Uint32Array),
+      postingTf: array(data.postingTf, Float32Array),
+      docLength: array(data.docLength, Uint32Array),
+      rowOrder: array(data.rowOrder, Uint32Array),
       settings: { ...data.search, stopWordSet: new Set(data.search.stopWords) },
     };
     const start = new Uint32Array(counts.length + 1);
