@@ -400,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"two embedders share a relevance model: {keys}; fit one of them")
     if args.samples and Path(args.samples).exists():
         with open(args.samples, "rb") as fh:
-            samples_by_embedder = {k: v for k, v in pickle.load(fh).items() if k in keys.values()}
+            # Keyed by embedder name in older files: each key read as its profile's model.
+            saved = {profile_for(k).embedder if k in keys else k: v for k, v in pickle.load(fh).items()}
+            samples_by_embedder = {k: v for k, v in saved.items() if k in keys.values()}
     else:
         samples_by_embedder = {keys[name]: collect(replace_sites(args, name), name) for name in args.embedder}
         if args.samples:
