@@ -2,7 +2,7 @@
 """Fit the calibrated relevance models (rag_assets/search/relevance_models.json) and the default
 ``min_score``, and report the calibration figures on the same (held-in) data.
 
-    .venv/bin/python bench/fit_relevance.py --embedder hashing --embedder local \\
+    .venv/bin/python bench/fit_relevance.py --embedder hashing --embedder minilm \\
         --site hugo=DIR:eval/questions/hugo-docs.jsonl --site sample=DIR:eval/questions/sample.jsonl \\
         --titles-of hugo [--output-dir DIR] [--write]
 
@@ -54,6 +54,7 @@ from rag_assets.evaluation.datasets import load_beir  # noqa: E402
 from rag_assets.evaluation.eval_store import ensure_eval_store  # noqa: E402
 from rag_assets.evaluation.runner import Evaluator, select_eval_embedder  # noqa: E402
 from rag_assets.index.params import DEFAULT_MIN_RELEVANCE, SearchParams  # noqa: E402
+from rag_assets.index.profiles import profile_for  # noqa: E402
 from rag_assets.search.relevance import MODE_FEATURES, LogisticModel  # noqa: E402
 from rag_assets.search.retrieval import SearchIndex, tier_embedder  # noqa: E402
 
@@ -361,7 +362,12 @@ def title_searches(name: str, index: SearchIndex, embedder, count: int, depth: i
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--embedder", action="append", required=True, help="embedder to fit (repeat): hashing, local")
+    parser.add_argument(
+        "--embedder",
+        action="append",
+        required=True,
+        help="embedder to fit (repeat): hashing, local or minilm (one model: local)",
+    )
     parser.add_argument(
         "--site",
         action="append",
@@ -387,11 +393,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the report here")
     args = parser.parse_args(argv)
 
+    # The models are keyed by the search profile's relevance model: minilm's vectors are the
+    # local model's (parity >= 0.9999), so its searches fit the one model both share ("local").
+    keys = {name: profile_for(name).embedder for name in args.embedder}
+    if len(set(keys.values())) < len(keys):
+        raise SystemExit(f"two embedders share a relevance model: {keys}; fit one of them")
     if args.samples and Path(args.samples).exists():
         with open(args.samples, "rb") as fh:
-            samples_by_embedder = {k: v for k, v in pickle.load(fh).items() if k in args.embedder}
+            # Keyed by embedder name in older files: each key read as its profile's model.
+            saved = {profile_for(k).embedder if k in keys else k: v for k, v in pickle.load(fh).items()}
+            samples_by_embedder = {k: v for k, v in saved.items() if k in keys.values()}
     else:
-        samples_by_embedder = {name: collect(replace_sites(args, name), name) for name in args.embedder}
+        samples_by_embedder = {keys[name]: collect(replace_sites(args, name), name) for name in args.embedder}
         if args.samples:
             with open(args.samples, "wb") as fh:
                 pickle.dump(samples_by_embedder, fh)
