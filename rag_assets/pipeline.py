@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from rag_assets.config.settings import ChunkingParams
 from rag_assets.embed import Embedder, EmbeddingBatchError
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.embed.http import RemoteEmbedder, Usage
-from rag_assets.index import generations, index_json, manifest, pg_sync, store
+from rag_assets.index import generations, index_json, manifest, pg_sync, store, store_slots
 from rag_assets.index.browser import static_entries, write_browser_files
 from rag_assets.index.vector_codec import FILE_ENCODINGS
 from rag_assets.index.vector_file import VECTORS_NAME, render_vector_file, vectors_entry
@@ -29,9 +30,11 @@ from rag_assets.ingest.sources import overall_content_hash
 from rag_assets.records import (
     Chunk,
     ChunkedCollection,
+    CollectionFacts,
     Document,
     EmbeddedCollection,
     ParsedCollection,
+    in_name_order,
 )
 
 Log = Callable[[str], None]
@@ -280,25 +283,29 @@ class Published:
     store_sync: store.SyncResult
     manifest: dict
     postgres: pg_sync.PgSyncResult | None = None  # with store.backend postgres: the sync from the store
+    collections: list[CollectionFacts] = field(default_factory=list)  # in name order
 
 
 def publish_all(
-    collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str, full_build: bool = True
+    collections: Sequence[EmbeddedCollection], cfg: RagConfig, built_at: str, full_build: bool = True
 ) -> Published:
     """Write the JSON index, its sidecar, the SQLite store and the manifest as one generation
     and make it current in one atomic swap (see :mod:`rag_assets.index.generations`).
+
+    ``collections`` may be a :class:`~rag_assets.records.RecordSequence`, which loads each
+    collection's records when it is reached: the store is written one collection at a time,
+    never holding every record at once.
 
     A kill at any instant leaves readers with every output of one build: the previous
     generation until the swap, the new one after it. A generation left unfinished by a
     kill is removed by the next publish.
     """
-    m = index_model(collections)
     with generations.publish_lock(cfg):
         generations.remove_old_generations(cfg)
         before = generations.published(cfg)
         gen = generations.start_generation(cfg, built_at)
         try:
-            written = _write_generation(collections, cfg, m, built_at, full_build, before, gen)
+            written = _write_generation(collections, cfg, built_at, full_build, before, gen)
         except BaseException:
             generations.discard_generation(gen)
             raise
@@ -308,22 +315,83 @@ def publish_all(
     return written
 
 
+@dataclass
+class _StorePass:
+    """What the pass over the collections that writes the store learns on the way."""
+
+    model: IndexModel | None = None
+    sync: store.SyncResult = field(default_factory=lambda: store.SyncResult(0, 0, 0, 0, False))
+    facts: list[CollectionFacts] = field(default_factory=list)
+    content_hashes: dict[str, str] = field(default_factory=dict)
+
+
+def _write_store(
+    collections: Iterable[EmbeddedCollection], built_at: str, gen: generations.Generation, slot: Path
+) -> _StorePass:
+    """Sync the generation's store slot one collection at a time (the slot is read by no one
+    until the swap, so a transaction per collection is safe), each collection's records
+    released before the next is loaded; then drop the collections no longer published."""
+    done = _StorePass()
+    for col in collections:
+        done.model = _same_model(done.model, col)
+        synced = store.sync_contents(
+            slot,
+            [col],
+            model=col.model,
+            dimension=col.dimension,
+            built_at=built_at,
+            scope={col.collection},
+            generation=gen.id,
+        )
+        done.sync = done.sync.plus(synced)
+        done.facts.append(CollectionFacts.of(col))
+        done.content_hashes[col.collection] = col.content_hash
+        del col  # one collection's records at a time
+    if done.model is None:
+        raise ValueError("no collection has been embedded yet; run a build of at least one collection")
+    store.purge_collections(slot, keep=done.content_hashes)
+    return done
+
+
+def _same_model(model: IndexModel | None, col: EmbeddedCollection) -> IndexModel:
+    """The index's one model, checked against each collection as it comes."""
+    if model is None:
+        return IndexModel(col.provider, col.model, col.dimension)
+    if (model.model, model.dimension) != (col.model, col.dimension):
+        listed = ", ".join(
+            sorted(f"{m} ({d})" for m, d in {(model.model, model.dimension), (col.model, col.dimension)})
+        )
+        raise MixedModelsError(
+            f"collections were embedded with different models: {listed}; one index holds one model, "
+            "so rebuild every collection with the configured embedder (rag build, or materialize all partitions)"
+        )
+    return model
+
+
 def _write_generation(
-    collections: list[EmbeddedCollection],
+    collections: Sequence[EmbeddedCollection],
     cfg: RagConfig,
-    m: IndexModel,
     built_at: str,
     full_build: bool,
     before: generations.Generation,
     gen: generations.Generation,
 ) -> Published:
+    # The store: a rotating slot synced by diff (rag_assets.index.store_slots), never a copy.
+    slot = store_slots.free_slot(cfg, [g.store_path for g in generations.candidates(cfg) if g.id != gen.id])
+    store_slots.prepare_slot(slot)
+    store_slots.link_slot(slot, gen.store_path)
+    done = _write_store(collections, built_at, gen, slot)
+    m = done.model
+    assert m is not None
+    # The files below still take every collection (a RecordSequence loads them one at a time
+    # on each pass); per-collection segment writers will take each in the loop above instead.
     header = index_json.index_header(
         collections,
         model=m.model,
         dimension=m.dimension,
         provider=m.provider,
         built_at=built_at,
-        content_hash=content_hash_of(collections),
+        content_hash=overall_content_hash(done.content_hashes),
         generation=gen.id,
         vector_encoding=cfg.vector_encoding,
     )
@@ -343,12 +411,6 @@ def _write_generation(
     )
     manifest_payload = manifest.render_manifest(manifest_data)
     gen.manifest_path.write_bytes(manifest_payload)
-    # The store starts as a copy of the current one (so only the diff is written, and the
-    # search log carries over); a damaged or missing one is rebuilt whole.
-    generations.seed_store(before.store_path, gen.store_path)
-    sync = store.sync_contents(
-        gen.store_path, collections, model=m.model, dimension=m.dimension, built_at=built_at, generation=gen.id
-    )
     # The browser search's BM25 data is read from the store just written (FTS5's own postings).
     lexical = write_browser_files(
         gen.folder, gen.store_path, collections, cfg.collection_weights, m.provider, generation=gen.id
@@ -360,10 +422,15 @@ def _write_generation(
         header, collections, index, lexical, vectors, files, chunking=settings_key(cfg.chunking)
     )
     gen.meta_path.write_bytes(meta_payload)
+    # Last before the swap: the searches logged into the current store until now carry over.
+    store_slots.carry_logs(before.store_path, slot)
+    store_slots.settle(slot)
     summary = store.summarise(gen.store_path)
     assert summary is not None
     vector_bytes = vectors["sizeBytes"] if vectors else 0
-    return Published(header, index.size, len(meta_payload), vector_bytes, summary, sync, manifest_data)
+    return Published(
+        header, index.size, len(meta_payload), vector_bytes, summary, done.sync, manifest_data, collections=done.facts
+    )
 
 
 def _write_vector_file(
@@ -373,7 +440,7 @@ def _write_vector_file(
     the sidecar's ``vectors`` entry (None for the encodings that keep them in the JSON)."""
     if cfg.vector_encoding not in FILE_ENCODINGS:
         return None
-    in_index_order = sorted(collections, key=lambda c: c.collection)  # as render_index orders the chunks
+    in_index_order = in_name_order(collections)  # as render_index orders the chunks
     rows = [np.asarray(col.vectors, dtype=np.float32).reshape(-1, m.dimension) for col in in_index_order]
     matrix = np.vstack(rows) if rows else np.zeros((0, m.dimension), dtype=np.float32)
     payload = render_vector_file(matrix, gen.id)

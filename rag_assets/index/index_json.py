@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from rag_assets.base.atomic import atomic_open
-from rag_assets.records import EmbeddedCollection
+from rag_assets.records import EmbeddedCollection, in_name_order
 
 INDEX_FORMAT_VERSION = "1.0"
 
@@ -73,8 +73,7 @@ def index_header(
     vector_encoding: str = "float",
 ) -> IndexHeader:
     counts = {
-        c.collection: {"chunks": len(c.chunks), "documents": len(c.documents)}
-        for c in sorted(collections, key=lambda c: c.collection)
+        c.collection: {"chunks": len(c.chunks), "documents": len(c.documents)} for c in in_name_order(collections)
     }
     return IndexHeader(
         model=model,
@@ -221,7 +220,7 @@ def _write_index_to(
     head = orjson.dumps(header.as_json())
     out.write(head[:-1] + b',"chunks":[')
     any_before = False
-    for col in sorted(collections, key=lambda c: c.collection):
+    for col in in_name_order(collections):
         started = False
         for piece in cache.pieces(col, vector_decimals, header.vector_encoding):
             if not piece:

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from rag_assets.records import EmbeddedCollection
+from rag_assets.records import EmbeddedCollection, in_name_order
 
 MANIFEST_VERSION = "1.0"
 
@@ -32,7 +32,7 @@ def build_manifest(
     documents: dict[str, dict[str, Any]] = {}
     per_collection: dict[str, dict[str, Any]] = {}
     total_chunks = 0
-    for col in sorted(collections, key=lambda c: c.collection):
+    for col in in_name_order(collections):
         # Per-collection hashes and skipped files let `rag check` and the change sensor say
         # what changed since this build without reading the index.
         per_collection[col.collection] = {
