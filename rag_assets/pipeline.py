@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -223,7 +223,7 @@ def reembed_collection(
 
 
 def reembed_other_models(
-    records: dict[str, EmbeddedCollection],
+    records: Mapping[str, EmbeddedCollection],
     embedder: Embedder,
     *,
     cache: EmbeddingCache | None = None,
@@ -434,7 +434,7 @@ def _write_generation(
 
 
 def _write_vector_file(
-    collections: list[EmbeddedCollection], cfg: RagConfig, m: IndexModel, gen: generations.Generation
+    collections: Sequence[EmbeddedCollection], cfg: RagConfig, m: IndexModel, gen: generations.Generation
 ) -> dict | None:
     """For ``int16-bin``: the vectors in the index's chunk order as the binary file beside it;
     the sidecar's ``vectors`` entry (None for the encodings that keep them in the JSON)."""

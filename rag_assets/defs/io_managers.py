@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import pickle
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,10 @@ from pydantic import Field
 from upath import UPath
 
 from rag_assets.base.atomic import atomic_open
+
+# Input metadata: hand the partitions over as a LazyRecords mapping (its type is then Any: a
+# dict annotation would make Dagster check for a dict).
+LAZY = "lazy_records"
 
 
 class AtomicPickleIOManager(dg.UPathIOManager):
@@ -67,12 +72,44 @@ class AtomicPickleIOManager(dg.UPathIOManager):
         for key in context.asset_partition_keys:
             self.dump_to_path(context, obj[key], self.partition_path(context, key))
 
-    def load_partitions(self, context: dg.InputContext) -> dict[str, Any]:
-        loaded = super().load_partitions(context)
-        if len(context.asset_partition_keys) == 1:
-            # The stock manager returns the bare record (or None when allowed to be missing).
-            return {} if loaded is None else {context.asset_partition_keys[0]: loaded}
-        return loaded
+    def load_partitions(self, context: dg.InputContext) -> Mapping[str, Any]:
+        metadata = context.definition_metadata or {}
+        if not metadata.get(LAZY):
+            loaded = super().load_partitions(context)
+            if len(context.asset_partition_keys) == 1:
+                # The stock manager returns the bare record (or None when allowed to be missing).
+                return {} if loaded is None else {context.asset_partition_keys[0]: loaded}
+            return loaded
+        allow_missing = bool(metadata.get("allow_missing_partitions", False))
+        paths = {}
+        for key in context.asset_partition_keys:
+            path = self.partition_path(context, key)
+            if path.exists():
+                paths[key] = path
+            elif allow_missing:
+                context.log.warning(self.get_missing_partition_log_message(key))
+            else:
+                raise FileNotFoundError(f"no record of partition {key} at {path}")
+        return LazyRecords(self, paths)
+
+
+class LazyRecords(Mapping[str, Any]):
+    """``{partition: record}`` whose records are unpickled when looked up, one at a time, and
+    not kept: the caller holds a record for as long as it needs it (the publish step, one
+    collection at a time, see rag_assets.records.RecordSequence)."""
+
+    def __init__(self, manager: AtomicPickleIOManager, paths: dict[str, UPath]) -> None:
+        self._manager = manager
+        self._paths = paths
+
+    def __getitem__(self, key: str) -> Any:
+        return self._manager.load_from_path(None, self._paths[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
 
 
 def load_record(base_dir: Path, asset: str, partition: str) -> Any:
