@@ -378,7 +378,7 @@ def _write_generation(
 ) -> Published:
     # The store: a rotating slot synced by diff (rag_assets.index.store_slots), never a copy.
     slot = store_slots.free_slot(cfg, [g.store_path for g in generations.candidates(cfg) if g.id != gen.id])
-    store_slots.prepare_slot(slot)
+    store_slots.prepare_slot(slot, before.store_path)
     store_slots.link_slot(slot, gen.store_path)
     done = _write_store(collections, built_at, gen, slot)
     m = done.model

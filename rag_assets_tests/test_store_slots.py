@@ -59,15 +59,32 @@ def log_queries(path: Path) -> list[tuple[int, str]]:
         return [(r[0], r[1]) for r in conn.execute("SELECT id, query FROM search_log ORDER BY id")]
 
 
-def test_publishes_rotate_through_three_slots_syncing_by_diff(site) -> None:
+@pytest.fixture
+def copies(monkeypatch) -> list[Path]:
+    """The slots started as a whole copy of the current store (SQLite's backup API)."""
+    made: list[Path] = []
+    copy = store_slots.copy_store
+
+    def counted(source: Path | None, target: Path) -> bool:
+        made.append(target)
+        return copy(source, target)
+
+    monkeypatch.setattr(store_slots, "copy_store", counted)
+    return made
+
+
+def test_publishes_rotate_through_three_slots_syncing_by_diff(site, copies) -> None:
     cfg, collections = site
-    used, first_sync = [], []
-    for _ in range(3):
+    used, first_sync, ids = [], [], []
+    for _ in range(3):  # within a second or two: the IDs must still sort in publish order
         published = publish_all(collections, cfg, utc_now_iso())
         used.append(slot_of_current(cfg))
         first_sync.append(published.store_sync)
-    assert used == [store_slots.slot_path(cfg, n) for n in range(3)]
-    assert all(s.chunks_written == sum(len(c.chunks) for c in collections) for s in first_sync)  # built whole
+        ids.append(generations.published(cfg).id)
+    assert used == [store_slots.slot_path(cfg, n) for n in range(3)] and ids == sorted(ids)
+    # The first build writes its slot whole; the next two start theirs as copies of the current one.
+    assert first_sync[0].chunks_written == sum(len(c.chunks) for c in collections)
+    assert [s.chunks_written for s in first_sync[1:]] == [0, 0] and copies == used
     inode = used[0].stat().st_ino
     readers = {p: digest(p) for p in used[1:]}  # the current and the previous generation's slots
 
@@ -79,6 +96,7 @@ def test_publishes_rotate_through_three_slots_syncing_by_diff(site) -> None:
     assert slot_of_current(cfg) == used[0] and used[0].stat().st_ino == inode
     assert published.store_sync.chunks_written == 0 and not published.store_sync.full_rewrite
     assert {p: digest(p) for p in readers} == readers
+    assert copies == used  # no whole copy after the first builds
     with closing(sqlite3.connect(cfg.public_store_path)) as conn:
         names = {r[0] for r in conn.execute("SELECT DISTINCT collection FROM documents")}
         chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
@@ -112,7 +130,7 @@ def test_the_logs_carry_over_and_a_late_write_to_an_old_slot_is_replaced(site) -
     assert [q for _, q in log_queries(cfg.public_store_path)][-1] == "router"
 
 
-def test_a_damaged_slot_is_built_whole(site) -> None:
+def test_a_damaged_slot_is_made_whole_again(site, copies) -> None:
     cfg, collections = site
     for _ in range(3):
         publish_all(collections, cfg, utc_now_iso())
@@ -120,10 +138,19 @@ def test_a_damaged_slot_is_built_whole(site) -> None:
     corrupt_pages(target)
     assert integrity.sqlite_problem(target) is not None
 
-    published = publish_all(collections, cfg, utc_now_iso())
+    copies.clear()
+    publish_all(collections, cfg, utc_now_iso())
     assert slot_of_current(cfg) == target and integrity.sqlite_problem(target) is None
+    assert copies == [target] and check_public_outputs(cfg).ok
+
+    # With the current store damaged too, there is nothing sound to copy: built from the records.
+    for _ in range(2):
+        publish_all(collections, cfg, utc_now_iso())
+    corrupt_pages(store_slots.slot_path(cfg, 0))
+    corrupt_pages(slot_of_current(cfg))
+    published = publish_all(collections, cfg, utc_now_iso())
     assert published.store_sync.chunks_written == sum(len(c.chunks) for c in collections)
-    assert check_public_outputs(cfg).ok
+    assert integrity.sqlite_problem(slot_of_current(cfg)) is None and check_public_outputs(cfg).ok
 
 
 def test_a_missing_slot_of_the_current_generation_is_not_reused(site) -> None:

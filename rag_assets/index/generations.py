@@ -113,9 +113,26 @@ def publish_lock(cfg: RagConfig) -> Iterator[None]:
         yield
 
 
+def next_generation_id(cfg: RagConfig, built_at: str) -> str:
+    """A new generation ID that sorts after every generation folder on disk. The previous
+    generation is found by that order (:func:`remove_old_generations`), and its store slot
+    must not be taken while readers may use it: two publishes within one second (whose random
+    parts may sort either way) or a clock set back must still sort in publish order."""
+    gen_id = new_generation_id(built_at)
+    folder = generations_dir(cfg)
+    latest = max((p.name for p in folder.iterdir()), default="") if folder.is_dir() else ""
+    if gen_id > latest:
+        return gen_id
+    stamp, _, token = latest.rpartition("-")
+    try:
+        return f"{stamp}-{int(token, 16) + 1:06x}"
+    except ValueError:
+        return f"{latest}-{secrets.token_hex(3)}"
+
+
 def start_generation(cfg: RagConfig, built_at: str) -> Generation:
     """A new, empty generation folder (not current until :func:`make_current`)."""
-    folder = generations_dir(cfg) / new_generation_id(built_at)
+    folder = generations_dir(cfg) / next_generation_id(cfg, built_at)
     folder.mkdir(parents=True)
     return Generation.in_folder(folder)
 

@@ -12,7 +12,8 @@ the slots of the current and the previous generation; a new generation takes the
 one, the slot of the generation two back, which no generation on disk names any more, and
 brings it to the new contents by diff (:func:`rag_assets.index.store.sync_contents`): the
 write is the changes of the last two builds, never a copy of the whole store. A slot that
-is missing or damaged is built whole (the first builds, or after a disk fault).
+is missing or damaged (the first builds, or after a disk fault) starts as a whole copy of the
+current store, or is built whole when there is no sound one.
 
 The logs written into the store while it is current (``search_log``, the public tier's
 ``answer_log``, ``admin_actions``) carry over from the current store by their ``id``: the
@@ -79,14 +80,28 @@ def link_slot(slot: Path, store_link: Path) -> None:
     os.symlink(os.path.relpath(slot, store_link.parent), store_link)
 
 
-def prepare_slot(slot: Path) -> bool:
-    """Make the slot ready to be synced: a damaged one is removed, to be built whole. True when
-    a sound slot is kept (the sync then writes only the diff)."""
-    if not slot.is_file():
-        store.remove_database(slot)  # a WAL left without its database is not to be replayed
+def prepare_slot(slot: Path, current: Path | None) -> str:
+    """Make the slot ready to be synced: ``kept`` (a sound slot: the sync writes the diff),
+    ``copied`` (a missing or damaged slot, started as a copy of the sound ``current`` store,
+    as the first builds do: the sync then writes only this build's change), or ``empty``
+    (nothing sound to copy: the sync builds it whole)."""
+    if slot.is_file() and not sqlite_problem(slot):
+        return "kept"
+    store.remove_database(slot)  # damaged, or a WAL left without its database: not to be replayed
+    return "copied" if copy_store(current, slot) else "empty"
+
+
+def copy_store(source: Path | None, target: Path) -> bool:
+    """``source`` copied whole into ``target`` with SQLite's backup API (consistent while
+    readers and the search log use it); False when there is nothing sound to copy."""
+    if source is None or not source.is_file() or sqlite_problem(source):
         return False
-    if sqlite_problem(slot):
-        store.remove_database(slot)
+    try:
+        with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src:
+            with closing(sqlite3.connect(target)) as dst:
+                src.backup(dst)
+    except sqlite3.DatabaseError:
+        store.remove_database(target)
         return False
     return True
 

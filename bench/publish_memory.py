@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Peak memory of a full build and of a one-paragraph edit, each in a child process, for one
+or more checkouts on the same generated corpus (bench/incremental.py's, hashing embedder).
+
+    .venv/bin/python bench/publish_memory.py [--files 10000] [--collections 10] [--work DIR]
+                                             [--checkout PATH ...]
+
+For each checkout (default: this one): a copy of the corpus, a full ``rag build`` in-process in
+a child (``bench/build_memory.py``, run from that checkout), one paragraph of one file edited,
+then an incremental ``rag build`` in another child. Prints each child's wall time and peak RSS
+(``ru_maxrss`` from ``os.wait4``), and ``uptime`` before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(ROOT))
+
+from bench.incremental import DEFAULT_CORPUS, edit_paragraph, generate_corpus, prose_paragraphs  # noqa: E402
+
+
+def child(checkout: Path, args: list[str]) -> tuple[float, float, int]:
+    """Run ``bench/build_memory.py`` of ``checkout`` with ``args``; (wall s, peak RSS MB, exit code)."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, str(checkout / "bench" / "build_memory.py"), *args],
+        env=env,
+        cwd=checkout,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    return time.perf_counter() - started, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+
+
+def edit_one_file(content: Path) -> Path:
+    """Edit one paragraph of the first file (by path) of the first collection with one."""
+    for path in sorted((content / sorted(p.name for p in content.iterdir())[0]).rglob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        spans = prose_paragraphs(text)
+        if spans:
+            path.write_text(edit_paragraph(text, spans[len(spans) // 2], 1), encoding="utf-8")
+            return path
+    raise SystemExit("no file with a prose paragraph")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--collections", type=int, default=10)
+    parser.add_argument("--work", type=Path, help="work in this folder (kept) instead of a temporary one")
+    parser.add_argument("--checkout", type=Path, action="append", help="a checkout to measure (repeatable)")
+    args = parser.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="publish-memory-"))
+    work.mkdir(parents=True, exist_ok=True)
+    corpus = work / "corpus"
+    if not corpus.is_dir():
+        generate_corpus(DEFAULT_CORPUS, corpus, args.files, args.collections)
+    print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    for checkout in args.checkout or [ROOT]:
+        place = work / checkout.resolve().name
+        shutil.rmtree(place, ignore_errors=True)
+        shutil.copytree(corpus, place / "content")
+        config = place / "rag.yaml"
+        config.write_text(f"content_dir: {place / 'content'}\noutput_dir: {place / 'out'}\nembedder: hashing\n")
+        common = ["build", "--config", str(config), "--embedder", "hashing", "--private-embedder", "hashing"]
+        wall, peak, code = child(checkout, [*common, "--force"])
+        print(f"{checkout}: full build {wall:.1f} s, peak RSS {peak:.0f} MB (exit {code})", flush=True)
+        edited = edit_one_file(place / "content")
+        wall, peak, code = child(checkout, common)
+        print(
+            f"{checkout}: one-paragraph edit ({edited.relative_to(place / 'content')}) {wall:.1f} s, "
+            f"peak RSS {peak:.0f} MB (exit {code})",
+            flush=True,
+        )
+    print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+if __name__ == "__main__":
+    main()
