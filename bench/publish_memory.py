@@ -3,12 +3,14 @@
 or more checkouts on the same generated corpus (bench/incremental.py's, hashing embedder).
 
     .venv/bin/python bench/publish_memory.py [--files 10000] [--collections 10] [--work DIR]
-                                             [--checkout PATH ...]
+                                             [--checkout PATH ...] [--keep-chunks N ...]
 
 For each checkout (default: this one): a copy of the corpus, a full ``rag build`` in-process in
 a child (``bench/build_memory.py``, run from that checkout), one paragraph of one file edited,
 then an incremental ``rag build`` in another child. Prints each child's wall time and peak RSS
-(``ru_maxrss`` from ``os.wait4``), and ``uptime`` before and after.
+(``ru_maxrss`` from ``os.wait4``), and ``uptime`` before and after. ``--keep-chunks``: also
+measure each checkout with ``RAG_PUBLISH_KEEP_CHUNKS`` set to these values (0: the publish holds
+one collection's records at a time).
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ sys.path.insert(0, str(ROOT))
 from bench.incremental import DEFAULT_CORPUS, edit_paragraph, generate_corpus, prose_paragraphs  # noqa: E402
 
 
-def child(checkout: Path, args: list[str]) -> tuple[float, float, int]:
+def child(checkout: Path, args: list[str], keep: str | None) -> tuple[float, float, int]:
     """Run ``bench/build_memory.py`` of ``checkout`` with ``args``; (wall s, peak RSS MB, exit code)."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
+    if keep is not None:
+        env["RAG_PUBLISH_KEEP_CHUNKS"] = keep
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, str(checkout / "bench" / "build_memory.py"), *args],
@@ -61,6 +65,7 @@ def main() -> None:
     parser.add_argument("--collections", type=int, default=10)
     parser.add_argument("--work", type=Path, help="work in this folder (kept) instead of a temporary one")
     parser.add_argument("--checkout", type=Path, action="append", help="a checkout to measure (repeatable)")
+    parser.add_argument("--keep-chunks", action="append", default=[], help="RAG_PUBLISH_KEEP_CHUNKS values to add")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="publish-memory-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -69,21 +74,23 @@ def main() -> None:
         generate_corpus(DEFAULT_CORPUS, corpus, args.files, args.collections)
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     for checkout in args.checkout or [ROOT]:
-        place = work / checkout.resolve().name
-        shutil.rmtree(place, ignore_errors=True)
-        shutil.copytree(corpus, place / "content")
-        config = place / "rag.yaml"
-        config.write_text(f"content_dir: {place / 'content'}\noutput_dir: {place / 'out'}\nembedder: hashing\n")
-        common = ["build", "--config", str(config), "--embedder", "hashing", "--private-embedder", "hashing"]
-        wall, peak, code = child(checkout, [*common, "--force"])
-        print(f"{checkout}: full build {wall:.1f} s, peak RSS {peak:.0f} MB (exit {code})", flush=True)
-        edited = edit_one_file(place / "content")
-        wall, peak, code = child(checkout, common)
-        print(
-            f"{checkout}: one-paragraph edit ({edited.relative_to(place / 'content')}) {wall:.1f} s, "
-            f"peak RSS {peak:.0f} MB (exit {code})",
-            flush=True,
-        )
+        for keep in [None, *args.keep_chunks]:
+            label = f"{checkout}" + (f" (RAG_PUBLISH_KEEP_CHUNKS={keep})" if keep is not None else "")
+            place = work / (checkout.resolve().name + (f"-keep{keep}" if keep is not None else ""))
+            shutil.rmtree(place, ignore_errors=True)
+            shutil.copytree(corpus, place / "content")
+            config = place / "rag.yaml"
+            config.write_text(f"content_dir: {place / 'content'}\noutput_dir: {place / 'out'}\nembedder: hashing\n")
+            common = ["build", "--config", str(config), "--embedder", "hashing", "--private-embedder", "hashing"]
+            wall, peak, code = child(checkout, [*common, "--force"], keep)
+            print(f"{label}: full build {wall:.1f} s, peak RSS {peak:.0f} MB (exit {code})", flush=True)
+            edited = edit_one_file(place / "content")
+            wall, peak, code = child(checkout, common, keep)
+            print(
+                f"{label}: one-paragraph edit ({edited.relative_to(place / 'content')}) {wall:.1f} s, "
+                f"peak RSS {peak:.0f} MB (exit {code})",
+                flush=True,
+            )
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 

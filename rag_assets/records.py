@@ -236,12 +236,21 @@ class EmbeddedCollection:
 
 
 class RecordSequence(Sequence[EmbeddedCollection]):
-    """Embedded collections in name order, each loaded when it is reached and never kept, so
-    that a publish holds one collection's records at a time however many there are."""
+    """Embedded collections in name order, each loaded when it is reached, so that a publish
+    need not hold every collection's records at once.
 
-    def __init__(self, names: Iterable[str], load: Callable[[str], EmbeddedCollection]) -> None:
+    Loaded records are kept for the next pass while the kept ones hold at most ``keep_chunks``
+    chunks in all (a publish still reads the records several times: its whole-index writers
+    each take every collection); beyond that, a record is released once passed and loaded again
+    on the next pass. ``keep_chunks=0``: one collection's records at a time.
+    """
+
+    def __init__(self, names: Iterable[str], load: Callable[[str], EmbeddedCollection], keep_chunks: int = 0) -> None:
         self.names = sorted(names)
         self._load = load
+        self.keep_chunks = keep_chunks
+        self._kept: dict[str, EmbeddedCollection] = {}
+        self._kept_chunks = 0
 
     def __len__(self) -> int:
         return len(self.names)
@@ -254,12 +263,22 @@ class RecordSequence(Sequence[EmbeddedCollection]):
 
     def __getitem__(self, index: int | slice) -> EmbeddedCollection | RecordSequence:
         if isinstance(index, slice):
-            return RecordSequence(self.names[index], self._load)
-        return self._load(self.names[index])
+            return RecordSequence(self.names[index], self._load, self.keep_chunks)
+        return self._record(self.names[index])
 
     def __iter__(self) -> Iterator[EmbeddedCollection]:
         for name in self.names:
-            yield self._load(name)
+            yield self._record(name)
+
+    def _record(self, name: str) -> EmbeddedCollection:
+        record = self._kept.get(name)
+        if record is not None:
+            return record
+        record = self._load(name)
+        if self._kept_chunks + len(record.chunks) <= self.keep_chunks:
+            self._kept[name] = record
+            self._kept_chunks += len(record.chunks)
+        return record
 
 
 def in_name_order(collections: Iterable[EmbeddedCollection]) -> Iterable[EmbeddedCollection]:

@@ -197,3 +197,21 @@ def test_a_publish_through_the_lazy_records_holds_one_collection_at_a_time(site,
     assert published.header.total_chunks == sum(len(c.chunks) for c in expected)
     assert [f.collection for f in published.collections] == [c.collection for c in expected]
     assert check_public_outputs(cfg).ok
+
+
+def test_records_are_kept_between_passes_up_to_the_bound(site) -> None:
+    _, collections = site
+    loads: list[str] = []
+    by_name = {c.collection: c for c in collections}
+
+    def load(name: str):
+        loads.append(name)
+        return by_name[name]
+
+    smallest = min(len(c.chunks) for c in collections)
+    for keep, expected in ((0, 2), (smallest, 2), (sum(len(c.chunks) for c in collections), 1)):
+        loads.clear()
+        records = RecordSequence(by_name, load, keep_chunks=keep)
+        assert [c.collection for c in records] == [c.collection for c in records] == sorted(by_name)
+        kept = 1 if keep == smallest else 0  # the first that fits, and no more
+        assert len(loads) == expected * len(collections) - (kept if expected == 2 else 0)

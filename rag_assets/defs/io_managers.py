@@ -14,8 +14,9 @@ from upath import UPath
 
 from rag_assets.base.atomic import atomic_open
 
-# Input metadata: hand the partitions over as a LazyRecords mapping (its type is then Any: a
-# dict annotation would make Dagster check for a dict).
+# Input metadata: hand the partitions over as a LazyRecords mapping keeping at most this many
+# chunks' records (the value; the input's type is then Any: a dict annotation would make
+# Dagster check for a dict).
 LAZY = "lazy_records"
 
 
@@ -74,7 +75,7 @@ class AtomicPickleIOManager(dg.UPathIOManager):
 
     def load_partitions(self, context: dg.InputContext) -> Mapping[str, Any]:
         metadata = context.definition_metadata or {}
-        if not metadata.get(LAZY):
+        if LAZY not in metadata:
             loaded = super().load_partitions(context)
             if len(context.asset_partition_keys) == 1:
                 # The stock manager returns the bare record (or None when allowed to be missing).
@@ -90,20 +91,31 @@ class AtomicPickleIOManager(dg.UPathIOManager):
                 context.log.warning(self.get_missing_partition_log_message(key))
             else:
                 raise FileNotFoundError(f"no record of partition {key} at {path}")
-        return LazyRecords(self, paths)
+        return LazyRecords(self, paths, keep_chunks=int(metadata[LAZY]))
 
 
 class LazyRecords(Mapping[str, Any]):
-    """``{partition: record}`` whose records are unpickled when looked up, one at a time, and
-    not kept: the caller holds a record for as long as it needs it (the publish step, one
-    collection at a time, see rag_assets.records.RecordSequence)."""
+    """``{partition: record}`` whose records are unpickled when looked up. Records are kept for
+    the next lookup while the kept ones hold at most ``keep_chunks`` chunks in all; beyond, a
+    record is not kept, so the caller holds it for as long as it needs it (the publish step:
+    one collection at a time, see rag_assets.records.RecordSequence)."""
 
-    def __init__(self, manager: AtomicPickleIOManager, paths: dict[str, UPath]) -> None:
+    def __init__(self, manager: AtomicPickleIOManager, paths: dict[str, UPath], keep_chunks: int = 0) -> None:
         self._manager = manager
         self._paths = paths
+        self._keep_chunks = keep_chunks
+        self._kept: dict[str, Any] = {}
+        self._kept_chunks = 0
 
     def __getitem__(self, key: str) -> Any:
-        return self._manager.load_from_path(None, self._paths[key])
+        if key in self._kept:
+            return self._kept[key]
+        record = self._manager.load_from_path(None, self._paths[key])
+        chunks = len(getattr(record, "chunks", ()))
+        if self._kept_chunks + chunks <= self._keep_chunks:
+            self._kept[key] = record
+            self._kept_chunks += chunks
+        return record
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._paths)

@@ -4,6 +4,7 @@ A sharded collection's shards are rejoined first (rag_assets/index/rejoin.py), s
 outputs are byte for byte those of the collection unsharded.
 """
 
+import os
 from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -30,16 +31,21 @@ from rag_assets.records import CollectionFacts, EmbeddedCollection
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
 GROUP = "published"
+# Records kept in memory between the publish's passes over the collections, in chunks (about
+# 250 MB of records): a smaller build is read once, as before; a larger one is held one
+# collection at a time and read again by each whole-index writer (until they take one
+# collection at a time themselves). RAG_PUBLISH_KEEP_CHUNKS=0: one collection at a time.
+KEEP_CHUNKS = int(os.environ.get("RAG_PUBLISH_KEEP_CHUNKS") or 50_000)
 # A collection never built yet (a folder added since the last build) is left out of the
 # published index rather than failing it: Dagster's `allow_missing_partitions` input switch
 # makes the IO manager skip a partition it finds no record for; the metadata lists such
 # collections under `not_built`.
 # Lazy (LAZY, see AtomicPickleIOManager): each collection's records are unpickled when the
-# publish reaches them, one collection at a time.
+# publish reaches them, and kept up to KEEP_CHUNKS.
 ALL_COLLECTIONS = dg.AssetIn(
     "embeddings",
     partition_mapping=dg.AllPartitionMapping(),
-    metadata={"allow_missing_partitions": True, LAZY: True},
+    metadata={"allow_missing_partitions": True, LAZY: KEEP_CHUNKS},
     dagster_type=dg.Any,
 )
 # Warn after FRESH_HOURS without a new build, fail after STALE_HOURS: the Fresh/Stale/Old of
@@ -56,7 +62,7 @@ def all_collections(
     per collection, in name order, each sharded collection's shards rejoined (``ledger``: the
     partitions the indexed ledger named before this publish, see rejoin_collections); each
     collection is loaded when the publish reaches it, and released before the next."""
-    return rejoined(cfg, loaded, ledger)
+    return rejoined(cfg, loaded, ledger, keep_chunks=KEEP_CHUNKS)
 
 
 def _collection_table(collections: list[CollectionFacts]) -> str:

@@ -38,7 +38,10 @@ def rejoin_collections(
 
 
 def rejoined(
-    cfg: RagConfig, records: Mapping[str, EmbeddedCollection], ledger: Collection[str] | None = None
+    cfg: RagConfig,
+    records: Mapping[str, EmbeddedCollection],
+    ledger: Collection[str] | None = None,
+    keep_chunks: int = 0,
 ) -> RecordSequence:
     """One record per collection, in name order, from ``{partition key: record}``, each made
     when it is reached: a collection's records (its shards') are read from ``records`` only
@@ -50,11 +53,14 @@ def rejoined(
     and the previous outputs stay. ``ledger``, the partitions the indexed ledger names (see
     rag_assets.index.freshness), tells a current record from one left by an earlier layout of
     the same count (3 shards, then 2, then 3 again: ``docs~2``'s record is of the first 3).
+    ``keep_chunks``: see :class:`~rag_assets.records.RecordSequence`.
     """
     keys: dict[str, list[str]] = defaultdict(list)
     for key in records:
         keys[collection_of(key)].append(key)
-    return RecordSequence(keys, lambda name: _join(cfg, name, {key: records[key] for key in keys[name]}, ledger))
+    return RecordSequence(
+        keys, lambda name: _join(cfg, name, {key: records[key] for key in keys[name]}, ledger), keep_chunks
+    )
 
 
 def _join(
