@@ -8,7 +8,7 @@ or more checkouts on the same generated corpus (bench/incremental.py's, hashing 
 For each checkout (default: this one): a copy of the corpus, a full ``rag build`` in-process in
 a child (``bench/build_memory.py``, run from that checkout), one paragraph of one file edited,
 then an incremental ``rag build`` in another child (``--edits`` times, each a new edit). Prints
-each child's wall time, peak RSS (``ru_maxrss`` from ``os.wait4``) and bytes written
+each child's wall and CPU time, peak RSS (``ru_maxrss`` from ``os.wait4``) and bytes written
 (``/proc/self/io``), and ``uptime`` before and after. ``--keep-chunks``: also
 measure each checkout with ``RAG_PUBLISH_KEEP_CHUNKS`` set to these values (0: the publish holds
 one collection's records at a time).
@@ -64,11 +64,15 @@ def child(checkout: Path, args: list[str], keep: str | None) -> tuple[float, flo
         if line.startswith("IO "):
             io = {k.rstrip(":"): int(v) for k, v in zip(line.split()[1::2], line.split()[2::2], strict=False)}
     _, status, usage = os.wait4(proc.pid, 0)
+    io["cpu_ms"] = round((usage.ru_utime + usage.ru_stime) * 1000)  # steadier than wall on a loaded machine
     return time.perf_counter() - started, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), io
 
 
 def mb(io: dict[str, int]) -> str:
-    return f"wrote {io.get('wchar', 0) / 1e6:.0f} MB ({io.get('write_bytes', 0) / 1e6:.0f} MB to storage)"
+    return (
+        f"CPU {io.get('cpu_ms', 0) / 1000:.1f} s, "
+        f"wrote {io.get('wchar', 0) / 1e6:.0f} MB ({io.get('write_bytes', 0) / 1e6:.0f} MB to storage)"
+    )
 
 
 def edit_one_file(content: Path, number: int) -> Path:
