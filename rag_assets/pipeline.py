@@ -9,8 +9,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from rag_assets.config.settings import ChunkingParams
 from rag_assets.embed import Embedder, EmbeddingBatchError
 from rag_assets.embed.cache import EmbeddingCache
 from rag_assets.embed.http import RemoteEmbedder, Usage
-from rag_assets.index import generations, index_json, manifest, pg_sync, store
+from rag_assets.index import generations, index_json, manifest, pg_sync, store, store_slots
 from rag_assets.index.browser import static_entries, write_static_files
 from rag_assets.index.segment_publish import SegmentPublisher, collect_segments
 from rag_assets.ingest.chunking import chunk_document
@@ -29,6 +30,7 @@ from rag_assets.ingest.sources import overall_content_hash
 from rag_assets.records import (
     Chunk,
     ChunkedCollection,
+    CollectionFacts,
     Document,
     EmbeddedCollection,
     ParsedCollection,
@@ -220,7 +222,7 @@ def reembed_collection(
 
 
 def reembed_other_models(
-    records: dict[str, EmbeddedCollection],
+    records: Mapping[str, EmbeddedCollection],
     embedder: Embedder,
     *,
     cache: EmbeddingCache | None = None,
@@ -281,25 +283,29 @@ class Published:
     manifest: dict
     postgres: pg_sync.PgSyncResult | None = None  # with store.backend postgres: the sync from the store
     segments_written: tuple[str, ...] = ()  # the segment files this publish wrote (data/segments)
+    collections: list[CollectionFacts] = field(default_factory=list)  # in name order
 
 
 def publish_all(
-    collections: list[EmbeddedCollection], cfg: RagConfig, built_at: str, full_build: bool = True
+    collections: Sequence[EmbeddedCollection], cfg: RagConfig, built_at: str, full_build: bool = True
 ) -> Published:
     """Write the JSON index, its sidecar, the SQLite store and the manifest as one generation
     and make it current in one atomic swap (see :mod:`rag_assets.index.generations`).
+
+    ``collections`` may be a :class:`~rag_assets.records.RecordSequence`, which loads each
+    collection's records when it is reached: the store is written one collection at a time,
+    never holding every record at once.
 
     A kill at any instant leaves readers with every output of one build: the previous
     generation until the swap, the new one after it. A generation left unfinished by a
     kill is removed by the next publish.
     """
-    m = index_model(collections)
     with generations.publish_lock(cfg):
         generations.remove_old_generations(cfg)
         before = generations.published(cfg)
         gen = generations.start_generation(cfg, built_at)
         try:
-            written = _write_generation(collections, cfg, m, built_at, full_build, before, gen)
+            written = _write_generation(collections, cfg, built_at, full_build, before, gen)
         except BaseException:
             generations.discard_generation(gen)
             raise
@@ -311,32 +317,99 @@ def publish_all(
     return written
 
 
+@dataclass
+class _StorePass:
+    """What the pass over the collections learns on the way: the model, the store's sync, what
+    the report needs of each collection, their content hashes and chunk IDs."""
+
+    model: IndexModel | None = None
+    sync: store.SyncResult = field(default_factory=lambda: store.SyncResult(0, 0, 0, 0, False))
+    facts: list[CollectionFacts] = field(default_factory=list)
+    content_hashes: dict[str, str] = field(default_factory=dict)
+    chunk_ids: list[str] = field(default_factory=list)  # the sidecar's digest of them (consistency check)
+
+
+def _write_collections(
+    collections: Iterable[EmbeddedCollection],
+    built_at: str,
+    gen: generations.Generation,
+    slot: Path,
+    publisher: SegmentPublisher,
+) -> _StorePass:
+    """One pass, one collection at a time, each collection's records released before the next
+    is loaded: sync its rows into the generation's store slot (read by no one until the swap,
+    so a transaction per collection is safe), then write (or name again) its segments, whose
+    BM25 postings are read from the rows just written. Then drop the collections no longer
+    published from the slot."""
+    done = _StorePass()
+    for col in collections:
+        done.model = _same_model(done.model, col)
+        synced = store.sync_contents(
+            slot,
+            [col],
+            model=col.model,
+            dimension=col.dimension,
+            built_at=built_at,
+            scope={col.collection},
+            generation=gen.id,
+        )
+        done.sync = done.sync.plus(synced)
+        publisher.add(col)
+        done.facts.append(CollectionFacts.of(col))
+        done.content_hashes[col.collection] = col.content_hash
+        done.chunk_ids.extend(chunk.id for chunk in col.chunks)
+        del col  # one collection's records at a time
+    if done.model is None:
+        raise ValueError("no collection has been embedded yet; run a build of at least one collection")
+    store.purge_collections(slot, keep=done.content_hashes)
+    return done
+
+
+def _same_model(model: IndexModel | None, col: EmbeddedCollection) -> IndexModel:
+    """The index's one model, checked against each collection as it comes."""
+    if model is None:
+        return IndexModel(col.provider, col.model, col.dimension)
+    if (model.model, model.dimension) != (col.model, col.dimension):
+        listed = ", ".join(
+            sorted(f"{m} ({d})" for m, d in {(model.model, model.dimension), (col.model, col.dimension)})
+        )
+        raise MixedModelsError(
+            f"collections were embedded with different models: {listed}; one index holds one model, "
+            "so rebuild every collection with the configured embedder (rag build, or materialize all partitions)"
+        )
+    return model
+
+
+def _header(cfg: RagConfig, done: _StorePass, built_at: str, gen: generations.Generation) -> index_json.IndexHeader:
+    """The index's header from what the pass learnt (no record is loaded again for it)."""
+    m = done.model
+    assert m is not None
+    counts = {f.collection: {"chunks": f.chunks, "documents": f.documents} for f in done.facts}
+    return index_json.IndexHeader(
+        model=m.model,
+        dimension=m.dimension,
+        provider=m.provider,
+        built_at=built_at,
+        content_hash=overall_content_hash(done.content_hashes),
+        total_chunks=sum(f.chunks for f in done.facts),
+        collections=counts,
+        generation=gen.id,
+        vector_encoding=cfg.vector_encoding,
+    )
+
+
 def _write_generation(
-    collections: list[EmbeddedCollection],
+    collections: Sequence[EmbeddedCollection],
     cfg: RagConfig,
-    m: IndexModel,
     built_at: str,
     full_build: bool,
     before: generations.Generation,
     gen: generations.Generation,
 ) -> Published:
-    header = index_json.index_header(
-        collections,
-        model=m.model,
-        dimension=m.dimension,
-        provider=m.provider,
-        built_at=built_at,
-        content_hash=content_hash_of(collections),
-        generation=gen.id,
-        vector_encoding=cfg.vector_encoding,
-    )
-    # The store first: each segment's BM25 postings are FTS5's, read from it. It starts as a
-    # copy of the current one (so only the diff is written, and the search log carries over);
-    # a damaged or missing one is rebuilt whole.
-    generations.seed_store(before.store_path, gen.store_path)
-    sync = store.sync_contents(
-        gen.store_path, collections, model=m.model, dimension=m.dimension, built_at=built_at, generation=gen.id
-    )
+    # The store: a rotating slot synced by diff (rag_assets.index.store_slots), never a copy.
+    slot = store_slots.free_slot(cfg, [g.store_path for g in generations.candidates(cfg) if g.id != gen.id])
+    store_slots.prepare_slot(slot, before.store_path)
+    store_slots.link_slot(slot, gen.store_path)
     publisher = SegmentPublisher(
         cfg.data_dir,
         gen.store_path,
@@ -349,36 +422,42 @@ def _write_generation(
     )
     try:
         # One collection at a time: only the segments whose inputs changed are written.
-        for col in sorted(collections, key=lambda c: c.collection):
-            publisher.add(col)
-        index_payload = publisher.index_payload(header, cfg.collection_weights, m.provider)
+        done = _write_collections(collections, built_at, gen, slot, publisher)
+        header = _header(cfg, done, built_at, gen)
+        assert done.model is not None
+        index_payload = publisher.index_payload(header, cfg.collection_weights, done.model.provider)
     finally:
         publisher.close()
     gen.index_path.write_bytes(index_payload)
     index = index_json.WrittenIndex(len(index_payload), hashlib.sha256(index_payload).hexdigest())
-    manifest_data = publisher.manifest(
-        header, full_build=full_build, generation=gen.id, index_bytes=publisher.index_bytes(index.size)
-    )
+    index_bytes = publisher.index_bytes(index.size)
+    manifest_data = publisher.manifest(header, full_build=full_build, generation=gen.id, index_bytes=index_bytes)
     manifest_payload = manifest.render_manifest(manifest_data)
     gen.manifest_path.write_bytes(manifest_payload)
     write_static_files(gen.folder)
     # The sidecar names the index (which names its segments with their digests) and every
     # other file of the generation with its digest (rag_assets.index.integrity).
     files = {generations.MANIFEST_NAME: index_json.digest_entry(manifest_payload), **static_entries()}
-    meta_payload = index_json.render_meta(header, collections, index, files=files, chunking=settings_key(cfg.chunking))
+    meta_payload = index_json.render_meta(
+        header, done.chunk_ids, index, files=files, chunking=settings_key(cfg.chunking), index_bytes=index_bytes
+    )
     gen.meta_path.write_bytes(meta_payload)
+    # Last before the swap: the searches logged into the current store until now carry over.
+    store_slots.carry_logs(before.store_path, slot)
+    store_slots.settle(slot)
     summary = store.summarise(gen.store_path)
     assert summary is not None
     vector_bytes = sum(s.files["vectors"].size for s in publisher.segments if "vectors" in s.files)
     return Published(
         header,
-        publisher.index_bytes(index.size),
+        index_bytes,
         len(meta_payload),
         vector_bytes,
         summary,
-        sync,
+        done.sync,
         manifest_data,
         segments_written=tuple(publisher.written),
+        collections=done.facts,
     )
 
 

@@ -7,8 +7,9 @@ serialised into the published outputs, so they hold only JSON-friendly values
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
     import numpy as np  # annotations only: `rag status` reads no vectors and never loads numpy
@@ -232,3 +233,81 @@ class EmbeddedCollection:
     # Chunks whose batch failed: left out of `chunks` and `vectors`, retried on the next run.
     failed_chunk_ids: list[str] = field(default_factory=list)
     shard: ShardPart | None = None
+
+
+class RecordSequence(Sequence[EmbeddedCollection]):
+    """Embedded collections in name order, each loaded when it is reached, so that a publish
+    need not hold every collection's records at once.
+
+    Loaded records are kept for the next pass while the kept ones hold at most ``keep_chunks``
+    chunks in all (a publish still reads the records several times: its whole-index writers
+    each take every collection); beyond that, a record is released once passed and loaded again
+    on the next pass. ``keep_chunks=0``: one collection's records at a time.
+    """
+
+    def __init__(self, names: Iterable[str], load: Callable[[str], EmbeddedCollection], keep_chunks: int = 0) -> None:
+        self.names = sorted(names)
+        self._load = load
+        self.keep_chunks = keep_chunks
+        self._kept: dict[str, EmbeddedCollection] = {}
+        self._kept_chunks = 0
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @overload
+    def __getitem__(self, index: int) -> EmbeddedCollection: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> RecordSequence: ...
+
+    def __getitem__(self, index: int | slice) -> EmbeddedCollection | RecordSequence:
+        if isinstance(index, slice):
+            return RecordSequence(self.names[index], self._load, self.keep_chunks)
+        return self._record(self.names[index])
+
+    def __iter__(self) -> Iterator[EmbeddedCollection]:
+        for name in self.names:
+            yield self._record(name)
+
+    def _record(self, name: str) -> EmbeddedCollection:
+        record = self._kept.get(name)
+        if record is not None:
+            return record
+        record = self._load(name)
+        if self._kept_chunks + len(record.chunks) <= self.keep_chunks:
+            self._kept[name] = record
+            self._kept_chunks += len(record.chunks)
+        return record
+
+
+def in_name_order(collections: Iterable[EmbeddedCollection]) -> Iterable[EmbeddedCollection]:
+    """``collections`` by collection name: a :class:`RecordSequence` as it is (already in that
+    order; sorting it would load every record at once), anything else sorted."""
+    if isinstance(collections, RecordSequence):
+        return collections
+    return sorted(collections, key=lambda c: c.collection)
+
+
+@dataclass(frozen=True)
+class CollectionFacts:
+    """What the publish step's report needs of one published collection, kept once its
+    records are released (counts, skipped files, chunks without a vector, a preview)."""
+
+    collection: str
+    documents: int
+    chunks: int
+    skipped: list[SkippedFile]
+    failed_chunk_ids: list[str]
+    preview: list[Chunk]  # its first chunk (none for an empty collection)
+
+    @classmethod
+    def of(cls, col: EmbeddedCollection) -> CollectionFacts:
+        return cls(
+            col.collection,
+            len(col.documents),
+            len(col.chunks),
+            list(col.skipped),
+            list(col.failed_chunk_ids),
+            col.chunks[:1],
+        )

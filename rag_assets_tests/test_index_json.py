@@ -27,7 +27,7 @@ def test_index_round_trips_with_rounded_vectors_and_sorted_collections(tmp_path)
     ]
     header = index_json.index_header(cols, model="m", dimension=3, built_at="2026-01-01T00:00:00Z", content_hash="abc")
     payload = index_json.render_index(header, cols, 5)
-    meta_payload = index_json.render_meta(header, cols, payload)
+    meta_payload = index_json.render_meta(header, [c.id for col in cols for c in col.chunks], payload)
     (tmp_path / "i.json").write_bytes(payload)
     (tmp_path / "m.json").write_bytes(meta_payload)
     index_bytes, meta_bytes = len(payload), len(meta_payload)

@@ -64,7 +64,7 @@ def test_the_index_says_its_encoding_and_the_float_index_keeps_the_seed_format(t
         )
         payload = index_json.render_index(header, cols, 5, index_json.FragmentCache(tmp_path / "fragments"))
         index = orjson.loads(payload)
-        meta = orjson.loads(index_json.render_meta(header, cols, payload))
+        meta = orjson.loads(index_json.render_meta(header, [c.id for col in cols for c in col.chunks], payload))
         if encoding == "float":
             assert "vectorEncoding" not in index and "vectorEncoding" not in meta
             assert isinstance(index["chunks"][0]["embedding"], list)
@@ -99,7 +99,10 @@ def test_the_float_index_is_byte_for_byte_the_previous_versions():
     )
     payload = index_json.render_index(header, cols, 5)
     meta = index_json.render_meta(
-        header, cols, payload, {"file": "embeddings-bm25.json", "sizeBytes": 1, "sha256": "x"}
+        header,
+        [c.id for col in cols for c in col.chunks],
+        payload,
+        {"file": "embeddings-bm25.json", "sizeBytes": 1, "sha256": "x"},
     )
     assert hashlib.sha256(payload).hexdigest() == "d4d51041a76517d329e8001819bc87331e5abe4c4efa9976a0da07f3681a21e6"
     assert hashlib.sha256(meta).hexdigest() == "938dd01460bd1ed1b3175deeada68debe9030f2826f366707ddc0b5a42a46357"

@@ -384,3 +384,76 @@ def test_an_output_folder_copied_with_its_links_dereferenced_still_publishes(sma
     assert generations.current_link(cfg).is_symlink()
     assert set(generation_of_each_output(cfg).values()) == {generations.published(cfg).id}
     assert check_public_outputs(cfg).ok and leftovers(copy) == []
+
+
+KILLED_IN_SYNC = """
+import dataclasses, pickle, sys, time
+from pathlib import Path
+from rag_assets.config import RagConfig
+from rag_assets.pipeline import publish_all, utc_now_iso
+from rag_assets.records import RecordSequence
+
+out, records = Path(sys.argv[1]), pickle.loads(Path(sys.argv[2]).read_bytes())
+first = records[1]  # half of its documents removed: the sync of it deletes their rows from the slot
+keep = {d.id for d in first.documents[: len(first.documents) // 2]}
+rows = [i for i, c in enumerate(first.chunks) if c.document_id in keep]
+first = dataclasses.replace(
+    first,
+    documents=[d for d in first.documents if d.id in keep],
+    chunks=[first.chunks[i] for i in rows],
+    vectors=first.vectors[rows],
+)
+print("REMOVED", len(records[1].chunks) - len(rows), flush=True)
+by_name = {c.collection: c for c in [first, *records[2:]]}
+
+def load(name):
+    if name != min(by_name):  # the first collection is in the slot: stop inside the sync
+        print("SYNCING", flush=True)
+        time.sleep(600)
+    return by_name[name]
+
+publish_all(RecordSequence(by_name, load), RagConfig(content_dir=out / "content", output_dir=out), utc_now_iso())
+"""
+
+
+def test_a_kill_during_a_store_slot_sync_leaves_the_previous_build_and_the_next_publish_syncs_the_slot(
+    tmp_path: Path,
+) -> None:
+    content, out = tmp_path / "content", tmp_path / "out"
+    write_corpus(content, collections=3, pages=4)
+    collections = embedded_collections(content)
+    cfg = RagConfig(content_dir=content, output_dir=out)
+    for _ in range(3):  # every slot built once
+        publish_all(collections, cfg, utc_now_iso())
+    before = generations.published(cfg).id
+    records = tmp_path / "records.pkl"
+    records.write_bytes(pickle.dumps(collections))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_IN_SYNC, str(out), str(records)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        removed = int(read_fields(proc, "REMOVED")[1])
+        read_fields(proc, "SYNCING")  # one collection's transaction is in the slot, the rest not
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        proc.kill()
+    unfinished = [g for g in generations.candidates(cfg) if g.id is not None and g.id > before]
+    assert len(unfinished) == 1 and unfinished[0].store_path.is_symlink()  # the killed one's, not current
+    with closing(sqlite3.connect(unfinished[0].store_path)) as conn:  # the half-synced slot
+        in_slot = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    assert removed > 0 and in_slot == sum(len(c.chunks) for c in collections) - removed
+    assert generations.published(cfg).id == before
+    assert set(generation_of_each_output(cfg).values()) == {before}
+    assert check_public_outputs(cfg).ok
+
+    published = publish_all(collections, cfg, utc_now_iso())  # the same slot, synced again by diff
+    assert published.store_sync.chunks_written == removed and not published.store_sync.full_rewrite
+    assert published.store_summary.chunks == sum(len(c.chunks) for c in collections)
+    assert len(list(generations.generations_dir(cfg).iterdir())) == 2 and check_public_outputs(cfg).ok
+    assert set(generation_of_each_output(cfg).values()) == {generations.published(cfg).id}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import pickle
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,11 @@ from pydantic import Field
 from upath import UPath
 
 from rag_assets.base.atomic import atomic_open
+
+# Input metadata: hand the partitions over as a LazyRecords mapping keeping at most this many
+# chunks' records (the value; the input's type is then Any: a dict annotation would make
+# Dagster check for a dict).
+LAZY = "lazy_records"
 
 
 class AtomicPickleIOManager(dg.UPathIOManager):
@@ -67,12 +73,55 @@ class AtomicPickleIOManager(dg.UPathIOManager):
         for key in context.asset_partition_keys:
             self.dump_to_path(context, obj[key], self.partition_path(context, key))
 
-    def load_partitions(self, context: dg.InputContext) -> dict[str, Any]:
-        loaded = super().load_partitions(context)
-        if len(context.asset_partition_keys) == 1:
-            # The stock manager returns the bare record (or None when allowed to be missing).
-            return {} if loaded is None else {context.asset_partition_keys[0]: loaded}
-        return loaded
+    def load_partitions(self, context: dg.InputContext) -> Mapping[str, Any]:
+        metadata = context.definition_metadata or {}
+        if LAZY not in metadata:
+            loaded = super().load_partitions(context)
+            if len(context.asset_partition_keys) == 1:
+                # The stock manager returns the bare record (or None when allowed to be missing).
+                return {} if loaded is None else {context.asset_partition_keys[0]: loaded}
+            return loaded
+        allow_missing = bool(metadata.get("allow_missing_partitions", False))
+        paths = {}
+        for key in context.asset_partition_keys:
+            path = self.partition_path(context, key)
+            if path.exists():
+                paths[key] = path
+            elif allow_missing:
+                context.log.warning(self.get_missing_partition_log_message(key))
+            else:
+                raise FileNotFoundError(f"no record of partition {key} at {path}")
+        return LazyRecords(self, paths, keep_chunks=int(metadata[LAZY]))
+
+
+class LazyRecords(Mapping[str, Any]):
+    """``{partition: record}`` whose records are unpickled when looked up. Records are kept for
+    the next lookup while the kept ones hold at most ``keep_chunks`` chunks in all; beyond, a
+    record is not kept, so the caller holds it for as long as it needs it (the publish step:
+    one collection at a time, see rag_assets.records.RecordSequence)."""
+
+    def __init__(self, manager: AtomicPickleIOManager, paths: dict[str, UPath], keep_chunks: int = 0) -> None:
+        self._manager = manager
+        self._paths = paths
+        self._keep_chunks = keep_chunks
+        self._kept: dict[str, Any] = {}
+        self._kept_chunks = 0
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._kept:
+            return self._kept[key]
+        record = self._manager.load_from_path(None, self._paths[key])
+        chunks = len(getattr(record, "chunks", ()))
+        if self._kept_chunks + chunks <= self._keep_chunks:
+            self._kept[key] = record
+            self._kept_chunks += chunks
+        return record
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
 
 
 def load_record(base_dir: Path, asset: str, partition: str) -> Any:

@@ -4,13 +4,15 @@ A sharded collection's shards are rejoined first (rag_assets/index/rejoin.py), s
 outputs are byte for byte those of the collection unsharded.
 """
 
-from collections.abc import Collection
+import os
+from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 import dagster as dg
 
 from rag_assets.config import RagConfig
+from rag_assets.defs.io_managers import LAZY
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.partitions import COLLECTIONS_PARTITION
 from rag_assets.defs.resources import RagSettings
@@ -21,22 +23,30 @@ from rag_assets.index.freshness import (
     read_indexed_collections,
     record_indexed_partitions,
 )
-from rag_assets.index.rejoin import rejoin_collections
+from rag_assets.index.rejoin import rejoined
 from rag_assets.ingest.shards import collection_of
 from rag_assets.pipeline import publish_all, reembed_other_models, utc_now_iso
 from rag_assets.planning import records_to_reembed, signature_of
-from rag_assets.records import EmbeddedCollection
+from rag_assets.records import CollectionFacts, EmbeddedCollection
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
 GROUP = "published"
+# Records kept in memory between the publish's passes over the collections, in chunks (about
+# 250 MB of records): a smaller build is read once, as before; a larger one is held one
+# collection at a time and read again by each whole-index writer (until they take one
+# collection at a time themselves). RAG_PUBLISH_KEEP_CHUNKS=0: one collection at a time.
+KEEP_CHUNKS = int(os.environ.get("RAG_PUBLISH_KEEP_CHUNKS") or 50_000)
 # A collection never built yet (a folder added since the last build) is left out of the
 # published index rather than failing it: Dagster's `allow_missing_partitions` input switch
 # makes the IO manager skip a partition it finds no record for; the metadata lists such
 # collections under `not_built`.
+# Lazy (LAZY, see AtomicPickleIOManager): each collection's records are unpickled when the
+# publish reaches them, and kept up to KEEP_CHUNKS.
 ALL_COLLECTIONS = dg.AssetIn(
     "embeddings",
     partition_mapping=dg.AllPartitionMapping(),
-    metadata={"allow_missing_partitions": True},
+    metadata={"allow_missing_partitions": True, LAZY: KEEP_CHUNKS},
+    dagster_type=dg.Any,
 )
 # Warn after FRESH_HOURS without a new build, fail after STALE_HOURS: the Fresh/Stale/Old of
 # `rag status` and the `index_recent` check, from the same constants (rag_assets/freshness.py).
@@ -46,29 +56,30 @@ INDEX_FRESHNESS = dg.FreshnessPolicy.time_window(
 
 
 def all_collections(
-    cfg: RagConfig, loaded: dict[str, EmbeddedCollection], ledger: Collection[str] | None = None
-) -> list[EmbeddedCollection]:
-    """The fan-in input (``{partition: record}``, see AtomicPickleIOManager) as one record per
-    collection, in name order, each sharded collection's shards rejoined (``ledger``: the
-    partitions the indexed ledger named before this publish, see rejoin_collections)."""
-    return rejoin_collections(cfg, loaded, ledger)
+    cfg: RagConfig, loaded: Mapping[str, EmbeddedCollection], ledger: Collection[str] | None = None
+) -> Sequence[EmbeddedCollection]:
+    """The fan-in input (``{partition: record}``, lazy: see AtomicPickleIOManager) as one record
+    per collection, in name order, each sharded collection's shards rejoined (``ledger``: the
+    partitions the indexed ledger named before this publish, see rejoin_collections); each
+    collection is loaded when the publish reaches it, and released before the next."""
+    return rejoined(cfg, loaded, ledger, keep_chunks=KEEP_CHUNKS)
 
 
-def _collection_table(collections: list[EmbeddedCollection]) -> str:
+def _collection_table(collections: list[CollectionFacts]) -> str:
     lines = ["| collection | documents | chunks | skipped |", "| --- | ---: | ---: | ---: |"]
     for c in collections:
-        lines.append(f"| {c.collection} | {len(c.documents)} | {len(c.chunks)} | {len(c.skipped)} |")
+        lines.append(f"| {c.collection} | {c.documents} | {c.chunks} | {len(c.skipped)} |")
     return "\n".join(lines)
 
 
-def _common_metadata(context: dg.AssetExecutionContext, collections: list[EmbeddedCollection]) -> dict[str, Any]:
+def _common_metadata(context: dg.AssetExecutionContext, collections: list[CollectionFacts]) -> dict[str, Any]:
     skipped = [s for c in collections for s in c.skipped]
     partitions = context.instance.get_dynamic_partitions(COLLECTIONS_PARTITION)
     not_built = sorted({collection_of(key) for key in partitions} - {c.collection for c in collections})
     return {
         "not_built": ", ".join(not_built) or "none",
-        "documents": sum(len(c.documents) for c in collections),
-        "chunks": sum(len(c.chunks) for c in collections),
+        "documents": sum(c.documents for c in collections),
+        "chunks": sum(c.chunks for c in collections),
         "per_collection": dg.MetadataValue.md(_collection_table(collections)),
         "skipped_files": len(skipped),
         "skipped": dg.MetadataValue.md(skipped_markdown(skipped)),
@@ -76,8 +87,8 @@ def _common_metadata(context: dg.AssetExecutionContext, collections: list[Embedd
 
 
 def _one_model(
-    context: dg.AssetExecutionContext, rag: RagSettings, cfg: RagConfig, loaded: dict[str, EmbeddedCollection]
-) -> dict[str, EmbeddedCollection]:
+    context: dg.AssetExecutionContext, rag: RagSettings, cfg: RagConfig, loaded: Mapping[str, EmbeddedCollection]
+) -> Mapping[str, EmbeddedCollection]:
     """``loaded`` with every record of another model or dimension embedded again with the
     configured one (through the embedding cache); the partitions stay stale in the UI (their
     code version) until they are materialised themselves."""
@@ -142,7 +153,7 @@ PUBLISHED_SPECS = [
 def publish(
     context: dg.AssetExecutionContext,
     rag: RagSettings,
-    embeddings: dict[str, EmbeddedCollection],
+    embeddings: Mapping[str, EmbeddedCollection],
 ):
     """Publish every collection's embeddings: JSON index + sidecar, SQLite store, manifest.
 
@@ -164,8 +175,9 @@ def publish(
     full = context.run.tags.get(BUILD_TAG, "full") == "full"
     published = publish_all(collections, cfg, utc_now_iso(), full_build=full)
     header, summary, sync, data = published.header, published.store_summary, published.store_sync, published.manifest
-    common = _common_metadata(context, collections)
-    failed = [chunk_id for c in collections for chunk_id in c.failed_chunk_ids]
+    facts = published.collections  # what the publish kept of each collection's records
+    common = _common_metadata(context, facts)
+    failed = [chunk_id for c in facts for chunk_id in c.failed_chunk_ids]
     context.log.info(
         f"published {header.total_chunks} chunks ({header.model}): {cfg.index_path} "
         f"({human_bytes(published.index_bytes)}), {cfg.public_store_path} ({human_bytes(summary.size_bytes)}; "
@@ -173,7 +185,7 @@ def publish(
     )
     if failed:
         context.log.warning(f"{len(failed)} chunks have no vector (their batches failed); the next run retries them")
-    preview = [chunk for c in collections for chunk in c.chunks[:1]]
+    preview = [chunk for c in facts for chunk in c.preview]
     yield dg.MaterializeResult(
         asset_key="public_index",
         metadata={

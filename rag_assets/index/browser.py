@@ -16,7 +16,7 @@ from typing import Any
 
 from rag_assets.index.index_json import digest_entry
 from rag_assets.index.lexical_json import LEXICAL_NAME, write_lexical
-from rag_assets.records import EmbeddedCollection
+from rag_assets.records import EmbeddedCollection, in_name_order
 
 STATIC_FILES = ("rag-search.js", "rag-vectors.js", "search.html")
 
@@ -35,7 +35,7 @@ def write_browser_files(
     generation: str | None = None,
 ) -> dict[str, Any]:
     """Write the BM25 data and the static files into ``folder``; the sidecar's ``lexical`` entry."""
-    ids = [chunk.id for col in sorted(collections, key=lambda c: c.collection) for chunk in col.chunks]
+    ids = [chunk.id for col in in_name_order(collections) for chunk in col.chunks]
     written = write_lexical(folder / LEXICAL_NAME, store_path, ids, collection_weights, provider, generation=generation)
     for name in STATIC_FILES:
         (folder / name).write_bytes(static_file(name))

@@ -6,7 +6,8 @@ Layout under the output folder::
     data/generations/<id>/embeddings-index.json   the files of one build (one folder a build)
                           embeddings-meta.json     (names its generation and the index's digest)
                           rag-manifest.json
-                          rag-store-public.db
+                          rag-store-public.db -> ../../stores/rag-store-public.<k>.db  (its slot)
+    data/stores/rag-store-public.{0,1,2}.db        the rotating store slots (rag_assets.index.store_slots)
     data/current -> generations/<id>               swapped by one rename at the end of a publish
     public/embeddings-index.json -> ../data/current/embeddings-index.json     fixed links: the
     public/embeddings-meta.json  -> ../data/current/embeddings-meta.json      published paths stay
@@ -15,8 +16,9 @@ Layout under the output folder::
     data/rag-manifest.json       -> current/rag-manifest.json                 stable for static
     data/rag-store-public.db     -> current/rag-store-public.db               hosting and readers
 
-A build writes a whole new generation (the store starts as a copy of the current one, then
-takes the diff), syncs it, and only then swaps ``data/current``. A kill before the swap
+A build writes a whole new generation (its store is the slot no generation on disk names,
+synced by diff, never a copy of the current store), syncs it, and only then swaps
+``data/current``. A kill before the swap
 leaves the previous generation current and whole; a kill after it, the new one. The next
 publish removes unfinished generations and all but the previous one (kept so that a reader
 that resolved the old generation a moment before the swap can finish reading it).
@@ -31,15 +33,12 @@ import contextlib
 import os
 import secrets
 import shutil
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from rag_assets.base.file_lock import exclusive_lock
-from rag_assets.base.sqlite_cache import sqlite_problem
 from rag_assets.config import RagConfig
-from rag_assets.index import store
 
 INDEX_NAME = "embeddings-index.json"
 META_NAME = "embeddings-meta.json"
@@ -119,28 +118,28 @@ def publish_lock(cfg: RagConfig) -> Iterator[None]:
         yield
 
 
+def next_generation_id(cfg: RagConfig, built_at: str) -> str:
+    """A new generation ID that sorts after every generation folder on disk. The previous
+    generation is found by that order (:func:`remove_old_generations`), and its store slot
+    must not be taken while readers may use it: two publishes within one second (whose random
+    parts may sort either way) or a clock set back must still sort in publish order."""
+    gen_id = new_generation_id(built_at)
+    folder = generations_dir(cfg)
+    latest = max((p.name for p in folder.iterdir()), default="") if folder.is_dir() else ""
+    if gen_id > latest:
+        return gen_id
+    stamp, _, token = latest.rpartition("-")
+    try:
+        return f"{stamp}-{int(token, 16) + 1:06x}"
+    except ValueError:
+        return f"{latest}-{secrets.token_hex(3)}"
+
+
 def start_generation(cfg: RagConfig, built_at: str) -> Generation:
     """A new, empty generation folder (not current until :func:`make_current`)."""
-    folder = generations_dir(cfg) / new_generation_id(built_at)
+    folder = generations_dir(cfg) / next_generation_id(cfg, built_at)
     folder.mkdir(parents=True)
     return Generation.in_folder(folder)
-
-
-def seed_store(source: Path | None, target: Path) -> bool:
-    """Start the new generation's store as a copy of the current one, so a publish writes only
-    the diff; False when there is nothing sound to copy (the store is then built whole)."""
-    if source is None or not source.is_file():
-        return False
-    if sqlite_problem(source):
-        return False
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src:
-            with contextlib.closing(sqlite3.connect(target)) as dst:
-                src.backup(dst)
-    except sqlite3.DatabaseError:
-        store.remove_database(target)
-        return False
-    return True
 
 
 def make_current(cfg: RagConfig, generation: Generation) -> None:

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from rag_assets.base.atomic import atomic_open
-from rag_assets.records import EmbeddedCollection
+from rag_assets.records import EmbeddedCollection, in_name_order
 
 INDEX_FORMAT_VERSION = "1.0"
 
@@ -73,8 +73,7 @@ def index_header(
     vector_encoding: str = "float",
 ) -> IndexHeader:
     counts = {
-        c.collection: {"chunks": len(c.chunks), "documents": len(c.documents)}
-        for c in sorted(collections, key=lambda c: c.collection)
+        c.collection: {"chunks": len(c.chunks), "documents": len(c.documents)} for c in in_name_order(collections)
     }
     return IndexHeader(
         model=model,
@@ -221,7 +220,7 @@ def _write_index_to(
     head = orjson.dumps(header.as_json())
     out.write(head[:-1] + b',"chunks":[')
     any_before = False
-    for col in sorted(collections, key=lambda c: c.collection):
+    for col in in_name_order(collections):
         started = False
         for piece in cache.pieces(col, vector_decimals, header.vector_encoding):
             if not piece:
@@ -270,12 +269,13 @@ def chunk_ids_digest(ids: Iterable[str]) -> str:
 
 def render_meta(
     header: IndexHeader,
-    collections: Iterable[EmbeddedCollection],
+    chunk_ids: Iterable[str],
     index_payload: bytes | WrittenIndex,
     lexical: dict[str, Any] | None = None,
     vectors: dict[str, Any] | None = None,
     files: dict[str, str] | None = None,
     chunking: str | None = None,
+    index_bytes: int | None = None,
 ) -> bytes:
     """The sidecar: the header, the index's size and SHA-256 (so a reader can tell a damaged
     or foreign index), a digest of its chunk IDs, the browser search's BM25 file
@@ -283,13 +283,18 @@ def render_meta(
     the binary vector file (``vectors``, the same fields) for ``int16-bin``, and the other files
     of the generation (``files``: name -> the start of its SHA-256, see :data:`FILE_DIGEST_CHARS`;
     the manifest and the browser's static files), so that every published file is checked against this one. ``index_payload``:
-    the index's bytes, or what :func:`write_index` says of them."""
+    the index's bytes, or what :func:`write_index` says of them. ``chunk_ids``: every chunk's ID
+    (their digest lets a check compare the index with the store). ``index_bytes``: a segmented
+    index's bytes with its segments' chunk files (``indexBytes``, what `rag status` shows as its
+    size; ``sizeBytes`` is the commit file's own)."""
     if not isinstance(index_payload, WrittenIndex):
         index_payload = WrittenIndex(len(index_payload), hashlib.sha256(index_payload).hexdigest())
     meta = header.as_json()
     meta["sizeBytes"] = index_payload.size
     meta["indexSha256"] = index_payload.sha256
-    meta["chunkIdsSha256"] = chunk_ids_digest(c.id for col in collections for c in col.chunks)
+    meta["chunkIdsSha256"] = chunk_ids_digest(chunk_ids)
+    if index_bytes is not None:
+        meta["indexBytes"] = index_bytes
     if lexical is not None:
         meta["lexical"] = lexical
     if vectors is not None:

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from rag_assets.index.segments import folder_of_generation, read_segment_json
-from rag_assets.records import EmbeddedCollection
+from rag_assets.records import EmbeddedCollection, in_name_order
 
 MANIFEST_VERSION = "1.0"
 SEGMENTED_MANIFEST_VERSION = "2.0"  # the ledger in segments (rag_assets.index.segments)
@@ -34,7 +34,7 @@ def build_manifest(
     documents: dict[str, dict[str, Any]] = {}
     per_collection: dict[str, dict[str, Any]] = {}
     total_chunks = 0
-    for col in sorted(collections, key=lambda c: c.collection):
+    for col in in_name_order(collections):
         per_collection[col.collection] = collection_entry(col)
         total_chunks += len(col.chunks)
         documents.update(ledger_documents(col, built_at, ((previous or {}).get("documents") or {})))

@@ -18,9 +18,9 @@ import numpy as np
 
 from rag_assets.config import RagConfig
 from rag_assets.ingest.parsing import slug_taken
-from rag_assets.ingest.shards import Shard, collection_shards
+from rag_assets.ingest.shards import Shard, collection_of, collection_shards
 from rag_assets.ingest.sources import combine_hashes
-from rag_assets.records import Document, EmbeddedCollection, SkippedFile
+from rag_assets.records import Document, EmbeddedCollection, RecordSequence, SkippedFile
 
 _SLUG_TAKEN = re.compile(r"^same slug '(?P<slug>.*)' as .*; rename one of them$", re.DOTALL)
 
@@ -32,7 +32,20 @@ class IncompleteShardsError(ValueError):
 def rejoin_collections(
     cfg: RagConfig, records: Mapping[str, EmbeddedCollection], ledger: Collection[str] | None = None
 ) -> list[EmbeddedCollection]:
-    """One record per collection, in name order, from ``{partition key: record}``.
+    """One record per collection, in name order, from ``{partition key: record}``, all loaded
+    (see :func:`rejoined` for one collection at a time)."""
+    return list(rejoined(cfg, records, ledger))
+
+
+def rejoined(
+    cfg: RagConfig,
+    records: Mapping[str, EmbeddedCollection],
+    ledger: Collection[str] | None = None,
+    keep_chunks: int = 0,
+) -> RecordSequence:
+    """One record per collection, in name order, from ``{partition key: record}``, each made
+    when it is reached: a collection's records (its shards') are read from ``records`` only
+    then, so a lazy mapping (rag_assets.defs.io_managers) is never loaded whole.
 
     A collection with no record at all (never built) is left out, as an unbuilt unsharded
     collection is. One with only some of its shards current (a shard never built, or built
@@ -40,30 +53,33 @@ def rejoin_collections(
     and the previous outputs stay. ``ledger``, the partitions the indexed ledger names (see
     rag_assets.index.freshness), tells a current record from one left by an earlier layout of
     the same count (3 shards, then 2, then 3 again: ``docs~2``'s record is of the first 3).
+    ``keep_chunks``: see :class:`~rag_assets.records.RecordSequence`.
     """
-    by_collection: dict[str, dict[str, EmbeddedCollection]] = defaultdict(dict)
-    for key, record in records.items():
-        by_collection[record.collection][key] = record
-    joined = []
-    for name in sorted(by_collection):
-        parts = by_collection[name]
-        shards = collection_shards(cfg, name)
-        # Records under keys of another shard count (partitions not yet synced away) are not
-        # the collection's; records under the current keys but made under another count are stale.
-        current = {
-            s.key: parts[s.key]
-            for s in shards
-            if s.key in parts and _made_as(parts[s.key], s) and _in_ledger(s, ledger)
-        }
-        missing = [s.key for s in shards if s.key not in current]
-        if missing:
-            raise IncompleteShardsError(
-                f"collection {name}: no current record for {', '.join(missing)} (of {len(shards)} shard(s)); "
-                "build every shard of the collection before publishing it (rag build, or materialize its partitions)"
-            )
-        records_in_order = [current[s.key] for s in shards]
-        joined.append(records_in_order[0] if len(shards) == 1 else rejoin(name, records_in_order))
-    return joined
+    keys: dict[str, list[str]] = defaultdict(list)
+    for key in records:
+        keys[collection_of(key)].append(key)
+    return RecordSequence(
+        keys, lambda name: _join(cfg, name, {key: records[key] for key in keys[name]}, ledger), keep_chunks
+    )
+
+
+def _join(
+    cfg: RagConfig, name: str, parts: dict[str, EmbeddedCollection], ledger: Collection[str] | None
+) -> EmbeddedCollection:
+    shards = collection_shards(cfg, name)
+    # Records under keys of another shard count (partitions not yet synced away) are not
+    # the collection's; records under the current keys but made under another count are stale.
+    current = {
+        s.key: parts[s.key] for s in shards if s.key in parts and _made_as(parts[s.key], s) and _in_ledger(s, ledger)
+    }
+    missing = [s.key for s in shards if s.key not in current]
+    if missing:
+        raise IncompleteShardsError(
+            f"collection {name}: no current record for {', '.join(missing)} (of {len(shards)} shard(s)); "
+            "build every shard of the collection before publishing it (rag build, or materialize its partitions)"
+        )
+    records_in_order = [current[s.key] for s in shards]
+    return records_in_order[0] if len(shards) == 1 else rejoin(name, records_in_order)
 
 
 def _in_ledger(shard: Shard, ledger: Collection[str] | None) -> bool:

@@ -304,6 +304,16 @@ class SyncResult:
     chunks_deleted: int
     full_rewrite: bool
 
+    def plus(self, other: SyncResult) -> SyncResult:
+        """Both syncs' figures together (a store synced one collection at a time)."""
+        return SyncResult(
+            self.documents_written + other.documents_written,
+            self.documents_deleted + other.documents_deleted,
+            self.chunks_written + other.chunks_written,
+            self.chunks_deleted + other.chunks_deleted,
+            self.full_rewrite or other.full_rewrite,
+        )
+
 
 def sync_contents(
     path: Path,

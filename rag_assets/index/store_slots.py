@@ -1,0 +1,159 @@
+"""Rotating store slots: the public SQLite store of each generation without a whole copy.
+
+Three store files live under ``data/stores/``::
+
+    data/stores/rag-store-public.0.db
+    data/stores/rag-store-public.1.db
+    data/stores/rag-store-public.2.db
+    data/generations/<id>/rag-store-public.db -> ../../stores/rag-store-public.<k>.db
+
+A generation's folder links the slot it was published with. Readers may still be reading
+the slots of the current and the previous generation; a new generation takes the third
+one, the slot of the generation two back, which no generation on disk names any more, and
+brings it to the new contents by diff (:func:`rag_assets.index.store.sync_contents`): the
+write is the changes of the last two builds, never a copy of the whole store. A slot that
+is missing or damaged (the first builds, or after a disk fault) starts as a whole copy of the
+current store, or is built whole when there is no sound one.
+
+The logs written into the store while it is current (``search_log``, the public tier's
+``answer_log``, ``admin_actions``) carry over from the current store by their ``id``: the
+rows the slot lacks are copied, and the few a reader of an older generation wrote into the
+slot after its rows were carried forward are replaced by the current store's (they are lost,
+as they were when the store was copied whole).
+
+The swap of ``data/current`` stays the commit point: a kill during a slot's sync leaves a
+slot that no published generation names (synced again by the next publish).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable
+from contextlib import closing
+from pathlib import Path
+
+from rag_assets.base.sqlite_cache import sqlite_problem
+from rag_assets.config import RagConfig
+from rag_assets.index import admin_actions, answer_log, store
+
+SLOTS_FOLDER = "stores"
+SLOT_COUNT = 3  # the current generation's, the previous one's, and the one being written
+# Append-only tables written while the store is current, by id; created where they exist.
+LOG_TABLES = {
+    "search_log": None,  # in store.SCHEMA
+    "answer_log": answer_log.ensure_table,
+    "admin_actions": admin_actions.ensure_table,
+}
+
+
+def slots_dir(cfg: RagConfig) -> Path:
+    return cfg.data_dir / SLOTS_FOLDER
+
+
+def slot_path(cfg: RagConfig, number: int) -> Path:
+    return slots_dir(cfg) / f"rag-store-public.{number}.db"
+
+
+def slot_named(store_path: Path) -> Path | None:
+    """The slot a generation's store link names (None for a store file of the older layout,
+    copied whole into its generation, or a missing one)."""
+    if not store_path.is_symlink():
+        return None
+    return Path(os.path.normpath(store_path.parent / os.readlink(store_path)))
+
+
+def free_slot(cfg: RagConfig, store_paths: Iterable[Path]) -> Path:
+    """The first slot that none of ``store_paths`` (the stores of the generations on disk:
+    the current and the previous one) names."""
+    named = {slot_named(p) for p in store_paths}
+    for number in range(SLOT_COUNT):
+        path = slot_path(cfg, number)
+        if path not in named:
+            return path
+    raise RuntimeError(f"every store slot under {slots_dir(cfg)} is named by a generation on disk")
+
+
+def link_slot(slot: Path, store_link: Path) -> None:
+    """Name ``slot`` from a generation's folder by a relative link (its readers open the slot
+    through it, so SQLite keeps the slot's WAL beside the slot)."""
+    os.symlink(os.path.relpath(slot, store_link.parent), store_link)
+
+
+def prepare_slot(slot: Path, current: Path | None) -> str:
+    """Make the slot ready to be synced: ``kept`` (a sound slot: the sync writes the diff),
+    ``copied`` (a missing or damaged slot, started as a copy of the sound ``current`` store,
+    as the first builds do: the sync then writes only this build's change), or ``empty``
+    (nothing sound to copy: the sync builds it whole)."""
+    if slot.is_file() and not sqlite_problem(slot):
+        return "kept"
+    store.remove_database(slot)  # damaged, or a WAL left without its database: not to be replayed
+    return "copied" if copy_store(current, slot) else "empty"
+
+
+def copy_store(source: Path | None, target: Path) -> bool:
+    """``source`` copied whole into ``target`` with SQLite's backup API (consistent while
+    readers and the search log use it); False when there is nothing sound to copy."""
+    if source is None or not source.is_file() or sqlite_problem(source):
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src:
+            with closing(sqlite3.connect(target)) as dst:
+                src.backup(dst)
+    except sqlite3.DatabaseError:
+        store.remove_database(target)
+        return False
+    return True
+
+
+def carry_logs(source: Path | None, target: Path) -> int:
+    """Copy into ``target`` the log rows of ``source`` (the current store) it lacks, in one
+    transaction; the rows copied. A damaged or missing source carries nothing."""
+    if source is None or not source.is_file() or source.resolve() == target.resolve():
+        return 0
+    copied = 0
+    try:
+        with closing(store.connect(target)) as conn:
+            conn.execute("ATTACH DATABASE ? AS src", (str(source),))
+            try:
+                present = {r[0] for r in conn.execute("SELECT name FROM src.sqlite_master WHERE type = 'table'")}
+                with store.transaction(conn):
+                    for table, ensure in LOG_TABLES.items():
+                        if table in present:
+                            if ensure is not None:
+                                ensure(conn)
+                            copied += _carry_table(conn, table)
+            finally:
+                conn.execute("DETACH DATABASE src")
+    except sqlite3.DatabaseError:
+        return 0  # the current store is damaged: its logs cannot be read, the new store starts without them
+    return copied
+
+
+def _carry_table(conn: sqlite3.Connection, table: str) -> int:
+    """``main.table`` made equal to ``src.table`` by the rows after the last id they agree on."""
+    main_columns = [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")]
+    src_columns = {r[1] for r in conn.execute(f"PRAGMA src.table_info({table})")}
+    names = ", ".join(c for c in main_columns if c in src_columns)
+    agreed = _last_agreed_id(conn, table, names)
+    conn.execute(f"DELETE FROM main.{table} WHERE id > ?", (agreed,))
+    cursor = conn.execute(f"INSERT INTO main.{table}({names}) SELECT {names} FROM src.{table} WHERE id > ?", (agreed,))
+    return cursor.rowcount
+
+
+def _last_agreed_id(conn: sqlite3.Connection, table: str, names: str) -> int:
+    """The highest id whose row is the same in both logs. Rows the slot took after it was last
+    carried forward (a reader of an old generation logging late) are its only rows above it, so
+    the walk down from the top is short; below it the slot's rows are the current store's."""
+    for row in conn.execute(f"SELECT {names} FROM main.{table} ORDER BY id DESC"):
+        same = conn.execute(f"SELECT {names} FROM src.{table} WHERE id = ?", (row[0],)).fetchone()
+        if same is not None and tuple(same) == tuple(row):
+            return int(row[0])
+    return 0
+
+
+def settle(slot: Path) -> None:
+    """Fold the slot's WAL into its file (no reader holds this slot), so that the file the
+    swap publishes is whole on its own."""
+    with closing(store.connect(slot)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
