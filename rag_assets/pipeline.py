@@ -34,6 +34,8 @@ from rag_assets.records import (
     Document,
     EmbeddedCollection,
     ParsedCollection,
+    RecordFacts,
+    RecordSequence,
 )
 
 Log = Callable[[str], None]
@@ -335,29 +337,31 @@ def _write_collections(
     gen: generations.Generation,
     slot: Path,
     publisher: SegmentPublisher,
+    chunking_unchanged: bool = False,
 ) -> _StorePass:
     """One pass, one collection at a time, each collection's records released before the next
     is loaded: sync its rows into the generation's store slot (read by no one until the swap,
     so a transaction per collection is safe), then write (or name again) its segments, whose
     BM25 postings are read from the rows just written. Then drop the collections no longer
-    published from the slot."""
+    published from the slot.
+
+    A collection whose record's facts (see RecordSequence.facts) say it is unchanged since the
+    previous generation, and since the slot's build, is not loaded at all: its rows stay, its
+    segments are named again (``chunking_unchanged``: the previous build chunked alike, so the
+    same content hash means the same chunks)."""
     done = _StorePass()
-    for col in collections:
-        done.model = _same_model(done.model, col)
-        synced = store.sync_contents(
-            slot,
-            [col],
-            model=col.model,
-            dimension=col.dimension,
-            built_at=built_at,
-            scope={col.collection},
-            generation=gen.id,
-        )
-        done.sync = done.sync.plus(synced)
-        publisher.add(col)
-        done.facts.append(CollectionFacts.of(col))
-        done.content_hashes[col.collection] = col.content_hash
-        done.chunk_ids.extend(chunk.id for chunk in col.chunks)
+    sequence = collections if isinstance(collections, RecordSequence) else None
+    names = sequence.names if sequence is not None else None
+    for item in names if names is not None else collections:
+        if isinstance(item, str):
+            assert sequence is not None
+            facts = sequence.facts(item) if chunking_unchanged else None
+            if facts is not None and _kept(facts, built_at, gen, slot, publisher, done):
+                continue
+            col = sequence.record(item)
+        else:
+            col = item
+        _write_collection(col, built_at, gen, slot, publisher, done)
         del col  # one collection's records at a time
     if done.model is None:
         raise ValueError("no collection has been embedded yet; run a build of at least one collection")
@@ -365,7 +369,60 @@ def _write_collections(
     return done
 
 
-def _same_model(model: IndexModel | None, col: EmbeddedCollection) -> IndexModel:
+def _write_collection(
+    col: EmbeddedCollection,
+    built_at: str,
+    gen: generations.Generation,
+    slot: Path,
+    publisher: SegmentPublisher,
+    done: _StorePass,
+) -> None:
+    done.model = _same_model(done.model, col)
+    synced = store.sync_contents(
+        slot,
+        [col],
+        model=col.model,
+        dimension=col.dimension,
+        built_at=built_at,
+        scope={col.collection},
+        generation=gen.id,
+    )
+    done.sync = done.sync.plus(synced)
+    publisher.add(col)
+    done.facts.append(CollectionFacts.of(col))
+    done.content_hashes[col.collection] = col.content_hash
+    done.chunk_ids.extend(chunk.id for chunk in col.chunks)
+
+
+def _kept(
+    facts: RecordFacts,
+    built_at: str,
+    gen: generations.Generation,
+    slot: Path,
+    publisher: SegmentPublisher,
+    done: _StorePass,
+) -> bool:
+    """Publish an unchanged collection from its facts, its rows in the slot and the previous
+    generation's segments, without loading its record; False when any of them is of another
+    state (then it is loaded and written as a changed one)."""
+    name = facts.collection
+    if not publisher.unchanged(name, facts.content_hash, facts.model, facts.dimension):
+        return False
+    chunk_ids = store_slots.keep_collection(
+        slot, name, facts.content_hash, (facts.model, facts.dimension), built_at, gen.id
+    )
+    # The slot's rows are the record's (same hash and model): right whatever follows, and the
+    # previous segments are named only when all of them are still on disk.
+    if chunk_ids is None or len(chunk_ids) != facts.facts.chunks or not publisher.reuse(name):
+        return False
+    done.model = _same_model(done.model, facts)
+    done.facts.append(facts.facts)
+    done.content_hashes[name] = facts.content_hash
+    done.chunk_ids.extend(chunk_ids)
+    return True
+
+
+def _same_model(model: IndexModel | None, col: EmbeddedCollection | RecordFacts) -> IndexModel:
     """The index's one model, checked against each collection as it comes."""
     if model is None:
         return IndexModel(col.provider, col.model, col.dimension)
@@ -422,7 +479,9 @@ def _write_generation(
     )
     try:
         # One collection at a time: only the segments whose inputs changed are written.
-        done = _write_collections(collections, built_at, gen, slot, publisher)
+        previous_meta = index_json.read_meta(before.meta_path) or {}
+        chunking_unchanged = previous_meta.get("chunking") == settings_key(cfg.chunking)
+        done = _write_collections(collections, built_at, gen, slot, publisher, chunking_unchanged)
         header = _header(cfg, done, built_at, gen)
         assert done.model is not None
         index_payload = publisher.index_payload(header, cfg.collection_weights, done.model.provider)

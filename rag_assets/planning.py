@@ -45,7 +45,7 @@ from rag_assets.privacy.vaults import (
     departed_vaults,
     detect_vault_changes,
 )
-from rag_assets.records import EmbeddedCollection
+from rag_assets.records import EmbeddedCollection, RecordFacts
 
 
 class Reason(str, Enum):
@@ -391,7 +391,9 @@ def _vault_cause(change: VaultChange, state: ObservedState, always: Reason | Non
     return Cause(always, subject, tier) if always else None
 
 
-def records_to_reembed(collections: Iterable[EmbeddedCollection], signature: BuildSignature) -> list[Cause]:
+def records_to_reembed(
+    collections: Iterable[EmbeddedCollection | RecordFacts], signature: BuildSignature
+) -> list[Cause]:
     """The loaded records made with another model or dimension than the configured one (the
     publish step re-embeds them: a partial run from the UI after the embedder changed)."""
     return [

@@ -8,7 +8,7 @@ serialised into the published outputs, so they hold only JSON-friendly values
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
@@ -245,9 +245,16 @@ class RecordSequence(Sequence[EmbeddedCollection]):
     on the next pass. ``keep_chunks=0``: one collection's records at a time.
     """
 
-    def __init__(self, names: Iterable[str], load: Callable[[str], EmbeddedCollection], keep_chunks: int = 0) -> None:
+    def __init__(
+        self,
+        names: Iterable[str],
+        load: Callable[[str], EmbeddedCollection],
+        keep_chunks: int = 0,
+        facts: Callable[[str], RecordFacts | None] | None = None,
+    ) -> None:
         self.names = sorted(names)
         self._load = load
+        self._facts = facts
         self.keep_chunks = keep_chunks
         self._kept: dict[str, EmbeddedCollection] = {}
         self._kept_chunks = 0
@@ -263,14 +270,19 @@ class RecordSequence(Sequence[EmbeddedCollection]):
 
     def __getitem__(self, index: int | slice) -> EmbeddedCollection | RecordSequence:
         if isinstance(index, slice):
-            return RecordSequence(self.names[index], self._load, self.keep_chunks)
-        return self._record(self.names[index])
+            return RecordSequence(self.names[index], self._load, self.keep_chunks, self._facts)
+        return self.record(self.names[index])
 
     def __iter__(self) -> Iterator[EmbeddedCollection]:
         for name in self.names:
-            yield self._record(name)
+            yield self.record(name)
 
-    def _record(self, name: str) -> EmbeddedCollection:
+    def facts(self, name: str) -> RecordFacts | None:
+        """What the collection's record holds, read without loading it (None: unknown, load it)."""
+        return self._facts(name) if self._facts is not None else None
+
+    def record(self, name: str) -> EmbeddedCollection:
+        """The collection's record, loaded now unless kept from an earlier pass."""
         record = self._kept.get(name)
         if record is not None:
             return record
@@ -310,4 +322,64 @@ class CollectionFacts:
             list(col.skipped),
             list(col.failed_chunk_ids),
             col.chunks[:1],
+        )
+
+
+@dataclass(frozen=True)
+class RecordFacts:
+    """What an embedded record holds, written beside its pickle (rag_assets.defs.io_managers) so
+    that a publish can tell an unchanged collection, and report on it, without unpickling it."""
+
+    content_hash: str
+    model: str
+    dimension: int
+    provider: str
+    facts: CollectionFacts
+    shard: tuple[int, int] | None = None  # (index, count) of a shard's record
+
+    # Read by records_to_reembed, as on a record.
+    @property
+    def collection(self) -> str:
+        return self.facts.collection
+
+    @classmethod
+    def of(cls, col: EmbeddedCollection) -> RecordFacts:
+        shard = (col.shard.index, col.shard.count) if col.shard else None
+        return cls(col.content_hash, col.model, col.dimension, col.provider, CollectionFacts.of(col), shard)
+
+    def to_json(self) -> dict[str, Any]:
+        f = self.facts
+        return {
+            "collection": f.collection,
+            "contentHash": self.content_hash,
+            "model": self.model,
+            "dimension": self.dimension,
+            "provider": self.provider,
+            "shard": list(self.shard) if self.shard else None,
+            "documents": f.documents,
+            "chunks": f.chunks,
+            "skipped": [[s.path, s.reason] for s in f.skipped],
+            "failedChunkIds": list(f.failed_chunk_ids),
+            "preview": [asdict(c) for c in f.preview],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RecordFacts:
+        """The facts as :meth:`to_json` wrote them; KeyError/TypeError/ValueError on another shape."""
+        facts = CollectionFacts(
+            str(data["collection"]),
+            int(data["documents"]),
+            int(data["chunks"]),
+            [SkippedFile(str(path), str(reason)) for path, reason in data["skipped"]],
+            [str(i) for i in data["failedChunkIds"]],
+            [Chunk(**c) for c in data["preview"]],
+        )
+        shard = data["shard"]
+        return cls(
+            str(data["contentHash"]),
+            str(data["model"]),
+            int(data["dimension"]),
+            str(data["provider"]),
+            facts,
+            (int(shard[0]), int(shard[1])) if shard else None,
         )

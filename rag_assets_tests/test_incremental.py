@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 
 from rag_assets.base.verified import RECORD_NAME
 from rag_assets.config import RagConfig, load_config
+from rag_assets.defs.io_managers import FACTS_SUFFIX
 from rag_assets.defs.jobs import UPDATE_COLLECTION_JOB
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.cache import EmbeddingCache
@@ -398,7 +399,9 @@ def test_incremental_build_of_sharded_collections_publishes_what_a_full_rebuild_
 ) -> None:
     check_incremental_equals_full(tmp_path, ops, SHARDED_YAML)
     records = tmp_path / "template" / "inc" / "data" / "intermediate" / "embeddings"
-    assert sorted(p.name for p in records.iterdir()) == ["docs~0", "docs~1", "docs~2", "journal", "posts~0", "posts~1"]
+    kept = ["docs~0", "docs~1", "docs~2", "journal", "posts~0", "posts~1"]
+    # Each record with its facts beside it (rag_assets.defs.io_managers), and nothing else.
+    assert sorted(p.name for p in records.iterdir()) == sorted([*kept, *(k + FACTS_SUFFIX for k in kept)])
 
 
 def check_incremental_equals_full(tmp_path: Path, ops: list[tuple[str, int, int]], config_yaml: str) -> None:

@@ -9,15 +9,43 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import orjson
 from pydantic import Field
 from upath import UPath
 
-from rag_assets.base.atomic import atomic_open
+from rag_assets.base.atomic import atomic_open, atomic_write_bytes
+from rag_assets.records import EmbeddedCollection, RecordFacts
 
 # Input metadata: hand the partitions over as a LazyRecords mapping keeping at most this many
 # chunks' records (the value; the input's type is then Any: a dict annotation would make
 # Dagster check for a dict).
 LAZY = "lazy_records"
+# Beside an embedded record's pickle: its RecordFacts, read by a publish that need not load it.
+FACTS_SUFFIX = ".facts.json"
+
+
+def facts_path(path: Path) -> Path:
+    return path.with_name(path.name + FACTS_SUFFIX)
+
+
+def write_facts(record: EmbeddedCollection, path: Path) -> None:
+    """The record's facts beside its pickle, with the pickle's size and mtime: facts that do not
+    match the pickle on disk (a record written since by a version without facts) are not read."""
+    stat = path.stat()
+    payload = {"record": {"size": stat.st_size, "mtimeNs": stat.st_mtime_ns}, **RecordFacts.of(record).to_json()}
+    atomic_write_bytes(facts_path(path), orjson.dumps(payload))
+
+
+def read_facts(path: Path) -> RecordFacts | None:
+    """The facts of the record at ``path``; None when there are none, or none of this pickle."""
+    try:
+        data = orjson.loads(facts_path(path).read_bytes())
+        stat = path.stat()
+        if data["record"] != {"size": stat.st_size, "mtimeNs": stat.st_mtime_ns}:
+            return None
+        return RecordFacts.from_json(data)
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
 
 
 class AtomicPickleIOManager(dg.UPathIOManager):
@@ -42,8 +70,13 @@ class AtomicPickleIOManager(dg.UPathIOManager):
 
     def dump_to_path(self, context: dg.OutputContext | None, obj: Any, path: UPath) -> None:
         # Pickled straight into the file: a large partition's pickle is hundreds of megabytes.
-        with atomic_open(Path(str(path))) as handle:
+        target = Path(str(path))
+        # Facts of an earlier record must not outlive it (a kill between the two writes).
+        facts_path(target).unlink(missing_ok=True)
+        with atomic_open(target) as handle:
             pickle.dump(obj, handle, pickle.HIGHEST_PROTOCOL)
+        if isinstance(obj, EmbeddedCollection):
+            write_facts(obj, target)
 
     def load_from_path(self, context: dg.InputContext | None, path: UPath) -> Any:
         # Unpickling tens of thousands of chunk records triggers the cyclic garbage collector
@@ -116,6 +149,10 @@ class LazyRecords(Mapping[str, Any]):
             self._kept[key] = record
             self._kept_chunks += chunks
         return record
+
+    def facts(self, key: str) -> RecordFacts | None:
+        """The partition's record's facts, read without unpickling it (None: load the record)."""
+        return read_facts(Path(str(self._paths[key])))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._paths)

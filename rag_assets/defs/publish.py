@@ -27,7 +27,7 @@ from rag_assets.index.rejoin import rejoined
 from rag_assets.ingest.shards import collection_of
 from rag_assets.pipeline import publish_all, reembed_other_models, utc_now_iso
 from rag_assets.planning import records_to_reembed, signature_of
-from rag_assets.records import CollectionFacts, EmbeddedCollection
+from rag_assets.records import CollectionFacts, EmbeddedCollection, RecordFacts
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
 GROUP = "published"
@@ -65,6 +65,17 @@ def all_collections(
     return rejoined(cfg, loaded, ledger, keep_chunks=KEEP_CHUNKS)
 
 
+def described(loaded: Mapping[str, EmbeddedCollection]) -> dict[str, EmbeddedCollection | RecordFacts]:
+    """Each partition's record facts (read beside a lazy mapping's pickles), else its record: what
+    the model check and the indexed ledger need, without loading an unchanged record."""
+    read = getattr(loaded, "facts", None)
+    out: dict[str, EmbeddedCollection | RecordFacts] = {}
+    for key in loaded:
+        facts = read(key) if read else None
+        out[key] = facts if facts is not None else loaded[key]
+    return out
+
+
 def _collection_table(collections: list[CollectionFacts]) -> str:
     lines = ["| collection | documents | chunks | skipped |", "| --- | ---: | ---: | ---: |"]
     for c in collections:
@@ -96,7 +107,7 @@ def _one_model(
     model = selection.embedder
     try:
         causes = records_to_reembed(
-            loaded.values(), signature_of(selection.provider, model.model, model.dimension, cfg.chunking)
+            described(loaded).values(), signature_of(selection.provider, model.model, model.dimension, cfg.chunking)
         )
         if not causes:
             return loaded
@@ -170,7 +181,9 @@ def publish(
     # The records as loaded, whatever happens next: what the ledger says they hold (see
     # record_pending_partitions; keys of another shard layout are dropped from it). Only the
     # ones it names: a record left from an earlier layout stays unnamed, so refused again.
-    record_indexed_partitions(cfg, {key: record.content_hash for key, record in embeddings.items() if key in ledger})
+    record_indexed_partitions(
+        cfg, {key: record.content_hash for key, record in described(embeddings).items() if key in ledger}
+    )
     collections = all_collections(cfg, embeddings, ledger)
     full = context.run.tags.get(BUILD_TAG, "full") == "full"
     published = publish_all(collections, cfg, utc_now_iso(), full_build=full)

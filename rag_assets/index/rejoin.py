@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from rag_assets.config import RagConfig
 from rag_assets.ingest.parsing import slug_taken
 from rag_assets.ingest.shards import Shard, collection_of, collection_shards
 from rag_assets.ingest.sources import combine_hashes
-from rag_assets.records import Document, EmbeddedCollection, RecordSequence, SkippedFile
+from rag_assets.records import Document, EmbeddedCollection, RecordFacts, RecordSequence, SkippedFile
 
 _SLUG_TAKEN = re.compile(r"^same slug '(?P<slug>.*)' as .*; rename one of them$", re.DOTALL)
 
@@ -58,9 +58,26 @@ def rejoined(
     keys: dict[str, list[str]] = defaultdict(list)
     for key in records:
         keys[collection_of(key)].append(key)
+    read_facts = getattr(records, "facts", None)  # a lazy mapping's facts, read without loading records
     return RecordSequence(
-        keys, lambda name: _join(cfg, name, {key: records[key] for key in keys[name]}, ledger), keep_chunks
+        keys,
+        lambda name: _join(cfg, name, {key: records[key] for key in keys[name]}, ledger),
+        keep_chunks,
+        (lambda name: _facts(cfg, name, keys[name], read_facts)) if read_facts else None,
     )
+
+
+def _facts(
+    cfg: RagConfig, name: str, keys: list[str], read_facts: Callable[[str], RecordFacts | None]
+) -> RecordFacts | None:
+    """The facts of an unsharded collection's record, as :func:`_join` would take it (a record
+    made unsharded, under the collection's own key); None for a sharded collection, whose joined
+    facts would need every shard's hash entries: it is loaded."""
+    shards = collection_shards(cfg, name)
+    if len(shards) != 1 or shards[0].sharded or keys != [shards[0].key]:
+        return None
+    facts = read_facts(shards[0].key)
+    return facts if facts is not None and facts.shard is None else None
 
 
 def _join(

@@ -65,6 +65,19 @@ def collect_segments(data_dir: Path, kept: list[Generation]) -> list[str]:
     return collect_garbage(segments_folder(data_dir), keep)
 
 
+def _listed(fields: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The objects listed under ``key`` (none when a damaged file holds another shape)."""
+    items = fields.get(key)
+    return [e for e in items if isinstance(e, dict)] if isinstance(items, list) else []
+
+
+def _on_disk(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except OSError:
+        return False
+
+
 @dataclass
 class SegmentPublisher:
     """One publish's segments (see the module docstring)."""
@@ -96,6 +109,27 @@ class SegmentPublisher:
             if isinstance(e, dict)
         }
         self._conn: sqlite3.Connection | None = None
+        self._previous_index: dict[str, Any] | None = None
+
+    def _previous_index_fields(self) -> dict[str, Any]:
+        if self._previous_index is None:
+            self._previous_index = read_raw_manifest(self.previous_index) or {}
+        return self._previous_index
+
+    def unchanged(self, collection: str, content_hash: str, model: str, dimension: int) -> bool:
+        """Whether the previous generation published ``collection`` from this content, with this
+        model and the same vector rendering (encoding and decimals): its segments then hold what
+        :meth:`add` would write, and :meth:`reuse` may name them again."""
+        index = self._previous_index_fields()
+        collections = self._previous.get("collections")
+        entry = collections.get(collection) if isinstance(collections, dict) else None
+        return (
+            isinstance(entry, dict)
+            and entry.get("contentHash") == content_hash
+            and (index.get("model"), index.get("dimension")) == (model, dimension)
+            and index.get("vectorEncoding", "float") == self.encoding
+            and index.get("vectorDecimals") == self.vector_decimals
+        )
 
     @property
     def written(self) -> list[str]:
@@ -131,19 +165,24 @@ class SegmentPublisher:
         its records (a publish that loads only the changed collections); False when the previous
         generation has none to name (then :meth:`add` it). Its BM25 files stay right while the
         store keeps the collection's rows, as a sync by diff does."""
-        index = read_raw_manifest(self.previous_index) or {}
-        entries = [e for e in index.get("segments") or [] if isinstance(e, dict) and e.get("collection") == collection]
-        ledger = [
-            e for e in self._previous.get("ledger") or [] if isinstance(e, dict) and e.get("collection") == collection
-        ]
-        entry = (self._previous.get("collections") or {}).get(collection)
+        index = self._previous_index_fields()
+        entries = [e for e in _listed(index, "segments") if e.get("collection") == collection]
+        ledger = [e for e in _listed(self._previous, "ledger") if e.get("collection") == collection]
+        collections = self._previous.get("collections")
+        entry = collections.get(collection) if isinstance(collections, dict) else None
         if not entries or len(entries) != len(ledger) or not isinstance(entry, dict):
             return False
         try:
             segments = [Segment.from_json(e) for e in entries]
         except (KeyError, TypeError, ValueError):
             return False
-        if any(s.files["chunks"].name not in self.writer.known for s in segments):
+        try:
+            files = [f for s in segments for f in s.files.values()]
+            files += [SegmentFile.from_json(e["ledger"]) for e in ledger]
+        except (KeyError, TypeError, ValueError):
+            return False
+        # Every file still on disk as named (one found damaged is deleted, to be made again).
+        if any(f.name not in self.writer.known or not _on_disk(self.writer.folder / f.name, f.size) for f in files):
             return False
         self.segments.extend(segments)
         self.ledger.extend(ledger)
@@ -184,6 +223,8 @@ class SegmentPublisher:
         """``embeddings-index.json`` of this publish: the header, the BM25 settings, the segments."""
         fields = header.as_json()
         fields["version"] = SEGMENTED_VERSION
+        # What the chunk files' vectors were rounded to: a later publish reuses them only alike.
+        fields["vectorDecimals"] = self.vector_decimals
         fields["lexical"] = lexical_header(self._store(), collection_weights, provider, self.fields)
         fields["segments"] = [s.as_json() for s in self.segments]
         return orjson.dumps(fields)

@@ -290,7 +290,7 @@ def replace_contents(
             )
             conn.execute("DELETE FROM search_profile")
             _record_profile(conn)
-            _record_generation(conn, generation)
+            record_generation(conn, generation)
         # Fold the WAL back into the main file when no reader holds it (PASSIVE never waits,
         # so a long-running search process cannot stall a build).
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
@@ -406,7 +406,7 @@ def sync_contents(
             conn.execute(f"DELETE FROM sources {_scope_filter(scope, 'collection')[0]}", params)
             _record_sources(conn, collections, built_at)
             _record_profile(conn)
-            _record_generation(conn, generation)
+            record_generation(conn, generation)
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     return SyncResult(len(changed_docs), len(gone_docs), len(fresh_chunks), len(stale_chunks), False)
 
@@ -420,7 +420,7 @@ def _record_profile(conn: sqlite3.Connection) -> None:
     write_profile(conn, profile_for(row[0] if row else None))
 
 
-def _record_generation(conn: sqlite3.Connection, generation: str | None) -> None:
+def record_generation(conn: sqlite3.Connection, generation: str | None) -> None:
     if generation is not None:
         conn.execute("DELETE FROM publication")
         conn.execute("INSERT INTO publication(generation) VALUES (?)", (generation,))

@@ -157,3 +157,29 @@ def settle(slot: Path) -> None:
     swap publishes is whole on its own."""
     with closing(store.connect(slot)) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def keep_collection(
+    slot: Path, collection: str, content_hash: str, model: tuple[str, int], built_at: str, generation: str | None
+) -> list[str] | None:
+    """Keep the slot's rows of ``collection`` as they are, when the slot holds them for this
+    content hash and model (a collection unchanged since the slot's build): the rows a sync of
+    its record would leave untouched, with the sync's stamps (build time, generation). Returns
+    the collection's chunk IDs, or None when the slot holds another state (then sync its record)."""
+    with closing(store.connect(slot)) as conn:
+        store.ensure_schema(conn)  # an empty slot (built whole by this publish) holds no collection
+        with store.transaction(conn):
+            meta = conn.execute("SELECT model, dimension FROM embeddings_meta LIMIT 1").fetchone()
+            source = conn.execute("SELECT content_hash FROM sources WHERE collection = ?", (collection,)).fetchone()
+            if meta is None or tuple(meta) != model or source is None or source[0] != content_hash:
+                return None
+            conn.execute("UPDATE sources SET indexed_at = ? WHERE collection = ?", (built_at, collection))
+            conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
+            store.record_generation(conn, generation)
+            return [
+                row[0]
+                for row in conn.execute(
+                    "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.collection = ?",
+                    (collection,),
+                )
+            ]
