@@ -112,6 +112,7 @@ SMOKE: dict[str, list[str]] = {
         "3",
     ],
     "install_size": ["--top", "3"],
+    "publish_memory": ["--files", "60", "--collections", "2", "--edits", "1"],
     "incremental": ["--files", "120", "--collections", "2", "--repeat", "1", "--full-repeat", "1", "--no-profile"],
     "obsidian_links": ["--vault", "{content}/vaults/homelab-notes", "--many", "100", "--loop", "10", "--repeat", "1"],
     "link_signal": ["--factors", "1,1.25", "--modes", "bm25"],

@@ -42,11 +42,12 @@ def cluster(tmp_path_factory) -> CeleryCluster:
 
 
 def published(output: Path) -> dict[str, bytes]:
-    """Every published file: the current generation, and public/ through its links."""
+    """Every published file: the current generation, public/ through its links, and the index's
+    segments (public/segments is a link to a folder, which rglob does not follow)."""
     current = output / "data" / "current"
     return {
         f"{root.name}/{path.relative_to(root)}": path.read_bytes()
-        for root in (current, output / "public")
+        for root in (current, output / "public", output / "data" / "segments")
         for path in sorted(root.rglob("*"))
         if path.is_file()
     }
@@ -54,15 +55,24 @@ def published(output: Path) -> dict[str, bytes]:
 
 def published_files(output: Path) -> dict[str, bytes]:
     """:func:`published`, with the values that name the build itself (its instant and generation
-    id, and the digests of the three files that hold them: the index, the BM25 file and the
-    manifest) replaced by placeholders of the same length."""
-    meta = json.loads((output / "data" / "current" / "embeddings-meta.json").read_text())
-    own = [meta["builtAt"], meta["generation"], meta["indexSha256"], meta["lexical"]["sha256"]]
-    own.append(meta["files"]["rag-manifest.json"])
+    id, and the digests of the files that hold them: the index's commit file, the manifest and
+    its ledger segments, which are named by their bytes) replaced by placeholders of the same
+    length, in the files and in their names."""
+    current = output / "data" / "current"
+    meta = json.loads((current / "embeddings-meta.json").read_text())
+    own = [meta["builtAt"], meta["generation"], meta["indexSha256"], meta["files"]["rag-manifest.json"]]
+    labels = {}  # a ledger segment's name (its digest) -> its collection and bucket, in file names
+    for entry in json.loads((current / "rag-manifest.json").read_text()).get("ledger", []):
+        ledger = entry["ledger"]
+        key = Path(ledger["file"]).name.split(".")[0]
+        own += [ledger["sha256"], key]
+        labels[key] = f"ledger-of-{entry['collection']}-{entry['bucket']}-of-{entry['buckets']}"
     files = {}
     for name, data in published(output).items():
         for value in own:
             data = data.replace(value.encode(), b"#" * len(value))
+        for key, label in labels.items():
+            name = name.replace(key, label)
         files[name] = data
     return files
 
