@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -102,28 +103,47 @@ class Run:
     seconds: float
 
 
+# Linux carries a process's peak RSS across exec, and a child forked from this pytest worker
+# starts with the worker's (over a GB once the local-model tests ran in it). So a small launcher
+# process starts `rag` and reports the peak that wait4 gives for that grandchild alone.
+LAUNCHER = (
+    "import os, subprocess, sys\n"
+    "proc = subprocess.Popen(sys.argv[1:])\n"
+    "_, status, usage = os.wait4(proc.pid, 0)\n"
+    "print(usage.ru_maxrss, file=open(os.environ['RAG_TEST_PEAK_FILE'], 'w'))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
 def run_rag(args: list[str], cwd: Path, timeout: float = 300) -> Run:
-    """`rag ARGS` in a subprocess, with its own peak memory (wait4 reports it per child)."""
+    """`rag ARGS` in a subprocess, with its own peak memory (from wait4, in a small launcher)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DAGSTER_HOME"))}
     env.update(RAG_EMBEDDER="hashing", RAG_PRIVATE_EMBEDDER="hashing", PYTHONPATH=str(REPO_ROOT))
-    out, err = cwd / f"stdout-{time.monotonic_ns()}", cwd / f"stderr-{time.monotonic_ns()}"
+    stamp = time.monotonic_ns()
+    out, err, peak = cwd / f"stdout-{stamp}", cwd / f"stderr-{stamp}", cwd / f"peak-{stamp}"
+    env["RAG_TEST_PEAK_FILE"] = str(peak)
     started = time.perf_counter()
     with out.open("wb") as stdout, err.open("wb") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rag_assets.serve.cli", *args], cwd=cwd, env=env, stdout=stdout, stderr=stderr
+            [sys.executable, "-c", LAUNCHER, sys.executable, "-m", "rag_assets.serve.cli", *args],
+            cwd=cwd,
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
         )
-        killer = threading.Timer(timeout, proc.kill)
+        # A timeout kills the launcher and `rag` together: they share the new session's group.
+        killer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
         killer.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
+            proc.wait()
         finally:
             killer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
     return Run(
         proc.returncode,
         out.read_text(errors="backslashreplace"),
         err.read_text(errors="backslashreplace"),
-        usage.ru_maxrss * 1024,  # kilobytes on Linux
+        int(peak.read_text()) * 1024 if peak.exists() else 0,  # kilobytes on Linux
         time.perf_counter() - started,
     )
 
