@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from rag_assets.config import RagConfig
-from rag_assets.pipeline import publish_all, utc_now_iso
+from rag_assets.pipeline import utc_now_iso
+from rag_assets.publishing import publish_all
 
 
 def variants(collections: list) -> list[list]:

@@ -24,7 +24,8 @@ from rag_assets.defs.io_managers import AtomicPickleIOManager, LazyRecords, fact
 from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.rejoin import rejoined
 from rag_assets.ingest.parsing import parse_collection
-from rag_assets.pipeline import Published, chunk_collection, embed_collection, publish_all
+from rag_assets.pipeline import chunk_collection, embed_collection
+from rag_assets.publishing import Published, publish_all
 from rag_assets.records import EmbeddedCollection
 
 from .test_publishing import embedded_collections, write_corpus

@@ -30,12 +30,8 @@ from rag_assets.index import generations, integrity
 from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.params import SearchParams
 from rag_assets.ingest.parsing import parse_collection
-from rag_assets.pipeline import (
-    chunk_collection,
-    embed_collection,
-    publish_all,
-    utc_now_iso,
-)
+from rag_assets.pipeline import chunk_collection, embed_collection, utc_now_iso
+from rag_assets.publishing import publish_all
 from rag_assets.search.retrieval import SearchIndex
 from rag_assets.serve import status as status_module
 from rag_assets.serve.cli import main
@@ -390,7 +386,8 @@ KILLED_IN_SYNC = """
 import dataclasses, pickle, sys, time
 from pathlib import Path
 from rag_assets.config import RagConfig
-from rag_assets.pipeline import publish_all, utc_now_iso
+from rag_assets.pipeline import utc_now_iso
+from rag_assets.publishing import publish_all
 from rag_assets.records import RecordSequence
 
 out, records = Path(sys.argv[1]), pickle.loads(Path(sys.argv[2]).read_bytes())

@@ -28,7 +28,8 @@ from rag_assets.index.admin_actions import AdminAction, recent_actions, record_a
 from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.params import SearchParams
 from rag_assets.index.rejoin import rejoined
-from rag_assets.pipeline import publish_all, utc_now_iso
+from rag_assets.pipeline import utc_now_iso
+from rag_assets.publishing import publish_all
 from rag_assets.records import RecordSequence
 from rag_assets.search.retrieval import SearchIndex
 

@@ -25,8 +25,9 @@ from rag_assets.index.freshness import (
 )
 from rag_assets.index.rejoin import rejoined
 from rag_assets.ingest.shards import collection_of
-from rag_assets.pipeline import publish_all, reembed_other_models, utc_now_iso
+from rag_assets.pipeline import reembed_other_models, utc_now_iso
 from rag_assets.planning import records_to_reembed, signature_of
+from rag_assets.publishing import publish_all
 from rag_assets.records import CollectionFacts, EmbeddedCollection, RecordFacts
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
