@@ -202,7 +202,8 @@ def main(argv: list[str]) -> int:
     if task == "test":
         # One worker per core: the suite is CPU-bound (real builds, real Dagster runs). The bench
         # smoke runs are `tasks.py benches` (CI runs both); a -m of the caller's comes later and wins.
-        return run(str(BIN / "python"), "-m", "pytest", "-n", "auto", "-m", "not bench_smoke", *rest)
+        # The 15 slowest tests are listed at the end, so a run that grows shows where.
+        return run(str(BIN / "python"), "-m", "pytest", "-n", "auto", "-m", "not bench_smoke", "--durations=15", *rest)
     if task == "benches":
         # Every bench/*.py once at a tiny size, so that none breaks silently (several minutes:
         # the Celery benches start workers and Dagster's daemon).

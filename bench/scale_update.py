@@ -5,7 +5,7 @@ each corpus size in one run, through public entry points only (`rag build`, `rag
 For each size in --sizes (chunks), a Markdown corpus of about that many chunks over
 --collections collections (bench/incremental.py's generator: unique copies of the Hugo docs),
 generated once and cached under --cache-dir, then, each step in a child process of its own
-(peak RSS = its ``ru_maxrss``, from ``os.wait4``), with the hashing embedder and no
+(peak RSS = its VmHWM and its children's ``ru_maxrss``), with the hashing embedder and no
 DAGSTER_HOME (an ephemeral instance, as a plain `rag build`):
 
 - ``update-build``: a full `rag build` in-process (``rag_assets.serve.cli.main``, the runner
@@ -179,6 +179,15 @@ def part_update_build(args) -> dict:
     return {"wall_s": wall, "cpu_s": build_cpu, "chunks_said": said}
 
 
+def own_peak_rss_mb() -> float:
+    """This process's peak RSS since its exec, in MB: VmHWM of /proc/self/status. Not ru_maxrss,
+    which Linux carries across exec: a child started by a big parent would report the parent's."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def proc_io() -> dict[str, int]:
     """This process's I/O counters (Linux): write_bytes is what reached the block layer's
     accounting (page cache pages dirtied), wchar what went through write() calls."""
@@ -225,8 +234,6 @@ def found(search_json: str, target: str, token: str) -> bool:
 def one_edit(c: dict, rep: int) -> dict:
     """One paragraph of the target edited, `rag build`, then `rag search` for the new sentence's
     token until the document is a hit: wall times, bytes written by the rebuild, changed files."""
-    import resource
-
     inc = incremental()
     path = c["content"] / c["target"]
     original = (c["folder"] / "target.orig").read_text(encoding="utf-8")
@@ -240,7 +247,7 @@ def one_edit(c: dict, rep: int) -> dict:
     if code != 0:
         raise SystemExit(f"rag build after the edit exited {code}:\n{out[-3000:]}")
     io1, after = proc_io(), files_state(c["output"])
-    peak_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_build = own_peak_rss_mb()
     searches = 0
     while True:  # today the build publishes before it returns; a layout that publishes later is waited for
         searches += 1
