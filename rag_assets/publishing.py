@@ -17,6 +17,7 @@ from pathlib import Path
 from rag_assets.config import RagConfig
 from rag_assets.index import generations, index_json, manifest, pg_sync, store, store_slots
 from rag_assets.index.browser import static_entries, write_static_files
+from rag_assets.index.integrity import verification_record
 from rag_assets.index.segment_publish import SegmentPublisher, collect_segments
 from rag_assets.ingest.doc_cache import settings_key
 from rag_assets.ingest.sources import overall_content_hash
@@ -227,7 +228,7 @@ def _write_generation(
 ) -> Published:
     # The store: a rotating slot synced by diff (rag_assets.index.store_slots), never a copy.
     slot = store_slots.free_slot(cfg, [g.store_path for g in generations.candidates(cfg) if g.id != gen.id])
-    store_slots.prepare_slot(slot, before.store_path)
+    store_slots.prepare_slot(slot, before.store_path, verification_record(cfg))
     store_slots.link_slot(slot, gen.store_path)
     publisher = SegmentPublisher(
         cfg.data_dir,

@@ -34,6 +34,7 @@ from contextlib import closing
 from pathlib import Path
 
 from rag_assets.base.sqlite_cache import sqlite_problem
+from rag_assets.base.verified import VerificationRecord
 from rag_assets.config import RagConfig
 from rag_assets.index import admin_actions, answer_log, store
 
@@ -80,15 +81,23 @@ def link_slot(slot: Path, store_link: Path) -> None:
     os.symlink(os.path.relpath(slot, store_link.parent), store_link)
 
 
-def prepare_slot(slot: Path, current: Path | None) -> str:
+def prepare_slot(slot: Path, current: Path | None, record: VerificationRecord | None = None) -> str:
     """Make the slot ready to be synced: ``kept`` (a sound slot: the sync writes the diff),
     ``copied`` (a missing or damaged slot, started as a copy of the sound ``current`` store,
     as the first builds do: the sync then writes only this build's change), or ``empty``
-    (nothing sound to copy: the sync builds it whole)."""
-    if slot.is_file() and not sqlite_problem(slot):
+    (nothing sound to copy: the sync builds it whole). ``record``: a slot that passed its
+    ``quick_check`` when it was current and is unchanged since is not read again (the check
+    reads the whole store: seconds at 100,000 chunks)."""
+    if slot.is_file() and not _slot_problem(slot, record):
         return "kept"
     store.remove_database(slot)  # damaged, or a WAL left without its database: not to be replayed
     return "copied" if copy_store(current, slot) else "empty"
+
+
+def _slot_problem(slot: Path, record: VerificationRecord | None) -> str | None:
+    if record is None:
+        return sqlite_problem(slot)
+    return record.run(slot, "quick_check", lambda: sqlite_problem(slot))
 
 
 def copy_store(source: Path | None, target: Path) -> bool:
