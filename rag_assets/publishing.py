@@ -77,6 +77,9 @@ def publish_all(
         generations.make_current(cfg, gen)
         # The segment files no kept generation names (those of superseded or unfinished ones).
         collect_segments(cfg.data_dir, generations.candidates(cfg))
+        # The slots the next publishes sync by diff, copied now (after the first build) rather
+        # than by the next two edits' publishes.
+        store_slots.seed_slots(cfg, gen.store_path)
         # PostgreSQL follows the store just made current, by diff (nothing without the backend).
         written = replace(written, postgres=pg_sync.sync_if_configured(cfg, "public"))
     return written

@@ -115,6 +115,26 @@ def copy_store(source: Path | None, target: Path) -> bool:
     return True
 
 
+def seed_slots(cfg: RagConfig, source: Path) -> list[Path]:
+    """Every slot missing on disk made a copy of ``source`` (the store just made current); the
+    slots made. Done after the publish that built its slot whole (the first build): without it,
+    the next two publishes, each after a one-file edit, started their slots as whole copies of
+    the store while the edit waited. Copied under a temporary name and renamed into place, so a
+    kill leaves no slot half copied (and the next publish copies what is still missing)."""
+    made = []
+    for number in range(SLOT_COUNT):
+        slot = slot_path(cfg, number)
+        if os.path.lexists(slot):
+            continue
+        partial = slot.with_name(slot.name + ".partial")
+        store.remove_database(partial)  # one a kill left
+        if not copy_store(source, partial):
+            break  # nothing sound to copy: the publishes make their slots as before
+        os.replace(partial, slot)
+        made.append(slot)
+    return made
+
+
 def carry_logs(source: Path | None, target: Path) -> int:
     """Copy into ``target`` the log rows of ``source`` (the current store) it lacks, in one
     transaction; the rows copied. A damaged or missing source carries nothing."""
