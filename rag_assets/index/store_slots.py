@@ -11,9 +11,11 @@ A generation's folder links the slot it was published with. Readers may still be
 the slots of the current and the previous generation; a new generation takes the third
 one, the slot of the generation two back, which no generation on disk names any more, and
 brings it to the new contents by diff (:func:`rag_assets.index.store.sync_contents`): the
-write is the changes of the last two builds, never a copy of the whole store. A slot that
-is missing or damaged (the first builds, or after a disk fault) starts as a whole copy of the
-current store, or is built whole when there is no sound one.
+write is the changes of the last two builds, never a copy of the whole store. The first
+build, whose slot is built whole, then makes the two others copies of it (:func:`seed_slots`),
+so the edits after it sync by diff too. A slot that is missing or damaged (after a disk fault,
+or a kill before the copies were made) starts as a whole copy of the current store, or is
+built whole when there is no sound one.
 
 The logs written into the store while it is current (``search_log``, the public tier's
 ``answer_log``, ``admin_actions``) carry over from the current store by their ``id``: the
