@@ -17,6 +17,7 @@ from pathlib import Path
 from rag_assets.config import RagConfig
 from rag_assets.index import generations, index_json, manifest, pg_sync, store, store_slots
 from rag_assets.index.browser import static_entries, write_static_files
+from rag_assets.index.integrity import verification_record
 from rag_assets.index.segment_publish import SegmentPublisher, collect_segments
 from rag_assets.ingest.doc_cache import settings_key
 from rag_assets.ingest.sources import overall_content_hash
@@ -76,6 +77,9 @@ def publish_all(
         generations.make_current(cfg, gen)
         # The segment files no kept generation names (those of superseded or unfinished ones).
         collect_segments(cfg.data_dir, generations.candidates(cfg))
+        # The slots the next publishes sync by diff, copied now (after the first build) rather
+        # than by the next two edits' publishes.
+        store_slots.seed_slots(cfg, gen.store_path)
         # PostgreSQL follows the store just made current, by diff (nothing without the backend).
         written = replace(written, postgres=pg_sync.sync_if_configured(cfg, "public"))
     return written
@@ -227,7 +231,7 @@ def _write_generation(
 ) -> Published:
     # The store: a rotating slot synced by diff (rag_assets.index.store_slots), never a copy.
     slot = store_slots.free_slot(cfg, [g.store_path for g in generations.candidates(cfg) if g.id != gen.id])
-    store_slots.prepare_slot(slot, before.store_path)
+    store_slots.prepare_slot(slot, before.store_path, verification_record(cfg))
     store_slots.link_slot(slot, gen.store_path)
     publisher = SegmentPublisher(
         cfg.data_dir,

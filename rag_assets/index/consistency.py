@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rag_assets.base.verified import VerificationRecord
 from rag_assets.config import RagConfig
 from rag_assets.index import generations, index_json, manifest, store
 from rag_assets.index.integrity import publication_damage
@@ -22,15 +23,17 @@ class ConsistencyReport:
         return not self.problems
 
 
-def check_public_outputs(cfg: RagConfig) -> ConsistencyReport:
-    """Same chunk IDs and counts everywhere, one model, one generation, and no orphan rows."""
+def check_public_outputs(cfg: RagConfig, record: VerificationRecord | None = None) -> ConsistencyReport:
+    """Same chunk IDs and counts everywhere, one model, one generation, and no orphan rows.
+    ``record``: the published files verified before and unchanged since are not read again for
+    damage (after a one-file edit, the few segments it wrote are)."""
     report = ConsistencyReport()
     gen = generations.published(cfg)  # resolved once: every file below is of one build
     missing = [p for p in (gen.index_path, gen.store_path, gen.manifest_path) if not p.is_file()]
     if missing:
         report.problems.append("missing outputs: " + ", ".join(str(p) for p in missing) + "; run rag build")
         return report
-    damage = publication_damage(cfg, gen)
+    damage = publication_damage(cfg, gen, record)
     if damage:
         report.problems.extend(f"damaged output {d}" for d in damage)
         return report

@@ -25,7 +25,7 @@ import orjson
 from rag_assets.base.sqlite_cache import discard_if_damaged, sqlite_problem
 from rag_assets.base.verified import RECORD_NAME, VerificationRecord
 from rag_assets.config import RagConfig
-from rag_assets.index import generations
+from rag_assets.index import generations, store_slots
 from rag_assets.index.generations import Generation
 from rag_assets.index.index_json import FILE_DIGEST_CHARS, segment_folder
 from rag_assets.index.segments import SegmentFile, known_files
@@ -96,7 +96,10 @@ def published_damage(generation: Generation, record: VerificationRecord | None =
         problem := checked(record, g.manifest_path, f"manifest:{g.id}", lambda: manifest_problem(g))
     ):
         damage.append(Damage(g.manifest_path, problem))
-    problem = checked(record, g.store_path, "quick_check", lambda: sqlite_problem(g.store_path))
+    # Remembered under the store's real file (the slot its link names): the publish that takes
+    # the slot again two builds later then finds it verified (store_slots.prepare_slot).
+    store_file = store_slots.slot_named(g.store_path) or g.store_path
+    problem = checked(record, store_file, "quick_check", lambda: sqlite_problem(g.store_path))
     if problem:
         damage.append(Damage(g.store_path, problem))
     elif g.id is not None and g.store_path.exists():

@@ -11,9 +11,11 @@ A generation's folder links the slot it was published with. Readers may still be
 the slots of the current and the previous generation; a new generation takes the third
 one, the slot of the generation two back, which no generation on disk names any more, and
 brings it to the new contents by diff (:func:`rag_assets.index.store.sync_contents`): the
-write is the changes of the last two builds, never a copy of the whole store. A slot that
-is missing or damaged (the first builds, or after a disk fault) starts as a whole copy of the
-current store, or is built whole when there is no sound one.
+write is the changes of the last two builds, never a copy of the whole store. The first
+build, whose slot is built whole, then makes the two others copies of it (:func:`seed_slots`),
+so the edits after it sync by diff too. A slot that is missing or damaged (after a disk fault,
+or a kill before the copies were made) starts as a whole copy of the current store, or is
+built whole when there is no sound one.
 
 The logs written into the store while it is current (``search_log``, the public tier's
 ``answer_log``, ``admin_actions``) carry over from the current store by their ``id``: the
@@ -34,6 +36,7 @@ from contextlib import closing
 from pathlib import Path
 
 from rag_assets.base.sqlite_cache import sqlite_problem
+from rag_assets.base.verified import VerificationRecord
 from rag_assets.config import RagConfig
 from rag_assets.index import admin_actions, answer_log, store
 
@@ -80,15 +83,23 @@ def link_slot(slot: Path, store_link: Path) -> None:
     os.symlink(os.path.relpath(slot, store_link.parent), store_link)
 
 
-def prepare_slot(slot: Path, current: Path | None) -> str:
+def prepare_slot(slot: Path, current: Path | None, record: VerificationRecord | None = None) -> str:
     """Make the slot ready to be synced: ``kept`` (a sound slot: the sync writes the diff),
     ``copied`` (a missing or damaged slot, started as a copy of the sound ``current`` store,
     as the first builds do: the sync then writes only this build's change), or ``empty``
-    (nothing sound to copy: the sync builds it whole)."""
-    if slot.is_file() and not sqlite_problem(slot):
+    (nothing sound to copy: the sync builds it whole). ``record``: a slot that passed its
+    ``quick_check`` when it was current and is unchanged since is not read again (the check
+    reads the whole store: seconds at 100,000 chunks)."""
+    if slot.is_file() and not _slot_problem(slot, record):
         return "kept"
     store.remove_database(slot)  # damaged, or a WAL left without its database: not to be replayed
     return "copied" if copy_store(current, slot) else "empty"
+
+
+def _slot_problem(slot: Path, record: VerificationRecord | None) -> str | None:
+    if record is None:
+        return sqlite_problem(slot)
+    return record.run(slot, "quick_check", lambda: sqlite_problem(slot))
 
 
 def copy_store(source: Path | None, target: Path) -> bool:
@@ -104,6 +115,26 @@ def copy_store(source: Path | None, target: Path) -> bool:
         store.remove_database(target)
         return False
     return True
+
+
+def seed_slots(cfg: RagConfig, source: Path) -> list[Path]:
+    """Every slot missing on disk made a copy of ``source`` (the store just made current); the
+    slots made. Done after the publish that built its slot whole (the first build): without it,
+    the next two publishes, each after a one-file edit, started their slots as whole copies of
+    the store while the edit waited. Copied under a temporary name and renamed into place, so a
+    kill leaves no slot half copied (and the next publish copies what is still missing)."""
+    made = []
+    for number in range(SLOT_COUNT):
+        slot = slot_path(cfg, number)
+        if os.path.lexists(slot):
+            continue
+        partial = slot.with_name(slot.name + ".partial")
+        store.remove_database(partial)  # one a kill left
+        if not copy_store(source, partial):
+            break  # nothing sound to copy: the publishes make their slots as before
+        os.replace(partial, slot)
+        made.append(slot)
+    return made
 
 
 def carry_logs(source: Path | None, target: Path) -> int:

@@ -82,6 +82,9 @@ class StatCache:
         self._trust = trust
         self._entries: dict[str, list] = {}
         self._dirty = False
+        # The entries' paths by top folder ("docs/"), made at the first forget_missing: one pass
+        # over the cache, where each collection's scan of every entry was collections x files.
+        self._by_folder: dict[str, set[str]] | None = None
         if path is not None and path.is_file():
             try:
                 entries = orjson.loads(path.read_bytes())
@@ -103,23 +106,42 @@ class StatCache:
             return entry[4]
         digest = sha256_file(path, max_bytes)
         self._entries[rel] = [*key, digest]
+        if self._by_folder is not None:
+            self._by_folder.setdefault(_top_folder(rel), set()).add(rel)
         self._dirty = True
         return digest
 
     def forget_missing(self, prefix: str, seen: set[str], holds: Callable[[str], bool] | None = None) -> None:
         """Drop the entries under ``prefix`` not ``seen``; with ``holds``, only those it holds
         (a shard forgets its own departed files, not the other shards' ones)."""
-        stale = [
-            rel for rel in self._entries if rel.startswith(prefix) and rel not in seen and (holds is None or holds(rel))
-        ]
+        under = self._under(prefix)
+        stale = [rel for rel in under if rel not in seen and (holds is None or holds(rel))]
         for rel in stale:
             del self._entries[rel]
+        under.difference_update(stale)
         self._dirty = self._dirty or bool(stale)
+
+    def _under(self, prefix: str) -> set[str]:
+        """The entries whose paths start with ``prefix``: the live set of its top folder when
+        ``prefix`` is one (``docs/``), else a set made for this call."""
+        if _top_folder(prefix) != prefix:
+            return {rel for rel in self._entries if rel.startswith(prefix)}
+        if self._by_folder is None:
+            self._by_folder = {}
+            for rel in self._entries:
+                self._by_folder.setdefault(_top_folder(rel), set()).add(rel)
+        return self._by_folder.setdefault(prefix, set())
 
     def save(self) -> None:
         if self.path is not None and self._dirty:
             atomic_write_bytes(self.path, orjson.dumps(self._entries))
             self._dirty = False
+
+
+def _top_folder(rel: str) -> str:
+    """``docs/`` of ``docs/a/b.md`` (a path without a folder is its own)."""
+    head, sep, _ = rel.partition("/")
+    return head + sep
 
 
 def snapshot_collection(

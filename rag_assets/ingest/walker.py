@@ -75,8 +75,14 @@ class ListedFile:
     """A regular file the build may read: path relative to the walked folder, and its stat."""
 
     rel: str
-    path: Path
+    where: str  # the file's path as the walk reached it
     stat: os.stat_result
+
+    @property
+    def path(self) -> Path:
+        # Made when asked for: most listed files are only looked up in the stat cache, and a
+        # Path per file was a third of a walk's time.
+        return Path(self.where)
 
 
 @dataclass
@@ -195,17 +201,16 @@ class _Walk:
 
     def visit(self, entry: os.DirEntry, rel_folder: str, chain: tuple[str, ...]) -> list:
         """Record one entry; return the folder to list next, if it is one."""
-        shown = rel_folder + readable_name(entry.name)
         try:
             is_link = entry.is_symlink()
             is_dir = entry.is_dir(follow_symlinks=False)
         except OSError as exc:
-            self.skip(shown, f"cannot read entry: {exc.strerror or exc}")
+            self.skip(rel_folder + readable_name(entry.name), f"cannot read entry: {exc.strerror or exc}")
             return []
         if not is_valid_utf8_name(entry.name):
             what = "folder" if is_dir else "file"
             tail = "; its files are not indexed" if is_dir else ""
-            self.skip(shown, f"{what} name is not valid UTF-8{tail}; rename it")
+            self.skip(rel_folder + readable_name(entry.name), f"{what} name is not valid UTF-8{tail}; rename it")
             return []
         rel = rel_folder + entry.name
         if is_link:
@@ -244,7 +249,7 @@ class _Walk:
             if info.st_size > self.policy.max_file_bytes:
                 self.skip(rel, too_large_reason(info.st_size, self.policy.max_file_bytes))
             else:
-                self.listing.files.append(ListedFile(rel, Path(entry.path), info))
+                self.listing.files.append(ListedFile(rel, entry.path, info))
             return []
         self.skip(rel, f"{_special_kind(mode)}, not a regular file; never read")
         return []
@@ -252,6 +257,8 @@ class _Walk:
 
 def excluded_reason(policy: WalkPolicy, rel: str, is_dir: bool) -> str | None:
     """The policy's reason for leaving out this folder or file, or None."""
+    if not (policy.excluded_folders or policy.excluded_suffixes):
+        return None  # a collection's policy: nothing excluded (asked once per file of a walk)
     if is_dir:
         return next((reason for folder, reason in policy.excluded_folders if folder == rel), None)
     lowered = rel.lower()

@@ -8,6 +8,7 @@ store's figures does not load the build's chunker, sanitiser and secret detector
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,9 +48,13 @@ class TierCard:
 
 
 def tier_card(cfg: RagConfig, tier: str, now: dt.datetime | None = None) -> TierCard:
+    return card_of(cfg, tier, store.summarise(cfg.store_path(tier)), now)
+
+
+def card_of(cfg: RagConfig, tier: str, summary: store.StoreSummary | None, now: dt.datetime | None = None) -> TierCard:
+    """The tier's card from its store's ``summary`` (None: no store), read by the caller."""
     path = cfg.store_path(tier)
     wanted = [v.name for v in cfg.tier_vaults(tier)]
-    summary = store.summarise(path)
     card = TierCard(tier=tier, path=str(path), exists=summary is not None, vaults_configured=wanted)
     if summary is None:
         card.vaults_not_built = wanted
@@ -72,16 +77,22 @@ def markdown_files_on_disk(cfg: RagConfig, vault: VaultConfig) -> int:
     return sum(1 for rel, _, _ in entries if rel.lower().endswith(MARKDOWN_SUFFIXES))
 
 
-def tiers_report(cfg: RagConfig, damaged: set[Path] | frozenset[Path] = frozenset()) -> dict[str, dict]:
+def tiers_report(
+    cfg: RagConfig,
+    damaged: set[Path] | frozenset[Path] = frozenset(),
+    summaries: Mapping[str, store.StoreSummary] | None = None,
+) -> dict[str, dict]:
     """The three tiers for ``rag status``: store size, counts, model, built time, freshness;
     for the vault tiers, each vault's Markdown files on disk and rows in the store. A store
-    in ``damaged`` is reported as such, not opened."""
+    in ``damaged`` is reported as such, not opened. ``summaries``: stores the caller has
+    summarised already, by tier (counting a store's rows reads all of it: 0.4 s at 100k chunks)."""
     out: dict[str, dict] = {}
     for tier in ("public", "safe", "private"):
         if cfg.store_path(tier).resolve() in damaged:
             out[tier] = {"store": str(cfg.store_path(tier)), "exists": True, "damaged": True}
             continue
-        card = tier_card(cfg, tier)
+        known = (summaries or {}).get(tier)
+        card = card_of(cfg, tier, known) if known is not None else tier_card(cfg, tier)
         entry = {
             "store": card.path,
             "exists": card.exists,

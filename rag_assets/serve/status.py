@@ -71,7 +71,7 @@ def status_report(cfg: RagConfig, check_damage: bool = True) -> dict[str, Any]:
             "chunks": summary.chunks,
             "model": summary.model,
         }
-    report["tiers"] = tiers_report(cfg, damaged)
+    report["tiers"] = tiers_report(cfg, damaged, {"public": summary} if summary else None)
     if cfg.store.postgres:
         from rag_assets.index.pg_status import postgres_report
 
