@@ -12,7 +12,6 @@ damaged cache is discarded, never trusted.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sqlite3
 from collections.abc import Callable
@@ -28,9 +27,7 @@ from rag_assets.config import RagConfig
 from rag_assets.index import generations, store_slots
 from rag_assets.index.generations import Generation
 from rag_assets.index.index_json import FILE_DIGEST_CHARS, segment_folder
-from rag_assets.index.segments import SegmentFile, known_files
-
-_READ_BLOCK = 1 << 20
+from rag_assets.index.segments import SegmentFile, known_files, sha256_of
 
 
 @dataclass(frozen=True)
@@ -52,14 +49,6 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
     except (OSError, orjson.JSONDecodeError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(_READ_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def verification_record(cfg: RagConfig, *, deep: bool = False) -> VerificationRecord:

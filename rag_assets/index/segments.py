@@ -42,7 +42,6 @@ SEGMENTS_FOLDER = "segments"
 # index with float vectors at 384 dimensions, a few seconds of work at most.
 MAX_SEGMENT_CHUNKS = 4096
 SEGMENTED_VERSION = "2.0"  # embeddings-index.json naming segments (1.0: the chunks inline)
-_READ_BLOCK = 1 << 20
 
 
 def bucket_count(chunks: int, limit: int | None = None) -> int:
@@ -204,7 +203,7 @@ class SegmentWriter:
         if known is not None and size == known.size:
             return known
         if size >= 0:
-            return SegmentFile(name, size, _sha256_of(path))
+            return SegmentFile(name, size, sha256_of(path))
         self.folder.mkdir(parents=True, exist_ok=True)
         with atomic_open(path, self.staging) as handle:
             out = DigestingWriter(handle)
@@ -222,12 +221,10 @@ class SegmentWriter:
                 os.close(fd)
 
 
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
+def sha256_of(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read in blocks (the digest segments and sidecars name)."""
     with path.open("rb") as handle:
-        while block := handle.read(_READ_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def chunks_key(col: EmbeddedCollection, vector_decimals: int, encoding: str) -> str:
