@@ -34,7 +34,6 @@ from hypothesis import strategies as st
 
 from rag_assets.base.verified import RECORD_NAME
 from rag_assets.config import RagConfig, load_config
-from rag_assets.defs.io_managers import FACTS_SUFFIX
 from rag_assets.defs.jobs import UPDATE_COLLECTION_JOB
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.cache import EmbeddingCache
@@ -43,6 +42,7 @@ from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.freshness import detect_changes
 from rag_assets.index.index_json import read_index
 from rag_assets.index.manifest import read_manifest
+from rag_assets.index.record_facts import FACTS_SUFFIX
 from rag_assets.serve.cli import main
 
 from .conftest import REPO_ROOT

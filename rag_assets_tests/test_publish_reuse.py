@@ -20,8 +20,9 @@ import pytest
 from upath import UPath
 
 from rag_assets.config import RagConfig
-from rag_assets.defs.io_managers import AtomicPickleIOManager, LazyRecords, facts_path, read_facts
+from rag_assets.defs.io_managers import AtomicPickleIOManager, LazyRecords
 from rag_assets.index.consistency import check_public_outputs
+from rag_assets.index.record_facts import facts_path, read_facts
 from rag_assets.index.rejoin import rejoined
 from rag_assets.ingest.parsing import parse_collection
 from rag_assets.pipeline import chunk_collection, embed_collection
