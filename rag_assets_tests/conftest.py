@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import dagster as dg
@@ -231,7 +232,7 @@ def make_instance(request, monkeypatch) -> Callable:
     """``with make_instance() as instance``: a test Dagster instance on each storage the project
     supports, the default SQLite one and dagster.postgres.yaml in a throw-away database."""
     if request.param == "sqlite":
-        return instance_for_test
+        return partial(instance_for_test, persistent=True)
     from .postgres import postgres_instance_overrides, scratch_database
 
     @contextmanager
