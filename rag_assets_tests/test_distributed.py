@@ -250,7 +250,7 @@ def test_the_celery_config_names_its_broker_and_the_runs_cover_every_key_in_orde
 
 
 CLAIM_IN_PARALLEL = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 import dagster as dg
 from rag_assets.defs.distributed import claim_op
@@ -259,18 +259,39 @@ from rag_assets.defs.distributed import claim_op
 def claim():
     claim_op("embedding_api")()
 
-instance = dg.DagsterInstance.get()
-go = Path(sys.argv[1])
-while not go.exists():  # every process starts its run at the same instant
-    time.sleep(0.005)
-print("ok" if claim.execute_in_process(instance=instance, raise_on_error=False).success else "failed")
+go, ready, count = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+children = []
+for number in range(count):
+    read, write = os.pipe()
+    if os.fork() == 0:  # a run process of its own, forked once the imports are done
+        outcome = b"failed"
+        try:
+            instance = dg.DagsterInstance.get()
+            ready.with_name(f"{ready.name}-{number}").touch()
+            while not go.exists():  # every process starts its run at the same instant
+                time.sleep(0.005)
+            if claim.execute_in_process(instance=instance, raise_on_error=False).success:
+                outcome = b"ok"
+        finally:
+            os.write(write, outcome)
+            os._exit(0)
+    os.close(write)
+    children.append(read)
+for read in children:
+    print(os.read(read, 16).decode())
+    os.waitpid(-1, 0)
 """
 
 
 def test_the_pools_are_recorded_before_parallel_runs_claim_them(tmp_path, monkeypatch):
     """On PostgreSQL, runs that first claim a pool at the same instant fail (Dagster inserts the
     pool's default limit from each; all but one hit the unique key): the build records the
-    pools in one run first, after which parallel claims succeed."""
+    pools in one run first, after which parallel claims succeed.
+
+    The three runs are processes of their own, each with its own instance and connections,
+    forked from one process that imported Dagster once (as the build's run processes fork
+    from a server that imported the project): three interpreters importing Dagster cost
+    three times the CPU and only spread the instant they claim at."""
     require_celery()
     from rag_assets.defs.distributed import POOLS, prepare_pools
 
@@ -288,18 +309,19 @@ def test_the_pools_are_recorded_before_parallel_runs_claim_them(tmp_path, monkey
             limit = instance.get_concurrency_config().pool_config.default_pool_limit
             for pool in POOLS:
                 assert instance.event_log_storage.get_concurrency_info(pool).slot_count == limit
-        go = tmp_path / "go"
-        runs = [
-            subprocess.Popen(
-                [sys.executable, "-c", CLAIM_IN_PARALLEL, str(go)],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for _ in range(3)
-        ]
-        time.sleep(5)  # their imports (one not ready by then starts later: no failure, less overlap)
+        go, ready, count = tmp_path / "go", tmp_path / "ready", 3
+        runs = subprocess.Popen(
+            [sys.executable, "-c", CLAIM_IN_PARALLEL, str(go), str(ready), str(count)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + HANG_SECONDS
+        while not all(ready.with_name(f"ready-{n}").exists() for n in range(count)):
+            assert runs.poll() is None, runs.communicate()
+            assert time.monotonic() < deadline, "the run processes never opened their instance"
+            time.sleep(0.05)
         go.touch()
-        outcomes = [run.communicate(timeout=120) for run in runs]
-        assert [out.strip() for out, _ in outcomes] == ["ok"] * 3, [err[-2000:] for _, err in outcomes]
+        out, err = runs.communicate(timeout=120)
+        assert out.split() == ["ok"] * count, err[-4000:]
