@@ -33,7 +33,7 @@ from .postgres import postgres_home, scratch_database
 HUGO = CORPORA / "hugo-docs" / "content"
 HANG_SECONDS = 300  # only against a hang: Python and Dagster import in 34 s at load 10+
 HUGO_FILES_PER_COLLECTION = 3
-RETRY_HELD_SECONDS = 5  # the killed step's second try waits this long: enough to check the outputs
+RETRY_HELD_SECONDS = 2  # the killed step's second try waits this long while the test checks the outputs
 
 
 @pytest.fixture(scope="module")
