@@ -28,11 +28,7 @@ import time
 from collections import Counter
 from typing import Any
 
-import anyio
 import httpx
-import httpx2
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 BASE = sys.argv[1]
 CLIENT = httpx.Client(base_url=BASE, timeout=120, follow_redirects=False)
@@ -62,6 +58,10 @@ def http_call(call: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _mcp(call: dict[str, Any], refused: list[int]) -> dict[str, Any]:
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
     async def record(response: Any) -> None:  # the SDK raises on a 4xx; keep its status
         if response.status_code >= 400:
             refused.append(response.status_code)
@@ -77,6 +77,12 @@ async def _mcp(call: dict[str, Any], refused: list[int]) -> dict[str, Any]:
 
 
 def mcp_call(call: dict[str, Any]) -> dict[str, Any]:
+    # The MCP SDK's imports are about a second of a client's start-up: made only for MCP calls,
+    # and here, outside the try below, so that a failed import is an error and not a refusal.
+    import anyio
+    import httpx2  # noqa: F401
+    import mcp.client.streamable_http  # noqa: F401
+
     refused: list[int] = []
     try:
         return anyio.run(_mcp, call, refused)
