@@ -3,7 +3,8 @@
 ``python netns_client.py BASE_URL`` reads a JSON list of calls on stdin and prints a JSON list of
 their results, in order. One httpx client serves every ``http`` call, so cookies set by one
 (``/login``) go with the next; a string ``"$cookie:NAME"`` in ``data`` or ``headers`` is replaced
-by that cookie's current value.
+by that cookie's current value. An ``http`` or ``mcp`` call with ``"base"`` goes to that server
+instead of BASE_URL (one client run for calls to several servers: each run is a Python start-up).
 
 - ``{"kind": "http", "method", "path", "params"?, "json"?, "data"?, "headers"?}``
   -> ``{"status", "headers", "text"}``
@@ -48,7 +49,7 @@ def http_call(call: dict[str, Any]) -> dict[str, Any]:
         headers, data = _filled(call.get("headers") or {}), _filled(call.get("data"))
     r = CLIENT.request(
         call.get("method", "GET"),
-        call["path"],
+        call.get("base", "") + call["path"],  # an absolute URL leaves the client's base aside
         params=call.get("params"),
         json=call.get("json"),
         data=data,
@@ -69,7 +70,7 @@ async def _mcp(call: dict[str, Any], refused: list[int]) -> dict[str, Any]:
     async with httpx2.AsyncClient(
         headers=call.get("headers") or {}, timeout=120, event_hooks={"response": [record]}
     ) as http:
-        async with streamable_http_client(f"{BASE}/mcp", http_client=http) as (read, write):
+        async with streamable_http_client(f"{call.get('base', BASE)}/mcp", http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 result = await session.call_tool(call["tool"], call["arguments"])
