@@ -142,17 +142,20 @@ def rag_serve(
     url = f"http://{host}:{port}"
     try:
         deadline = time.monotonic() + 90
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"rag serve exited with {process.returncode}:\n{log_path.read_text()[-4000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"rag serve did not answer /health in 90 s:\n{log_path.read_text()[-4000:]}")
-            time.sleep(0.2)
+        # One client for every poll: httpx.get makes a client, and its TLS context, each time
+        # (tens of milliseconds of CPU per poll, seconds while a loaded machine starts the server).
+        with httpx.Client(timeout=2) as poller:
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"rag serve exited with {process.returncode}:\n{log_path.read_text()[-4000:]}")
+                try:
+                    if poller.get(f"{url}/health").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"rag serve did not answer /health in 90 s:\n{log_path.read_text()[-4000:]}")
+                time.sleep(0.2)
         yield RagServe(url, log_path, process)
     finally:
         process.terminate()

@@ -3,7 +3,8 @@
 ``python netns_client.py BASE_URL`` reads a JSON list of calls on stdin and prints a JSON list of
 their results, in order. One httpx client serves every ``http`` call, so cookies set by one
 (``/login``) go with the next; a string ``"$cookie:NAME"`` in ``data`` or ``headers`` is replaced
-by that cookie's current value.
+by that cookie's current value. An ``http`` or ``mcp`` call with ``"base"`` goes to that server
+instead of BASE_URL (one client run for calls to several servers: each run is a Python start-up).
 
 - ``{"kind": "http", "method", "path", "params"?, "json"?, "data"?, "headers"?}``
   -> ``{"status", "headers", "text"}``
@@ -28,11 +29,7 @@ import time
 from collections import Counter
 from typing import Any
 
-import anyio
 import httpx
-import httpx2
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 BASE = sys.argv[1]
 CLIENT = httpx.Client(base_url=BASE, timeout=120, follow_redirects=False)
@@ -52,7 +49,7 @@ def http_call(call: dict[str, Any]) -> dict[str, Any]:
         headers, data = _filled(call.get("headers") or {}), _filled(call.get("data"))
     r = CLIENT.request(
         call.get("method", "GET"),
-        call["path"],
+        call.get("base", "") + call["path"],  # an absolute URL leaves the client's base aside
         params=call.get("params"),
         json=call.get("json"),
         data=data,
@@ -62,6 +59,10 @@ def http_call(call: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _mcp(call: dict[str, Any], refused: list[int]) -> dict[str, Any]:
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
     async def record(response: Any) -> None:  # the SDK raises on a 4xx; keep its status
         if response.status_code >= 400:
             refused.append(response.status_code)
@@ -69,7 +70,7 @@ async def _mcp(call: dict[str, Any], refused: list[int]) -> dict[str, Any]:
     async with httpx2.AsyncClient(
         headers=call.get("headers") or {}, timeout=120, event_hooks={"response": [record]}
     ) as http:
-        async with streamable_http_client(f"{BASE}/mcp", http_client=http) as (read, write):
+        async with streamable_http_client(f"{call.get('base', BASE)}/mcp", http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 result = await session.call_tool(call["tool"], call["arguments"])
@@ -77,6 +78,12 @@ async def _mcp(call: dict[str, Any], refused: list[int]) -> dict[str, Any]:
 
 
 def mcp_call(call: dict[str, Any]) -> dict[str, Any]:
+    # The MCP SDK's imports are about a second of a client's start-up: made only for MCP calls,
+    # and here, outside the try below, so that a failed import is an error and not a refusal.
+    import anyio
+    import httpx2  # noqa: F401
+    import mcp.client.streamable_http  # noqa: F401
+
     refused: list[int] = []
     try:
         return anyio.run(_mcp, call, refused)

@@ -94,8 +94,46 @@ def tier_calls(tier: str, headers: dict[str, str]) -> list[dict]:
     ]
 
 
-def run_tier(ns, server, tier: str, token: str | None) -> list[dict]:
-    return ns.run_client(server.url, tier_calls(tier, bearer(token)))
+# The (server, tier, token) reads the tier tests below check: "plain" is `rag serve`, "remote"
+# the one started with --allow-private-remote; a token by its name in the site, or one of these.
+BAD_TOKENS = ("wrong", "revoked", "expired", "garbage")
+TIER_READS = [
+    *(("plain", tier, None) for tier in ("public", "safe", "private")),
+    *(("plain", tier, bad) for bad in BAD_TOKENS for tier in ("public", "safe", "private")),
+    *(("plain", tier, "reader") for tier in ("safe", "public", "private")),
+    ("remote", "private", "reader"),
+    ("plain", "private", "owner"),
+    *(("remote", "private", name) for name in ("owner", None)),
+]
+
+
+def token_named(site, name: str | None) -> str | None:
+    if name == "wrong":
+        return wrong_token(site.tokens["owner"])  # the owner's id with another secret
+    if name == "garbage":
+        return "not-a-token"
+    return site.tokens[name] if name else None
+
+
+@pytest.fixture(scope="module")
+def reads(site, ns, server, server_private) -> dict[tuple[str, str, str | None], list[dict]]:
+    """Every way into each tier for each of TIER_READS, made by one client run (a client's start-up
+    with the MCP SDK is about two CPU seconds: one run per test was most of this module's time);
+    the results by (server, tier, token name). Each test checks its own."""
+    urls = {"plain": server.url, "remote": server_private.url}
+    groups = [
+        [{**call, "base": urls[where]} for call in tier_calls(tier, bearer(token_named(site, name)))]
+        for where, tier, name in TIER_READS
+    ]
+    results = ns.run_client(server.url, [call for group in groups for call in group])
+    assert len(results) == sum(len(group) for group in groups)
+    # The HTTP calls share the run's client: none may leave a cookie to the ones after it.
+    assert not [r for r in results if "set-cookie" in r.get("headers", {})]
+    out, start = {}, 0
+    for key, group in zip(TIER_READS, groups, strict=True):
+        out[key] = results[start : start + len(group)]
+        start += len(group)
+    return out
 
 
 def assert_served(results: list[dict], tier: str) -> None:
@@ -133,46 +171,41 @@ def test_the_server_sees_a_non_loopback_client(ns, server):
     }
 
 
-def test_without_a_token_public_is_open_and_safe_and_private_are_refused(ns, server):
-    assert_served(run_tier(ns, server, "public", None), "public")
-    assert_refused(run_tier(ns, server, "safe", None), "safe", (401,))
-    assert_refused(run_tier(ns, server, "private", None), "private", (401, 403))
+def test_without_a_token_public_is_open_and_safe_and_private_are_refused(reads):
+    assert_served(reads["plain", "public", None], "public")
+    assert_refused(reads["plain", "safe", None], "safe", (401,))
+    assert_refused(reads["plain", "private", None], "private", (401, 403))
 
 
-@pytest.mark.parametrize("which", ["wrong", "revoked", "expired", "garbage"])
-def test_wrong_revoked_and_expired_tokens_are_a_401_with_no_tier_text(site, ns, server, which):
-    token = {
-        "wrong": wrong_token(site.tokens["owner"]),
-        "revoked": site.tokens["revoked"],
-        "expired": site.tokens["expired"],
-        "garbage": "not-a-token",
-    }[which]
+@pytest.mark.parametrize("which", BAD_TOKENS)
+def test_wrong_revoked_and_expired_tokens_are_a_401_with_no_tier_text(reads, which):
     for tier in ("public", "safe", "private"):
-        assert_refused(run_tier(ns, server, tier, token), tier, (401,))
+        assert_refused(reads["plain", tier, which], tier, (401,))
 
 
-def test_a_safe_token_opens_safe_but_not_private(site, ns, server, server_private):
-    assert_served(run_tier(ns, server, "safe", site.tokens["reader"]), "safe")
-    assert_served(run_tier(ns, server, "public", site.tokens["reader"]), "public")
-    assert_refused(run_tier(ns, server, "private", site.tokens["reader"]), "private", (403,))
+def test_a_safe_token_opens_safe_but_not_private(reads):
+    assert_served(reads["plain", "safe", "reader"], "safe")
+    assert_served(reads["plain", "public", "reader"], "public")
+    assert_refused(reads["plain", "private", "reader"], "private", (403,))
     # even where the Private tier is served to remote clients, scope safe does not open it
-    assert_refused(run_tier(ns, server_private, "private", site.tokens["reader"]), "private", (403,))
+    assert_refused(reads["remote", "private", "reader"], "private", (403,))
 
 
-def test_a_private_token_opens_private_only_with_allow_private_remote(site, ns, server, server_private):
-    assert_refused(run_tier(ns, server, "private", site.tokens["owner"]), "private", (403,))
-    assert_served(run_tier(ns, server_private, "private", site.tokens["owner"]), "private")
+def test_a_private_token_opens_private_only_with_allow_private_remote(reads):
+    assert_refused(reads["plain", "private", "owner"], "private", (403,))
+    assert_served(reads["remote", "private", "owner"], "private")
     # allow_private_remote opens nothing by itself: no token, or a token without the scope
-    assert_refused(run_tier(ns, server_private, "private", None), "private", (401,))
-    assert_refused(run_tier(ns, server_private, "private", site.tokens["reader"]), "private", (403,))
+    assert_refused(reads["remote", "private", None], "private", (401,))
+    assert_refused(reads["remote", "private", "reader"], "private", (403,))
 
 
 def test_status_and_listing_hide_locked_tiers(site, ns, server):
-    status, listing = ns.run_client(
+    status, listing, signed_in = ns.run_client(
         server.url,
         [
             {"kind": "http", "path": "/status"},
             {"kind": "mcp", "tool": "list_collections", "arguments": {}},
+            {"kind": "http", "path": "/status", "headers": bearer(site.tokens["reader"])},
         ],
     )
     report = json.loads(status["text"])
@@ -180,9 +213,6 @@ def test_status_and_listing_hide_locked_tiers(site, ns, server):
     assert set(report["chatService"]) == {"public"}
     for text in (status["text"], listing["text"]):
         assert "safenotes" not in text and "privnotes" not in text and SAFE_WORD not in text
-    signed_in = ns.run_client(
-        server.url, [{"kind": "http", "path": "/status", "headers": bearer(site.tokens["reader"])}]
-    )[0]
     assert json.loads(signed_in["text"])["tiers"]["safe"]["chunks"] >= 1
 
 
@@ -296,15 +326,17 @@ def test_token_commands(site, capsys):
 def test_the_scopes_each_caller_gets(site, ns, server, server_private):
     """The contract routes (and the admin console) rely on: request.auth.scopes and the user's name."""
 
-    def access(srv, token):
-        (status,) = ns.run_client(srv.url, [{"kind": "http", "path": "/status", "headers": bearer(token)}])
-        return json.loads(status["text"])["access"]
-
-    assert access(server, site.tokens["reader"])["scopes"] == ["authenticated", "public", "safe"]
-    assert access(server, site.tokens["reader"])["user"] == "reader"
-    assert access(server, site.tokens["owner"])["scopes"] == ["authenticated", "public", "safe"]  # private: not here
-    assert access(server_private, site.tokens["owner"])["scopes"] == ["authenticated", "public", "safe", "private"]
-    assert access(server, site.tokens["admin"])["scopes"] == ["authenticated", "public", "admin"]
+    asked = [(server, "reader"), (server, "owner"), (server_private, "owner"), (server, "admin")]
+    calls = [
+        {"kind": "http", "base": srv.url, "path": "/status", "headers": bearer(site.tokens[name])}
+        for srv, name in asked
+    ]
+    reader, owner, owner_remote, admin = [json.loads(s["text"])["access"] for s in ns.run_client(server.url, calls)]
+    assert reader["scopes"] == ["authenticated", "public", "safe"]
+    assert reader["user"] == "reader"
+    assert owner["scopes"] == ["authenticated", "public", "safe"]  # private: not here
+    assert owner_remote["scopes"] == ["authenticated", "public", "safe", "private"]
+    assert admin["scopes"] == ["authenticated", "public", "admin"]
     with ServerThread(create_app(site.cfg, preload=False)) as local:
         mine = local.get("/status").json()["access"]
     assert mine == {

@@ -1,4 +1,8 @@
-"""End to end through Dagster: every partition materialised in-process with a real instance."""
+"""End to end through Dagster: every partition materialised in-process with a real instance.
+
+The builds use in-memory instances (``DagsterInstance.ephemeral``: the same runs, event logs and
+materialisations, read through the same API, without SQLite commits), except the one that is
+about the project's on-disk dagster.yaml."""
 
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from rag_assets.index.index_json import read_index, read_meta
 from rag_assets.index.manifest import read_manifest
 from rag_assets.ingest.collections import discover_collections
 
-from .conftest import CORPORA, PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT, check_sample_build, instance_for_test
+from .conftest import CORPORA, PROXMOX_POST, REPO_ROOT, SAMPLE_CONTENT, check_sample_build
 
 
 def build_everything(cfg, instance) -> dg.ExecuteInProcessResult:
@@ -71,7 +75,7 @@ BAD_INPUT_TREE = {
 
 def test_bad_input_is_reported_and_everything_else_is_indexed(write_tree, make_config):
     cfg = make_config(write_tree(BAD_INPUT_TREE))
-    with instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = build_everything(cfg, instance)
     assert result.success
     assert partitions_of(result, "embeddings") == {"docs", "posts"}  # the forbidden folder name is not a partition
@@ -91,7 +95,7 @@ def test_bad_input_is_reported_and_everything_else_is_indexed(write_tree, make_c
 
 def test_sample_content_builds_into_every_output(make_config):
     cfg = make_config(SAMPLE_CONTENT)
-    with instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         publish = build_everything(cfg, instance)
         assert publish.success
         assert len(instance.get_runs()) == 1  # every collection and publishing: one run
@@ -185,7 +189,7 @@ def test_a_sample_build_with_a_persistent_instance_is_three_runs_with_metadata_p
 def test_a_collection_not_built_yet_is_left_out_and_named(write_tree, make_config):
     cfg = make_config(write_tree({"posts/a.md": PROXMOX_POST, "docs/b.md": "# B\n\ntext"}))
     defs = build_definitions(cfg)
-    with instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         sync_partitions(instance, cfg)
         defs.resolve_job_def(INDEX_COLLECTION_JOB).execute_in_process(partition_key="posts", instance=instance)
         publish = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(instance=instance)
@@ -199,7 +203,7 @@ def test_real_corpus_builds_with_every_file_accounted_for(corpus, make_config):
     if not content.is_dir():
         pytest.skip(f"{content} is not present")
     cfg = make_config(content)
-    with instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = build_everything(cfg, instance)
     assert result.success
     collections = discover_collections(cfg).collections

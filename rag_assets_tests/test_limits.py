@@ -5,7 +5,9 @@ across a restart), loopback and admin exemptions, and CORS closed unless an orig
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import threading
 import time
 
 import pytest
@@ -14,7 +16,7 @@ from rag_assets.config.serving import RateLimit
 from rag_assets.serve.http import USAGE_FILE, create_app
 
 from .access_site import PUBLIC_WORD, bearer, build_site
-from .chat_server import ChatServer
+from .chat_server import ChatServer, default_answer
 from .live_server import ServerThread
 from .netns import network_namespace, rag_serve
 
@@ -43,28 +45,32 @@ def served_with(cfg, **serve):
 
 
 def test_a_client_over_its_rate_gets_429_with_retry_after(site, ns):
+    """100 searches one after another (well under a tenth of a second each, so most of them over
+    TIGHT's 10 a second after its burst of 10), then 50 with an admin token from the same
+    client, whose bucket the first 100 left empty: each of those 50 would be refused if the
+    token did not exempt it."""
     search = {"q": PUBLIC_WORD, "mode": "bm25"}
     with rag_serve(site.config_path, ns.host_address, site.root / "rate.log") as server:
         anonymous, admin = ns.run_client(
             server.url,
             [
-                {"kind": "burst", "path": "/search", "params": search, "count": 1000, "seconds": 10},
+                {"kind": "burst", "path": "/search", "params": search, "count": 100, "seconds": 10},
                 {
                     "kind": "burst",
                     "path": "/search",
                     "params": search,
-                    "count": 200,
+                    "count": 50,
                     "seconds": 10,
                     "headers": bearer(site.tokens["admin"]),
                 },
             ],
         )
     served = anonymous["statuses"].get("200", 0)
-    assert anonymous["sent"] == 1000 or anonymous["elapsed"] >= 10
-    assert 10 <= served <= min(110, 10 + 10 * anonymous["elapsed"] + 1), anonymous
+    assert anonymous["sent"] == 100 or anonymous["elapsed"] >= 10
+    assert 10 <= served <= min(100, 10 + 10 * anonymous["elapsed"] + 1), anonymous
     assert anonymous["statuses"].get("429", 0) == anonymous["sent"] - served
     assert anonymous["retryAfter"] and all(v.isdigit() and int(v) >= 1 for v in anonymous["retryAfter"])
-    assert admin["statuses"] == {"200": admin["sent"]}  # an admin token is exempt
+    assert admin["statuses"] == {"200": admin["sent"]} and admin["sent"] == 50  # an admin token is exempt
 
 
 def test_a_loopback_client_is_exempt(site):
@@ -87,6 +93,13 @@ def test_the_ask_rate_applies_to_ask_and_to_mcp_ask(site, ns):
 
 
 def test_answers_in_flight_are_capped(site, ns):
+    """With one answer allowed at once, a second question sent while the first is being answered
+    is refused, and the slot is given back when the first ends. The model holds the first answer
+    until the second question has had its 429 (or, were the cap broken, until the second reached
+    the model too), so the first is in flight for as long as that takes and no longer: no timer
+    has to outlast the second request."""
+    from .test_ask import with_llm
+
     cfg = served_with(site.cfg, max_concurrent_asks=1)
     ask = {
         "kind": "http",
@@ -94,11 +107,29 @@ def test_answers_in_flight_are_capped(site, ns):
         "path": "/ask",
         "json": {"question": f"who is the {PUBLIC_WORD}?", "stream": True},
     }
-    with ChatServer(token_delay=0.4) as slow:
-        from .test_ask import with_llm
+    second_done = threading.Event()
+    answers = itertools.count()
 
-        app = create_app(with_llm(cfg, slow.url), preload=False, serve_private=False, host=ns.host_address)
-        with ServerThread(app, host=ns.host_address) as server:
+    def held_answer(prompt: str) -> str:
+        if next(answers) > 0:
+            second_done.set()  # another answer reached the model: nothing held this one back
+        second_done.wait(60)  # a hang deadline only
+        return default_answer(prompt)
+
+    def noting_refusals(app):
+        async def wrapped(scope, receive, send):
+            async def watched(message):
+                if message["type"] == "http.response.start" and message["status"] == 429:
+                    second_done.set()
+                await send(message)
+
+            await app(scope, receive, watched)
+
+        return wrapped
+
+    with ChatServer(answer=held_answer) as held:
+        app = create_app(with_llm(cfg, held.url), preload=False, serve_private=False, host=ns.host_address)
+        with ServerThread(noting_refusals(app), host=ns.host_address) as server:
             first, second = ns.run_client(server.url, [{"kind": "parallel", "calls": [ask, ask], "stagger": 1.0}])[0]
             (third,) = ns.run_client(server.url, [ask])
     assert first["status"] == 200 and "event: done" in first["text"]

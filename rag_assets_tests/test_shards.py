@@ -457,16 +457,6 @@ def test_a_shard_record_left_from_an_earlier_layout_of_the_same_count_is_not_pub
         assert "uqlayoutx" in index_text(three)
 
 
-def _record_partitions(output: str, content: str, keys: list[str]) -> None:
-    """One shard run's ledger updates, one partition at a time (a child process)."""
-    from rag_assets.index.freshness import record_indexed_partitions
-
-    cfg = sharded(RagConfig(content_dir=Path(content), output_dir=Path(output)), docs=64)
-    for key in keys:
-        record_indexed_partitions(cfg, {key: "pending"})
-        record_indexed_partitions(cfg, {key: f"hash-of-{key}"})
-
-
 def test_concurrent_shard_runs_keep_every_ledger_entry(tmp_path: Path) -> None:
     """Runs of different shards note their records in the one ledger at the same time (Celery
     workers, concurrent partition runs); each read-modify-write must keep the others' entries."""
@@ -474,11 +464,15 @@ def test_concurrent_shard_runs_keep_every_ledger_entry(tmp_path: Path) -> None:
 
     from rag_assets.index.freshness import read_indexed_collections
 
+    from .shard_ledger_worker import record_partitions
+
     (tmp_path / "content" / "docs").mkdir(parents=True)
     keys = [f"docs~{i}" for i in range(64)]
     context = multiprocessing.get_context("spawn")
     workers = [
-        context.Process(target=_record_partitions, args=(str(tmp_path / "out"), str(tmp_path / "content"), keys[w::4]))
+        context.Process(
+            target=record_partitions, args=(str(tmp_path / "out"), str(tmp_path / "content"), keys[w::4], 64)
+        )
         for w in range(4)
     ]
     for worker in workers:

@@ -1,7 +1,10 @@
 """The three privacy tiers end to end on the sample content: real Dagster runs, real SQLite.
 
 One build of the repository's content (site collections plus the two sample vaults) is
-shared by the read-only tests; tests that change things build their own copy.
+shared by the read-only tests; tests that change things build their own copy of the vaults
+with one small site collection beside them (``rag build`` indexes it too; the other four play no
+part in what a vault test checks). The Dagster instances are in-memory
+(``DagsterInstance.ephemeral``): the tests read them through the same API as an on-disk one.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
 from rag_assets.config import VaultConfig, load_config
@@ -23,7 +27,7 @@ from rag_assets.defs.runner import run_build
 from rag_assets.index import store
 from rag_assets.serve.cli import main as rag
 
-from .conftest import REPO_ROOT, SAMPLE_CONTENT, instance_for_test
+from .conftest import REPO_ROOT, SAMPLE_CONTENT
 
 PLANTED = json.loads((Path(__file__).parent / "data" / "planted_secrets.json").read_text())
 SECRETS = [p for p in PLANTED if p["kind"] not in ("not_secret", "identity")]
@@ -41,8 +45,10 @@ def sample_config(tmp: Path, content: Path = SAMPLE_CONTENT, **changes):
 
 
 def copy_content(tmp: Path) -> Path:
+    """The sample's vaults and its smallest site collection (see the module docstring)."""
     target = tmp / "content"
-    shutil.copytree(SAMPLE_CONTENT, target)
+    for folder in ("vaults", "journal"):
+        shutil.copytree(SAMPLE_CONTENT / folder, target / folder)
     return target
 
 
@@ -70,7 +76,7 @@ def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tiers")
     cfg = sample_config(tmp)
     before = file_digests(SAMPLE_CONTENT)
-    with instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         outcome = run_build(cfg, instance)
         yield cfg, instance, before, outcome
 
@@ -232,7 +238,7 @@ def test_audit_passes_then_reports_an_injected_secret_masked(built, tmp_path, ca
 def test_leak_audit_check_blocks_the_tier_store_run(tmp_path):
     content = copy_content(tmp_path)
     cfg = sample_config(tmp_path, content)
-    with instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         assert run_build(cfg, instance).success
         # Whatever wrote it, a secret in the Safe store fails the blocking audit check.
         store_path = cfg.safe_store_path
@@ -247,7 +253,7 @@ def test_leak_audit_check_blocks_the_tier_store_run(tmp_path):
 def test_removing_a_vault_purges_it_from_both_stores_and_its_partition(tmp_path):
     content = copy_content(tmp_path)
     cfg = sample_config(tmp_path, content)
-    with instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         assert run_build(cfg, instance).success
         # Each tier's asset has its own partitions: the private vault is not one of the Safe tier's.
         assert set(instance.get_dynamic_partitions(PRIVATE_VAULTS_PARTITION)) == {"homelab-notes", "personal"}
@@ -268,7 +274,7 @@ def test_removing_a_vault_purges_it_from_both_stores_and_its_partition(tmp_path)
 def test_moving_a_vault_to_private_removes_it_from_the_safe_store(tmp_path):
     content = copy_content(tmp_path)
     cfg = sample_config(tmp_path, content)
-    with instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         assert run_build(cfg, instance).success
         moved = dataclasses.replace(cfg, vaults=tuple(dataclasses.replace(v, tier="private") for v in cfg.vaults))
         assert run_build(moved, instance).success
@@ -280,7 +286,7 @@ def test_a_new_private_model_rebuilds_every_vault_even_when_one_is_asked_for(tmp
     """One store holds one model: building one vault with a new model must not drop the others."""
     content = copy_content(tmp_path)
     cfg = sample_config(tmp_path, content)
-    with instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         assert run_build(cfg, instance).success
         before = store.summarise(cfg.private_store_path)
         assert set(before.per_collection) == {"homelab-notes", "personal"} and before.dimension == 384
