@@ -10,6 +10,8 @@ import dataclasses
 
 from rag_assets.config import VaultConfig
 from rag_assets.defs.runner import run_build
+from rag_assets.serve.exit_codes import EXIT_OK
+from rag_assets.serve.status import print_status
 
 from .conftest import instance_for_test
 
@@ -31,3 +33,23 @@ def test_a_failed_vaults_error_reaches_the_outcome_whole(write_tree, make_config
     assert f"folder {gone} does not exist" in error and "fix its path in rag.yaml" in error
     assert error.startswith("VaultMissing: ")
     assert outcome.error == f"vault gone: {error}"
+
+
+def test_vaults_without_collections_say_so_in_status_and_publishing_names_the_cause(write_tree, make_config, capsys):
+    """A content folder of vaults only: `rag build` builds the vaults and publishes nothing, and
+    `rag status` says why there is no public index instead of asking for the build just run;
+    a publish asked for anyway (the default of run_build) is refused with its reason, not a
+    TypeError from an empty fan-in."""
+    content = write_tree({"vaults/me/n.md": "# Note\n\nRestic backs up the NAS.\n"})
+    vaults = (VaultConfig("me", content / "vaults" / "me", "private"),)
+    cfg = dataclasses.replace(make_config(content), vaults=vaults)
+    with instance_for_test() as instance:
+        vaults_only = run_build(cfg, instance, collections=[], publish=False)
+        assert vaults_only.error is None and [v.vault for v in vaults_only.vaults if v.success] == ["me"]
+        refused = run_build(cfg, instance)
+    assert refused.error is not None and "no collection has been embedded yet" in refused.error
+    assert "TypeError" not in refused.error
+    assert print_status(cfg) == EXIT_OK
+    printed = capsys.readouterr().out
+    assert f"No public index: {content} holds no collections, only vaults" in printed
+    assert "run `rag build`" not in printed

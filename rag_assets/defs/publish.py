@@ -175,7 +175,9 @@ def publish(
     changed) are embedded again first, as the planner says: one index holds one model.
     """
     cfg = rag.config
-    embeddings = _one_model(context, rag, cfg, embeddings)
+    # No collection partition at all (a content folder of vaults only, or every collection
+    # removed): Dagster passes no mapping for the fan-in, and the index published is empty.
+    embeddings = _one_model(context, rag, cfg, {} if embeddings is None else embeddings)
     # Read before the loaded records are noted in it: a shard record it did not name is one
     # left from an earlier shard layout.
     ledger = set(read_indexed_collections(cfg))
