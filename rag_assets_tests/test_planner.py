@@ -30,7 +30,7 @@ from rag_assets.planning import Reason, observe, plan
 from rag_assets.serve.cli import main
 
 from .conftest import PROXMOX_POST
-from .test_sensors import evaluate, partitions_of, touch
+from .test_sensors import build_index, evaluate, partitions_of, touch
 
 TREE = {
     "posts/a.md": PROXMOX_POST,
@@ -234,8 +234,8 @@ def test_the_vault_sensor_and_rag_build_plan_the_same_vaults(write_tree, make_co
     identity = tmp_path / "map.json"
     identity.write_text(json.dumps({"rules": []}))
     cfg = dataclasses.replace(vault_config(content, make_config), identity_map_path=identity)
-    with make_instance() as instance:
-        assert run_build(cfg, instance).success
+    with make_instance() as instance, dg.DagsterInstance.ephemeral() as builds:
+        assert build_index(cfg, instance, builds).success  # the builds' runs on their own instance
 
         def sensor_vaults(config) -> dict[str, list[str]]:
             data = evaluate(build_vault_sensor(config), instance, None, config)
@@ -255,7 +255,7 @@ def test_the_vault_sensor_and_rag_build_plan_the_same_vaults(write_tree, make_co
         planned = plan(cfg, observe(cfg))
         assert planned.reasons() == {Reason.VAULT_NOTES_CHANGED} and planned.vaults == {"private": ["me"]}
         assert sensor_vaults(cfg) == planned.vaults
-        assert run_build(cfg, instance, collections=[], vaults=planned.vault_names, publish=False).success
+        assert run_build(cfg, builds, collections=[], vaults=planned.vault_names, publish=False).success
 
         identity.write_text(
             json.dumps({"rules": [{"kind": "user", "literal": "blue pot", "placeholder": "[USER:pot]"}]})
@@ -263,7 +263,7 @@ def test_the_vault_sensor_and_rag_build_plan_the_same_vaults(write_tree, make_co
         planned = plan(cfg, observe(cfg))
         assert planned.reasons() == {Reason.SAFE_RULES_CHANGED} and planned.vaults == {"safe": ["notes"]}
         assert sensor_vaults(cfg) == planned.vaults
-        assert run_build(cfg, instance, collections=[], vaults=planned.vault_names, publish=False).success
+        assert run_build(cfg, builds, collections=[], vaults=planned.vault_names, publish=False).success
 
         without = dataclasses.replace(cfg, vaults=tuple(v for v in cfg.vaults if v.name != "me"))
         planned = plan(without, observe(without))
