@@ -29,8 +29,8 @@ from rag_assets.index.index_json import read_index, read_meta
 from rag_assets.planning import Reason, observe, plan
 from rag_assets.serve.cli import main
 
-from .conftest import PROXMOX_POST, instance_for_test
-from .test_sensors import evaluate, partitions_of, touch
+from .conftest import PROXMOX_POST
+from .test_sensors import build_index, evaluate, partitions_of, touch
 
 TREE = {
     "posts/a.md": PROXMOX_POST,
@@ -123,13 +123,18 @@ STEPS = [
 
 def test_rag_build_and_the_sensor_run_the_same_plan_for_every_kind_of_change(tmp_path, capsys):
     """Twin A is kept by `rag build`, twin B by the change sensor's runs; after each change,
-    the sensor requests the partitions of A's plan (in one range), and both outputs agree."""
+    the sensor requests the partitions of A's plan (in one range), and both outputs agree.
+
+    Twin B's instance is Dagster's ephemeral (in-memory) one, as `rag build` uses when
+    DAGSTER_HOME is unset: the sensor reads only its dynamic partitions, which it holds like an
+    on-disk instance; the storages themselves are covered by the make_instance tests (SQLite,
+    PostgreSQL). Eighteen builds on a SQLite instance cost about twice the CPU."""
     a, b = tmp_path / "a", tmp_path / "b"
     for root in (a, b):
         write_files(root, TREE)
     config_a, config_b = write_config(a), write_config(b)
     assert main(["build", "--config", str(config_a)]) == 0
-    with instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         cfg_b = load_config(config_b)
         assert run_build(cfg_b, instance).success
         cursor = evaluate(build_change_sensor(cfg_b), instance, None, cfg_b).cursor
@@ -229,8 +234,8 @@ def test_the_vault_sensor_and_rag_build_plan_the_same_vaults(write_tree, make_co
     identity = tmp_path / "map.json"
     identity.write_text(json.dumps({"rules": []}))
     cfg = dataclasses.replace(vault_config(content, make_config), identity_map_path=identity)
-    with make_instance() as instance:
-        assert run_build(cfg, instance).success
+    with make_instance() as instance, dg.DagsterInstance.ephemeral() as builds:
+        assert build_index(cfg, instance, builds).success  # the builds' runs on their own instance
 
         def sensor_vaults(config) -> dict[str, list[str]]:
             data = evaluate(build_vault_sensor(config), instance, None, config)
@@ -250,7 +255,7 @@ def test_the_vault_sensor_and_rag_build_plan_the_same_vaults(write_tree, make_co
         planned = plan(cfg, observe(cfg))
         assert planned.reasons() == {Reason.VAULT_NOTES_CHANGED} and planned.vaults == {"private": ["me"]}
         assert sensor_vaults(cfg) == planned.vaults
-        assert run_build(cfg, instance, collections=[], vaults=planned.vault_names, publish=False).success
+        assert run_build(cfg, builds, collections=[], vaults=planned.vault_names, publish=False).success
 
         identity.write_text(
             json.dumps({"rules": [{"kind": "user", "literal": "blue pot", "placeholder": "[USER:pot]"}]})
@@ -258,7 +263,7 @@ def test_the_vault_sensor_and_rag_build_plan_the_same_vaults(write_tree, make_co
         planned = plan(cfg, observe(cfg))
         assert planned.reasons() == {Reason.SAFE_RULES_CHANGED} and planned.vaults == {"safe": ["notes"]}
         assert sensor_vaults(cfg) == planned.vaults
-        assert run_build(cfg, instance, collections=[], vaults=planned.vault_names, publish=False).success
+        assert run_build(cfg, builds, collections=[], vaults=planned.vault_names, publish=False).success
 
         without = dataclasses.replace(cfg, vaults=tuple(v for v in cfg.vaults if v.name != "me"))
         planned = plan(without, observe(without))
