@@ -6,7 +6,8 @@ identity map), so one crafted or unlucky note must not stall a build: 200 KB of
 
 Each test sanitises one pathological pattern (with the repository's identity map) at two
 sizes, ``SMALL`` = 16 KB and ``LARGE`` = 8 x 16 KB = 128 KB, in CPU time with the garbage
-collector paused (a collection of the test process's heap is not the sanitiser's cost), and
+collector paused (a collection of the test process's heap is not the sanitiser's cost; a
+measurement repeats a call for at least ``MIN_BATCH`` of CPU, whose clock can step), and
 checks two things against ordinary Markdown prose sanitised in the same run, not against a
 wall-clock constant, so that the machine's speed and load cancel out:
 
@@ -61,6 +62,7 @@ LARGE = GROWTH * SMALL
 MAX_GROWTH = 1.5  # times the growth of linear time (8x, or the prose's own growth if more)
 MAX_RATIO = 20.0  # times the prose at LARGE
 ABORT_RATIO = 2 * MAX_RATIO
+MIN_BATCH = 0.05  # seconds of CPU per measurement
 
 _RNG = random.Random(20260802)
 _B64 = string.ascii_letters + string.digits + "+/"
@@ -177,17 +179,23 @@ PATTERNS: dict[str, Callable[[int], str]] = {
 
 
 def _seconds(sanitizer: Sanitizer, text: str, limit: float | None = None) -> float:
-    """CPU seconds of one ``Sanitizer.text`` call; ``inf`` when cut short at ``limit`` of them."""
+    """CPU seconds of ``Sanitizer.text(text)``, the mean of as many calls as take ``MIN_BATCH``
+    (the CPU clock can advance in steps of milliseconds); ``inf`` when cut short at ``limit``."""
+    calls = 0
     gc.disable()  # a collection of the whole test process's heap would be timed too
     start = time.process_time()
     try:
         with cpu_deadline(limit):
-            sanitizer.text(text)
+            while True:
+                sanitizer.text(text)
+                calls += 1
+                elapsed = time.process_time() - start
+                if elapsed >= MIN_BATCH:
+                    return elapsed / calls
     except TooSlow:
         return float("inf")
     finally:
         gc.enable()
-    return time.process_time() - start
 
 
 def _best(sanitizer: Sanitizer, text: str, runs: int, limit: float | None = None) -> float:
