@@ -100,7 +100,10 @@ def markdown_prose(size: int) -> str:
 
 
 def begins_then_end(size: int) -> str:
-    block = "-----BEGIN PRIVATE KEY-----\n" * 360 + "-----END PRIVATE KEY-----\n"
+    # 4,000 characters a block, so both sizes are whole blocks: a block cut short has no END
+    # and costs less, which would make the small size's share of it skew the growth.
+    block = "-----BEGIN PRIVATE KEY-----\n" * 141 + "-----END PRIVATE KEY-----\n" + "\n" * 26
+    assert len(block) == 4000 and size % len(block) == 0
     return repeat(block, size)
 
 
