@@ -12,9 +12,10 @@ sizes parsed and chunked in the same run, not against a wall-clock constant, so 
 machine's speed and load cancel out:
 
 * growth: 8x the note takes 8x the time if linear, 64x if quadratic.  The shape's
-  ``t(LARGE) / t(SMALL)`` must stay under ``MAX_GROWTH = 1.5`` times 8 (or times the prose's
-  own growth, if caches make that more): a budget of 12.  Measured after the fix: 5-9 for
-  every shape, a first run up to 11 on a machine loaded 5x over its cores.
+  ``t(LARGE) / t(SMALL)`` must stay under ``MAX_GROWTH = 2`` times 8 (or times the prose's
+  own growth, if caches make that more): a budget of 16.  Measured after the fix: 5-9 for
+  every shape, a first run up to 11 on a machine loaded 5x over its cores (the sanitiser's
+  twin test saw 12.6 there, so the budget is not tighter).
 * cost: ``t(LARGE)`` must stay under ``MAX_RATIO = 25`` times as much prose.  The parse costs
   about the same per block, and prose has a block every few hundred characters where these
   shapes have one every 5-20, so after the fix the densest shapes (nested list items, headings
@@ -24,13 +25,13 @@ Sensitivity, against the test this replaces (700,000 characters of each shape, a
 much prose; 47-51 s of CPU, this one about 15 s).  Write a shape's time as ``a*n + b*n*n`` and
 the prose's as ``p*n``, and size a quadratic term by what it would cost at 700,000
 characters, in units of that much prose.  The old test failed it above ``25 - a/p`` units.
-The growth check fails it above ``2.5 * a/p`` units (its part at ``LARGE`` is over 0.62 of
+The growth check fails it above ``5.3 * a/p`` units (its part at ``LARGE`` is over 4/3 of
 the shape's linear time there), the cost check above ``4 * (25 - a/p)`` units.  So for the
-shapes up to about 8x the prose (``a/p`` <= 8, most of them) this test is as sensitive as the
-old one or more (2.5-20 units against 17-24); for the densest ones (``a/p`` = 10-12 at 700 KB)
-about 2x less (25-30 units against 13-15).  The regression it guards is far above that: the
+shapes up to about 4x the prose (``a/p`` <= 4) this test is as sensitive as the old one or
+more (5-21 units against 21-24); for the denser ones less so, 2.5x at ``a/p`` = 8 (43 units
+against 17) to 4x for the densest (``a/p`` = 12 at 700 KB: 52 units against 13).  The regression it guards is far above that: the
 per-heading copy took 137 s for 40,000 headings, about 600 units.  Checked by a mutation:
-``_next_block_start`` looping over ``tokens[idx:]`` again fails ``headings`` (growth 18x),
+``_next_block_start`` looping over ``tokens[idx:]`` again fails ``headings`` (growth 18.5x),
 ``setext_headings`` (35x), ``headings_of_every_level`` (25x) and
 ``headings_without_blank_lines`` (cut short).  (A note of nothing but ``#`` lines, a block
 every 2 characters, is linear too but about 40x the prose, so it is not among the shapes.)
@@ -59,7 +60,7 @@ from .deadline import TooSlow, cpu_deadline
 SMALL = 21_875
 GROWTH = 8  # LARGE / SMALL: linear time grows 8x, quadratic 64x
 LARGE = GROWTH * SMALL  # 175,000 characters: about 11,000 headings of "## Heading 1234"
-MAX_GROWTH = 1.5  # times the growth of linear time (8x, or the prose's own growth if more)
+MAX_GROWTH = 2.0  # times the growth of linear time (8x, or the prose's own growth if more)
 MAX_RATIO = 25.0  # times the prose at LARGE
 ABORT_RATIO = 2 * MAX_RATIO
 MIN_BATCH = 0.05  # seconds of CPU per measurement
