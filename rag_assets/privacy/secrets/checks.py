@@ -458,7 +458,7 @@ def email_span(m: re.Match[str], text: str) -> tuple[int, int] | None:
     start = local.start()
     if start > 0 and text[start - 1] == ":" and text[max(0, start - 7) : start].lower() != "mailto:":
         return None  # user:pass@host is a URI credential, handled by the URI rule
-    line_start = text.rfind("\n", 0, start) + 1
+    line_start = text.rfind("\n", max(0, start - 300), start) + 1
     if _COMMAND_LINE_DESTINATION_RE.search(text[max(line_start, start - 300) : start]):
         return None
     return start, m.end()
