@@ -85,35 +85,29 @@ def test_help_explains_the_commands():
         assert flag in proc.stdout
 
 
-def test_cli_runs_are_kept_in_the_project_dagster_home(tmp_path, write_tree):
-    """With DAGSTER_HOME set (as the README says), runs persist across processes."""
+def test_cli_runs_are_kept_in_the_project_dagster_home(tmp_path, write_tree, monkeypatch):
+    """With DAGSTER_HOME set (as the README says), runs persist across processes.
+
+    The first build is a `rag` process of its own; the second (--force, so it launches a run too)
+    runs in this one, through the same main(), and needs no second start of Python, Dagster and
+    the project (~3 CPU s): both runs must be in the home, where this process reads them."""
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
     content = write_tree({"posts/a.md": PROXMOX_POST, "docs/b.md": "# B\n\ntext"})
+    args = ["build", "--content-dir", str(content), "--output-dir", str(tmp_path / "o")]
     env = {**os.environ, "DAGSTER_HOME": str(home)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "rag_assets.serve.cli",
-        "build",
-        "--content-dir",
-        str(content),
-        "--output-dir",
-        str(tmp_path / "o"),
-    ]
-    for extra in ([], ["--force"]):
-        proc = subprocess.run(cmd + extra, env=env, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr
-    os.environ["DAGSTER_HOME"] = str(home)
-    try:
-        with dg.DagsterInstance.get() as instance:
-            runs = instance.get_runs()
-            # One run per build: both collections and publishing (no vaults here, so no tier runs).
-            assert len(runs) == 2
-            assert {r.job_name for r in runs} == {"update_collection"}
-    finally:
-        del os.environ["DAGSTER_HOME"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "rag_assets.serve.cli", *args], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    assert main([*args, "--force"]) == 0
+    with dg.DagsterInstance.get() as instance:
+        runs = instance.get_runs()
+        # One run per build: both collections and publishing (no vaults here, so no tier runs).
+        assert len(runs) == 2
+        assert {r.job_name for r in runs} == {"update_collection"}
 
 
 def test_dry_run_reports_the_plan_and_writes_nothing(capsys, write_tree, tmp_path):

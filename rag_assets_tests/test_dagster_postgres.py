@@ -50,9 +50,14 @@ def pg_database(monkeypatch):
 
 
 def test_a_sample_build_is_recorded_in_postgres(pg_database, tmp_path):
-    """What `tasks.py build` does, with DAGSTER_HOME holding dagster.postgres.yaml."""
+    """What `tasks.py build` does, with DAGSTER_HOME holding dagster.postgres.yaml.
+
+    Both tiers embed with `hashing`: where the run and event records go does not depend on the
+    embedder, and the Private tier's default local model would only add seconds of CPU."""
     home = postgres_home(tmp_path / "dagster_home")
-    cfg = load_config(REPO_ROOT / "rag.yaml", output_dir=tmp_path / "out", embedder="hashing", environ={})
+    cfg = load_config(
+        REPO_ROOT / "rag.yaml", output_dir=tmp_path / "out", embedder="hashing", private_embedder="hashing", environ={}
+    )
     collections = discover_collections(cfg).collections
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
