@@ -57,6 +57,9 @@ class CeleryCluster:
         """Workers as documented (dagster-celery's CLI) on this cluster's queue, started together; waits until ready."""
         for name in names:
             log = self.folder / f"{name}.log"
+            # The node name carries the queue's own suffix: Celery's control queue
+            # ("<node>.celery.pidbox") is exclusive per node name on the broker, so a worker of
+            # another run on this host (a parallel session, one being killed) must not share it.
             self.workers[name] = subprocess.Popen(
                 [
                     str(BIN / "dagster-celery"),
@@ -69,7 +72,7 @@ class CeleryCluster:
                     "-q",
                     self.queue,
                     "-n",
-                    name,
+                    self.node(name),
                     "--",
                     "--pool",
                     "solo",
@@ -82,11 +85,15 @@ class CeleryCluster:
             )
         deadline = time.monotonic() + WORKER_READY_SECONDS
         for name in names:
-            while f"{name}@" not in (text := self.log(name)) or " ready." not in text:
+            while f"{self.node(name)}@" not in (text := self.log(name)) or " ready." not in text:
                 if self.workers[name].poll() is not None or time.monotonic() > deadline:
                     self.kill(name)
                     pytest.fail(f"worker {name} did not start:\n{text[-3000:]}")
                 time.sleep(0.3)
+
+    def node(self, name: str) -> str:
+        """The Celery node name of worker ``name`` (before the ``@host``): unique to this cluster."""
+        return f"{name}-{self.queue}"
 
     def log(self, name: str) -> str:
         return (self.folder / f"{name}.log").read_text(errors="replace")
