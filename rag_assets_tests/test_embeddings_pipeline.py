@@ -38,6 +38,16 @@ def build(cfg):
         return run_build(cfg, instance)
 
 
+# Two collections, 17 chunks (posts in two batches of up to 10): what the rebuild and model-change
+# tests count (every chunk sent again, or none) needs no more than that; the sample content's
+# 50-odd pages made each of their builds a few seconds.
+SMALL_TREE = {
+    "posts/p.md": PROXMOX_POST,
+    **{f"posts/n{i}.md": f"# Note {i}\n\nzfs snapshot note {i}" for i in range(12)},
+    **{f"docs/d{i}.md": f"# Doc {i}\n\nwireguard peer doc {i}" for i in range(4)},
+}
+
+
 def test_openai_build_records_the_model_everywhere_with_usage(openai_env, make_config, tmp_path):
     cfg = remote_config(
         make_config,
@@ -66,8 +76,8 @@ def test_openai_build_records_the_model_everywhere_with_usage(openai_env, make_c
     assert len(index["chunks"][0]["embedding"]) == 1536
 
 
-def test_a_rebuild_sends_nothing_for_unchanged_chunks(openai_env, make_config):
-    cfg = remote_config(make_config, SAMPLE_CONTENT)
+def test_a_rebuild_sends_nothing_for_unchanged_chunks(openai_env, make_config, write_tree):
+    cfg = remote_config(make_config, write_tree(SMALL_TREE))
     assert build(cfg).success
     sent = len(openai_env.embedding_requests)
     outcome = build(cfg)
@@ -99,19 +109,20 @@ def test_a_failed_batch_is_left_out_reported_and_retried_alone_next_run(openai_e
     assert read_index(cfg.index_path)["totalChunks"] == 26
 
 
-def test_an_auth_error_stops_the_build_with_a_message_about_the_key(openai_env, make_config, capsys, tmp_path):
+def test_an_auth_error_stops_the_build_with_a_message_about_the_key(openai_env, make_config, write_tree):
     openai_env.script("401")
-    cfg = remote_config(make_config, SAMPLE_CONTENT)
+    cfg = remote_config(make_config, write_tree(SMALL_TREE))
     outcome = build(cfg)
     assert not outcome.success and "API key" in outcome.error
     assert len(openai_env.embedding_requests) == 1
     assert not cfg.index_path.exists()
 
 
-def test_model_change_re_embeds_everything_and_switching_back_is_free(openai_env, make_config):
-    cfg = remote_config(make_config, SAMPLE_CONTENT)
+def test_model_change_re_embeds_everything_and_switching_back_is_free(openai_env, make_config, write_tree):
+    cfg = remote_config(make_config, write_tree(SMALL_TREE))
     assert build(cfg).success
     first = len(openai_env.embedding_requests)
+    assert first >= 3  # both collections, one of them in two batches
     larger = {"model": "text-embedding-3-large", "dimension": 3072, "send_dimensions": True}
     other = dataclasses.replace(
         cfg, embedding=cfg.embedding.model_copy(update={"openai": cfg.embedding.openai.model_copy(update=larger)})
