@@ -21,7 +21,6 @@ import dagster as dg
 import numpy as np
 import orjson
 import pytest
-from filelock import FileLock  # a dagster dependency
 
 import rag_assets.index
 import rag_assets.search.backends
@@ -35,6 +34,7 @@ from rag_assets.serve.cli import main
 
 from .browser import open_search, screenshot, static_server
 from .conftest import CORPORA, REPO_ROOT
+from .shared_build import shared_build
 
 HUGO = CORPORA / "hugo-docs" / "content"
 QUESTIONS = REPO_ROOT / "eval" / "questions" / "hugo-docs.jsonl"
@@ -61,12 +61,7 @@ def shared_hugo(tmp_path_factory, encoding: str):
     (their searches add search-log rows to its store, which no test here looks at)."""
     if not HUGO.is_dir():
         pytest.skip(f"{HUGO} is not present")
-    base = tmp_path_factory.getbasetemp()
-    out = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / f"browser-hugo-{encoding}"
-    with FileLock(f"{out}.lock"):
-        if not (out / "built").is_file():
-            build(HUGO, out, encoding)
-            (out / "built").touch()
+    out = shared_build(tmp_path_factory, f"browser-hugo-{encoding}", lambda folder: build(HUGO, folder, encoding))
     return load_config(out / "rag.yaml", environ={})
 
 
