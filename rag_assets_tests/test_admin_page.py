@@ -17,13 +17,13 @@ from rag_assets.serve.http import create_app
 from .admin_site import PLANTED_KEY, build_admin_site, copy_site, dagster_home
 from .browser import screenshot
 from .live_server import ServerThread
+from .shared_build import shared_build
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("admin-page-site")
-    build_admin_site(root)
-    return root
+    """One build shared by the xdist workers; each test works on its own copy (copy_site)."""
+    return shared_build(tmp_path_factory, "admin-page-site", build_admin_site)
 
 
 @pytest.fixture

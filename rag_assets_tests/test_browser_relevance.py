@@ -15,7 +15,7 @@ import pytest
 from rag_assets.serve.cli import main
 
 from .browser import open_search, screenshot, static_server
-from .test_browser_search import HUGO, build, hundred_questions
+from .test_browser_search import hundred_questions, one_store_open, shared_hugo  # noqa: F401 (a fixture)
 
 OFF_TOPIC = [
     "how long should I knead bread dough by hand",
@@ -51,9 +51,8 @@ def gibberish(n: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def hugo(tmp_path_factory):
-    if not HUGO.is_dir():
-        pytest.skip(f"{HUGO} is not present")
-    return build(HUGO, tmp_path_factory.getbasetemp() / "browser-hugo", "float")
+    """test_browser_search.py's float build of the Hugo docs (one build for both modules)."""
+    return shared_hugo(tmp_path_factory, "float")
 
 
 def server_pages(cfg, capsys, query: str) -> list[tuple[str, float]]:
@@ -75,11 +74,12 @@ def same_ranking(expected: list[tuple[str, float]], got: list[tuple[str, float]]
     )
 
 
-def test_browser_pages_relevance_and_abstentions_equal_the_servers(hugo, page, capsys):
+def test_browser_pages_relevance_and_abstentions_equal_the_servers(hugo, page, capsys, one_store_open):
     questions = hundred_questions()
     off_topic = OFF_TOPIC + gibberish(10)
     queries = questions + off_topic
     expected = [server_pages(hugo, capsys, q) for q in queries]
+    assert len(one_store_open) == 1  # the 130 searches read one loaded store
     with static_server(hugo.public_dir) as url:
         open_search(page, url)
         got = page.evaluate(

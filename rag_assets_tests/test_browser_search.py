@@ -23,6 +23,7 @@ import orjson
 import pytest
 
 import rag_assets.index
+import rag_assets.search.backends
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
@@ -33,6 +34,7 @@ from rag_assets.serve.cli import main
 
 from .browser import open_search, screenshot, static_server
 from .conftest import CORPORA, REPO_ROOT
+from .shared_build import shared_build
 
 HUGO = CORPORA / "hugo-docs" / "content"
 QUESTIONS = REPO_ROOT / "eval" / "questions" / "hugo-docs.jsonl"
@@ -52,14 +54,41 @@ def build(content: Path, out: Path, encoding: str = "float"):
     return cfg
 
 
-@pytest.fixture(scope="module", params=["float", "int16-bin"])
-def hugo(request, tmp_path_factory):
-    """The Hugo docs built with each encoding into one folder: the second build reuses the
-    first's caches and only republishes (a couple of seconds, not a second build)."""
+def shared_hugo(tmp_path_factory, encoding: str):
+    """The Hugo docs built with ``encoding``, once per test session: under the temp root the
+    xdist workers share, behind a file lock, so this module and test_browser_relevance.py (on
+    either worker) read the same build instead of building it again. The tests only read it
+    (their searches add search-log rows to its store, which no test here looks at)."""
     if not HUGO.is_dir():
         pytest.skip(f"{HUGO} is not present")
-    out = tmp_path_factory.getbasetemp() / "browser-hugo"
-    return build(HUGO, out, request.param)
+    out = shared_build(tmp_path_factory, f"browser-hugo-{encoding}", lambda folder: build(HUGO, folder, encoding))
+    return load_config(out / "rag.yaml", environ={})
+
+
+@pytest.fixture(scope="module", params=["float", "int16-bin"])
+def hugo(request, tmp_path_factory):
+    """The Hugo docs built with each encoding (each build shared with the other modules)."""
+    return shared_hugo(tmp_path_factory, request.param)
+
+
+@pytest.fixture
+def one_store_open(monkeypatch):
+    """``rag search`` (in-process, its whole command path) with each tier's store opened once
+    and reused by the following searches, as ``rag serve`` keeps its index: the store's matrix
+    and documents are loaded once instead of once per question. The index still reloads when
+    the store's contents change (SearchIndex.loaded compares the build stamp)."""
+    real = rag_assets.search.backends.open_index
+    opened = {}
+
+    def open_index(cfg, tier, **kwargs):
+        assert not kwargs, kwargs  # rag search opens the configured backend's index, no options
+        key = (str(cfg.config_path), tier)
+        if key not in opened:
+            opened[key] = real(cfg, tier)
+        return opened[key]
+
+    monkeypatch.setattr(rag_assets.search.backends, "open_index", open_index)
+    return opened
 
 
 def hundred_questions() -> list[str]:
@@ -79,9 +108,10 @@ def rag_search_top10(cfg, capsys, query: str) -> list[tuple[str, float, float | 
     return [(hit["id"], hit["score"], hit["vectorScore"]) for hit in json.loads(printed.out)["hits"]]
 
 
-def test_browser_top10_equals_rag_search_for_100_questions(hugo, page, capsys):
+def test_browser_top10_equals_rag_search_for_100_questions(hugo, page, capsys, one_store_open):
     questions = hundred_questions()
     expected = [rag_search_top10(hugo, capsys, q) for q in questions]
+    assert len(one_store_open) == 1  # the 100 searches read one loaded store
     with static_server(hugo.public_dir) as url:
         open_search(page, url)
         got = page.evaluate(

@@ -16,6 +16,7 @@ from rag_assets.serve.http import create_app
 
 from .browser import screenshot
 from .live_server import ServerThread
+from .shared_build import shared_build
 
 ROWS = "\n".join(f"| host{i:02d} | 10.0.{i}.1 | vlan {i} | switch port {i} on the **rack** |" for i in range(70))
 FILLER = "Plain words about the homelab keep this page long enough to be a real page with a few sentences. "
@@ -61,9 +62,7 @@ Every wireguard peer lists its allowed IPs; a phone is a wireguard peer too.
 }
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("rendered-site")
+def build_site(root: Path) -> None:
     for rel, text in CONTENT.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
@@ -71,10 +70,19 @@ def server(tmp_path_factory):
     (root / "rag.yaml").write_text(
         "content_dir: content\noutput_dir: out\nidentity_map: identity_map.json\n", encoding="utf-8"
     )
-    cfg = load_config(Path(root / "rag.yaml"), embedder="hashing", private_embedder="hashing", environ={})
-    with dg.instance_for_test() as instance:
-        outcome = run_build(cfg, instance)
+    # An ephemeral instance: the page reads the stores, not the run history.
+    outcome = run_build(site_config(root), dg.DagsterInstance.ephemeral())
     assert outcome.success, outcome.error or outcome.failed_checks
+
+
+def site_config(root: Path):
+    return load_config(root / "rag.yaml", embedder="hashing", private_embedder="hashing", environ={})
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One build shared by the xdist workers (the tests only read it), each worker's own server."""
+    cfg = site_config(shared_build(tmp_path_factory, "rendered-site", build_site))
     with ServerThread(create_app(cfg)) as running:
         yield running
 
