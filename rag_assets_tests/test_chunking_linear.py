@@ -37,15 +37,13 @@ another ``headings`` (18.5x) and ``headings_of_every_level`` (25x) too.  (A note
 every 2 characters, is linear too but about 40x the prose, so it is not among the shapes.)
 
 A shape over a budget is measured twice more before failing, since another process can take
-the CPU for a moment; a run far over budget is cut short (``ABORT_RATIO``, in CPU time) so a
+the CPU for a moment; a run far over budget is cut short (at twice the cost budget, in CPU time; rag_assets_tests/linear_time.py) so a
 regression fails in seconds rather than in minutes.
 """
 
 from __future__ import annotations
 
-import gc
 import random
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,15 +53,11 @@ from rag_assets.ingest.chunking import chunk_document
 from rag_assets.ingest.parsing import parse_markdown_file
 from rag_assets.records import Document
 
-from .deadline import TooSlow, cpu_deadline
+from .linear_time import GROWTH, assert_grows_like_prose, best_seconds
 
 SMALL = 21_875
-GROWTH = 8  # LARGE / SMALL: linear time grows 8x, quadratic 64x
 LARGE = GROWTH * SMALL  # 175,000 characters: about 11,000 headings of "## Heading 1234"
-MAX_GROWTH = 2.0  # times the growth of linear time (8x, or the prose's own growth if more)
-MAX_RATIO = 25.0  # times the prose at LARGE
-ABORT_RATIO = 2 * MAX_RATIO
-MIN_BATCH = 0.05  # seconds of CPU per measurement
+MAX_RATIO = 25.0  # times the prose at LARGE (cut short at twice that)
 
 _RNG = random.Random(20261202)
 _WORDS = (
@@ -138,38 +132,6 @@ def _parse_and_chunk(path: Path) -> int:
     return len(chunk_document(doc))
 
 
-def _seconds(path: Path, limit: float | None = None) -> float:
-    """CPU seconds of parsing and chunking the note at ``path``, the mean of as many calls as
-    take ``MIN_BATCH`` (the CPU clock can advance in steps of milliseconds); ``inf`` when cut
-    short at ``limit`` seconds."""
-    calls = 0
-    gc.disable()  # a collection of the whole test process's heap would be timed too
-    start = time.process_time()
-    try:
-        with cpu_deadline(limit):
-            while True:
-                assert _parse_and_chunk(path) > 0
-                calls += 1
-                elapsed = time.process_time() - start
-                if elapsed >= MIN_BATCH:
-                    return elapsed / calls
-    except TooSlow:
-        return float("inf")
-    finally:
-        gc.enable()
-
-
-def _best(path: Path, runs: int, limit: float | None = None) -> float:
-    """The least disturbed of ``runs`` runs; stops at the first one cut short."""
-    best = float("inf")
-    for _ in range(runs):
-        took = _seconds(path, limit)
-        if took == float("inf"):
-            return took
-        best = min(best, took)
-    return best
-
-
 def _note(folder: Path, name: str, text: str) -> Path:
     path = folder / f"{name}.md"
     path.write_text(text, encoding="utf-8")
@@ -186,7 +148,7 @@ def prose(folder: Path) -> tuple[float, float]:
     """Seconds for prose notes of SMALL and LARGE characters: the best of three each."""
     small = _note(folder, "prose-small", markdown_prose(SMALL))
     large = _note(folder, "prose-large", markdown_prose(LARGE))
-    return _best(small, 3), _best(large, 3)
+    return best_seconds(lambda: _parse_and_chunk(small), 3), best_seconds(lambda: _parse_and_chunk(large), 3)
 
 
 @pytest.mark.parametrize("name", list(SHAPES))
@@ -196,29 +158,12 @@ def test_a_note_of_dense_blocks_grows_like_prose_and_costs_at_most_k_times_it(
     small_text, large_text = SHAPES[name](SMALL), SHAPES[name](LARGE)
     assert (len(small_text), len(large_text)) == (SMALL, LARGE)
     small_path, large_path = _note(folder, f"{name}-small", small_text), _note(folder, f"{name}-large", large_text)
-    prose_small, prose_large = prose
-    growth_budget = MAX_GROWTH * max(prose_large / prose_small, GROWTH)
-    cost_budget = MAX_RATIO * prose_large
-    limit = max(ABORT_RATIO * prose_large, 1.0)
-
-    small = _best(small_path, 2, limit)
-    large = _seconds(large_path, limit) if small < float("inf") else small
-    if large < float("inf") and (large > cost_budget or large > growth_budget * small):
-        # maybe another process had the CPU (or its caches): the best of three of each
-        small = min(small, _best(small_path, 2, limit))
-        large = min(large, _best(large_path, 2, limit))
-
-    if large == float("inf"):
-        pytest.fail(
-            f"{name}: cut short after {limit:.1f} s of CPU, over {limit / prose_large:.0f}x the "
-            f"{prose_large * 1000:.0f} ms of {LARGE:,} characters of prose"
-        )
-    growth, prose_growth = large / small, prose_large / prose_small
-    assert large <= growth_budget * small, (
-        f"{name}: {GROWTH}x the note took {growth:.1f}x the time ({small * 1000:.0f} ms -> {large * 1000:.0f} ms; "
-        f"prose {prose_growth:.1f}x, budget {growth_budget:.1f}x): super-linear"
-    )
-    assert large <= cost_budget, (
-        f"{name}: {LARGE:,} characters took {large * 1000:.0f} ms, {large / prose_large:.1f}x the "
-        f"{prose_large * 1000:.0f} ms of as much prose (budget {MAX_RATIO:.0f}x)"
+    assert_grows_like_prose(
+        name,
+        lambda: _parse_and_chunk(small_path),
+        lambda: _parse_and_chunk(large_path),
+        prose,
+        MAX_RATIO,
+        LARGE,
+        "note",
     )

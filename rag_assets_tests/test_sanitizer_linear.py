@@ -37,16 +37,14 @@ mutation: ``context.line_bounds`` reading the whole line again (no window) fails
 14-15x, which the old test failed at 1 MB and this one lets pass (its ``a/p`` is 6).
 
 A pattern over a budget is measured twice more before failing, since another process can
-take the CPU for a moment; a run far over budget is cut short (``ABORT_RATIO``, in CPU time)
+take the CPU for a moment; a run far over budget is cut short (at twice the cost budget, in CPU time; rag_assets_tests/linear_time.py)
 so a regression fails in seconds rather than in minutes.
 """
 
 from __future__ import annotations
 
-import gc
 import random
 import string
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,16 +53,12 @@ import pytest
 from rag_assets.privacy.identity import IdentityMap
 from rag_assets.privacy.sanitize import Sanitizer
 
-from .deadline import TooSlow, cpu_deadline
+from .linear_time import GROWTH, assert_grows_like_prose, best_seconds
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SMALL = 16_000
-GROWTH = 8  # LARGE / SMALL: linear time grows 8x, quadratic 64x
 LARGE = GROWTH * SMALL
-MAX_GROWTH = 2.0  # times the growth of linear time (8x, or the prose's own growth if more)
-MAX_RATIO = 20.0  # times the prose at LARGE
-ABORT_RATIO = 2 * MAX_RATIO
-MIN_BATCH = 0.05  # seconds of CPU per measurement
+MAX_RATIO = 20.0  # times the prose at LARGE (cut short at twice that)
 
 _RNG = random.Random(20260802)
 _B64 = string.ascii_letters + string.digits + "+/"
@@ -183,37 +177,6 @@ PATTERNS: dict[str, Callable[[int], str]] = {
 }
 
 
-def _seconds(sanitizer: Sanitizer, text: str, limit: float | None = None) -> float:
-    """CPU seconds of ``Sanitizer.text(text)``, the mean of as many calls as take ``MIN_BATCH``
-    (the CPU clock can advance in steps of milliseconds); ``inf`` when cut short at ``limit``."""
-    calls = 0
-    gc.disable()  # a collection of the whole test process's heap would be timed too
-    start = time.process_time()
-    try:
-        with cpu_deadline(limit):
-            while True:
-                sanitizer.text(text)
-                calls += 1
-                elapsed = time.process_time() - start
-                if elapsed >= MIN_BATCH:
-                    return elapsed / calls
-    except TooSlow:
-        return float("inf")
-    finally:
-        gc.enable()
-
-
-def _best(sanitizer: Sanitizer, text: str, runs: int, limit: float | None = None) -> float:
-    """The least disturbed of ``runs`` runs; stops at the first one cut short."""
-    best = float("inf")
-    for _ in range(runs):
-        took = _seconds(sanitizer, text, limit)
-        if took == float("inf"):
-            return took
-        best = min(best, took)
-    return best
-
-
 @pytest.fixture(scope="module")
 def sanitizer() -> Sanitizer:
     return Sanitizer(IdentityMap.load(REPO_ROOT / "identity_map.json"))
@@ -222,7 +185,8 @@ def sanitizer() -> Sanitizer:
 @pytest.fixture(scope="module")
 def prose(sanitizer: Sanitizer) -> tuple[float, float]:
     """Seconds for SMALL and LARGE characters of ordinary Markdown: the best of three each."""
-    return _best(sanitizer, markdown_prose(SMALL), 3), _best(sanitizer, markdown_prose(LARGE), 3)
+    small, large = markdown_prose(SMALL), markdown_prose(LARGE)
+    return best_seconds(lambda: sanitizer.text(small), 3), best_seconds(lambda: sanitizer.text(large), 3)
 
 
 @pytest.mark.parametrize("name", list(PATTERNS))
@@ -231,29 +195,6 @@ def test_a_pathological_pattern_grows_like_prose_and_costs_at_most_k_times_it(
 ) -> None:
     small_text, large_text = PATTERNS[name](SMALL), PATTERNS[name](LARGE)
     assert (len(small_text), len(large_text)) == (SMALL, LARGE)
-    prose_small, prose_large = prose
-    growth_budget = MAX_GROWTH * max(prose_large / prose_small, GROWTH)
-    cost_budget = MAX_RATIO * prose_large
-    limit = max(ABORT_RATIO * prose_large, 1.0)
-
-    small = _best(sanitizer, small_text, 2, limit)
-    large = _seconds(sanitizer, large_text, limit) if small < float("inf") else small
-    if large < float("inf") and (large > cost_budget or large > growth_budget * small):
-        # maybe another process had the CPU (or its caches): the best of three of each
-        small = min(small, _best(sanitizer, small_text, 2, limit))
-        large = min(large, _best(sanitizer, large_text, 2, limit))
-
-    if large == float("inf"):
-        pytest.fail(
-            f"{name}: cut short after {limit:.1f} s of CPU, over {limit / prose_large:.0f}x the "
-            f"{prose_large * 1000:.0f} ms of {LARGE:,} characters of prose"
-        )
-    growth, prose_growth = large / small, prose_large / prose_small
-    assert large <= growth_budget * small, (
-        f"{name}: {GROWTH}x the input took {growth:.1f}x the time ({small * 1000:.0f} ms -> {large * 1000:.0f} ms; "
-        f"prose {prose_growth:.1f}x, budget {growth_budget:.1f}x): super-linear"
-    )
-    assert large <= cost_budget, (
-        f"{name}: {LARGE:,} characters took {large * 1000:.0f} ms, {large / prose_large:.1f}x the "
-        f"{prose_large * 1000:.0f} ms of as much prose (budget {MAX_RATIO:.0f}x)"
+    assert_grows_like_prose(
+        name, lambda: sanitizer.text(small_text), lambda: sanitizer.text(large_text), prose, MAX_RATIO, LARGE
     )
