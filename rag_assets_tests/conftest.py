@@ -15,6 +15,7 @@ import pytest
 
 from rag_assets.config import RagConfig, load_config
 from rag_assets.defs.jobs import MAX_RUNS_PER_BUILD
+from rag_assets.defs.runner import run_build
 
 # pytester: test_skip_allowlist.py runs small suites of its own under the CI skip policy.
 pytest_plugins = ["pytester"]
@@ -191,6 +192,37 @@ def isolate(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
     monkeypatch.setenv("RAG_EMBEDDER", "hashing")
     monkeypatch.setenv("RAG_PRIVATE_EMBEDDER", "hashing")
     monkeypatch.chdir(folder)
+
+
+def build_files_once(tmp_path_factory: pytest.TempPathFactory, name: str, files: dict[str, str]) -> Path:
+    """``files`` written under a new folder's content/ and built through the real pipeline (hashing
+    embedder, no vaults) into its out/: for a module fixture whose tests each take a copy
+    (:func:`copy_built`) instead of building the same tree again."""
+    base = tmp_path_factory.mktemp(name)
+    for rel, text in files.items():
+        path = base / "content" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, base)
+        cfg = load_config(
+            None,
+            content_dir=base / "content",
+            output_dir=base / "out",
+            embedder="hashing",
+            private_embedder="hashing",
+            environ={},
+        )
+        with instance_for_test() as instance:
+            assert run_build(cfg, instance, vaults=[]).success
+    return base
+
+
+def copy_built(base: Path, tmp_path: Path, make_config: Callable[..., RagConfig]) -> RagConfig:
+    """A test's own copy of a :func:`build_files_once` folder (content and outputs), as make_config's config."""
+    shutil.copytree(base / "content", tmp_path / "content")
+    shutil.copytree(base / "out", tmp_path / "out")
+    return make_config(tmp_path / "content")
 
 
 def check_sample_build(instance, outcome, collections) -> list:

@@ -24,7 +24,7 @@ from rag_assets.search import bm25_terms
 from rag_assets.search.bm25 import MemoryBm25, query_words
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 
-from .conftest import SAMPLE_CONTENT, instance_for_test, isolate
+from .conftest import SAMPLE_CONTENT, build_files_once, copy_built, instance_for_test
 from .test_search import NASTY, TREE
 
 REL = 1e-6  # float32 weights: ~1e-7 relative
@@ -304,40 +304,17 @@ def test_the_cache_is_reused_and_keeps_the_stores_permissions(cfg, indexes):
     assert MemoryBm25.load(cache, other_key) is None  # made for another store: not used
 
 
-def _copy_tree(root, files):
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-
 @pytest.fixture(scope="module")
 def tree_build(tmp_path_factory):
-    """TREE built once through the real pipeline (content/ and out/ under one folder); the tests
-    that load, damage, rebuild or cache-index it each get a copy (tree_cfg)."""
-    base = tmp_path_factory.mktemp("bm25-tree")
-    _copy_tree(base / "content", TREE)
-    with pytest.MonkeyPatch.context() as mp:
-        isolate(mp, base)
-        _build(
-            load_config(
-                None,
-                content_dir=base / "content",
-                output_dir=base / "out",
-                embedder="hashing",
-                private_embedder="hashing",
-                environ={},
-            )
-        )
-    return base
+    """TREE built once through the real pipeline; the tests that load, damage, rebuild or
+    cache-index it each get a copy (tree_cfg)."""
+    return build_files_once(tmp_path_factory, "bm25-tree", TREE)
 
 
 @pytest.fixture
 def tree_cfg(tree_build, tmp_path, make_config):
     """A fresh copy of tree_build's content and store, as the test's own (make_config's) folders."""
-    shutil.copytree(tree_build / "content", tmp_path / "content")
-    shutil.copytree(tree_build / "out", tmp_path / "out")
-    return make_config(tmp_path / "content")
+    return copy_built(tree_build, tmp_path, make_config)
 
 
 def test_a_damaged_cache_is_rebuilt(tree_cfg):

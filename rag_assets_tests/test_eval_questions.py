@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -32,7 +31,7 @@ from rag_assets.evaluation.questions import load_questions
 from rag_assets.evaluation.runner import EVAL_MODES
 from rag_assets.serve.cli import main
 
-from .conftest import SAMPLE_CONTENT, instance_for_test, isolate
+from .conftest import SAMPLE_CONTENT, build_files_once, copy_built, instance_for_test
 from .test_evaluation import write_beir
 
 MODES = set(EVAL_MODES)
@@ -79,32 +78,14 @@ def sample(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_build(tmp_path_factory):
-    """TINY_PAGES built once (content/ and out/ under one folder), copied for each test by ``tiny``."""
-    base = tmp_path_factory.mktemp("tiny")
-    for rel, text in TINY_PAGES.items():
-        (base / "content" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (base / "content" / rel).write_text(text, encoding="utf-8")
-    with pytest.MonkeyPatch.context() as mp:
-        isolate(mp, base)
-        build(
-            load_config(
-                None,
-                content_dir=base / "content",
-                output_dir=base / "out",
-                embedder="hashing",
-                private_embedder="hashing",
-                environ={},
-            )
-        )
-    return base
+    """TINY_PAGES built once, copied for each test by ``tiny``."""
+    return build_files_once(tmp_path_factory, "tiny", TINY_PAGES)
 
 
 @pytest.fixture
 def tiny(tiny_build, make_config, tmp_path):
     """The tiny tree and its store, the test's own copy (tests search, materialize and log into it)."""
-    shutil.copytree(tiny_build / "content", tmp_path / "content")
-    shutil.copytree(tiny_build / "out", tmp_path / "out")
-    return make_config(tmp_path / "content")
+    return copy_built(tiny_build, tmp_path, make_config)
 
 
 def shifted(rows: list[dict]) -> list[dict]:
