@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from filelock import FileLock  # a dagster dependency
+from filelock import FileLock  # the dev extra (pyproject.toml)
 
 
 def shared_build(tmp_path_factory, name: str, make: Callable[[Path], object]) -> Path:

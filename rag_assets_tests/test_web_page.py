@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from filelock import FileLock  # a dagster dependency
+from filelock import FileLock  # the dev extra (pyproject.toml)
 
 from rag_assets.config import load_config
 from rag_assets.config.settings import LlmOllamaSettings, LlmSettings
