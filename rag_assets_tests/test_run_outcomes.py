@@ -10,7 +10,8 @@ import dataclasses
 
 from rag_assets.config import VaultConfig
 from rag_assets.defs.runner import run_build
-from rag_assets.serve.exit_codes import EXIT_OK
+from rag_assets.serve.cli import main as rag
+from rag_assets.serve.exit_codes import EXIT_OK, EXIT_USAGE
 from rag_assets.serve.status import print_status
 
 from .conftest import instance_for_test
@@ -53,3 +54,26 @@ def test_vaults_without_collections_say_so_in_status_and_publishing_names_the_ca
     printed = capsys.readouterr().out
     assert f"No public index: {content} holds no collections, only vaults" in printed
     assert "run `rag build`" not in printed
+
+
+def test_a_public_search_of_vaults_only_says_where_the_notes_are(write_tree, tmp_path, capsys):
+    """`rag search` / `rag context` on the public tier of a folder of vaults only: told that
+    there are no collections and which tier holds the notes, not to run a build that would
+    make no public store."""
+    content = write_tree({"vaults/me/n.md": "# Note\n\nRestic backs up the NAS.\n"})
+    config = tmp_path / "rag.yaml"
+    config.write_text(
+        f"content_dir: {content}\noutput_dir: {tmp_path / 'out'}\nembedder: hashing\n"
+        f"vaults:\n  - {{name: me, path: {content / 'vaults' / 'me'}, tier: private}}\n",
+        encoding="utf-8",
+    )
+    for command in ("search", "context"):
+        assert rag([command, "restic", "--config", str(config)]) == EXIT_USAGE
+        said = capsys.readouterr().err
+        assert f"No public index: {content} holds no collections, only vaults" in said
+        assert "--tier safe" in said and "run `rag build`" not in said
+    # With a collection, a missing public store still asks for the build.
+    (content / "posts").mkdir()
+    (content / "posts" / "a.md").write_text("# A\n\nPublic.\n", encoding="utf-8")
+    assert rag(["search", "restic", "--config", str(config)]) == EXIT_USAGE
+    assert "run `rag build` first" in capsys.readouterr().err

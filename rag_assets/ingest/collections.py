@@ -33,6 +33,20 @@ class CollectionDiscovery:
     loose_files: tuple[str, ...] = ()  # files directly in the content dir, outside any collection
 
 
+def holds_only_vaults(cfg: RagConfig) -> bool:
+    """True when the content folder has vaults but no collection: nothing public to index, so
+    there is no public store to search, and no build would make one."""
+    return bool(cfg.vaults) and not discover_collections(cfg).collections
+
+
+def only_vaults_message(cfg: RagConfig) -> str:
+    """What to tell someone who asks the public tier of a folder of vaults only."""
+    return (
+        f"No public index: {cfg.content_dir} holds no collections, only vaults; "
+        "their notes are in the Safe and Private stores (`rag search QUERY --tier safe`)."
+    )
+
+
 def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
     """The top-level folders of the content dir that form collections.
 

@@ -114,12 +114,23 @@ def _search_errors():
     return (SearchError, ProviderUnavailable, PrivacyError)
 
 
+def _search_failed(cfg: RagConfig, args: argparse.Namespace, exc: Exception) -> int:
+    """Say why a search could not run. A public search of a folder of vaults only is told where
+    the notes are, not to run a build that would make no public store."""
+    from rag_assets.ingest.collections import holds_only_vaults, only_vaults_message
+
+    if args.tier == "public" and not cfg.store_path("public").exists() and holds_only_vaults(cfg):
+        print(f"rag: {only_vaults_message(cfg)}", file=sys.stderr)
+    else:
+        print(f"rag: {exc}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def cmd_search(cfg: RagConfig, args: argparse.Namespace) -> int:
     try:
         result = _run_search(cfg, args)
     except _search_errors() as exc:
-        print(f"rag: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _search_failed(cfg, args, exc)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         return EXIT_OK
@@ -165,8 +176,7 @@ def cmd_context(cfg: RagConfig, args: argparse.Namespace) -> int:
     try:
         result = _run_search(cfg, args)
     except _search_errors() as exc:
-        print(f"rag: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _search_failed(cfg, args, exc)
     if result.rerank is not None and result.rerank.error:
         print(f"rag: warning: not reranked, passages in fused order: {result.rerank.error}", file=sys.stderr)
     if not result.hits:

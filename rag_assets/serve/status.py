@@ -16,7 +16,7 @@ from rag_assets.config.masking import mask_url
 from rag_assets.index import generations, index_json, store
 from rag_assets.index.freshness import age_label
 from rag_assets.index.integrity import output_damage, verification_record
-from rag_assets.ingest.collections import discover_collections
+from rag_assets.ingest.collections import holds_only_vaults, only_vaults_message
 from rag_assets.privacy.tier_cards import tiers_report
 from rag_assets.reporting import human_bytes, relative_age
 from rag_assets.serve.exit_codes import EXIT_FAILED, EXIT_OK
@@ -198,12 +198,8 @@ def print_status(cfg: RagConfig, check_damage: bool = True) -> int:
     for item in report["damaged"]:
         print(f"Damaged     {item['path']}: {item['reason']}; run `rag build` to repair it")
     if not report["built"]:
-        if cfg.vaults and not discover_collections(cfg).collections:
-            # Only vaults: there is nothing public to index, and a build would not make one.
-            print(
-                f"No public index: {cfg.content_dir} holds no collections, only vaults; "
-                "their notes are in the Safe and Private stores (`rag search QUERY --tier safe`)."
-            )
+        if holds_only_vaults(cfg):  # nothing public to index, and a build would not make one
+            print(only_vaults_message(cfg))
             return EXIT_OK
         print(f"No index at {cfg.index_path} yet; run `rag build`.")
         return EXIT_FAILED
