@@ -369,3 +369,46 @@ def test_hybrid_search_in_each_tier_returns_only_that_tiers_chunks(built):
         SearchIndex(cfg.private_store_path).search("dentist appointment", None, SearchParams(mode="bm25")).hits
     )
     assert private_hits and private_hits[0].collection == "personal"
+
+
+def test_rag_build_touches_the_tier_stores_only_when_the_plan_does(tmp_path, monkeypatch, capsys):
+    """`rag build` after a collection edit runs the collection's job alone, as the change sensor
+    does: no vault run and no tier-store refresh (one Dagster run, not two). A vault removed from
+    rag.yaml is still purged from both stores: the planner names those tiers."""
+    content = copy_content(tmp_path)
+    config = tmp_path / "rag.yaml"
+
+    def write_config(vaults: str) -> None:
+        config.write_text(
+            f"content_dir: {content}\noutput_dir: {tmp_path / 'out'}\nembedder: {{name: hashing}}\n"
+            f"private_tier: {{embedder: hashing}}\nidentity_map: {REPO_ROOT / 'identity_map.json'}\n"
+            f"vaults:\n{vaults}",
+            encoding="utf-8",
+        )
+
+    both = (
+        f"  - {{name: homelab-notes, path: {content / 'vaults' / 'homelab-notes'}, tier: safe}}\n"
+        f"  - {{name: personal, path: {content / 'vaults' / 'personal'}, tier: private}}\n"
+    )
+    write_config(both)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    (tmp_path / "dagster").mkdir()
+    assert rag(["build", "--config", str(config)]) == 0
+    with dg.DagsterInstance.get() as instance:
+        before = {r.run_id for r in instance.get_runs()}
+    assert before  # the first build ran the collections, both tiers' vaults
+
+    note = next((content / "journal").glob("*.md"))
+    note.write_text(note.read_text(encoding="utf-8") + "\nOne more paragraph about zqx antennas.\n", encoding="utf-8")
+    assert rag(["build", "--config", str(config)]) == 0
+    with dg.DagsterInstance.get() as instance:
+        jobs = [r.job_name for r in instance.get_runs() if r.run_id not in before]
+    assert jobs == ["update_collection"], jobs
+
+    write_config(both.splitlines(keepends=True)[1])  # homelab-notes leaves rag.yaml
+    capsys.readouterr()
+    assert rag(["build", "--config", str(config)]) == 0
+    cfg = load_config(config, environ={})
+    for path in (cfg.safe_store_path, cfg.private_store_path):
+        assert not rows(path, "SELECT 1 FROM documents WHERE collection = 'homelab-notes'")
+    assert store.summarise(cfg.private_store_path).per_collection.keys() == {"personal"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -74,6 +74,7 @@ def run_build(
     collections: Sequence[str] | None = None,
     partitions: Sequence[str] | None = None,
     vaults: Sequence[str] | None = None,
+    tiers: Collection[str] | None = None,
     publish: bool = True,
     verbose: bool = False,
     full: bool | None = None,
@@ -99,6 +100,10 @@ def run_build(
     built instead by runs of ``partitions_per_run`` partitions (default: one run each) on
     Celery workers, ``parallel_runs`` at a time, then published by one more run; the vaults
     still build here.
+
+    ``tiers`` names the tiers whose stores the build brings up to date (the planner's: those with
+    a vault to build or purge); the others are left alone. None, the default: every tier in use,
+    so a run with no vault to build refreshes both stores (purges, tier cards, leak audit).
     """
     started = time.perf_counter()
     sync_partitions(instance, cfg)
@@ -112,16 +117,16 @@ def run_build(
         full = set(targets) >= set(all_collections)
     tags = {BUILD_TAG: "full" if full else "incremental"}
     if not targets and not publish:
-        if not _tiers_in_use(cfg):
+        if not _tiers_in_use(cfg, tiers):
             return BuildOutcome([], {}, [], None, time.perf_counter() - started)
-        return _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
+        return _build_vaults(defs, cfg, instance, vault_targets, tiers, run_config, tags, started, on_vault)
 
     def then_vaults(outcome: BuildOutcome) -> BuildOutcome:
         """The vault runs after the collections' (when vaults are in use and the collections succeeded)."""
-        if outcome.error is not None or not _tiers_in_use(cfg):
+        if outcome.error is not None or not _tiers_in_use(cfg, tiers):
             return outcome
-        tiers = _build_vaults(defs, cfg, instance, vault_targets, run_config, tags, started, on_vault)
-        return _with_tiers(outcome, tiers, started)
+        built = _build_vaults(defs, cfg, instance, vault_targets, tiers, run_config, tags, started, on_vault)
+        return _with_tiers(outcome, built, started)
 
     # A sharded collection is all of its shards' partitions (rejoined when published).
     wanted = partition_keys(cfg, targets) if partitions is None else list(partitions)
@@ -190,6 +195,7 @@ def _build_vaults(
     cfg: RagConfig,
     instance: dg.DagsterInstance,
     vaults: Sequence[str],
+    tiers: Collection[str] | None,
     run_config: dict,
     tags: dict[str, str],
     started: float,
@@ -200,7 +206,8 @@ def _build_vaults(
     A failed vault (a missing folder, a refused embedder) does not stop the others: its
     rows stay as they were and the build reports the failure. The run then stops before the
     tier store, so one ``refresh_tier_stores`` run refreshes the stores the tier runs did not
-    (purges, tier cards, leak audit): also those of a tier with no vault to build.
+    (purges, tier cards, leak audit): also those of a tier with no vault to build, unless
+    ``tiers`` (not None) leaves that tier out.
     """
     per_vault: dict[str, dict[str, dict[str, Any]]] = {v: {} for v in vaults}
     seconds: dict[str, float] = {v: 0.0 for v in vaults}
@@ -212,6 +219,8 @@ def _build_vaults(
     refresh: list[str] = []
     for tier, partitions in VAULT_PARTITIONS.items():
         keys = covering_range(list(instance.get_dynamic_partitions(partitions)), vaults)
+        if not keys and tiers is not None and tier not in tiers:
+            continue  # the planner found nothing to do in this tier's store
         if keys:
             t0 = time.perf_counter()
             result = defs.resolve_job_def(UPDATE_VAULTS_JOBS[tier]).execute_in_process(
@@ -276,6 +285,9 @@ def _build_vaults(
     )
 
 
-def _tiers_in_use(cfg: RagConfig) -> bool:
-    """Vaults are configured, or were (their rows must then be purged from the tier stores)."""
+def _tiers_in_use(cfg: RagConfig, tiers: Collection[str] | None = None) -> bool:
+    """Vaults are configured, or were (their rows must then be purged from the tier stores),
+    and ``tiers`` (None: any) names a tier to bring up to date."""
+    if tiers is not None and not tiers:
+        return False
     return bool(cfg.vaults) or cfg.safe_store_path.exists() or cfg.private_store_path.exists()

@@ -169,6 +169,9 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
                 collections=targets,
                 partitions=partitions,
                 vaults=vault_targets,
+                # Only the tiers the plan touches: a collection edit leaves the tier stores alone,
+                # as the sensors do (one Dagster run fewer per build).
+                tiers=set(the_plan.vaults) | set(the_plan.purge),
                 publish=publish,
                 verbose=args.verbose,
                 on_collection=_print_collection_progress,
