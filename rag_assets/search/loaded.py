@@ -89,6 +89,8 @@ class StoredDocuments(Mapping[str, dict[str, Any]]):
 
     def fetch(self, doc_ids: Iterable[str]) -> None:
         """Read the records of these documents that are not held yet, in batched queries."""
+        if self._complete:  # every record read at load (rag serve): nothing to look up per search
+            return
         missing = [d for d in dict.fromkeys(doc_ids) if d not in self._records and d in self._known]
         if not missing:
             return
