@@ -17,6 +17,7 @@ import pytest
 
 from rag_assets.defs.runner import run_build
 from rag_assets.index.params import SearchParams
+from rag_assets.search import loaded
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.cli import main as rag
 
@@ -131,7 +132,8 @@ def test_a_generated_tree_searches_the_same_with_documents_on_demand(tree, tmp_p
     assert_same(path, cfg.collection_weights, embedder, queries, PARAMS + filtered)
 
 
-def test_a_search_on_demand_reads_only_the_documents_it_ranks(tree, tmp_path, make_config):
+def test_a_search_on_demand_reads_only_the_documents_it_ranks(tree, tmp_path, make_config, monkeypatch):
+    monkeypatch.setattr(loaded, "VECTOR_BATCH", 7)  # the vectors read in many batches, the last one short
     cfg = copy_built(tree, tmp_path, make_config)
     index = SearchIndex(cfg.public_store_path, log_searches=False, documents="on_demand")
     embedder = tier_embedder(cfg, "public", index)

@@ -33,6 +33,7 @@ from rag_assets.search.relevance import TermStatistics
 DOCUMENT_COLUMNS = "id, collection, slug, title, tags, frontmatter, aliases, links, backlinks"
 DOCUMENT_LOADS = ("all", "on_demand")
 _BATCH = 500  # ids per query: under SQLite's limit on bound parameters
+VECTOR_BATCH = 4096  # chunk rows read at a time: 6 MB of vectors at 384 dimensions
 
 
 def document_record(row: tuple) -> dict[str, Any]:
@@ -81,6 +82,17 @@ class StoredDocuments(Mapping[str, dict[str, Any]]):
             if record is None:  # gone from the store since the load (a build replaced it)
                 raise KeyError(doc_id)
         return record
+
+    def get(self, doc_id: str, default: Any = None) -> Any:
+        """The record of ``doc_id`` (read now if it is not held yet), or ``default``. A held
+        record is one dict lookup: a search asks for each of its candidates' records."""
+        record = self._records.get(doc_id)
+        if record is not None:
+            return record
+        try:
+            return self[doc_id]
+        except KeyError:
+            return default
 
     @property
     def held(self) -> int:
@@ -186,17 +198,33 @@ def read_loaded(
 
 
 def _read_vectors(conn: sqlite3.Connection, dimension: int) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """(rowids, document id per row, float32 matrix) of the chunks with a vector, by rowid: the
-    blobs joined into one buffer and viewed as the matrix (no per-row decoding)."""
-    rows = conn.execute(
-        "SELECT rowid, document_id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid"
-    ).fetchall()
-    rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    document_ids = [r[1] for r in rows]
-    blob = b"".join(r[2] for r in rows)
-    del rows  # the blobs are in ``blob`` now: free them before the matrix is made
-    if len(blob) != len(rowids) * dimension * 4:
-        raise sqlite3.DatabaseError(f"stored vectors of {len(blob)} bytes for {len(rowids)} rows of {dimension}")
-    # A read-only view of the joined blobs: no second copy of every vector (nothing writes to it).
-    matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rowids), dimension)
-    return rowids, document_ids, matrix
+    """(rowids, document id per row, float32 matrix) of the chunks with a vector, by rowid.
+
+    Read in batches into a matrix sized up front, each batch's blobs joined into one buffer
+    (no per-row decoding), so the peak is the matrix and one batch, not every blob and the
+    matrix. One read transaction, so the count and the rows agree."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        # count(*) without a WHERE reads the smallest index, not the table; rows with no vector are trimmed below
+        total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        matrix = np.empty((total, dimension), dtype=np.float32)
+        rowids = np.empty(total, dtype=np.int64)
+        document_ids: list[str] = []
+        cursor = conn.execute(
+            "SELECT rowid, document_id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid"
+        )
+        while batch := cursor.fetchmany(VECTOR_BATCH):
+            start, end = len(document_ids), len(document_ids) + len(batch)
+            blob = b"".join(r[2] for r in batch)
+            if len(blob) != len(batch) * dimension * 4:
+                raise sqlite3.DatabaseError(f"stored vectors of {len(blob)} bytes for {len(batch)} rows of {dimension}")
+            matrix[start:end] = np.frombuffer(blob, dtype=np.float32).reshape(len(batch), dimension)
+            rowids[start:end] = [r[0] for r in batch]
+            document_ids.extend(r[1] for r in batch)
+    finally:
+        if own:
+            conn.execute("COMMIT")
+    count = len(document_ids)
+    return rowids[:count], document_ids, matrix[:count]
