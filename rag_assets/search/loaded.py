@@ -60,7 +60,7 @@ class StoredDocuments(Mapping[str, dict[str, Any]]):
         self._known = set(ids)
         self._connect = connect
         self._records: dict[str, dict[str, Any]] = {}
-        self._complete = False
+        self._every: dict[str, dict[str, Any]] | None = None  # every record in row order, once read
         self._lock = threading.Lock()  # one reader of the missing records at a time
 
     def __len__(self) -> int:
@@ -101,7 +101,7 @@ class StoredDocuments(Mapping[str, dict[str, Any]]):
 
     def fetch(self, doc_ids: Iterable[str]) -> None:
         """Read the records of these documents that are not held yet, in batched queries."""
-        if self._complete:  # every record read at load (rag serve): nothing to look up per search
+        if self._every is not None:  # every record read at load (rag serve): nothing to look up per search
             return
         missing = [d for d in dict.fromkeys(doc_ids) if d not in self._records and d in self._known]
         if not missing:
@@ -115,14 +115,21 @@ class StoredDocuments(Mapping[str, dict[str, Any]]):
                 self._records.update((row[0], document_record(row[1:])) for row in rows)
 
     def every(self) -> dict[str, dict[str, Any]]:
-        """Every record, in the store's row order, read in one query when some are missing."""
-        if not self._complete:
+        """Every record, in the store's row order, read in one query when some are missing;
+        made once (``/related`` looks a note up among all of them at every request)."""
+        if self._every is None:
             with self._lock:
-                if len(self._records) < len(self._ids):
-                    rows = self._connect().execute(f"SELECT {DOCUMENT_COLUMNS} FROM documents ORDER BY rowid")
-                    read = {row[0]: document_record(row[1:]) for row in rows if row[0] in self._known}
-                    self._records = {**read, **self._records}  # records already handed out stay the same objects
-                self._complete = True
+                if self._every is None:
+                    self._every = self._read_every()
+        return self._every
+
+    def _read_every(self) -> dict[str, dict[str, Any]]:
+        """Every document's record by id, in row order: the held ones kept (the same objects)."""
+        held = self._records
+        if len(held) < len(self._ids):
+            rows = self._connect().execute(f"SELECT {DOCUMENT_COLUMNS} FROM documents ORDER BY rowid")
+            read = {row[0]: held.get(row[0]) or document_record(row[1:]) for row in rows if row[0] in self._known}
+            self._records = read
         return {d: self._records[d] for d in self._ids if d in self._records}
 
     def items(self) -> ItemsView[str, dict[str, Any]]:
