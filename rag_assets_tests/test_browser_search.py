@@ -81,10 +81,11 @@ def one_store_open(monkeypatch):
     opened = {}
 
     def open_index(cfg, tier, **kwargs):
-        assert not kwargs, kwargs  # rag search opens the configured backend's index, no options
+        # rag search opens the configured backend's index, reading documents on demand
+        assert kwargs == {"documents": "on_demand"}, kwargs
         key = (str(cfg.config_path), tier)
         if key not in opened:
-            opened[key] = real(cfg, tier)
+            opened[key] = real(cfg, tier, **kwargs)
         return opened[key]
 
     monkeypatch.setattr(rag_assets.search.backends, "open_index", open_index)

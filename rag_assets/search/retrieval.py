@@ -44,7 +44,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,43 +62,16 @@ from rag_assets.index.params import (
     SearchResult,
     damaged_store_error,
 )
-from rag_assets.index.profiles import SearchProfile, apply_profile, read_profile
+from rag_assets.index.profiles import apply_profile
 from rag_assets.index.query import fts_match_of_words
 from rag_assets.search.bm25_terms import capped_words, query_words, stems_of
 from rag_assets.search.fusion import fuse, mmr
-from rag_assets.search.link_signal import boost_linked, linked_notes
+from rag_assets.search.link_signal import boost_linked
+from rag_assets.search.loaded import DOCUMENT_LOADS, LoadedIndex, read_loaded
 from rag_assets.search.pages import group_pages
-from rag_assets.search.relevance import TermStatistics, candidate_features, shipped_models, title_shares, weighted
+from rag_assets.search.relevance import candidate_features, shipped_models, title_shares, weighted
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class LoadedIndex:
-    """The store's vectors and per-chunk metadata, as of ``stamp``."""
-
-    stamp: tuple
-    rowids: np.ndarray  # chunk rowid per matrix row
-    matrix: np.ndarray  # (n, dimension) float32, L2-normalised
-    document_ids: list[str]
-    collections: np.ndarray  # collection name per row (object array)
-    row_of: dict[int, int]
-    model: str | None
-    provider: str | None
-    dimension: int | None
-    documents: dict[str, dict[str, Any]]  # id -> {collection, slug, title, tags, frontmatter}
-    # Per row: the index of its document in ``documents``' order (len(documents): none), so a
-    # filter mask is ``allowed[doc_index]``; per document, its collection. Filters seen
-    # before reuse their ``allowed`` array (``allowed_cache``, keyed by the filters).
-    doc_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
-    doc_collections: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=str))
-    allowed_cache: dict = field(default_factory=dict)
-    # The in-memory BM25 postings (rag_assets.search.bm25) once they are ready; None: FTS5 scores.
-    bm25: Any = None
-    bm25_done: threading.Event = field(default_factory=threading.Event)  # set when built, loaded or failed
-    profile: SearchProfile = field(default_factory=SearchProfile)  # the fusion the store was built for
-    term_statistics: TermStatistics = field(default_factory=TermStatistics)
-    title_terms: dict[str, frozenset[str]] = field(default_factory=dict)  # document id -> its title's stems
 
 
 class SearchIndex:
@@ -114,6 +87,12 @@ class SearchIndex:
 
     ``fields``: how much a BM25 match counts in each column of ``fts_chunks`` (text, title,
     headings, tags); ``weights``: the collections' priority weights.
+
+    ``documents``: ``"all"`` reads every document's record (title, tags, frontmatter, links) at
+    each load, for a process that answers many searches; ``"on_demand"`` reads each when a
+    search first needs it (:class:`rag_assets.search.loaded.StoredDocuments`), for a one-shot
+    search (``rag search``, ``rag context``, ``rag ask``), whose load then grows far less with
+    the store. The same hits and scores either way.
     """
 
     def __init__(
@@ -124,9 +103,13 @@ class SearchIndex:
         log_searches: bool = True,
         lexical: str = "fts5",
         fields: FieldWeights = FieldWeights(),
+        documents: str = "all",
     ) -> None:
         if lexical not in LEXICAL:
             raise ValueError(f"lexical must be one of {', '.join(LEXICAL)}, not {lexical!r}")
+        if documents not in DOCUMENT_LOADS:
+            raise ValueError(f"documents must be one of {', '.join(DOCUMENT_LOADS)}, not {documents!r}")
+        self.documents = documents
         self.path = Path(path)
         self.weights = dict(weights or {})
         self.log_searches = log_searches
@@ -199,48 +182,7 @@ class SearchIndex:
 
     def _load(self, stamp: tuple) -> LoadedIndex:
         conn = self._connection()
-        meta = conn.execute("SELECT model, dimension, provider FROM embeddings_meta LIMIT 1").fetchone()
-        model, dimension, provider = meta if meta else (None, None, None)
-        documents = {}
-        for doc_id, collection, slug, title, tags, frontmatter, aliases, links, backlinks in conn.execute(
-            "SELECT id, collection, slug, title, tags, frontmatter, aliases, links, backlinks FROM documents"
-        ):
-            documents[doc_id] = {
-                "collection": collection,
-                "slug": slug,
-                "title": title or "",
-                "tags": json.loads(tags or "[]"),
-                "frontmatter": json.loads(frontmatter or "{}"),
-                "aliases": json.loads(aliases or "[]"),  # a vault note's: they name it as its title does
-                "linked": linked_notes(links, backlinks),  # the link-graph signal's (search/link_signal.py)
-            }
-        rows = conn.execute(
-            "SELECT rowid, document_id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid"
-        ).fetchall()
-        dim = dimension or 0
-        matrix = np.empty((len(rows), dim), dtype=np.float32)
-        for i, (_, _, blob) in enumerate(rows):
-            matrix[i] = np.frombuffer(blob, dtype=np.float32)
-        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        document_ids = [r[1] for r in rows]
-        collections = np.array([documents.get(d, {}).get("collection", "") for d in document_ids], dtype=object)
-        position = {doc_id: i for i, doc_id in enumerate(documents)}
-        doc_index = np.fromiter((position.get(d, len(position)) for d in document_ids), dtype=np.int32, count=len(rows))
-        data = LoadedIndex(
-            stamp=stamp,
-            rowids=rowids,
-            matrix=matrix,
-            document_ids=document_ids,
-            collections=collections,
-            row_of={int(r): i for i, r in enumerate(rowids)},
-            model=model,
-            provider=provider,
-            dimension=dimension,
-            documents=documents,
-            doc_index=doc_index,
-            doc_collections=np.array([d["collection"] for d in documents.values()], dtype=str),
-            profile=read_profile(conn, provider),
-        )
+        data = read_loaded(conn, stamp, self._connection, self.documents)
         self._generation += 1
         if self.lexical == "memory":
             self._build_bm25(data, conn, self._generation)
@@ -332,6 +274,7 @@ class SearchIndex:
         params = apply_profile(params, data.profile)
         scored = fuse(vector, lexical, params, mode, cosines)
         candidates = sorted(scored, key=lambda row: (-scored[row], row))
+        data.documents.fetch(data.document_ids[row] for row in candidates)  # on demand: in one query
         relevance, features = self._relevance(data, query, mode, candidates, vector, lexical, cosines, words)
         if params.collection_weights:
             relevance = {
@@ -411,10 +354,11 @@ class SearchIndex:
             allowed[:-1] = np.isin(data.doc_collections, params.collections) if params.collections else True
             if params.tags or params.filters or params.slug_prefix:
                 tags = {t.lower() for t in params.tags}
+                documents = data.documents.every()  # every record, read in one query when on demand
                 doc_ids = list(data.documents)
                 for i in np.flatnonzero(allowed[:-1]):
                     doc_id = doc_ids[i]
-                    doc = data.documents[doc_id]
+                    doc = documents[doc_id]
                     allowed[i] = (
                         (not tags or tags <= {t.lower() for t in doc["tags"]})
                         and (

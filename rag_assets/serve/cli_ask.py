@@ -107,7 +107,7 @@ def _tier_search(cfg: RagConfig, tier: str):
     from rag_assets.search.rerank.stage import search_reranked
     from rag_assets.search.retrieval import tier_embedder
 
-    index = open_index(cfg, tier)
+    index = open_index(cfg, tier, documents="on_demand")  # a few searches: read only the documents they rank
     if not index.exists():
         from rag_assets.index.params import SearchError
 

@@ -96,7 +96,7 @@ def _run_search(cfg: RagConfig, args: argparse.Namespace):
 
     params = _search_params(cfg, args)
     query = TierQuestions(cfg)(args.tier, args.query)  # sanitised on the Safe tier before it is embedded or logged
-    index = open_index(cfg, args.tier)
+    index = open_index(cfg, args.tier, documents="on_demand")  # one search: read only the documents it ranks
     stage = rerank_stage(cfg, args.tier, args.rerank)  # a refused reranker stops the search before it starts
     embedder = None if params.mode == "bm25" else tier_embedder(cfg, args.tier, index)
     try:
