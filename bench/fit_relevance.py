@@ -26,6 +26,10 @@ this threshold is relevance 0.5, the default ``min_score`` (``DEFAULT_MIN_RELEVA
 per embedder and source, the share of out-of-domain searches with no hit over the threshold
 and the share of answerable in-domain searches whose best hit passes.
 
+``--order`` (issue 30) fits nothing by likelihood: it gives each fitted embedder's shipped
+hybrid model the fused score, its weight chosen on SciFact train and the question sets
+(bench/fit_order.py), and writes that model alone.
+
 Nothing here reads a test split; SciFact test is reported by ``rag eval`` only.
 """
 
