@@ -26,6 +26,10 @@ this threshold is relevance 0.5, the default ``min_score`` (``DEFAULT_MIN_RELEVA
 per embedder and source, the share of out-of-domain searches with no hit over the threshold
 and the share of answerable in-domain searches whose best hit passes.
 
+``--order`` (issue 30) fits nothing by likelihood: it gives each fitted embedder's shipped
+hybrid model the fused score, its weight chosen on SciFact train and the question sets
+(bench/fit_order.py), and writes that model alone.
+
 Nothing here reads a test split; SciFact test is reported by ``rag eval`` only.
 """
 
@@ -49,13 +53,14 @@ ROOT = HERE.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
+from bench import fit_order  # noqa: E402
 from rag_assets.config import load_config  # noqa: E402
 from rag_assets.evaluation.datasets import load_beir  # noqa: E402
 from rag_assets.evaluation.eval_store import ensure_eval_store  # noqa: E402
 from rag_assets.evaluation.runner import Evaluator, select_eval_embedder  # noqa: E402
 from rag_assets.index.params import DEFAULT_MIN_RELEVANCE, SearchParams  # noqa: E402
 from rag_assets.index.profiles import profile_for  # noqa: E402
-from rag_assets.search.relevance import MODE_FEATURES, LogisticModel  # noqa: E402
+from rag_assets.search.relevance import MODE_FEATURES, LogisticModel, parse_models  # noqa: E402
 from rag_assets.search.retrieval import SearchIndex, tier_embedder  # noqa: E402
 
 DEFAULT_DATASET = ROOT.parent / "shared" / "corpora" / "beir-scifact"
@@ -198,22 +203,28 @@ def _fit_models(samples: list[Sample], drop: tuple[str, ...], l2: float) -> dict
     for mode in MODES:
         names = [f for f in MODE_FEATURES[mode] if f not in drop]
         keep = [MODE_FEATURES[mode].index(f) for f in names]
-        xs, ys, ws = [], [], []
-        per_source = {}
-        for s in samples:
-            per_source[s.source] = per_source.get(s.source, 0) + 1
-        for s in samples:
-            x, y = s.features[mode], s.labels[mode]
-            if not len(x):
-                continue
-            xs.append(x[:, keep])
-            ys.append(y)
-            # Each source weighs the same (SciFact's 809 claims must not drown 30 questions
-            # about a small site), and within it each search, however many candidates it has.
-            ws.append(np.full(len(y), 1.0 / (len(y) * per_source[s.source] * len(per_source))))
-        coef, intercept = fit_logistic(np.vstack(xs), np.concatenate(ys), np.concatenate(ws) * len(xs), l2=l2)
+        x, y, w = weighted_rows(samples, mode)
+        coef, intercept = fit_logistic(x[:, keep], y, w, l2=l2)
         models[mode] = LogisticModel(tuple(names), tuple(coef.tolist()), intercept)
     return models
+
+
+def weighted_rows(samples: list[Sample], mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every candidate of ``mode`` (features in ``MODE_FEATURES[mode]``), its label and weight."""
+    xs, ys, ws = [], [], []
+    per_source: dict[str, int] = {}
+    for s in samples:
+        per_source[s.source] = per_source.get(s.source, 0) + 1
+    for s in samples:
+        x, y = s.features[mode], s.labels[mode]
+        if not len(x):
+            continue
+        xs.append(x)
+        ys.append(y)
+        # Each source weighs the same (SciFact's 809 claims must not drown 30 questions
+        # about a small site), and within it each search, however many candidates it has.
+        ws.append(np.full(len(y), 1.0 / (len(y) * per_source[s.source] * len(per_source))))
+    return np.vstack(xs), np.concatenate(ys), np.concatenate(ws) * len(xs)
 
 
 def best_relevances(samples: list[Sample], model: LogisticModel, mode: str):
@@ -230,11 +241,11 @@ def best_relevances(samples: list[Sample], model: LogisticModel, mode: str):
     return out
 
 
-def calibration(samples_by_embedder, models_by_embedder, threshold: float) -> dict:
+def calibration(samples_by_embedder, models_by_embedder, threshold: float, modes=MODES) -> dict:
     report = {}
     for name, samples in samples_by_embedder.items():
         per_mode = {}
-        for mode in MODES:
+        for mode in modes:
             rows = best_relevances(samples, models_by_embedder[name][mode], mode)
             sources = sorted({r[3].source for r in rows})
             per_source = {}
@@ -264,7 +275,7 @@ def choose_threshold(samples: list[Sample], models: dict[str, LogisticModel], mo
     in-domain searches whose best hit passes, and of out-of-domain searches where nothing does."""
 
     def worst(t: float) -> float:
-        report = calibration({"x": samples}, {"x": models}, t)["x"][mode]
+        report = calibration({"x": samples}, {"x": models}, t, (mode,))["x"][mode]
         return min(v.get("best_hit_passes", v.get("no_hit_passes")) for v in report.values())
 
     grid = sorted({round(x, 4) for x in np.geomspace(0.001, 0.9, 120)})
@@ -389,6 +400,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--titles", type=int, default=200, help="page titles per --titles-of site")
     parser.add_argument("--samples", default=None, help="pickle the labelled searches here, or reuse them if it exists")
+    parser.add_argument(
+        "--order",
+        action="store_true",
+        help="give the shipped hybrid models the fused score, its weight chosen for ranking on train (bench/fit_order.py)",
+    )
     parser.add_argument("--write", action="store_true", help="write rag_assets/search/relevance_models.json")
     parser.add_argument("--json", default=None, help="write the report here")
     args = parser.parse_args(argv)
@@ -408,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.samples:
             with open(args.samples, "wb") as fh:
                 pickle.dump(samples_by_embedder, fh)
+    if args.order:
+        return write_ordered(args, keys, samples_by_embedder)
     models = {name: fit_models(samples) for name, samples in samples_by_embedder.items()}
     thresholds = {
         name: {mode: choose_threshold(samples_by_embedder[name], models[name], mode) for mode in MODES}
@@ -468,6 +486,71 @@ def centred(models: dict[str, LogisticModel], thresholds: dict[str, float]) -> d
     for mode, m in models.items():
         t = thresholds[mode]
         out[mode] = LogisticModel(m.features, m.coef, m.intercept - math.log(t / (1 - t)))
+    return out
+
+
+def write_ordered(args, keys: dict[str, str], samples_by_embedder: dict[str, list[Sample]]) -> int:
+    """``--order``: each model's shipped hybrid model given the fused score, with the weight
+    chosen for ranking on train (bench/fit_order.py); its calibration terms and the other
+    modes stay as shipped."""
+    shipped = json.loads(SHIPPED.read_text(encoding="utf-8"))
+    current = parse_models(shipped)
+    data = dict(shipped)
+    for name, model in keys.items():
+        samples = samples_by_embedder[model]
+        before = current.models.get(model, current.models["default"])
+        weight = fit_order.choose_fused_weight(saved_order_candidates(args, name), before["hybrid"])
+        hybrid = fit_order.with_fused_order(before["hybrid"], weight)
+        models = {**before, "hybrid": hybrid}
+        report = calibration({model: samples}, {model: models}, DEFAULT_MIN_RELEVANCE)[model]
+        shipped_report = calibration({model: samples}, {model: before}, DEFAULT_MIN_RELEVANCE, ("hybrid",))[model]
+        print(json.dumps({"fused_weight": weight, "calibration": report, "shipped_hybrid": shipped_report}, indent=1))
+        print(model, "hybrid", dict(zip(hybrid.features, np.round(hybrid.coef, 3))), round(hybrid.intercept, 3))
+        data["models"][model] = {mode: m.to_json() for mode, m in models.items()}
+    if args.write:
+        data["version"] = time.strftime("%Y-%m-%d") + "-" + "+".join(args.embedder) + f"-order+{shipped['version']}"
+        SHIPPED.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {SHIPPED}")
+    return 0
+
+
+def saved_order_candidates(args, name: str) -> list[fit_order.Candidates]:
+    """:func:`order_candidates` of embedder ``name``, kept beside ``--samples`` (NAME.order-PICKLE)."""
+    path = Path(args.samples).with_name(f"{name}.order-{Path(args.samples).name}") if args.samples else None
+    if path and path.exists():
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+    out = order_candidates(replace_sites(args, name), name)
+    if path:
+        with open(path, "wb") as fh:
+            pickle.dump(out, fh)
+    return out
+
+
+def order_candidates(args, embedder_name: str) -> list[fit_order.Candidates]:
+    """SciFact train's hybrid searches and each site's questions', captured for choosing the order."""
+    cfg = load_config(args.config, output_dir=args.output_dir)
+    train = load_beir(args.dataset, "train")
+    embedder, provider = select_eval_embedder(cfg, embedder_name)
+    built = ensure_eval_store(cfg, train, embedder, provider=provider, log=lambda m: None)
+    evaluator = Evaluator(built.path, train, embedder)
+    corpus_key = lambda h: evaluator.corpus_id_of.get(h.document_id, "")  # noqa: E731
+    page_key = lambda h: f"{h.collection}/{h.slug}"  # noqa: E731
+    out = []
+    for q in evaluator.query_ids[: args.scifact_queries]:
+        relevant = [d for d, v in evaluator.qrels[q].items() if v > 0]
+        query = train.queries[q]
+        out.append(
+            fit_order.captured("scifact-train", evaluator.index, evaluator.embedder, query, relevant, corpus_key)
+        )
+    for site in args.site:
+        name, _, rest = site.partition("=")
+        out_dir, _, questions = rest.partition(":")
+        site_cfg = load_config(args.config, output_dir=out_dir)
+        index = SearchIndex(site_cfg.public_store_path, log_searches=False)
+        site_embedder = tier_embedder(site_cfg, "public", index)
+        for question, expect in read_questions(Path(questions)):
+            out.append(fit_order.captured(f"{name}-questions", index, site_embedder, question, expect, page_key))
     return out
 
 

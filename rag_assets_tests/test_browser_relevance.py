@@ -123,3 +123,38 @@ def test_the_page_shows_relevance_abstains_and_highlights_plain_text(hugo, page)
         marked = page.locator("#results .snippet mark").all_inner_texts()
         assert "menu" in {m.lower() for m in marked} and {m.lower() for m in marked} <= {"how", "add", "menu"}
         screenshot(page, "browser-search-relevance")
+
+
+def test_the_fused_score_feature_ranks_alike_in_the_browser(hugo, page, capsys, one_store_open, monkeypatch):
+    """Issue 30: a hybrid model that reads the fused score (as the local profile's does) gives
+    the browser the server's pages and relevance. This Hugo build is hashing's, whose shipped
+    model has no ``fused``: both sides get the same one with it, weight 20."""
+    import dataclasses
+
+    import rag_assets.search.retrieval as retrieval
+    from rag_assets.search.relevance import LogisticModel, shipped_models
+
+    shipped = shipped_models()
+    old = shipped.model("hashing", "hybrid")
+    model = LogisticModel((*old.features, "fused"), (*old.coef, 20.0), old.intercept - 20.0)
+    models = {**shipped.models, "hashing": {**shipped.models["hashing"], "hybrid": model}}
+    monkeypatch.setattr(retrieval, "shipped_models", lambda: dataclasses.replace(shipped, models=models))
+    queries = hundred_questions()[:40]
+    expected = [server_pages(hugo, capsys, q) for q in queries]
+    with static_server(hugo.public_dir) as url:
+        open_search(page, url)
+        got = page.evaluate(
+            """async ([queries, model]) => {
+                window.ragSearch.lexical.settings.relevance.models.hybrid = model;
+                const out = [];
+                for (const q of queries) {
+                    const found = await window.ragSearch.search(q, { k: 10, view: "pages" });
+                    out.push(found.hits.map((h) => [`${h.collection}/${h.slug}`, h.relevance]));
+                }
+                return out;
+            }""",
+            [queries, model.to_json()],
+        )
+    got = [[(p, r) for p, r in hits] for hits in got]
+    mismatched = [(q, e, g) for q, e, g in zip(queries, expected, got) if not same_ranking(e, g)]
+    assert not mismatched, f"{len(mismatched)} of {len(queries)} differ; first: {mismatched[0]}"

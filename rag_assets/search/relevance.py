@@ -20,6 +20,11 @@ Features of a candidate chunk:
 - ``title``: the share of the query's BM25 ceiling whose terms name the chunk's page, in its
   title, its aliases (a vault note's) or its slug ("restic offsite backups" against the page titled so: 1.0). A page is
   about what its title says; a chunk that only mentions the words often is not.
+- ``fused`` (hybrid): the profile's fused score (1.0: the query's best candidate). Like the
+  gaps it says nothing across queries; it lets the hybrid model rank one query's candidates as
+  the profile's fusion does (z-scores, whose weights change with each query's spread, which no
+  fixed mix of ``cos`` and ``bm25_frac`` can follow), so ranking by relevance keeps the
+  fusion's SciFact figure (bench/fit_order.py).
 
 A model per embedder (``hashing``, ``local``; ``default`` for the others, which uses no
 absolute cosine since each model has its own scale) and per search mode (a BM25-only search
@@ -44,13 +49,13 @@ from rag_assets.search.bm25_terms import query_stems
 # Ranks (1/log2 rank in each list, agreement of the two top 10s) were tried and left out: they
 # say how a chunk compares with this query's other candidates, not how relevant it is, and
 # the models fitted with them separated out-of-domain questions worse (bench/fit_relevance.py).
-FEATURES = ("cos", "bm25_frac", "cos_gap", "bm25_gap", "unknown", "title")
+FEATURES = ("cos", "bm25_frac", "cos_gap", "bm25_gap", "unknown", "title", "fused")
 # The features each mode's model may use (a list a mode does not run has no features). A
 # model fitted before a feature existed lists the ones it uses and ignores the others.
 MODE_FEATURES = {
     "hybrid": FEATURES,
-    "vector": ("cos", "cos_gap"),
-    "bm25": ("bm25_frac", "bm25_gap", "unknown", "title"),
+    "vector": ("cos", "cos_gap"),  # a vector search's fused score is its cosine: no "fused"
+    "bm25": ("bm25_frac", "bm25_gap", "unknown", "title"),  # its fused score is bm25_frac rescaled
 }
 K1 = 1.2  # FTS5's bm25() k1: a term's contribution approaches idf * (k1 + 1)
 
@@ -174,9 +179,10 @@ def candidate_features(
     ceiling: float,
     unknown: float = 0.0,
     title: Sequence[float] | None = None,
+    fused: Mapping[int, float] | None = None,
 ) -> dict[str, np.ndarray]:
     """The features of ``rows`` (see the module docstring), one array per feature; ``title``:
-    each row's :func:`title_share` (none: 0)."""
+    each row's :func:`title_share` (none: 0); ``fused``: row -> fused score (none: 0)."""
     n = len(rows)
     cos = np.zeros(n)
     bm25 = np.zeros(n)
@@ -199,6 +205,7 @@ def candidate_features(
         "bm25_gap": frac - best_frac,
         "unknown": np.full(n, unknown),
         "title": np.asarray(title, dtype=np.float64) if title is not None else np.zeros(n),
+        "fused": np.array([fused.get(row, 0.0) for row in rows]) if fused is not None else np.zeros(n),
     }
 
 

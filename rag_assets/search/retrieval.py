@@ -275,7 +275,7 @@ class SearchIndex:
         scored = fuse(vector, lexical, params, mode, cosines)
         candidates = sorted(scored, key=lambda row: (-scored[row], row))
         data.documents.fetch(data.document_ids[row] for row in candidates)  # on demand: in one query
-        relevance, features = self._relevance(data, query, mode, candidates, vector, lexical, cosines, words)
+        relevance, features = self._relevance(data, query, mode, candidates, vector, lexical, cosines, words, scored)
         if params.collection_weights:
             relevance = {
                 row: weighted(p, self.weights.get(str(data.collections[row]), 1.0)) for row, p in relevance.items()
@@ -315,10 +315,19 @@ class SearchIndex:
         return searched, every
 
     def _relevance(
-        self, data: LoadedIndex, query: str, mode: str, rows: list[int], vector, lexical, cosines, words=None
+        self,
+        data: LoadedIndex,
+        query: str,
+        mode: str,
+        rows: list[int],
+        vector,
+        lexical,
+        cosines,
+        words=None,
+        fused=None,
     ):
         """(row -> calibrated relevance, the rows' features) for ``rows`` (rag_assets.search.relevance);
-        ``words``: :meth:`_query_words`' (None: found again)."""
+        ``words``: :meth:`_query_words`' (None: found again); ``fused``: row -> fused score."""
         if not rows:
             return {}, _FeatureTable([], {})
         ceiling, unknown, title = 0.0, 0.0, None
@@ -339,7 +348,7 @@ class SearchIndex:
             title = title_shares(
                 [data.document_ids[row] for row in rows], data.documents, data.title_terms, terms, shares, ceiling
             )
-        features = candidate_features(rows, vector, lexical, cosines, ceiling, unknown, title)
+        features = candidate_features(rows, vector, lexical, cosines, ceiling, unknown, title, fused)
         model = shipped_models().model(data.profile.embedder, mode)
         return dict(zip(rows, model.predict(features).tolist())), _FeatureTable(rows, features)
 

@@ -934,8 +934,9 @@ export class RagSearch {
   }
 
   /** Row -> calibrated relevance, collection weight included, of `rows`: the features of
-   * rag_assets/search/relevance.py with the store's published model for `mode`. */
-  relevance(query, mode, rows, vector, lexical, cosines) {
+   * rag_assets/search/relevance.py with the store's published model for `mode`; `fused`: row ->
+   * fused score (the hybrid model ranks one query's candidates by it, as the server's). */
+  relevance(query, mode, rows, vector, lexical, cosines, fused) {
     const lx = this.lexical;
     const settings = lx.settings;
     const terms = mode === "vector" ? [] : queryWords(query, settings).flatMap(ftsTerms);
@@ -957,7 +958,7 @@ export class RagSearch {
         const named = this.titleTerms(row);
         title = Math.min(terms.reduce((sum, t, i) => sum + (named.has(t) ? shares[i] : 0), 0) / ceiling, 1);
       }
-      const x = { cos, bm25_frac: frac, cos_gap: vector.size ? cos - bestCos : 0, bm25_gap: frac - bestFrac, unknown, title };
+      const x = { cos, bm25_frac: frac, cos_gap: vector.size ? cos - bestCos : 0, bm25_gap: frac - bestFrac, unknown, title, fused: fused.get(row) || 0 };
       const w = weights[this.chunks[row].collection];
       out.set(row, weighted(predict(model, x), w === undefined ? 1 : w));
     }
@@ -1007,7 +1008,7 @@ export class RagSearch {
     const fused = fuse(vector, lexical, settings.profile, mode, cosines);
     // One ranking, as the server's: by the weighted relevance each hit shows (ties: the fused
     // score, then the store's row order).
-    const relevance = this.relevance(query, mode, [...fused.keys()], vector, lexical, cosines);
+    const relevance = this.relevance(query, mode, [...fused.keys()], vector, lexical, cosines, fused);
     const order = lx.rowOrder;
     const ordered = [...fused.keys()].sort((a, b) => relevance.get(b) - relevance.get(a) || fused.get(b) - fused.get(a) || order[a] - order[b]);
     const hit = (row) => ({
