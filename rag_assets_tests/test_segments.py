@@ -1,6 +1,7 @@
 """The public index as segments (rag_assets.index.segments): stable names, an edit that writes
 only its segment's files, garbage collection that keeps what a kept generation names, the
-older single-file index still read, and a damaged segment noticed and made again.
+older single-file index still read, a damaged segment noticed and made again, and change
+detection reading only the changed collections' ledger segments.
 
 Real builds of a small tree (in-process Dagster, the hashing embedder) with segments of at most
 two chunks, so that one collection spans several segments.
@@ -17,8 +18,8 @@ import pytest
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.index import generations, segments
-from rag_assets.index.index_json import IndexHeader, read_index, render_index
 from rag_assets.index.freshness import detect_changes
+from rag_assets.index.index_json import IndexHeader, read_index, render_index
 from rag_assets.index.manifest import read_manifest
 from rag_assets.index.segment_publish import SegmentPublisher
 from rag_assets.index.segments import bucket_count, bucket_of, known_files
