@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -133,22 +134,26 @@ class FingerprintMemo(Generic[T]):
     def __init__(self, size: int = 4) -> None:
         self._size = size
         self._entries: dict[str, tuple[Fingerprint, T]] = {}
+        self._lock = threading.Lock()  # a server's routes share it
 
     def get(self, file: Path, compute: Callable[[], T]) -> T:
         """``compute()``'s value for ``file`` (a copy: callers may change theirs)."""
         key = os.path.realpath(file)  # a link's target: a SQLite file's log is beside it
         seen_at = time.time_ns()
         before = fingerprint(Path(key))
-        kept = self._entries.get(key)
+        with self._lock:
+            kept = self._entries.get(key)
         if before is not None and kept is not None and kept[0] == before:
             return copy.deepcopy(kept[1])
         value = compute()
         if before is not None and not _racy(before, seen_at) and fingerprint(Path(key)) == before:
-            self._entries.pop(key, None)
-            self._entries[key] = (before, copy.deepcopy(value))
-            while len(self._entries) > self._size:
-                del self._entries[next(iter(self._entries))]
+            with self._lock:
+                self._entries.pop(key, None)
+                self._entries[key] = (before, copy.deepcopy(value))
+                while len(self._entries) > self._size:
+                    del self._entries[next(iter(self._entries))]
         return value
 
     def clear(self) -> None:
-        self._entries.clear()
+        with self._lock:
+            self._entries.clear()
