@@ -179,6 +179,15 @@ def part_update_build(args) -> dict:
     return {"wall_s": wall, "cpu_s": build_cpu, "chunks_said": said}
 
 
+def own_cpu_s() -> float:
+    """This process's CPU seconds (user + system): on a shared machine, what a step cost
+    whatever the load did to its wall time."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def own_peak_rss_mb() -> float:
     """This process's peak RSS since its exec, in MB: VmHWM of /proc/self/status. Not ru_maxrss,
     which Linux carries across exec: a child started by a big parent would report the parent's."""
@@ -240,10 +249,10 @@ def one_edit(c: dict, rep: int) -> dict:
     paragraphs = inc.prose_paragraphs(original)
     token = f"zqx{rep}edit"  # in the sentence edit_paragraph adds
     before, io0 = files_state(c["output"]), proc_io()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), own_cpu_s()
     path.write_text(inc.edit_paragraph(original, paragraphs[len(paragraphs) // 2], rep), encoding="utf-8")
     code, out = rag_in_process(["build", "--config", str(c["config"])])
-    built = time.perf_counter()
+    built, build_cpu = time.perf_counter(), own_cpu_s() - cpu0
     if code != 0:
         raise SystemExit(f"rag build after the edit exited {code}:\n{out[-3000:]}")
     io1, after = proc_io(), files_state(c["output"])
@@ -262,6 +271,7 @@ def one_edit(c: dict, rep: int) -> dict:
     return {
         "searchable_s": searchable - t0,
         "build_s": built - t0,
+        "build_cpu_s": build_cpu,
         "search_s": searchable - built,
         "searches": searches,
         "write_bytes": io1["write_bytes"] - io0["write_bytes"],
@@ -374,6 +384,8 @@ def column(r: dict) -> dict[str, str]:
         "edit -> searchable (median)": f"{med('searchable_s'):.2f} s",
         "  runs": ", ".join(f"{e['searchable_s']:.2f}" for e in edits),
         "  of which rag build / search": f"{med('build_s'):.2f} / {med('search_s'):.2f} s",
+        "  rag build CPU (median; runs)": f"{med('build_cpu_s'):.2f} s; "
+        + ", ".join(f"{e['build_cpu_s']:.2f}" for e in edits),
         "edit write_bytes / wchar": f"{med('write_bytes') / mb:,.1f} / {med('wchar') / mb:,.1f} MB",
         "edit new/changed files": f"{med('changed_bytes') / mb:,.1f} MB in {med('changed_files'):.0f}",
         "  of which written anew": f"{med('rewritten_bytes') / mb:,.1f} MB in {med('rewritten_files'):.0f}",

@@ -1,6 +1,7 @@
 """The public index as segments (rag_assets.index.segments): stable names, an edit that writes
 only its segment's files, garbage collection that keeps what a kept generation names, the
-older single-file index still read, and a damaged segment noticed and made again.
+older single-file index still read, a damaged segment noticed and made again, and change
+detection reading only the changed collections' ledger segments.
 
 Real builds of a small tree (in-process Dagster, the hashing embedder) with segments of at most
 two chunks, so that one collection spans several segments.
@@ -17,6 +18,7 @@ import pytest
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.index import generations, segments
+from rag_assets.index.freshness import detect_changes
 from rag_assets.index.index_json import IndexHeader, read_index, render_index
 from rag_assets.index.manifest import read_manifest
 from rag_assets.index.segment_publish import SegmentPublisher
@@ -165,3 +167,25 @@ def test_an_unchanged_collection_is_named_again_without_its_records(write_tree, 
     ledger = orjson.loads(gen.manifest_path.read_bytes())["ledger"]
     assert publisher.ledger == [e for e in ledger if e["collection"] == "docs"]
     assert publisher.documents == 8 and publisher.written == []
+
+
+def test_change_detection_reads_only_the_changed_collections_ledger(write_tree, tmp_path):
+    """An edit reads its collection's ledger segments, not the corpus's: with the ledger of an
+    unchanged collection gone, the edit is still seen as one changed file (reading the whole
+    ledger made every collection new). Without a readable ledger of the changed collection,
+    every collection is new, as with a damaged manifest."""
+    content = write_tree(TREE)
+    cfg = build(content, tmp_path / "out")
+    gen = generations.published(cfg)
+    ledger = {e["collection"]: e["ledger"]["file"] for e in orjson.loads(gen.manifest_path.read_bytes())["ledger"]}
+    only_docs = read_manifest(gen.manifest_path, collections={"docs"})
+    assert only_docs is not None and {d["path"].split("/")[0] for d in only_docs["documents"].values()} == {"docs"}
+    (content / "docs" / "note-3.md").write_text("---\ntitle: Note 3\n---\nNote 3 now talks about zebras.\n")
+    (cfg.public_dir / ledger["posts"]).unlink()
+    assert read_manifest(gen.manifest_path) is None  # the whole ledger cannot be read any more
+    report = detect_changes(cfg, save_stat_cache=False, verify_outputs=False)
+    status = {c.collection: (c.status, c.changed, c.added) for c in report.collections}
+    assert status == {"docs": ("changed", ["docs/note-3.md"], []), "posts": ("unchanged", [], [])}
+    (cfg.public_dir / ledger["docs"]).unlink()
+    report = detect_changes(cfg, save_stat_cache=False, verify_outputs=False)
+    assert {c.collection: c.status for c in report.collections} == {"docs": "new", "posts": "new"}

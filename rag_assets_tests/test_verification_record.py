@@ -104,3 +104,27 @@ def test_deep_verifies_everything_again(site: Path, capsys) -> None:
     assert code == 0
     assert (deep.performed, deep.skipped) == (first.performed, 0)
     assert f"Verified {first.performed} output and cache file check(s)." in out
+
+
+def test_a_memo_computes_again_only_after_the_file_changed(tmp_path: Path) -> None:
+    """FingerprintMemo (a store's summary): kept while the file is unchanged, computed again
+    after a write of the same size, and not kept while the file is racily fresh."""
+    path = tmp_path / "file"
+    path.write_bytes(b"one")
+    memo: verified.FingerprintMemo[dict] = verified.FingerprintMemo()
+    calls: list[bytes] = []
+
+    def compute() -> dict:
+        calls.append(path.read_bytes())
+        return {"bytes": calls[-1]}
+
+    time.sleep(verified.RACY_MARGIN_NS / 1e9 * 2)
+    assert memo.get(path, compute) == {"bytes": b"one"}
+    memo.get(path, compute)["bytes"] = b"changed by a caller"  # a copy: the memo keeps its own
+    assert memo.get(path, compute) == {"bytes": b"one"} and len(calls) == 1
+    path.write_bytes(b"two")  # the same size: the fingerprint's ctime (and mtime) differ
+    assert memo.get(path, compute) == {"bytes": b"two"} and len(calls) == 2
+    assert memo.get(path, compute) == {"bytes": b"two"} and len(calls) == 3  # just written: not kept
+    time.sleep(verified.RACY_MARGIN_NS / 1e9 * 2)
+    memo.get(path, compute)
+    assert memo.get(path, compute) == {"bytes": b"two"} and len(calls) == 4

@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -99,20 +101,19 @@ def detect_changes(
     """Compare the content on disk with the last published build; ``verify_outputs=False``
     leaves the published files unread (no damage reported: a sensor tick)."""
     gen = generations.published(cfg)
-    published = manifest_io.read_manifest(gen.manifest_path) or {}
-    previous = published.get("collections", {})
-    documents = published.get("documents", {})
+    # The header first (collections and their hashes), no ledger segment read.
+    previous = (manifest_io.read_manifest(gen.manifest_path, collections=()) or {}).get("collections", {})
     stat_cache = StatCache(cfg.stat_cache_path)
     indexed = read_indexed_collections(cfg)
-    known_by_collection: dict[str, dict[str, str | None]] = {}
-    for doc in documents.values():
-        path = doc.get("path", "")
-        known_by_collection.setdefault(path.split("/", 1)[0], {})[path] = doc.get("contentHash")
+    policy = collection_policy(cfg)
+    snapshots = {
+        name: snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy)
+        for name in discover_collections(cfg).collections
+    }
+    previous, known_by_collection = _known_files(gen.manifest_path, previous, snapshots)
     changes: list[CollectionChange] = []
     hashes: dict[str, str] = {}
-    policy = collection_policy(cfg)
-    for name in discover_collections(cfg).collections:
-        snapshot = snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy)
+    for name, snapshot in snapshots.items():
         hashes[name] = snapshot.content_hash
         before = previous.get(name)
         if before is None:
@@ -161,6 +162,30 @@ def detect_changes(
         gen.index_path.is_file(),
         damage,
     )
+
+
+def _known_files(
+    manifest_path: Path, previous: dict[str, Any], snapshots: dict[str, CollectionSnapshot]
+) -> tuple[dict[str, Any], dict[str, dict[str, str | None]]]:
+    """(the published collections, the published files of each changed one by path with
+    their SHA-256). Only the changed collections' ledger segments are read: an edit of one
+    file reads one collection's ledger, not the corpus's. A ledger that cannot be read makes
+    every collection new, as a damaged manifest does."""
+    changed = {
+        name
+        for name, snapshot in snapshots.items()
+        if name in previous and previous[name].get("contentHash") != snapshot.content_hash
+    }
+    if not changed:
+        return previous, {}
+    published = manifest_io.read_manifest(manifest_path, collections=changed)
+    if published is None:
+        return {}, {}
+    known: dict[str, dict[str, str | None]] = {}
+    for doc in published.get("documents", {}).values():
+        path = doc.get("path", "")
+        known.setdefault(path.split("/", 1)[0], {})[path] = doc.get("contentHash")
+    return previous, known
 
 
 def renamed_files(

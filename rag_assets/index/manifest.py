@@ -6,7 +6,7 @@ The manifest is the per-document ledger that incremental builds and
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -152,17 +152,26 @@ def read_ledger_segment(path: Path, entry: Any) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def read_manifest(path: Path) -> dict[str, Any] | None:
+def read_manifest(path: Path, collections: Collection[str] | None = None) -> dict[str, Any] | None:
     """The manifest, or None when it is missing or damaged (valid JSON of the wrong shape
     included: a build then treats every collection as new instead of crashing). A segmented
-    manifest's ledger segments are read into ``documents``, so readers see one shape."""
+    manifest's ledger segments are read into ``documents``, so readers see one shape.
+
+    ``collections``: read only the ledger segments of these collections (``documents`` then
+    holds theirs alone; a manifest of the older layout, whose ledger is inline, holds all).
+    Change detection needs the entries of the changed collections only, and reading the whole
+    ledger grew with the corpus (about 0.7 s a read at 100,000 chunks)."""
     data = read_raw_manifest(path)
     if data is None:
         return None
     if isinstance(data.get("ledger"), list):
         documents: dict[str, Any] = {}
         for entry in data["ledger"]:
-            part = read_ledger_segment(path, entry.get("ledger")) if isinstance(entry, dict) else None
+            if not isinstance(entry, dict):
+                return None
+            if collections is not None and entry.get("collection") not in collections:
+                continue
+            part = read_ledger_segment(path, entry.get("ledger"))
             if part is None:
                 return None
             documents.update(part)

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_assets.base import cjk
+from rag_assets.base.verified import FingerprintMemo
 from rag_assets.index import fts
 from rag_assets.index.profiles import profile_for, write_profile
 from rag_assets.records import EmbeddedCollection
@@ -529,10 +530,20 @@ def _insert_collection(conn: sqlite3.Connection, col: EmbeddedCollection) -> Non
     _index_cjk_chunks(conn, [c.id for c in col.chunks], [c.text for c in col.chunks])
 
 
+# A build summarised the store it wrote three times: counted once while the file is unchanged.
+summaries: FingerprintMemo[StoreSummary] = FingerprintMemo()
+
+
 def summarise(path: Path) -> StoreSummary | None:
-    """Counts and model of a store, or None when it does not exist yet."""
+    """Counts and model of a store, or None when it does not exist yet (counted again only
+    when the file changed since this process last counted it)."""
     if not path.is_file():
         return None
+    return summaries.get(path, lambda: _count(path))
+
+
+def _count(path: Path) -> StoreSummary:
+    """The counts and model read from the store (every chunk row: 0.6 CPU s at 100,000 chunks)."""
     with closing(connect(path, readonly=True)) as conn:
         docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
         chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]

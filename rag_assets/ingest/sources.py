@@ -41,7 +41,7 @@ def iter_collection_entries(root: Path, policy: WalkPolicy | None = None) -> lis
     return [(f.rel, f.path, f.stat) for f in list_folder(root, policy).files]
 
 
-def sha256_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
+def sha256_file(path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
     digest = hashlib.sha256()
     blocks = iter_blocks(path, max_bytes)
     next(blocks)  # the stat
@@ -93,7 +93,9 @@ class StatCache:
             # A damaged cache (or one of the wrong shape) only costs a rehash; never trust it.
             self._entries = entries if isinstance(entries, dict) else {}
 
-    def sha256(self, rel: str, path: Path, stat: os.stat_result, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
+    def sha256(self, rel: str, path: str | Path, stat: os.stat_result, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
+        """The file's SHA-256: the cached one while its stat key is unchanged, else read.
+        ``path`` may be the walk's plain string: a hit never needs a ``Path``."""
         key = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
         entry = self._entries.get(rel)
         if (
@@ -174,7 +176,9 @@ def snapshot_collection(
             if holds is not None and not holds(rel):
                 continue
             try:
-                files[rel] = cache.sha256(rel, item.path, item.stat, policy.max_file_bytes)
+                # The walk's string, not item.path: a Path per file was most of a walk's time,
+                # and a stat cache hit (nearly every file) never opens the file.
+                files[rel] = cache.sha256(rel, item.where, item.stat, policy.max_file_bytes)
             except (OSError, FileRefused) as exc:
                 # Vanished, unreadable or swapped for a FIFO since the listing: one bad file
                 # is one skipped file (the parser reports the same path), not a failed build.

@@ -295,7 +295,7 @@ def too_large_reason(size: int, limit: int) -> str:
     return f"file is {size:,} bytes, more than max_file_bytes ({limit:,}); split it or raise max_file_bytes"
 
 
-def open_regular_file(path: Path, max_bytes: int) -> tuple[int, os.stat_result]:
+def open_regular_file(path: str | Path, max_bytes: int) -> tuple[int, os.stat_result]:
     """A file descriptor for reading ``path``, refusing anything that is not (any longer) a
     regular file within the size limit. The caller closes it."""
     fd = os.open(path, _OPEN_FLAGS)
@@ -311,7 +311,7 @@ def open_regular_file(path: Path, max_bytes: int) -> tuple[int, os.stat_result]:
     return fd, info
 
 
-def iter_blocks(path: Path, max_bytes: int) -> Iterator[Any]:  # os.stat_result, then bytes
+def iter_blocks(path: str | Path, max_bytes: int) -> Iterator[Any]:  # os.stat_result, then bytes
     """The file's bytes in blocks, never more than ``max_bytes`` (a file growing while it is
     read is refused rather than read without end); yields the fstat first."""
     fd, info = open_regular_file(path, max_bytes)
