@@ -295,12 +295,31 @@ def read_questions(path: Path) -> list[tuple[str, set[str]]]:
     return out
 
 
-def collect(args, embedder_name: str) -> list[Sample]:
+def scifact_train(args, embedder_name: str):
+    """(SciFact's train split, its evaluator over the eval store embedded with ``embedder_name``)."""
     cfg = load_config(args.config, output_dir=args.output_dir)
     train = load_beir(args.dataset, "train")
     embedder, provider = select_eval_embedder(cfg, embedder_name)
     built = ensure_eval_store(cfg, train, embedder, provider=provider, log=lambda m: None)
-    evaluator = Evaluator(built.path, train, embedder)
+    return train, Evaluator(built.path, train, embedder)
+
+
+def open_sites(args, model: str):
+    """Each ``--site NAME=OUT_DIR:QUESTIONS`` as (name, its public index, its query embedder, the
+    question file); a site built with another model than ``model`` stops the fit."""
+    for site in args.site:
+        name, _, rest = site.partition("=")
+        out_dir, _, questions = rest.partition(":")
+        site_cfg = load_config(args.config, output_dir=out_dir)
+        index = SearchIndex(site_cfg.public_store_path, log_searches=False)
+        site_embedder = tier_embedder(site_cfg, "public", index)
+        if site_embedder.model != model:
+            raise SystemExit(f"{out_dir} was built with {site_embedder.model}, not {model}")
+        yield name, index, site_embedder, Path(questions)
+
+
+def collect(args, embedder_name: str) -> list[Sample]:
+    train, evaluator = scifact_train(args, embedder_name)
     scifact = evaluator.index
     corpus_key = lambda h: evaluator.corpus_id_of.get(h.document_id, "")  # noqa: E731
     page_key = lambda h: f"{h.collection}/{h.slug}"  # noqa: E731
@@ -318,16 +337,9 @@ def collect(args, embedder_name: str) -> list[Sample]:
             )
         )
     indexes = {"scifact": (scifact, evaluator.embedder, corpus_key)}
-    for site in args.site:
-        name, _, rest = site.partition("=")
-        out_dir, _, questions = rest.partition(":")
-        site_cfg = load_config(args.config, output_dir=out_dir)
-        index = SearchIndex(site_cfg.public_store_path, log_searches=False)
-        site_embedder = tier_embedder(site_cfg, "public", index)
-        if site_embedder.model != embedder.model:
-            raise SystemExit(f"{out_dir} was built with {site_embedder.model}, not {embedder.model}")
+    for name, index, site_embedder, questions in open_sites(args, evaluator.embedder.model):
         indexes[name] = (index, site_embedder, page_key)
-        for question, expect in read_questions(Path(questions)):
+        for question, expect in read_questions(questions):
             samples.append(
                 labelled(
                     f"{name}-questions",
@@ -529,11 +541,7 @@ def saved_order_candidates(args, name: str) -> list[fit_order.Candidates]:
 
 def order_candidates(args, embedder_name: str) -> list[fit_order.Candidates]:
     """SciFact train's hybrid searches and each site's questions', captured for choosing the order."""
-    cfg = load_config(args.config, output_dir=args.output_dir)
-    train = load_beir(args.dataset, "train")
-    embedder, provider = select_eval_embedder(cfg, embedder_name)
-    built = ensure_eval_store(cfg, train, embedder, provider=provider, log=lambda m: None)
-    evaluator = Evaluator(built.path, train, embedder)
+    train, evaluator = scifact_train(args, embedder_name)
     corpus_key = lambda h: evaluator.corpus_id_of.get(h.document_id, "")  # noqa: E731
     page_key = lambda h: f"{h.collection}/{h.slug}"  # noqa: E731
     out = []
@@ -543,13 +551,8 @@ def order_candidates(args, embedder_name: str) -> list[fit_order.Candidates]:
         out.append(
             fit_order.captured("scifact-train", evaluator.index, evaluator.embedder, query, relevant, corpus_key)
         )
-    for site in args.site:
-        name, _, rest = site.partition("=")
-        out_dir, _, questions = rest.partition(":")
-        site_cfg = load_config(args.config, output_dir=out_dir)
-        index = SearchIndex(site_cfg.public_store_path, log_searches=False)
-        site_embedder = tier_embedder(site_cfg, "public", index)
-        for question, expect in read_questions(Path(questions)):
+    for name, index, site_embedder, questions in open_sites(args, evaluator.embedder.model):
+        for question, expect in read_questions(questions):
             out.append(fit_order.captured(f"{name}-questions", index, site_embedder, question, expect, page_key))
     return out
 
