@@ -74,6 +74,30 @@ def same_ranking(expected: list[tuple[str, float]], got: list[tuple[str, float]]
     )
 
 
+def browser_pages(page, queries: list[str], model: dict | None = None) -> list[list[tuple[str, float]]]:
+    """Each query's page hits in the open page's browser search, as (collection/slug, relevance);
+    ``model``: a hybrid relevance model (its JSON) the page's index uses instead of its own."""
+    got = page.evaluate(
+        """async ([queries, model]) => {
+            if (model) window.ragSearch.lexical.settings.relevance.models.hybrid = model;
+            const out = [];
+            for (const q of queries) {
+                const found = await window.ragSearch.search(q, { k: 10, view: "pages" });
+                out.push(found.hits.map((h) => [`${h.collection}/${h.slug}`, h.relevance]));
+            }
+            return out;
+        }""",
+        [queries, model],
+    )
+    return [[(p, r) for p, r in hits] for hits in got]
+
+
+def assert_same_pages(queries: list[str], expected: list, got: list) -> None:
+    """The browser ranked every query's pages as the server did (:func:`same_ranking`)."""
+    mismatched = [(q, e, g) for q, e, g in zip(queries, expected, got) if not same_ranking(e, g)]
+    assert not mismatched, f"{len(mismatched)} of {len(queries)} differ; first: {mismatched[0]}"
+
+
 def test_browser_pages_relevance_and_abstentions_equal_the_servers(hugo, page, capsys, one_store_open):
     questions = hundred_questions()
     off_topic = OFF_TOPIC + gibberish(10)
@@ -82,20 +106,8 @@ def test_browser_pages_relevance_and_abstentions_equal_the_servers(hugo, page, c
     assert len(one_store_open) == 1  # the 130 searches read one loaded store
     with static_server(hugo.public_dir) as url:
         open_search(page, url)
-        got = page.evaluate(
-            """async (queries) => {
-                const out = [];
-                for (const q of queries) {
-                    const found = await window.ragSearch.search(q, { k: 10, view: "pages" });
-                    out.push(found.hits.map((h) => [`${h.collection}/${h.slug}`, h.relevance]));
-                }
-                return out;
-            }""",
-            queries,
-        )
-    got = [[(p, r) for p, r in hits] for hits in got]
-    mismatched = [(q, e, g) for q, e, g in zip(queries, expected, got) if not same_ranking(e, g)]
-    assert not mismatched, f"{len(mismatched)} of {len(queries)} differ; first: {mismatched[0]}"
+        got = browser_pages(page, queries)
+    assert_same_pages(queries, expected, got)
     answered = sum(bool(e) for e in expected[: len(questions)])
     abstained = sum(not e for e in expected[len(questions) :])
     assert answered >= 90, "the questions are answered"
@@ -143,18 +155,5 @@ def test_the_fused_score_feature_ranks_alike_in_the_browser(hugo, page, capsys, 
     expected = [server_pages(hugo, capsys, q) for q in queries]
     with static_server(hugo.public_dir) as url:
         open_search(page, url)
-        got = page.evaluate(
-            """async ([queries, model]) => {
-                window.ragSearch.lexical.settings.relevance.models.hybrid = model;
-                const out = [];
-                for (const q of queries) {
-                    const found = await window.ragSearch.search(q, { k: 10, view: "pages" });
-                    out.push(found.hits.map((h) => [`${h.collection}/${h.slug}`, h.relevance]));
-                }
-                return out;
-            }""",
-            [queries, model.to_json()],
-        )
-    got = [[(p, r) for p, r in hits] for hits in got]
-    mismatched = [(q, e, g) for q, e, g in zip(queries, expected, got) if not same_ranking(e, g)]
-    assert not mismatched, f"{len(mismatched)} of {len(queries)} differ; first: {mismatched[0]}"
+        got = browser_pages(page, queries, model.to_json())
+    assert_same_pages(queries, expected, got)
