@@ -285,13 +285,13 @@ def component_times(index: SearchIndex, embedder, queries: list[str], params: Se
         t3 = time.perf_counter()
         missing = [row for row in lexical if row not in vector]
         cosines = dict(zip(missing, (data.matrix[missing] @ qvec).tolist())) if missing else {}
-        scored = fuse(vector, lexical, params, "hybrid", cosines)
-        scored = {row: s * index.weights.get(str(data.collections[row]), 1.0) for row, s in scored.items()}
+        fused = fuse(vector, lexical, params, "hybrid", cosines)
+        scored = {row: s * index.weights.get(str(data.collections[row]), 1.0) for row, s in fused.items()}
         pool = [row for row, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))][
             : max(params.k * params.sections * 2, 60)
         ]
         t4 = time.perf_counter()
-        relevance, features = index._relevance(data, q, "hybrid", pool, vector, lexical, cosines)
+        relevance, features = index._relevance(data, q, "hybrid", pool, vector, lexical, cosines, None, fused)
         ranked = [row for row in pool if relevance[row] >= params.min_score]
         t5 = time.perf_counter()
         index._hits(data, [[row] for row in ranked[: params.k]], scored, relevance, vector, lexical, features)

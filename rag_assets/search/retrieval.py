@@ -323,11 +323,12 @@ class SearchIndex:
         vector,
         lexical,
         cosines,
-        words=None,
-        fused=None,
+        words,
+        fused: Mapping[int, float],
     ):
         """(row -> calibrated relevance, the rows' features) for ``rows`` (rag_assets.search.relevance);
-        ``words``: :meth:`_query_words`' (None: found again); ``fused``: row -> fused score."""
+        ``words``: :meth:`_query_words`' (None: found again); ``fused``: row -> fused score (required:
+        a hybrid model that reads it would take a missing score for the worst candidate's)."""
         if not rows:
             return {}, _FeatureTable([], {})
         ceiling, unknown, title = 0.0, 0.0, None
