@@ -33,6 +33,7 @@ from rag_assets.ingest.parsing import parse_collection
 from rag_assets.pipeline import chunk_collection, embed_collection, utc_now_iso
 from rag_assets.publishing import publish_all
 from rag_assets.search.retrieval import SearchIndex
+from rag_assets.search.search_log import read_log
 from rag_assets.serve import status as status_module
 from rag_assets.serve.cli import main
 
@@ -208,11 +209,11 @@ def test_a_long_lived_search_index_follows_each_new_generation(small_site) -> No
 
 def test_outputs_of_the_older_single_folder_layout_are_taken_over(small_site) -> None:
     """An output folder written before generations existed: real files at the published paths.
-    The first publish replaces them with links and carries the search log over."""
+    The first publish replaces them with links; the search log stays in its file beside them."""
     cfg, collections = small_site
     searched = SearchIndex(cfg.public_store_path)
     searched.search("proxmox", None, SearchParams(mode="bm25"))
-    searched.close()  # folds the logged search into the store's main file, which is copied below
+    searched.close()
     for path in (cfg.index_path, cfg.meta_path, cfg.manifest_path, cfg.public_store_path):
         real = path.resolve()
         path.unlink()
@@ -224,8 +225,7 @@ def test_outputs_of_the_older_single_folder_layout_are_taken_over(small_site) ->
     publish_all(collections[:1], cfg, utc_now_iso())
     assert all(p.is_symlink() for p in (cfg.index_path, cfg.meta_path, cfg.manifest_path, cfg.public_store_path))
     assert set(generation_of_each_output(cfg).values()) == {generations.published(cfg).id}
-    with closing(sqlite3.connect(cfg.public_store_path)) as conn:
-        assert conn.execute("SELECT count(*) FROM search_log").fetchone()[0] == 1
+    assert read_log(cfg.public_store_path)[2] == 1
     assert check_public_outputs(cfg).ok
 
 
