@@ -131,6 +131,15 @@ def test_a_store_that_cannot_be_written_keeps_its_tables_but_they_move_once(site
     finally:
         tier_logs.drop_legacy = drop
     assert read_log(path)[2] == 2  # marked as moved: not copied a second time
+    with closing(sqlite3.connect(tier_logs.log_path(path))) as conn:
+        assert conn.execute("SELECT count(*) FROM store_migration").fetchone()[0] == 1
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("DELETE FROM search_log WHERE id = 5")  # rows of the older table changed after the move...
+        conn.commit()
+    with closing(sqlite3.connect(tier_logs.log_path(path))) as conn:
+        conn.execute("DELETE FROM search_log")  # ...and the log emptied (rag log reads the log file only)
+        conn.commit()
+    assert read_log(path)[2] == 0  # the older table is not read again
 
 
 def test_a_damaged_log_file_is_set_aside_and_blocks_no_search(site) -> None:
@@ -164,3 +173,21 @@ def test_a_log_file_damaged_while_open_is_set_aside_at_the_next_write(site) -> N
     assert write_answer(path, answer("after the damage")) is True
     assert [a.question for a in read_answers(path)[0]] == ["after the damage"]
     assert sqlite_problem(logs) is None
+
+
+def test_a_search_that_finds_its_log_damaged_sets_it_aside_and_the_next_one_logs(site) -> None:
+    path = site.public_store_path
+    index = SearchIndex(path)
+    for n in range(200):
+        index.search(f"proxmox {n}", EMBEDDER, PARAMS)
+    index.close()
+    logs = tier_logs.log_path(path)
+    corrupt_pages(logs)  # the search log's first pages: its insert fails, the open does not
+
+    index = SearchIndex(path)
+    assert index.search("vlan", EMBEDDER, PARAMS).hits  # its row is lost, not the search
+    assert index.search("bridge", EMBEDDER, PARAMS).hits
+    index.close()
+    assert [r["query"] for r in read_log(path)[0]] == ["bridge"]
+    aside = [p for p in logs.parent.iterdir() if p.name.startswith(logs.name + ".damaged-")]
+    assert len([p for p in aside if not p.name.endswith("-wal")]) == 1  # with its WAL, if it had one
