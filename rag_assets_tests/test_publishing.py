@@ -26,7 +26,7 @@ import pytest
 
 from rag_assets.config import RagConfig, load_config
 from rag_assets.embed.hashing import HashingEmbedder
-from rag_assets.index import generations, integrity
+from rag_assets.index import generations, integrity, store, tier_logs
 from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.params import SearchParams
 from rag_assets.ingest.parsing import parse_collection
@@ -209,15 +209,17 @@ def test_a_long_lived_search_index_follows_each_new_generation(small_site) -> No
 
 def test_outputs_of_the_older_single_folder_layout_are_taken_over(small_site) -> None:
     """An output folder written before generations existed: real files at the published paths.
-    The first publish replaces them with links; the search log stays in its file beside them."""
+    The first publish replaces them with links, and the search log the store kept moves to the log file."""
     cfg, collections = small_site
-    searched = SearchIndex(cfg.public_store_path)
-    searched.search("proxmox", None, SearchParams(mode="bm25"))
-    searched.close()
     for path in (cfg.index_path, cfg.meta_path, cfg.manifest_path, cfg.public_store_path):
         real = path.resolve()
         path.unlink()
         shutil.copyfile(real, path)
+    # Its store kept its search log itself, and there was no log file.
+    store.remove_database(tier_logs.log_path(cfg.public_store_path))
+    with closing(store.connect(cfg.public_store_path)) as conn:
+        conn.execute("CREATE TABLE search_log (id INTEGER PRIMARY KEY, at TEXT NOT NULL, query TEXT NOT NULL)")
+        conn.execute("INSERT INTO search_log(at, query) VALUES ('2026-01-01T00:00:00Z', 'proxmox')")
     generations.current_link(cfg).unlink()
     shutil.rmtree(generations.generations_dir(cfg))
     assert generations.published(cfg).id is None and check_public_outputs(cfg).ok
@@ -225,7 +227,7 @@ def test_outputs_of_the_older_single_folder_layout_are_taken_over(small_site) ->
     publish_all(collections[:1], cfg, utc_now_iso())
     assert all(p.is_symlink() for p in (cfg.index_path, cfg.meta_path, cfg.manifest_path, cfg.public_store_path))
     assert set(generation_of_each_output(cfg).values()) == {generations.published(cfg).id}
-    assert read_log(cfg.public_store_path)[2] == 1
+    assert [r["query"] for r in read_log(cfg.public_store_path)[0]] == ["proxmox"]  # moved before the swap
     assert check_public_outputs(cfg).ok
 
 
