@@ -323,6 +323,22 @@ def test_an_index_damaged_in_place_is_noticed_by_its_digest(out: Path, capsys) -
     assert cli(out, "build") == 0 and cli(out, "check") == 0
 
 
+def test_a_damaged_log_file_is_reported_apart_and_blocks_neither_build_nor_search(out: Path, capsys) -> None:
+    cfg = sample_cfg(out)
+    logs = tier_logs.log_path(cfg.public_store_path)
+    logs.write_bytes(b"no SQLite here " * 500)
+    capsys.readouterr()
+    assert cli(out, "check") == 0  # the index is fresh and whole: the log file is not the index
+    assert f"Damaged log file: {logs}" in capsys.readouterr().out
+    assert cli(out, "status") == 0 and f"Damaged log {logs}" in capsys.readouterr().out
+    assert cli(out, "build") == 0
+    assert main(["search", "proxmox vlan", *sample_args(out)[:4]]) == 0
+    assert read_log(cfg.public_store_path)[0][0]["query"] == "proxmox vlan"  # in a new log file
+    assert any(p.name.startswith(logs.name + ".damaged-") for p in logs.parent.iterdir())
+    capsys.readouterr()
+    assert cli(out, "check") == 0 and "Damaged" not in capsys.readouterr().out
+
+
 def test_a_damaged_store_is_a_clear_search_error_and_is_rebuilt(out: Path, capsys) -> None:
     cfg = sample_cfg(out)
     corrupt_pages(cfg.public_store_path.resolve())
