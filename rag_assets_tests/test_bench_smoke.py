@@ -219,7 +219,7 @@ NEEDS: dict[str, Callable[[], str | None]] = {
 
 # Modules of bench/ that are parts of another bench, not run on their own: the bench whose
 # smoke run runs them.
-PART_OF: dict[str, str] = {"scale_update": "scale", "fit_order": "fit_relevance"}
+PART_OF: dict[str, str] = {"scale_update": "scale", "fit_order": "fit_relevance", "relevance_samples": "fit_relevance"}
 
 
 def test_every_bench_has_a_smoke_run() -> None:
