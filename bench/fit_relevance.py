@@ -16,7 +16,7 @@ Labelled searches, per embedder (each a built index with that embedder):
   its own page (known-item searches: what the ``title`` feature is fitted on).
 - **Out of domain**, every candidate irrelevant: SciFact's train claims against each site,
   gibberish (random letter strings, seeded), and questions about things none of the corpora
-  hold (OFF_TOPIC below), against every index.
+  hold (OFF_TOPIC in bench/relevance_samples.py, which collects all of these), against every index.
 
 Every search is run once per mode (hybrid, vector, bm25) with no score floor, keeping the top
 ``--depth`` chunk candidates with the features ``SearchIndex`` computed for them. A logistic
