@@ -10,8 +10,11 @@ from contextlib import closing
 import numpy as np
 import pytest
 
-from rag_assets.index import store, vector_blocks
+from rag_assets.index import generations, store, vector_blocks
+from rag_assets.index.consistency import check_public_outputs
 from rag_assets.records import Chunk, Document, EmbeddedCollection
+
+from .conftest import build_files_once, copy_built
 
 DIMENSION = 8
 BLOCK = 1 << vector_blocks.BLOCK_BITS
@@ -164,3 +167,17 @@ def test_the_count_of_vectors_is_checked_against_the_chunks(tmp_path):
         assert vector_blocks.problems(conn, DIMENSION, 601) == [
             "vector blocks hold 600 vectors and 0 are outside them, for 601 chunks"
         ]
+
+
+def test_rag_check_reports_a_block_that_disagrees_with_the_chunks(tmp_path_factory, tmp_path, make_config):
+    files = {f"notes/page-{i}.md": f"# Page {i}\n\nzfs pool {i} and a snapshot of dataset {i}.\n" for i in range(12)}
+    cfg = copy_built(build_files_once(tmp_path_factory, "blocks-check", files), tmp_path, make_config)
+    assert check_public_outputs(cfg).ok
+    path = generations.published(cfg).store_path
+    with closing(sqlite3.connect(path)) as conn, conn:  # a block one vector short of the chunks
+        conn.execute(
+            "UPDATE vector_blocks SET rows = rows - 1, rowids = substr(rowids, 1, length(rowids) - 8),"
+            f" vectors = substr(vectors, 1, length(vectors) - {4 * 384})"
+        )
+    problems = check_public_outputs(cfg).problems
+    assert problems == ["vector blocks hold 11 vectors and 0 are outside them, for 12 chunks"]
