@@ -18,7 +18,6 @@ import pytest
 from rag_assets.defs.runner import run_build
 from rag_assets.index import vector_blocks
 from rag_assets.index.params import SearchParams
-from rag_assets.search import loaded
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.cli import main as rag
 

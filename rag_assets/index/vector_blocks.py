@@ -22,6 +22,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import groupby
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy is imported where vectors are read or written: `rag status` opens the store without it
@@ -176,7 +177,8 @@ def refresh(conn: sqlite3.Connection) -> int:
     listed = [b for (b,) in conn.execute("SELECT block FROM vector_blocks ORDER BY block")]
     written = 0
     for low, high in gaps(listed):
-        for block, rows in _grouped(conn.execute(_RANGE_ROWS, (low, high))):
+        for block, group in groupby(conn.execute(_RANGE_ROWS, (low, high)), key=lambda row: row[0] >> BLOCK_BITS):
+            rows = list(group)  # one block's rows held at a time
             blobs = [r[2] for r in rows]
             if len({len(b) for b in blobs}) != 1:
                 continue
@@ -192,20 +194,6 @@ def refresh(conn: sqlite3.Connection) -> int:
             )
             written += 1
     return written
-
-
-def _grouped(rows: Iterator[tuple]) -> Iterator[tuple[int, list[tuple]]]:
-    """(block, its rows) of rows in rowid order, one block held at a time."""
-    block, held = None, []
-    for row in rows:
-        number = row[0] >> BLOCK_BITS
-        if number != block and held:
-            yield block, held  # type: ignore[misc]
-            held = []
-        block = number
-        held.append(row)
-    if held:
-        yield block, held  # type: ignore[misc]
 
 
 def problems(conn: sqlite3.Connection, dimension: int, embedded: int) -> list[str]:
