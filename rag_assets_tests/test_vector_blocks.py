@@ -200,3 +200,17 @@ def test_a_search_load_gives_each_row_its_document_and_collection(tmp_path):
     assert data.collections.tolist() == [c for _, c, _ in expected]
     assert data.doc_index.tolist() == [i for _, _, i in expected]
     assert data.row_of == {r: i for i, (r, _, _) in enumerate(expected)}
+
+
+def test_a_vector_of_another_length_keeps_its_range_out_of_the_blocks(tmp_path):
+    """A damaged row (a vector of 4 bytes) is never folded into a block: its range stays with
+    the chunks, whose read reports it as before blocks existed."""
+    path = tmp_path / "s.db"
+    write(path, collection("a", 150, 4))
+    with closing(store.connect(path)) as conn:
+        conn.execute("UPDATE chunks SET embedding = x'00000000' WHERE rowid = 300")
+        with store.transaction(conn):
+            assert vector_blocks.refresh(conn) == 0
+    assert sorted(blocks(path)) == [0, 2]
+    with pytest.raises(sqlite3.DatabaseError, match="stored vectors of"):
+        read(path)
