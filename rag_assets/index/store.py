@@ -25,6 +25,9 @@ Schema (a contract; other tools read it):
   created on first use: what the admin console did (``rag_assets.index.admin_actions``)
 - ``publication(generation)``: the published generation the public store belongs to (see
   ``rag_assets.index.generations``), written in the same transaction as its rows
+- ``vector_blocks(block, rows, rowids, document_ids, vectors)``: the chunks' vectors again, one
+  row per range of rowids, kept by triggers and written in the same transaction as the chunks
+  (see ``rag_assets.index.vector_blocks``), so a search reads them without scanning the chunks
 
 The store runs in WAL mode and every write is one transaction, so a reader
 keeps seeing the previous version until the new one is committed and a killed
@@ -43,7 +46,7 @@ from pathlib import Path
 
 from rag_assets.base import cjk
 from rag_assets.base.verified import FingerprintMemo
-from rag_assets.index import fts
+from rag_assets.index import fts, vector_blocks
 from rag_assets.index.profiles import profile_for, write_profile
 from rag_assets.records import EmbeddedCollection
 
@@ -107,6 +110,7 @@ CREATE TABLE IF NOT EXISTS search_profile (
 );
 """
     + fts.SCHEMA
+    + vector_blocks.SCHEMA
 )
 
 
@@ -285,6 +289,7 @@ def replace_contents(
                 for col in collections:
                     _insert_collection(conn, col)
             _record_sources(conn, collections, built_at)
+            vector_blocks.refresh(conn)
             conn.execute(
                 "INSERT INTO embeddings_meta(model, dimension, built_at, provider) VALUES (?, ?, ?, ?)",
                 (model, dimension, built_at, provider or _provider_of(collections)),
@@ -403,6 +408,7 @@ def sync_contents(
                     ),
                 )
             _index_cjk_chunks(conn, fresh_chunks, [new_chunks[cid][0][2] for cid in fresh_chunks])
+            vector_blocks.refresh(conn)
             conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
             conn.execute(f"DELETE FROM sources {_scope_filter(scope, 'collection')[0]}", params)
             _record_sources(conn, collections, built_at)
@@ -484,6 +490,7 @@ def delete_collections(path: Path, names: Iterable[str]) -> bool:
                 f"DELETE FROM documents WHERE id IN (SELECT d.id FROM documents d {where})", params
             ).rowcount
             deleted += conn.execute(f"DELETE FROM sources {_scope_filter(names, 'collection')[0]}", params).rowcount
+            vector_blocks.refresh(conn)
     return deleted > 0
 
 
@@ -578,6 +585,13 @@ def create_empty(path: Path) -> None:
 def chunk_ids(path: Path) -> set[str]:
     with closing(connect(path, readonly=True)) as conn:
         return {row[0] for row in conn.execute("SELECT id FROM chunks")}
+
+
+def vector_block_problems(path: Path, summary: StoreSummary) -> list[str]:
+    """What is wrong with the store's vector blocks (:func:`rag_assets.index.vector_blocks.problems`),
+    given its summary (the count of chunks with a vector, not counted again)."""
+    with closing(connect(path, readonly=True)) as conn:
+        return vector_blocks.problems(conn, summary.dimension or 0, summary.embedded)
 
 
 def orphan_counts(path: Path) -> dict[str, int]:
