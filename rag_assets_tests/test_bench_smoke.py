@@ -219,7 +219,7 @@ NEEDS: dict[str, Callable[[], str | None]] = {
 
 # Modules of bench/ that are parts of another bench, not run on their own: the bench whose
 # smoke run runs them.
-PART_OF: dict[str, str] = {"scale_update": "scale", "fit_order": "fit_relevance"}
+PART_OF: dict[str, str] = {"scale_update": "scale", "fit_order": "fit_relevance", "relevance_samples": "fit_relevance"}
 
 
 def test_every_bench_has_a_smoke_run() -> None:
@@ -314,3 +314,26 @@ def test_the_bench_runs_at_a_tiny_size(name: str, bench_tmp: Path, request) -> N
     assert done.returncode == 0, (
         f"bench/{name}.py exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     )
+
+
+def test_fit_relevance_orders_at_a_tiny_size(scifact_subset: Path, bench_tmp: Path) -> None:
+    """bench/fit_relevance.py ``--order`` (bench/fit_order.py's path: the fused score's weight
+    chosen on train), which the plain smoke run above returns before: it must run, and print
+    the weight it chose, without ``--write`` (the shipped models stay as they are)."""
+    shipped = REPO_ROOT / "rag_assets" / "search" / "relevance_models.json"
+    before = shipped.read_bytes()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_") and k != "DAGSTER_HOME"}
+    env["TMPDIR"] = str(bench_tmp)
+    args = ["--embedder", "hashing", "--dataset", str(scifact_subset), "--output-dir", str(bench_tmp / "eval")]
+    args += ["--scifact-queries", "5", "--ood-claims", "5", "--gibberish", "5", "--order"]
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "fit_relevance.py"), *args],
+        cwd=bench_tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_SECONDS,
+    )
+    assert done.returncode == 0, f"exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert '"fused_weight"' in done.stdout
+    assert shipped.read_bytes() == before

@@ -49,7 +49,9 @@ def served_config(site: Path, chat_url: str, *origins: str):
 
 
 def logged_sessions(cfg, tier: str) -> list[str | None]:
-    path = cfg.store_path(tier)
+    path = tier_logs.log_path(cfg.store_path(tier))  # where answers are logged (beside the store)
+    if not path.is_file():
+        return []
     with closing(sqlite3.connect(path)) as conn:
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'answer_log'").fetchone():
             return []

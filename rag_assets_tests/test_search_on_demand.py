@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from rag_assets.defs.runner import run_build
+from rag_assets.index import vector_blocks
 from rag_assets.index.params import SearchParams
-from rag_assets.search import loaded
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.cli import main as rag
 
@@ -133,7 +133,7 @@ def test_a_generated_tree_searches_the_same_with_documents_on_demand(tree, tmp_p
 
 
 def test_a_search_on_demand_reads_only_the_documents_it_ranks(tree, tmp_path, make_config, monkeypatch):
-    monkeypatch.setattr(loaded, "VECTOR_BATCH", 7)  # the vectors read in many batches, the last one short
+    monkeypatch.setattr(vector_blocks, "RANGE_BATCH", 7)  # rows not in a block read in many batches, the last one short
     cfg = copy_built(tree, tmp_path, make_config)
     index = SearchIndex(cfg.public_store_path, log_searches=False, documents="on_demand")
     embedder = tier_embedder(cfg, "public", index)
@@ -171,3 +171,31 @@ def test_rag_search_reads_documents_on_demand(tree, tmp_path, make_config, capsy
         assert rag([command, "zfs snapshot", "--json", "--config", str(config)]) == 0
     capsys.readouterr()
     assert opened == ["on_demand", "on_demand"]
+
+
+def test_a_store_without_its_vector_blocks_searches_the_same(tree, tmp_path, make_config):
+    """Ranges of the vectors not in a block (lost to a write that did not refresh them) and a
+    store written before blocks existed are read from the chunks: the same hits and scores."""
+    cfg = copy_built(tree, tmp_path, make_config)
+    path = cfg.public_store_path
+    embedder = tier_embedder(cfg, "public", SearchIndex(path, log_searches=False))
+    queries = ["zfs snapshot replication", "wireguard peer dns"]
+    params_list = [*PARAMS, SearchParams(k=5, min_score=0.0, tags=("storage",))]
+
+    def outcomes() -> list:
+        cold = [SearchIndex(path, cfg.collection_weights, log_searches=False, documents="on_demand") for _ in queries]
+        return [outcome(index, embedder, q, p) for index, q in zip(cold, queries) for p in params_list]
+
+    with closing(sqlite3.connect(path)) as conn:
+        in_blocks = conn.execute("SELECT sum(rows) FROM vector_blocks").fetchone()[0]
+        assert in_blocks == conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 120  # every vector
+    with_blocks = outcomes()
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM vector_blocks")
+    assert outcomes() == with_blocks
+    with closing(sqlite3.connect(path)) as conn:  # the previous version's schema
+        for trigger in ("chunks_ai_blocks", "chunks_ad_blocks", "chunks_au_blocks"):
+            conn.execute(f"DROP TRIGGER {trigger}")
+        conn.execute("DROP TABLE vector_blocks")
+    assert outcomes() == with_blocks
+    assert_same(path, cfg.collection_weights, embedder, queries, params_list)  # and the loaded path's

@@ -58,6 +58,7 @@ def check_public_outputs(cfg: RagConfig, record: VerificationRecord | None = Non
     for name, count in store.orphan_counts(gen.store_path).items():
         if count:
             report.problems.append(f"{count} orphan rows in the store ({name.replace('_', ' ')})")
+    report.problems.extend(store.vector_block_problems(gen.store_path, summary))
     if (summary.model, summary.dimension) != (meta.get("model"), meta.get("dimension")):
         report.problems.append(
             f"store model {summary.model} ({summary.dimension}) != index model {meta.get('model')} ({meta.get('dimension')})"

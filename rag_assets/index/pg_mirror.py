@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_assets.index import store, tier_logs
+from rag_assets.index import store, tier_logs, vector_blocks
 
 MIRROR_TABLE = "CREATE TABLE IF NOT EXISTS pg_mirror (schema TEXT NOT NULL, stamp JSON NOT NULL)"
 _BATCH = 2000
@@ -103,6 +103,7 @@ def _copy_rows(pg: Any, schema: str, lite: sqlite3.Connection) -> None:
                     [(*r[:6], _blob(r[6])) for r in rows],
                 )
         store.reindex_cjk(lite)
+        vector_blocks.refresh(lite)
         for table, columns in (
             ("embeddings_meta", "model, dimension, built_at, provider"),
             ("sources", "collection, content_hash, documents, indexed_at"),

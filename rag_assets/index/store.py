@@ -21,6 +21,9 @@ Schema (a contract; other tools read it):
   compare it with the files on disk)
 - ``publication(generation)``: the published generation the public store belongs to (see
   ``rag_assets.index.generations``), written in the same transaction as its rows
+- ``vector_blocks(block, rows, rowids, document_ids, vectors)``: the chunks' vectors again, one
+  row per range of rowids, kept by triggers and written in the same transaction as the chunks
+  (see ``rag_assets.index.vector_blocks``), so a search reads them without scanning the chunks
 
 The store runs in WAL mode and every write is one transaction, so a reader
 keeps seeing the previous version until the new one is committed and a killed
@@ -42,7 +45,7 @@ from pathlib import Path
 
 from rag_assets.base import cjk
 from rag_assets.base.verified import FingerprintMemo
-from rag_assets.index import fts
+from rag_assets.index import fts, vector_blocks
 from rag_assets.index.profiles import profile_for, write_profile
 from rag_assets.records import EmbeddedCollection
 
@@ -96,6 +99,7 @@ CREATE TABLE IF NOT EXISTS search_profile (
 );
 """
     + fts.SCHEMA
+    + vector_blocks.SCHEMA
 )
 
 
@@ -266,6 +270,7 @@ def replace_contents(
                 for col in collections:
                     _insert_collection(conn, col)
             _record_sources(conn, collections, built_at)
+            vector_blocks.refresh(conn)
             conn.execute(
                 "INSERT INTO embeddings_meta(model, dimension, built_at, provider) VALUES (?, ?, ?, ?)",
                 (model, dimension, built_at, provider or _provider_of(collections)),
@@ -384,6 +389,7 @@ def sync_contents(
                     ),
                 )
             _index_cjk_chunks(conn, fresh_chunks, [new_chunks[cid][0][2] for cid in fresh_chunks])
+            vector_blocks.refresh(conn)
             conn.execute("UPDATE embeddings_meta SET built_at = ?", (built_at,))
             conn.execute(f"DELETE FROM sources {_scope_filter(scope, 'collection')[0]}", params)
             _record_sources(conn, collections, built_at)
@@ -465,6 +471,7 @@ def delete_collections(path: Path, names: Iterable[str]) -> bool:
                 f"DELETE FROM documents WHERE id IN (SELECT d.id FROM documents d {where})", params
             ).rowcount
             deleted += conn.execute(f"DELETE FROM sources {_scope_filter(names, 'collection')[0]}", params).rowcount
+            vector_blocks.refresh(conn)
     return deleted > 0
 
 
@@ -559,6 +566,13 @@ def create_empty(path: Path) -> None:
 def chunk_ids(path: Path) -> set[str]:
     with closing(connect(path, readonly=True)) as conn:
         return {row[0] for row in conn.execute("SELECT id FROM chunks")}
+
+
+def vector_block_problems(path: Path, summary: StoreSummary) -> list[str]:
+    """What is wrong with the store's vector blocks (:func:`rag_assets.index.vector_blocks.problems`),
+    given its summary (the count of chunks with a vector, not counted again)."""
+    with closing(connect(path, readonly=True)) as conn:
+        return vector_blocks.problems(conn, summary.dimension or 0, summary.embedded)
 
 
 def orphan_counts(path: Path) -> dict[str, int]:

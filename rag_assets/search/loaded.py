@@ -10,8 +10,8 @@ document when a search filters on tags, frontmatter or a slug prefix.
 and answers many searches), or each read from the store by id the first time a search asks for
 it (a one-shot ``rag search``: at 100,000 chunks, parsing every document's JSON columns was most
 of a cold search's time). Either way a record is made by :func:`document_record`, so both give
-the same records, hits and scores. The vectors are read in one query and decoded as one buffer,
-not row by row.
+the same records, hits and scores. The vectors are read from the store's vector blocks, a blob
+per 256 chunks (:mod:`rag_assets.index.vector_blocks`), not from every chunk row.
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ import sqlite3
 import threading
 from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping, ValuesView
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
 from rag_assets.index.profiles import SearchProfile, read_profile
+from rag_assets.index.vector_blocks import read_vectors
 from rag_assets.search.link_signal import linked_notes
 from rag_assets.search.relevance import TermStatistics
 
@@ -33,7 +35,6 @@ from rag_assets.search.relevance import TermStatistics
 DOCUMENT_COLUMNS = "id, collection, slug, title, tags, frontmatter, aliases, links, backlinks"
 DOCUMENT_LOADS = ("all", "on_demand")
 _BATCH = 500  # ids per query: under SQLite's limit on bound parameters
-VECTOR_BATCH = 4096  # chunk rows read at a time: 6 MB of vectors at 384 dimensions
 
 
 def document_record(row: tuple) -> dict[str, Any]:
@@ -180,58 +181,29 @@ def read_loaded(
     model, dimension, provider = meta if meta else (None, None, None)
     doc_rows = conn.execute("SELECT id, collection FROM documents ORDER BY rowid").fetchall()
     stored = StoredDocuments([d for d, _ in doc_rows], connect)
-    collection_of = dict(doc_rows)
-    rowids, document_ids, matrix = _read_vectors(conn, dimension or 0)
+    vectors = read_vectors(conn, dimension or 0)
     position = {doc_id: i for i, (doc_id, _) in enumerate(doc_rows)}
-    count = len(document_ids)
+    # Per row, its document's index (len(doc_rows): none) and collection: map and array
+    # indexing, not a Python loop per row (a cold search makes them for every chunk).
+    doc_index = np.fromiter(
+        map(position.get, vectors.document_ids, repeat(len(position))), dtype=np.int32, count=len(vectors.rowids)
+    )
+    collection_at = np.array([c for _, c in doc_rows] + [""], dtype=object)
     data = LoadedIndex(
         stamp=stamp,
-        rowids=rowids,
-        matrix=matrix,
-        document_ids=document_ids,
-        collections=np.array([collection_of.get(d, "") for d in document_ids], dtype=object),
-        row_of={int(r): i for i, r in enumerate(rowids)},
+        rowids=vectors.rowids,
+        matrix=vectors.matrix,
+        document_ids=vectors.document_ids,
+        collections=collection_at[doc_index],
+        row_of=dict(zip(vectors.rowids.tolist(), range(len(vectors.rowids)))),
         model=model,
         provider=provider,
         dimension=dimension,
         documents=stored,
-        doc_index=np.fromiter((position.get(d, len(position)) for d in document_ids), dtype=np.int32, count=count),
+        doc_index=doc_index,
         doc_collections=np.array([c for _, c in doc_rows], dtype=str),
         profile=read_profile(conn, provider),
     )
     if documents == "all":
         stored.every()
     return data
-
-
-def _read_vectors(conn: sqlite3.Connection, dimension: int) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """(rowids, document id per row, float32 matrix) of the chunks with a vector, by rowid.
-
-    Read in batches into a matrix sized up front, each batch's blobs joined into one buffer
-    (no per-row decoding), so the peak is the matrix and one batch, not every blob and the
-    matrix. One read transaction, so the count and the rows agree."""
-    own = not conn.in_transaction
-    if own:
-        conn.execute("BEGIN")
-    try:
-        # count(*) without a WHERE reads the smallest index, not the table; rows with no vector are trimmed below
-        total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-        matrix = np.empty((total, dimension), dtype=np.float32)
-        rowids = np.empty(total, dtype=np.int64)
-        document_ids: list[str] = []
-        cursor = conn.execute(
-            "SELECT rowid, document_id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid"
-        )
-        while batch := cursor.fetchmany(VECTOR_BATCH):
-            start, end = len(document_ids), len(document_ids) + len(batch)
-            blob = b"".join(r[2] for r in batch)
-            if len(blob) != len(batch) * dimension * 4:
-                raise sqlite3.DatabaseError(f"stored vectors of {len(blob)} bytes for {len(batch)} rows of {dimension}")
-            matrix[start:end] = np.frombuffer(blob, dtype=np.float32).reshape(len(batch), dimension)
-            rowids[start:end] = [r[0] for r in batch]
-            document_ids.extend(r[1] for r in batch)
-    finally:
-        if own:
-            conn.execute("COMMIT")
-    count = len(document_ids)
-    return rowids[:count], document_ids, matrix[:count]
