@@ -1,7 +1,7 @@
 """The log file of a tier: what its store is asked and does while it is current, kept apart from it.
 
 Every tier's store has a SQLite file of logs beside it, named after it
-(``rag-store-public.db`` -> ``rag-store-public-logs.db``, see :func:`log_path`)::
+(``rag-store-public.db`` -> ``rag-store-public-logs.db``, see :func:`log_path`):
 
 - ``search_log(id, at, query, params JSON, results JSON, top_score, latency_ms, top_relevance)``:
   every search made against the store (``rag log``; written by
