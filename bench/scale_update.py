@@ -18,7 +18,8 @@ DAGSTER_HOME (an ephemeral instance, as a plain `rag build`):
   build and of the search; the bytes the process wrote while it rebuilt (``write_bytes`` and
   ``wchar`` of /proc/self/io, which the search's own writes are kept out of) and the size of
   the files under the output folder that the rebuild created or changed (size, mtime or inode
-  differ); peak RSS after the first rebuild (before any search) and of the whole process.
+  differ); the ``PRAGMA quick_check``s the rebuild ran (a spy on the verification record: the
+  checks it did not skip, by file); peak RSS after the first rebuild (before any search) and of the whole process.
 - `rag status` and a no-op `rag check` as processes, --status-runs times each, alternating: wall
   and CPU (the first run verifies what the edits wrote; the later ones what changed since).
 
@@ -240,7 +241,34 @@ def found(search_json: str, target: str, token: str) -> bool:
     return False
 
 
-def one_edit(c: dict, rep: int) -> dict:
+class QuickCheckSpy:
+    """Counts the ``PRAGMA quick_check``s a build runs through the verification record
+    (``rag_assets.base.verified``), by file name: a check the record skipped is not counted.
+    A spy on the public class, installed in this child process only."""
+
+    def __init__(self) -> None:
+        from rag_assets.base import verified
+
+        self.by_file: dict[str, int] = {}
+        original = verified.VerificationRecord.run
+        spy = self
+
+        def run(record, file, check, verify):
+            performed = verified.counts.performed
+            problem = original(record, file, check, verify)
+            if check == "quick_check" and verified.counts.performed > performed:
+                spy.by_file[Path(file).name] = spy.by_file.get(Path(file).name, 0) + 1
+            return problem
+
+        verified.VerificationRecord.run = run  # type: ignore[method-assign]
+
+    def take(self) -> dict[str, int]:
+        """The counts since the last take."""
+        taken, self.by_file = self.by_file, {}
+        return taken
+
+
+def one_edit(c: dict, rep: int, spy: QuickCheckSpy | None = None) -> dict:
     """One paragraph of the target edited, `rag build`, then `rag search` for the new sentence's
     token until the document is a hit: wall times, bytes written by the rebuild, changed files."""
     inc = incremental()
@@ -249,10 +277,13 @@ def one_edit(c: dict, rep: int) -> dict:
     paragraphs = inc.prose_paragraphs(original)
     token = f"zqx{rep}edit"  # in the sentence edit_paragraph adds
     before, io0 = files_state(c["output"]), proc_io()
+    if spy is not None:
+        spy.take()  # the searches' checks before this build are not its own
     t0, cpu0 = time.perf_counter(), own_cpu_s()
     path.write_text(inc.edit_paragraph(original, paragraphs[len(paragraphs) // 2], rep), encoding="utf-8")
     code, out = rag_in_process(["build", "--config", str(c["config"])])
     built, build_cpu = time.perf_counter(), own_cpu_s() - cpu0
+    quick_checks = spy.take() if spy is not None else {}
     if code != 0:
         raise SystemExit(f"rag build after the edit exited {code}:\n{out[-3000:]}")
     io1, after = proc_io(), files_state(c["output"])
@@ -272,6 +303,7 @@ def one_edit(c: dict, rep: int) -> dict:
         "searchable_s": searchable - t0,
         "build_s": built - t0,
         "build_cpu_s": build_cpu,
+        "quick_checks": quick_checks,
         "search_s": searchable - built,
         "searches": searches,
         "write_bytes": io1["write_bytes"] - io0["write_bytes"],
@@ -291,9 +323,9 @@ def one_edit(c: dict, rep: int) -> dict:
 def part_update_edit(args) -> dict:
     """--edits one-paragraph edits of the same document, each made searchable."""
     c = corpus(args.cache_dir, args.update_size, args.collections)
-    edits = []
+    edits, spy = [], QuickCheckSpy()
     for rep in range(1, args.edits + 1):
-        edits.append(one_edit(c, rep))
+        edits.append(one_edit(c, rep, spy))
         print(f"  edit {rep}: {json.dumps(edits[-1])}", flush=True)
     return {"edits": edits, "target": c["target"]}
 
@@ -386,6 +418,7 @@ def column(r: dict) -> dict[str, str]:
         "  of which rag build / search": f"{med('build_s'):.2f} / {med('search_s'):.2f} s",
         "  rag build CPU (median; runs)": f"{med('build_cpu_s'):.2f} s; "
         + ", ".join(f"{e['build_cpu_s']:.2f}" for e in edits),
+        "  quick_checks per rag build (runs)": "; ".join(str(sum(e.get("quick_checks", {}).values())) for e in edits),
         "edit write_bytes / wchar": f"{med('write_bytes') / mb:,.1f} / {med('wchar') / mb:,.1f} MB",
         "edit new/changed files": f"{med('changed_bytes') / mb:,.1f} MB in {med('changed_files'):.0f}",
         "  of which written anew": f"{med('rewritten_bytes') / mb:,.1f} MB in {med('rewritten_files'):.0f}",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rag_assets.config import RagConfig
-from rag_assets.index import generations, index_json, manifest, pg_sync, store, store_slots
+from rag_assets.index import generations, index_json, manifest, pg_sync, store, store_slots, tier_logs
 from rag_assets.index.browser import static_entries, write_static_files
 from rag_assets.index.integrity import verification_record
 from rag_assets.index.segment_publish import SegmentPublisher, collect_segments
@@ -267,8 +267,10 @@ def _write_generation(
         header, done.chunk_ids, index, files=files, chunking=settings_key(cfg.chunking), index_bytes=index_bytes
     )
     gen.meta_path.write_bytes(meta_payload)
-    # Last before the swap: the searches logged into the current store until now carry over.
-    store_slots.carry_logs(before.store_path, slot)
+    # The logs are not in a generation (rag_assets.index.tier_logs): an older current store's rows
+    # move to the log file before the swap, and the slot drops the log tables it may still hold.
+    tier_logs.ensure(cfg.public_store_path)
+    store_slots.drop_legacy_logs(slot)
     store_slots.settle(slot)
     summary = store.summarise(gen.store_path)
     assert summary is not None

@@ -18,6 +18,7 @@ from contextlib import closing
 
 import pytest
 
+from rag_assets.index import tier_logs
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
 
@@ -287,7 +288,7 @@ def test_no_token_or_part_of_one_reaches_a_log(site, ns, server):
     ns.run_client(server.url, calls)
     texts = [server.log()]
     for tier in ("public", "safe", "private"):
-        with closing(sqlite3.connect(site.cfg.store_path(tier))) as conn:
+        with closing(sqlite3.connect(tier_logs.log_path(site.cfg.store_path(tier)))) as conn:
             tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             for table in tables & {"answer_log", "search_log"}:  # made by the first answer / search
                 texts.append(json.dumps(conn.execute(f"SELECT * FROM {table}").fetchall()))

@@ -13,6 +13,7 @@ from contextlib import closing
 
 import pytest
 
+from rag_assets.index import tier_logs
 from rag_assets.serve.http import create_app
 
 from .access_site import bearer, build_site
@@ -67,7 +68,9 @@ def admin_calls(headers: dict[str, str]) -> list[dict]:
 
 
 def logged_actions(site) -> list[tuple[str, str]]:
-    path = site.cfg.store_path("public")
+    path = tier_logs.log_path(site.cfg.store_path("public"))
+    if not path.is_file():
+        return []
     with closing(sqlite3.connect(path)) as conn:
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'admin_actions'").fetchone():
             return []

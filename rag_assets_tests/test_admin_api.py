@@ -12,7 +12,7 @@ from contextlib import closing
 import dagster as dg
 import pytest
 
-from rag_assets.index import admin_actions, store
+from rag_assets.index import admin_actions, store, tier_logs
 from rag_assets.index.freshness import age_label
 from rag_assets.serve.http import create_app
 from rag_assets.serve.status import status_report
@@ -281,22 +281,25 @@ def test_the_page_is_served_with_the_strict_policy_and_admin_rag_redirects(serve
         assert server.get(asset).status_code == 200, asset
 
 
-def test_the_actions_table_is_added_to_an_existing_store_and_kept(cfg):
+def test_the_actions_go_to_the_log_file_and_leave_the_store_untouched(cfg):
     path = cfg.public_store_path
-    with closing(store.connect(path, readonly=True)) as conn:
-        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'admin_actions'").fetchone() is None
-    assert admin_actions.recent_actions(path) == []  # read-only: no table made by reading
+    real = path.resolve()
+    before = (real.stat().st_mtime_ns, real.stat().st_size, real.read_bytes())
+    assert admin_actions.recent_actions(path) == []
     first = admin_actions.record_action(path, admin_actions.AdminAction("alice", "audit", "ok", tier="safe"))
     admin_actions.record_action(
         path, admin_actions.AdminAction("bob", "ingest", "started", tier="private", detail="run")
     )
     assert [a.who for a in admin_actions.recent_actions(path)] == ["bob", "alice"]
     assert admin_actions.recent_actions(path, limit=1)[0].detail == "run" and first.at.endswith("Z")
-    assert store.summarise(path).chunks > 0  # the store's rows are untouched
+    assert (real.stat().st_mtime_ns, real.stat().st_size, real.read_bytes()) == before
+    with closing(store.connect(path, readonly=True)) as conn:
+        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'admin_actions'").fetchone() is None
+    assert tier_logs.log_path(path).is_file()
 
 
 def test_the_action_log_survives_a_publish(cfg):
-    """A publish writes a new generation seeded from the current store: the log goes with it."""
+    """A publish writes a new generation of the store: the log, in its file beside it, is left as it is."""
     from rag_assets.defs.runner import run_build
     from rag_assets.index import generations
 

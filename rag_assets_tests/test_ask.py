@@ -14,6 +14,7 @@ import pytest
 
 from rag_assets.config.settings import LlmOllamaSettings, LlmOpenAISettings, LlmSettings
 from rag_assets.defs.runner import run_build
+from rag_assets.index import tier_logs
 from rag_assets.serve.ask_routes import MAX_QUESTION_CHARS
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
@@ -68,7 +69,8 @@ def ask_json(capsys, *args) -> tuple[int, dict]:
 
 
 def answer_rows(path: Path, session: str | None = None) -> list[tuple]:
-    with closing(sqlite3.connect(path)) as conn:
+    """The answer_log rows of the store at ``path`` (in its log file beside it)."""
+    with closing(sqlite3.connect(tier_logs.log_path(path))) as conn:
         return conn.execute(
             "SELECT question, query, abstained, model, citation_problems, error FROM answer_log"
             " WHERE session IS ? ORDER BY id",

@@ -16,6 +16,7 @@ import pytest
 
 from rag_assets.config import ConfigError, load_config
 from rag_assets.config.settings import LlmOllamaSettings, LlmSettings, ServeSettings
+from rag_assets.index import tier_logs
 from rag_assets.serve.http import create_app
 
 from .browser import static_server
@@ -48,7 +49,9 @@ def served_config(site: Path, chat_url: str, *origins: str):
 
 
 def logged_sessions(cfg, tier: str) -> list[str | None]:
-    path = cfg.store_path(tier)
+    path = tier_logs.log_path(cfg.store_path(tier))  # where answers are logged (beside the store)
+    if not path.is_file():
+        return []
     with closing(sqlite3.connect(path)) as conn:
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'answer_log'").fetchone():
             return []
@@ -177,7 +180,9 @@ def test_a_page_of_another_origin_cannot_make_ask_answer(site, chat, page, tmp_p
 
 
 def logged_queries(cfg, tier: str) -> list[str]:
-    path = cfg.store_path(tier)
+    path = tier_logs.log_path(cfg.store_path(tier))
+    if not path.is_file():
+        return []
     with closing(sqlite3.connect(path)) as conn:
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_log'").fetchone():
             return []

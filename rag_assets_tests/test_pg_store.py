@@ -21,10 +21,11 @@ import pytest
 from rag_assets.config import ConfigError, VaultConfig, load_config
 from rag_assets.config.settings import StoreSettings
 from rag_assets.defs.runner import run_build
-from rag_assets.index import pg_schema, pg_sync, store
+from rag_assets.index import pg_mirror, pg_schema, pg_sync, store, tier_logs
 from rag_assets.index.params import SearchError, SearchParams
 from rag_assets.search.backends import open_index
 from rag_assets.search.retrieval import tier_embedder
+from rag_assets.search.search_log import read_log
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
 
@@ -193,6 +194,31 @@ def test_rag_search_and_rag_serve_read_postgres(built, monkeypatch, capsys):
             expected = a.get("/search", q="ssh keys", tier=tier, view="chunks").json()
             got = b.get("/search", q="ssh keys", tier=tier, view="chunks").json()
             assert without_timings(got) == without_timings(expected) and expected["hits"]
+
+
+def test_the_logs_live_beside_the_mirror_and_an_older_mirrors_move_out(built):
+    import sqlite3
+    from contextlib import closing
+
+    _, pg, url = built
+    index = open_index(pg, "public")
+    index.search("vlan", None, SearchParams(mode="bm25"))
+    mirror = index.path
+    index.close()
+    logs = tier_logs.log_path(mirror)
+    assert logs.parent == mirror.parent and read_log(mirror)[0][0]["query"] == "vlan"
+    # A mirror of an older version: its own search_log, no log file. The next copy moves the rows out.
+    store.remove_database(logs)
+    with closing(store.connect(mirror)) as conn:
+        conn.execute("CREATE TABLE search_log (id INTEGER PRIMARY KEY, at TEXT NOT NULL, query TEXT NOT NULL)")
+        conn.execute("INSERT INTO search_log(at, query) VALUES ('2026-01-01T00:00:00Z', 'older')")
+    schema = pg_schema.schema_name("public")
+    with closing(pg_schema.connect(url, "public")) as conn:  # as the search index connects
+        pg_schema.register_types(conn)
+        pg_mirror.write_mirror(conn, schema, mirror, pg_mirror.pg_stamp(conn, schema))
+    assert [r["query"] for r in read_log(mirror)[0]] == ["older"]
+    with closing(sqlite3.connect(mirror)) as conn:
+        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_log'").fetchone() is None
 
 
 def test_mcp_tools_read_postgres(built):

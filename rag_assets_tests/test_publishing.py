@@ -26,13 +26,14 @@ import pytest
 
 from rag_assets.config import RagConfig, load_config
 from rag_assets.embed.hashing import HashingEmbedder
-from rag_assets.index import generations, integrity
+from rag_assets.index import generations, integrity, store, tier_logs
 from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.params import SearchParams
 from rag_assets.ingest.parsing import parse_collection
 from rag_assets.pipeline import chunk_collection, embed_collection, utc_now_iso
 from rag_assets.publishing import publish_all
 from rag_assets.search.retrieval import SearchIndex
+from rag_assets.search.search_log import read_log
 from rag_assets.serve import status as status_module
 from rag_assets.serve.cli import main
 
@@ -208,15 +209,17 @@ def test_a_long_lived_search_index_follows_each_new_generation(small_site) -> No
 
 def test_outputs_of_the_older_single_folder_layout_are_taken_over(small_site) -> None:
     """An output folder written before generations existed: real files at the published paths.
-    The first publish replaces them with links and carries the search log over."""
+    The first publish replaces them with links, and the search log the store kept moves to the log file."""
     cfg, collections = small_site
-    searched = SearchIndex(cfg.public_store_path)
-    searched.search("proxmox", None, SearchParams(mode="bm25"))
-    searched.close()  # folds the logged search into the store's main file, which is copied below
     for path in (cfg.index_path, cfg.meta_path, cfg.manifest_path, cfg.public_store_path):
         real = path.resolve()
         path.unlink()
         shutil.copyfile(real, path)
+    # Its store kept its search log itself, and there was no log file.
+    store.remove_database(tier_logs.log_path(cfg.public_store_path))
+    with closing(store.connect(cfg.public_store_path)) as conn:
+        conn.execute("CREATE TABLE search_log (id INTEGER PRIMARY KEY, at TEXT NOT NULL, query TEXT NOT NULL)")
+        conn.execute("INSERT INTO search_log(at, query) VALUES ('2026-01-01T00:00:00Z', 'proxmox')")
     generations.current_link(cfg).unlink()
     shutil.rmtree(generations.generations_dir(cfg))
     assert generations.published(cfg).id is None and check_public_outputs(cfg).ok
@@ -224,8 +227,7 @@ def test_outputs_of_the_older_single_folder_layout_are_taken_over(small_site) ->
     publish_all(collections[:1], cfg, utc_now_iso())
     assert all(p.is_symlink() for p in (cfg.index_path, cfg.meta_path, cfg.manifest_path, cfg.public_store_path))
     assert set(generation_of_each_output(cfg).values()) == {generations.published(cfg).id}
-    with closing(sqlite3.connect(cfg.public_store_path)) as conn:
-        assert conn.execute("SELECT count(*) FROM search_log").fetchone()[0] == 1
+    assert [r["query"] for r in read_log(cfg.public_store_path)[0]] == ["proxmox"]  # moved before the swap
     assert check_public_outputs(cfg).ok
 
 
@@ -319,6 +321,22 @@ def test_an_index_damaged_in_place_is_noticed_by_its_digest(out: Path, capsys) -
     assert cli(out, "check") == 1
     assert "SHA-256" in capsys.readouterr().out
     assert cli(out, "build") == 0 and cli(out, "check") == 0
+
+
+def test_a_damaged_log_file_is_reported_apart_and_blocks_neither_build_nor_search(out: Path, capsys) -> None:
+    cfg = sample_cfg(out)
+    logs = tier_logs.log_path(cfg.public_store_path)
+    logs.write_bytes(b"no SQLite here " * 500)
+    capsys.readouterr()
+    assert cli(out, "check") == 0  # the index is fresh and whole: the log file is not the index
+    assert f"Damaged log file: {logs}" in capsys.readouterr().out
+    assert cli(out, "status") == 0 and f"Damaged log {logs}" in capsys.readouterr().out
+    assert cli(out, "build") == 0
+    assert main(["search", "proxmox vlan", *sample_args(out)[:4]]) == 0
+    assert read_log(cfg.public_store_path)[0][0]["query"] == "proxmox vlan"  # in a new log file
+    assert any(p.name.startswith(logs.name + ".damaged-") for p in logs.parent.iterdir())
+    capsys.readouterr()
+    assert cli(out, "check") == 0 and "Damaged" not in capsys.readouterr().out
 
 
 def test_a_damaged_store_is_a_clear_search_error_and_is_rebuilt(out: Path, capsys) -> None:

@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
+from rag_assets.index import tier_logs
 from rag_assets.index.params import SearchParams
 from rag_assets.index.profiles import PROFILES, read_profile
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
@@ -145,7 +146,7 @@ def test_cli_says_nothing_answers_and_context_abstains(built, capsys):
 
 
 def test_log_ranks_the_weakest_searches_by_relevance(built):
-    with closing(sqlite3.connect(built.public_store_path)) as conn:
+    with closing(sqlite3.connect(tier_logs.log_path(built.public_store_path))) as conn:
         conn.execute("DELETE FROM search_log")  # other tests searched this store too
         conn.commit()
     index = SearchIndex(built.public_store_path, log_searches=True)

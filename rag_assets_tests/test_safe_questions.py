@@ -1,5 +1,5 @@
 """A secret or a hostname typed into a Safe-tier question never leaves raw: not to the query
-embedder, the reranker or the chat model, and not into the Safe store's ``search_log``,
+embedder, the reranker or the chat model, and not into the Safe tier's ``search_log``,
 ``answer_log`` or a session's history. Every way in: the CLI, HTTP and MCP; the embedding
 provider, the reranker and the chat model are recording servers on 127.0.0.1."""
 
@@ -17,6 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
+from rag_assets.index import tier_logs
 from rag_assets.serve.cli import main as rag
 from rag_assets.serve.http import create_app
 
@@ -122,7 +123,7 @@ def assert_nothing_raw(site: Path, chat: ChatServer, judge: RerankServer) -> Non
 
 def log_rows(site: Path, table: str, column: str) -> list[str]:
     store = load_config(site, environ={}).safe_store_path
-    with closing(sqlite3.connect(store)) as conn:
+    with closing(sqlite3.connect(tier_logs.log_path(store))) as conn:
         return [row[0] for row in conn.execute(f"SELECT {column} FROM {table}")]
 
 

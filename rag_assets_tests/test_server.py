@@ -17,7 +17,7 @@ import uvicorn
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
 from rag_assets.embed.errors import ProviderUnavailable
-from rag_assets.index import store
+from rag_assets.index import store, tier_logs
 from rag_assets.serve import http as server_module
 from rag_assets.serve.access import OWNER
 from rag_assets.serve.http import MAX_QUERY_CHARS, create_app
@@ -389,7 +389,7 @@ def test_searches_are_logged_without_reloading_the_matrix(server, cfg):
 
 
 def _log_rows(path: Path) -> int:
-    with closing(sqlite3.connect(path)) as conn:
+    with closing(sqlite3.connect(tier_logs.log_path(path))) as conn:
         return conn.execute("SELECT COUNT(*) FROM search_log").fetchone()[0]
 
 

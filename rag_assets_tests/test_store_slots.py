@@ -2,8 +2,9 @@
 
 Each generation links one of three store slots; a publish syncs the slot no generation on
 disk names (the one two back) by diff, never copying the current store, leaves the slots of
-the current and the previous generation untouched (readers may be reading them), and carries
-the search log and the other logs over from the current store. The lazy records: a publish
+the current and the previous generation untouched (readers may be reading them), and leaves
+the logs in their file beside the store's link (searches never write a slot); an older store's
+log tables move there at the next publish. The lazy records: a publish
 through the IO manager's mapping never holds every collection's records at once.
 """
 
@@ -23,7 +24,7 @@ from upath import UPath
 from rag_assets.config import RagConfig
 from rag_assets.defs.io_managers import AtomicPickleIOManager, LazyRecords
 from rag_assets.embed.hashing import HashingEmbedder
-from rag_assets.index import generations, integrity, store_slots
+from rag_assets.index import generations, integrity, store, store_slots, tier_logs
 from rag_assets.index.admin_actions import AdminAction, recent_actions, record_action
 from rag_assets.index.consistency import check_public_outputs
 from rag_assets.index.params import SearchParams
@@ -109,29 +110,61 @@ def test_publishes_rotate_through_three_slots_syncing_by_diff(site, copies) -> N
     assert len(list(generations.generations_dir(cfg).iterdir())) == 2
 
 
-def test_the_logs_carry_over_and_a_late_write_to_an_old_slot_is_replaced(site) -> None:
+def slot_state(cfg: RagConfig) -> dict[Path, tuple[int, int, int, str]]:
+    """(size, mtime, inode, digest) of every slot."""
+    slots = [store_slots.slot_path(cfg, n) for n in range(store_slots.SLOT_COUNT)]
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_ino, digest(p)) for p in slots}
+
+
+def log_tables(path: Path) -> set[str]:
+    with closing(sqlite3.connect(path)) as conn:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return names & set(tier_logs.TABLES)
+
+
+def test_the_logs_stay_beside_the_store_and_searches_leave_every_slot_untouched(site) -> None:
     cfg, collections = site
     params = SearchParams(mode="bm25", k=3)
     index = SearchIndex(cfg.public_store_path)
-    publish_all(collections, cfg, utc_now_iso())
-    index.search("proxmox", EMBEDDER, params)
-    record_action(cfg.public_store_path, AdminAction("loopback", "audit", "ok", tier="public"))
-    first = slot_of_current(cfg)
-    publish_all(collections, cfg, utc_now_iso())
-    index.search("vlan", EMBEDDER, params)  # into the second slot
-    # A reader of the first generation logs after its rows were carried forward.
-    with closing(sqlite3.connect(first)) as conn:
-        conn.execute("INSERT INTO search_log(at, query) VALUES ('2026-01-01T00:00:00Z', 'late')")
-        conn.commit()
-    publish_all(collections, cfg, utc_now_iso())
-    index.search("bridge", EMBEDDER, params)
-    publish_all(collections, cfg, utc_now_iso())  # the first slot again
-    assert slot_of_current(cfg) == first
+    queries = ["proxmox", "vlan", "bridge", "router"]
+    for query in queries:
+        publish_all(collections, cfg, utc_now_iso())
+        before = slot_state(cfg)
+        index.search(query, EMBEDDER, params)
+        record_action(cfg.public_store_path, AdminAction("loopback", "audit", "ok", tier="public", target=query))
+        assert slot_state(cfg) == before  # the logs went to their own file
 
-    assert [q for _, q in log_queries(cfg.public_store_path)] == ["proxmox", "vlan", "bridge"]
-    assert [a.action for a in recent_actions(cfg.public_store_path)] == ["audit"]
-    index.search("router", EMBEDDER, params)  # the log goes on after the carried rows
-    assert [q for _, q in log_queries(cfg.public_store_path)][-1] == "router"
+    logs = tier_logs.log_path(cfg.public_store_path)
+    assert logs.parent == cfg.data_dir and [q for _, q in log_queries(logs)] == queries
+    assert [a.target for a in recent_actions(cfg.public_store_path)] == queries[::-1]
+    assert all(not log_tables(slot) for slot in slot_state(cfg))
+    index.close()
+
+
+def test_an_older_stores_logs_move_to_the_log_file_at_the_next_publish(site) -> None:
+    cfg, collections = site
+    publish_all(collections, cfg, utc_now_iso())
+    # The layout before the log file: the tables in every slot (carried forward), no log file.
+    store.remove_database(tier_logs.log_path(cfg.public_store_path))
+    for slot in slot_state(cfg):
+        with closing(store.connect(slot)) as conn:
+            conn.executescript(tier_logs.SCHEMA.replace("store_migration", "unused_table"))
+            conn.execute("DROP TABLE unused_table")
+            conn.execute("INSERT INTO search_log(id, at, query) VALUES (4, '2026-01-01T00:00:00Z', 'older')")
+            conn.execute(
+                "INSERT INTO admin_actions(at, who, action, outcome) VALUES ('2026-01-01T00:00:00Z', 'x', 'audit', 'ok')"
+            )
+    current = slot_of_current(cfg)
+    publish_all(collections, cfg, utc_now_iso())
+
+    logs = tier_logs.log_path(cfg.public_store_path)
+    assert log_queries(logs) == [(4, "older")] and [a.action for a in recent_actions(cfg.public_store_path)] == [
+        "audit"
+    ]
+    assert not log_tables(current) and not log_tables(slot_of_current(cfg))  # moved, and dropped from the new slot
+    SearchIndex(cfg.public_store_path).search("vlan", EMBEDDER, SearchParams(mode="bm25", k=3))
+    publish_all(collections, cfg, utc_now_iso())  # moved once: no second copy of the older rows
+    assert [q for _, q in log_queries(logs)] == ["older", "vlan"]
 
 
 def test_a_damaged_slot_is_made_whole_again(site, copies) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from rag_assets.config import load_config
 from rag_assets.defs.runner import run_build
-from rag_assets.index.answer_log import ensure_table
+from rag_assets.index import tier_logs
 from rag_assets.privacy.audit import audit_store
 from rag_assets.privacy.identity import IdentityMap
 from rag_assets.privacy.sanitize import Sanitizer, SanitizeTally
@@ -366,7 +366,6 @@ def test_audit_scans_every_field_of_the_store(site, tmp_path, capsys):
         return planted[(item, field)]
 
     with closing(sqlite3.connect(path)) as conn, conn:
-        ensure_table(conn)
         chunk_id, doc_id = conn.execute("SELECT id, document_id FROM chunks ORDER BY id LIMIT 1").fetchone()
         conn.execute("UPDATE chunks SET text = text || ? WHERE id = ?", (" " + token(chunk_id, "text"), chunk_id))
         conn.execute(
@@ -385,6 +384,7 @@ def test_audit_scans_every_field_of_the_store(site, tmp_path, capsys):
         planted[(doc_id, "frontmatter.db.password")] = "Db9xPassQ7wLm2Zz"
         planted[(doc_id, "frontmatter.password")] = "Lst9Pw0rdCharlie"
         conn.execute("UPDATE documents SET frontmatter = ? WHERE id = ?", (json.dumps(front), doc_id))
+    with closing(tier_logs.connect(path)) as conn:  # the logs' file beside the store: audited too
         conn.execute(
             "INSERT INTO search_log (id, at, query, params, results) VALUES (7, 'now', ?, ?, ?)",
             (

@@ -4,5 +4,5 @@ Plain Python, no Dagster: :mod:`.ask` runs one question (rewrite a follow-up, re
 or prompt, stream, check the citations, log); :mod:`.providers` holds the chat models;
 :mod:`.selection` chooses one per tier (the Private tier only a local one); :mod:`.grounding`
 writes the prompt and checks the answer's citations; :mod:`.sessions` keeps conversations;
-the answer log (every answer in the tier's store) is :mod:`rag_assets.index.answer_log`.
+the answer log (every answer, in the log file beside the tier's store) is :mod:`rag_assets.index.answer_log`.
 """

@@ -1,8 +1,8 @@
 """Conversations (``--session NAME``): a follow-up is rewritten into a standalone search query.
 
 A session's memory is its rows in the tier's ``answer_log``
-(:mod:`rag_assets.index.answer_log`), so it stays on this machine, in the store of the tier it
-was about. Before retrieval a follow-up ("and how do I undo that?") is rewritten with the last
+(:mod:`rag_assets.index.answer_log`), so it stays on this machine, in the log file beside the
+store of the tier it was about. Before retrieval a follow-up ("and how do I undo that?") is rewritten with the last
 turns: by the chat model when one is available (a short, non-streamed request at temperature 0),
 otherwise, or when the model's rewrite is unusable, deterministically: the question followed by
 the earlier query's content words it does not already contain.

@@ -1,37 +1,23 @@
-"""The ``admin_actions`` table of the public store: who did what in the admin console, and when.
+"""The ``admin_actions`` table of the public tier's log file: who did what in the admin console, and when.
 
 One row per action of ``/admin`` (add or remove a vault, launch an ingest, run a leak
 audit), refused ones too: when (UTC), who (the requester's name: a token's, or
 ``loopback``), the action, its tier, its target (a vault name), the outcome and a detail
-(the run id, the refusal's reason, the number of findings). The table is created on first
-use (``CREATE TABLE IF NOT EXISTS``), so a store built before it existed takes it as it is.
-It lives in the public store because every tier's admin reads it; it holds names of vaults
-and tiers, never note text. A publish copies the store forward, rows included.
+(the run id, the refusal's reason, the number of findings). It lives in the log file of the
+public store (:mod:`rag_assets.index.tier_logs`) because every tier's admin reads it; it holds
+names of vaults and tiers, never note text. The functions take the public store's path.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rag_assets.index import store
+from rag_assets.index import tier_logs
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS admin_actions (
-    id INTEGER PRIMARY KEY,
-    at TEXT NOT NULL,
-    who TEXT NOT NULL,
-    action TEXT NOT NULL,
-    tier TEXT,
-    target TEXT,
-    outcome TEXT NOT NULL,
-    detail TEXT
-);
-"""
 COLUMNS = "at, who, action, tier, target, outcome, detail"
 
 
@@ -51,28 +37,21 @@ class AdminAction:
         return asdict(self)
 
 
-def ensure_table(conn: sqlite3.Connection) -> None:
-    conn.executescript(SCHEMA)
-
-
 def record_action(path: Path, action: AdminAction) -> AdminAction:
     """Append ``action`` (stamped now unless it has a time) and return it as written."""
     at = action.at or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    with closing(store.connect(path)) as conn:
-        ensure_table(conn)
-        conn.execute(
-            f"INSERT INTO admin_actions({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (at, action.who, action.action, action.tier, action.target, action.outcome, action.detail),
-        )
+    tier_logs.append(
+        path,
+        f"INSERT INTO admin_actions({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (at, action.who, action.action, action.tier, action.target, action.outcome, action.detail),
+    )
     return AdminAction(action.who, action.action, action.outcome, action.tier, action.target, action.detail, at)
 
 
 def recent_actions(path: Path, limit: int = 20) -> list[AdminAction]:
-    """The latest ``limit`` actions, newest first ([] before the store or the table exists)."""
-    if not path.is_file():
+    """The latest ``limit`` actions, newest first ([] before anything was logged)."""
+    if not tier_logs.exists(path):
         return []
-    with closing(store.connect(path, readonly=True)) as conn:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'admin_actions'").fetchone() is None:
-            return []
+    with closing(tier_logs.connect(path)) as conn:
         rows = conn.execute(f"SELECT {COLUMNS} FROM admin_actions ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
     return [AdminAction(who=w, action=a, outcome=o, tier=t, target=g, detail=d, at=at) for at, w, a, t, g, o, d in rows]

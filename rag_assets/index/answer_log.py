@@ -1,11 +1,12 @@
-"""The ``answer_log`` table of a tier's store: every answer given (``rag log`` shows them).
+"""The ``answer_log`` table of a tier's log file: every answer given (``rag log`` shows them).
 
 One row per question: when, the session it belongs to, the question and the search query
 it became, the sources given (ids), the answer, the model, its tokens, the latency, whether
 it abstained, what the citation check found, and the error if generation failed. The rows
 of a session are also its memory (:mod:`rag_assets.answer.sessions`). The table lives in
-the store of the tier asked, so a Private question stays in the Private store, like
-``search_log``.
+the log file of the tier asked (:mod:`rag_assets.index.tier_logs`, beside its store), so a
+Private question stays with the Private store, like ``search_log``. Every function takes the
+tier's store path.
 """
 
 from __future__ import annotations
@@ -19,29 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_assets.index import store
+from rag_assets.index import tier_logs
 
 log = logging.getLogger("rag_assets.index.answer_log")
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS answer_log (
-    id INTEGER PRIMARY KEY,
-    at TEXT NOT NULL,
-    session TEXT,
-    question TEXT NOT NULL,
-    query TEXT NOT NULL,
-    answer TEXT,
-    sources JSON,
-    model TEXT,
-    prompt_tokens INTEGER,
-    completion_tokens INTEGER,
-    latency_ms REAL,
-    abstained INTEGER NOT NULL,
-    citation_problems JSON,
-    error TEXT
-);
-CREATE INDEX IF NOT EXISTS idx_answer_log_session ON answer_log(session, id);
-"""
 
 
 @dataclass(frozen=True)
@@ -80,36 +61,32 @@ class AnswerRecord:
         }
 
 
-def ensure_table(conn: sqlite3.Connection) -> None:
-    conn.executescript(SCHEMA)
-
-
 def write_answer(path: Path, record: AnswerRecord) -> bool:
-    """Append ``record``; False (logged) when the store cannot take it, which never fails an answer."""
+    """Append ``record`` to the log file of the store at ``path``; False (logged) when it cannot
+    take it, which never fails an answer."""
     at = record.at or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
-        with closing(store.connect(path)) as conn:
-            ensure_table(conn)
-            conn.execute(
-                "INSERT INTO answer_log(at, session, question, query, answer, sources, model, prompt_tokens,"
-                " completion_tokens, latency_ms, abstained, citation_problems, error)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    at,
-                    record.session,
-                    record.question,
-                    record.query,
-                    record.answer,
-                    json.dumps(record.sources),
-                    record.model,
-                    record.prompt_tokens,
-                    record.completion_tokens,
-                    round(record.latency_ms, 2),
-                    int(record.abstained),
-                    json.dumps(record.citation_problems),
-                    record.error,
-                ),
-            )
+        tier_logs.append(
+            path,
+            "INSERT INTO answer_log(at, session, question, query, answer, sources, model, prompt_tokens,"
+            " completion_tokens, latency_ms, abstained, citation_problems, error)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                at,
+                record.session,
+                record.question,
+                record.query,
+                record.answer,
+                json.dumps(record.sources),
+                record.model,
+                record.prompt_tokens,
+                record.completion_tokens,
+                round(record.latency_ms, 2),
+                int(record.abstained),
+                json.dumps(record.citation_problems),
+                record.error,
+            ),
+        )
         return True
     except sqlite3.Error:
         log.warning("could not log an answer in %s", path, exc_info=True)
@@ -143,11 +120,10 @@ def _record(row: tuple) -> AnswerRecord:
 
 def read_answers(path: Path, limit: int = 10, *, session: str | None = None) -> tuple[list[AnswerRecord], int]:
     """(the latest ``limit`` answers, newest first; how many are logged), of one session if given."""
-    if not path.is_file():
+    if not tier_logs.exists(path):
         return [], 0
     where, args = ("WHERE session = ?", (session,)) if session is not None else ("", ())
-    with closing(store.connect(path)) as conn:
-        ensure_table(conn)
+    with closing(tier_logs.connect(path)) as conn:
         rows = conn.execute(
             f"SELECT {_COLUMNS} FROM answer_log {where} ORDER BY id DESC LIMIT ?", (*args, limit)
         ).fetchall()

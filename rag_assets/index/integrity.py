@@ -23,8 +23,8 @@ import orjson
 
 from rag_assets.base.sqlite_cache import discard_if_damaged, sqlite_problem
 from rag_assets.base.verified import RECORD_NAME, VerificationRecord
-from rag_assets.config import RagConfig
-from rag_assets.index import generations, store_slots
+from rag_assets.config import TIERS, RagConfig
+from rag_assets.index import generations, store_slots, tier_logs
 from rag_assets.index.generations import Generation
 from rag_assets.index.index_json import FILE_DIGEST_CHARS, segment_folder
 from rag_assets.index.segments import SegmentFile, known_files, sha256_of
@@ -284,6 +284,22 @@ def _cache_damage(cfg: RagConfig, record: VerificationRecord | None, *, discard:
             if discard:
                 path.unlink()
             damage.append(Damage(path, "not a JSON object (damaged)"))
+    return damage
+
+
+def log_files(cfg: RagConfig) -> list[Path]:
+    """The tiers' log files (rag_assets.index.tier_logs), beside their stores."""
+    return [tier_logs.log_path(cfg.store_path(tier)) for tier in TIERS]
+
+
+def log_damage(cfg: RagConfig, record: VerificationRecord | None = None) -> list[Damage]:
+    """The damaged log files. Not the outputs' damage: a build neither reads nor checks them (a
+    long log would cost every build its ``quick_check``), and the next write to a damaged one
+    sets it aside and starts a new one (rag_assets.index.tier_logs.connect)."""
+    damage = []
+    for path in log_files(cfg):
+        if problem := checked(record, path, "quick_check", _sqlite_check(path)):
+            damage.append(Damage(path, f"{problem}; set aside when it is next opened (a search, an answer, rag log)"))
     return damage
 
 

@@ -9,9 +9,11 @@ SQLite path's BM25; vector candidates still come from pgvector's HNSW index
 
 The mirror is rewritten whole, into a new file swapped in atomically, whenever the store's
 stamp (model, build time, row counts, generation) differs from the one it was copied at; a
-restart with an unchanged store reuses it. The search log and answer log live in the mirror
-(each search server keeps its own) and are carried over to each new copy. The mirror is
-as private as the tier: it sits in the output's data folder on the machine that searches.
+restart with an unchanged store reuses it. The search log and answer log live in the log
+file beside the mirror (:mod:`rag_assets.index.tier_logs`: each search server keeps its own),
+which a new copy leaves as it is; a mirror of an older version moves its own logs there first.
+The mirror and its logs are as private as the tier: they sit in the output's data folder on the
+machine that searches.
 """
 
 from __future__ import annotations
@@ -25,8 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_assets.index import store, vector_blocks
-from rag_assets.index.answer_log import ensure_table as ensure_answer_log
+from rag_assets.index import store, tier_logs, vector_blocks
 
 MIRROR_TABLE = "CREATE TABLE IF NOT EXISTS pg_mirror (schema TEXT NOT NULL, stamp JSON NOT NULL)"
 _BATCH = 2000
@@ -60,17 +61,17 @@ def mirror_stamp(path: Path) -> list | None:
 def write_mirror(pg: Any, schema: str, path: Path, stamp: list) -> None:
     """Copy the store's rows into a new SQLite file and swap it in at ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_file():
+        tier_logs.ensure(path)  # an older mirror's logs move out before it is replaced
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     store.remove_database(tmp)
     try:
         with closing(store.connect(tmp)) as lite:
             store.ensure_schema(lite)
-            ensure_answer_log(lite)
             lite.execute(MIRROR_TABLE)
             with store.transaction(lite):
                 _copy_rows(pg, schema, lite)
                 lite.execute("INSERT INTO pg_mirror (schema, stamp) VALUES (?, ?)", (schema, json.dumps(stamp)))
-            _carry_logs(lite, path)  # ATTACH cannot run inside a transaction
             lite.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         os.replace(tmp, path)
     finally:
@@ -120,22 +121,3 @@ def _blob(vector: Any) -> bytes | None:
     if vector is None:
         return None
     return np.asarray(vector.to_numpy(), dtype=np.float32).tobytes()
-
-
-def _carry_logs(lite: sqlite3.Connection, old: Path) -> None:
-    """The previous mirror's search and answer logs, kept in the new one."""
-    if not old.is_file():
-        return
-    lite.execute("ATTACH DATABASE ? AS old", (f"file:{old}?mode=ro",))
-    try:
-        tables = {r[0] for r in lite.execute("SELECT name FROM old.sqlite_master WHERE type = 'table'")}
-        for table in ("search_log", "answer_log"):
-            if table in tables:
-                columns = [r[1] for r in lite.execute(f"PRAGMA main.table_info({table})")]
-                old_columns = {r[1] for r in lite.execute(f"PRAGMA old.table_info({table})")}
-                shared = ", ".join(c for c in columns if c in old_columns)
-                lite.execute(f"INSERT INTO main.{table} ({shared}) SELECT {shared} FROM old.{table}")
-    except sqlite3.DatabaseError:
-        pass  # a damaged old mirror: its logs are lost, the rows are not
-    finally:
-        lite.execute("DETACH DATABASE old")

@@ -16,13 +16,9 @@ Schema (a contract; other tools read it):
 - ``embeddings_meta(model, dimension, built_at, provider)``
 - ``search_profile(profile JSON)``: the fusion the store is searched with
   (:mod:`rag_assets.index.profiles`), written when the store is first built for its model
-- ``search_log(id, at, query, params JSON, results JSON, top_score, latency_ms, top_relevance)``: every
-  search made against the store (``rag log``)
 - ``sources(collection, content_hash, documents, indexed_at)``: what each collection or vault
   was built from, written in the same transaction as its rows (the sensors and ``rag build``
   compare it with the files on disk)
-- ``admin_actions(id, at, who, action, tier, target, outcome, detail)``: the public store only,
-  created on first use: what the admin console did (``rag_assets.index.admin_actions``)
 - ``publication(generation)``: the published generation the public store belongs to (see
   ``rag_assets.index.generations``), written in the same transaction as its rows
 - ``vector_blocks(block, rows, rowids, document_ids, vectors)``: the chunks' vectors again, one
@@ -33,6 +29,9 @@ The store runs in WAL mode and every write is one transaction, so a reader
 keeps seeing the previous version until the new one is committed and a killed
 build leaves the old contents intact. ``VACUUM`` would renumber the implicit
 rowids that the FTS table points at, so this module never runs it.
+
+What the store is asked (the search log, the answer log, the admin console's actions) is kept in
+a log file beside it (:mod:`rag_assets.index.tier_logs`), so searching never writes the store.
 """
 
 from __future__ import annotations
@@ -86,16 +85,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk USING fts5(uni, bi, tokenize='unicode
 CREATE TRIGGER IF NOT EXISTS chunks_ad_cjk AFTER DELETE ON chunks BEGIN
     DELETE FROM fts_cjk WHERE rowid = old.rowid;
 END;
-CREATE TABLE IF NOT EXISTS search_log (
-    id INTEGER PRIMARY KEY,
-    at TEXT NOT NULL,
-    query TEXT NOT NULL,
-    params JSON,
-    results JSON,
-    top_score REAL,
-    latency_ms REAL,
-    top_relevance REAL
-);
 CREATE TABLE IF NOT EXISTS sources (
     collection TEXT PRIMARY KEY,
     content_hash TEXT NOT NULL,
@@ -185,7 +174,6 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version >= SCHEMA_VERSION:
         conn.executescript(SCHEMA)
-        _add_log_relevance(conn)
         return
     _add_document_columns(conn)  # before the FTS view, which reads documents.aliases
     if version < 3:
@@ -193,7 +181,6 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
     elif fts.has_fields(conn):
         fts.refresh_view(conn)  # the title field gains the aliases
     conn.executescript(SCHEMA)
-    _add_log_relevance(conn)
     columns = {
         table: {r[1] for r in conn.execute(f"PRAGMA table_info({table})")} for table in ("documents", "embeddings_meta")
     }
@@ -213,12 +200,6 @@ def _add_document_columns(conn: sqlite3.Connection) -> None:
     for column in ("frontmatter", "links", "backlinks", "aliases"):
         if column not in columns:
             conn.execute(f"ALTER TABLE documents ADD COLUMN {column} JSON")
-
-
-def _add_log_relevance(conn: sqlite3.Connection) -> None:
-    """Logs written before calibrated relevance gain its column (their searches have none: NULL)."""
-    if "top_relevance" not in {r[1] for r in conn.execute("PRAGMA table_info(search_log)")}:
-        conn.execute("ALTER TABLE search_log ADD COLUMN top_relevance REAL")
 
 
 def _index_cjk(conn: sqlite3.Connection, rows: Iterable[tuple[int, str]]) -> None:

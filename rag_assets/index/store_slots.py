@@ -17,11 +17,10 @@ so the edits after it sync by diff too. A slot that is missing or damaged (after
 or a kill before the copies were made) starts as a whole copy of the current store, or is
 built whole when there is no sound one.
 
-The logs written into the store while it is current (``search_log``, the public tier's
-``answer_log``, ``admin_actions``) carry over from the current store by their ``id``: the
-rows the slot lacks are copied, and the few a reader of an older generation wrote into the
-slot after its rows were carried forward are replaced by the current store's (they are lost,
-as they were when the store was copied whole).
+What the store is asked while it is current (the search and answer logs, the admin console's
+actions) is not in a slot: it is kept in the public tier's log file beside the store's link
+(:mod:`rag_assets.index.tier_logs`), which no publish copies. A slot still holding the log
+tables of an older version has them dropped when it is next synced (:func:`drop_legacy_logs`).
 
 The swap of ``data/current`` stays the commit point: a kill during a slot's sync leaves a
 slot that no published generation names (synced again by the next publish).
@@ -38,16 +37,10 @@ from pathlib import Path
 from rag_assets.base.sqlite_cache import sqlite_problem
 from rag_assets.base.verified import VerificationRecord
 from rag_assets.config import RagConfig
-from rag_assets.index import admin_actions, answer_log, store
+from rag_assets.index import store, tier_logs
 
 SLOTS_FOLDER = "stores"
 SLOT_COUNT = 3  # the current generation's, the previous one's, and the one being written
-# Append-only tables written while the store is current, by id; created where they exist.
-LOG_TABLES = {
-    "search_log": None,  # in store.SCHEMA
-    "answer_log": answer_log.ensure_table,
-    "admin_actions": admin_actions.ensure_table,
-}
 
 
 def slots_dir(cfg: RagConfig) -> Path:
@@ -137,50 +130,10 @@ def seed_slots(cfg: RagConfig, source: Path) -> list[Path]:
     return made
 
 
-def carry_logs(source: Path | None, target: Path) -> int:
-    """Copy into ``target`` the log rows of ``source`` (the current store) it lacks, in one
-    transaction; the rows copied. A damaged or missing source carries nothing."""
-    if source is None or not source.is_file() or source.resolve() == target.resolve():
-        return 0
-    copied = 0
-    try:
-        with closing(store.connect(target)) as conn:
-            conn.execute("ATTACH DATABASE ? AS src", (str(source),))
-            try:
-                present = {r[0] for r in conn.execute("SELECT name FROM src.sqlite_master WHERE type = 'table'")}
-                with store.transaction(conn):
-                    for table, ensure in LOG_TABLES.items():
-                        if table in present:
-                            if ensure is not None:
-                                ensure(conn)
-                            copied += _carry_table(conn, table)
-            finally:
-                conn.execute("DETACH DATABASE src")
-    except sqlite3.DatabaseError:
-        return 0  # the current store is damaged: its logs cannot be read, the new store starts without them
-    return copied
-
-
-def _carry_table(conn: sqlite3.Connection, table: str) -> int:
-    """``main.table`` made equal to ``src.table`` by the rows after the last id they agree on."""
-    main_columns = [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")]
-    src_columns = {r[1] for r in conn.execute(f"PRAGMA src.table_info({table})")}
-    names = ", ".join(c for c in main_columns if c in src_columns)
-    agreed = _last_agreed_id(conn, table, names)
-    conn.execute(f"DELETE FROM main.{table} WHERE id > ?", (agreed,))
-    cursor = conn.execute(f"INSERT INTO main.{table}({names}) SELECT {names} FROM src.{table} WHERE id > ?", (agreed,))
-    return cursor.rowcount
-
-
-def _last_agreed_id(conn: sqlite3.Connection, table: str, names: str) -> int:
-    """The highest id whose row is the same in both logs. Rows the slot took after it was last
-    carried forward (a reader of an old generation logging late) are its only rows above it, so
-    the walk down from the top is short; below it the slot's rows are the current store's."""
-    for row in conn.execute(f"SELECT {names} FROM main.{table} ORDER BY id DESC"):
-        same = conn.execute(f"SELECT {names} FROM src.{table} WHERE id = ?", (row[0],)).fetchone()
-        if same is not None and tuple(same) == tuple(row):
-            return int(row[0])
-    return 0
+def drop_legacy_logs(slot: Path) -> bool:
+    """Drop the log tables an older version kept in the slot (their rows were moved to the log
+    file from the current store, :func:`rag_assets.index.tier_logs.migrate`); True when it had any."""
+    return tier_logs.drop_legacy(slot)
 
 
 def settle(slot: Path) -> None:

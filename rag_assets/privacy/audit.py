@@ -3,9 +3,10 @@
 Independent of the build: it reads the store as written, so a bug anywhere upstream
 (a field the sanitiser missed, a rule added after the build, a store copied from
 elsewhere) shows up here. Every ordinary table is read, every text column of every row:
-chunks (text, heading path, IDs), documents (title, slug, tags, frontmatter), the
-``search_log`` and ``answer_log`` (questions, queries, answers, sources; the session history
-is the ``answer_log``), and any table added later. Only the full-text indexes are left out:
+chunks (text, heading path, IDs), documents (title, slug, tags, frontmatter), any table added
+later, and every table of the tier's log file beside the store (:mod:`rag_assets.index.tier_logs`):
+the ``search_log`` and ``answer_log`` (questions, queries, answers, sources; the session history
+is the ``answer_log``). Only the full-text indexes are left out:
 they are derived from the chunks, which are read. JSON values are read by structure, each
 value with its key path (``frontmatter.db.password``), as the sanitiser reads them.
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_assets.index import store
+from rag_assets.index import store, tier_logs
 from rag_assets.privacy.identity import IdentityMap
 from rag_assets.privacy.secrets import SecretDetector, SecretFinding, item_path, masked_preview
 
@@ -92,10 +93,12 @@ def audit_store(
     report = AuditReport(tier=tier, store_path=str(path), exists=path.is_file())
     if not report.exists:
         return report
-    with closing(store.connect(path, readonly=True)) as conn:
-        for table in audited_tables(conn):
-            for stored in _table_texts(conn, table, report):
-                report.findings.extend(_findings(stored, detector, identity_map))
+    logs = tier_logs.log_path(path)
+    for file in (path, logs) if logs.is_file() else (path,):
+        with closing(store.connect(file, readonly=True)) as conn:
+            for table in audited_tables(conn):
+                for stored in _table_texts(conn, table, report):
+                    report.findings.extend(_findings(stored, detector, identity_map))
     report.chunks_scanned = report.rows_scanned.get("chunks", 0)
     report.documents_scanned = report.rows_scanned.get("documents", 0)
     return report
@@ -130,7 +133,7 @@ def audited_tables(conn: sqlite3.Connection) -> list[str]:
 def _table_texts(conn: sqlite3.Connection, table: str, report: AuditReport) -> Iterator[StoredText]:
     cursor = conn.execute(f'SELECT * FROM "{table}"')  # noqa: S608 (a name read from sqlite_master)
     columns = [d[0] for d in cursor.description]
-    report.rows_scanned[table] = 0
+    report.rows_scanned.setdefault(table, 0)  # a table an older store still holds is also in its log file
     for row in cursor:
         report.rows_scanned[table] += 1
         values = dict(zip(columns, row, strict=True))

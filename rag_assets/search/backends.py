@@ -4,8 +4,8 @@ Every consumer of a tier store (``rag search``/``context``/``ask``, ``rag serve`
 ``rag eval``, ``rag status``) opens it with :func:`open_index`, so the configuration's
 ``store.backend`` decides for all of them. Both classes share one interface
 (:class:`~rag_assets.search.retrieval.SearchIndex`); ``index.path`` is the SQLite file the
-search reads (the store itself, or the PostgreSQL store's local mirror), where the search
-and answer logs are kept.
+search reads (the store itself, or the PostgreSQL store's local mirror), beside which the
+search and answer logs are kept (:mod:`rag_assets.index.tier_logs`).
 """
 
 from __future__ import annotations

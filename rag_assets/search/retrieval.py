@@ -52,7 +52,7 @@ import numpy as np
 
 from rag_assets.base import cjk
 from rag_assets.embed.base import Embedder
-from rag_assets.index import store
+from rag_assets.index import store, tier_logs
 from rag_assets.index.fields import FieldWeights, bm25_call
 from rag_assets.index.params import (
     LEXICAL,
@@ -122,9 +122,8 @@ class SearchIndex:
 
     # ------------------------------------------------------------------ loading
     def _stamp(self, conn: sqlite3.Connection | None = None) -> tuple:
-        """What identifies the store's indexed contents. Not the files' mtimes: the search log
-        writes to the same file, and every logged search would then reload the matrix. Every
-        build moves ``built_at`` (and usually the highest chunk rowid or the document count)."""
+        """What identifies the store's indexed contents: what a build changes, not the file's
+        mtime (which the move of an older store's logs out of it also changes). Every build moves ``built_at`` (and usually the highest chunk rowid or the document count)."""
         try:
             inode = self.path.stat().st_ino
         except FileNotFoundError:
@@ -505,19 +504,34 @@ class SearchIndex:
             round(result.best_relevance, 4),
         )
         try:
-            self._connection().execute(
+            self._log_connection().execute(
                 "INSERT INTO search_log(at, query, params, results, top_score, latency_ms, top_relevance)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 record,
             )
-        except sqlite3.Error:
-            pass  # a read-only or busy store must not fail the search itself
+        except sqlite3.OperationalError:
+            pass  # a read-only or busy log file must not fail the search itself
+        except sqlite3.DatabaseError:  # damaged: set aside, the next search starts a new file
+            self._close_local("log_conn")
+            tier_logs.recover(self.path)
+
+    def _log_connection(self) -> sqlite3.Connection:
+        # The log file beside the store (rag_assets.index.tier_logs), not the store: a search
+        # leaves the store's file as the build verified it. One connection per thread, as above.
+        conn = getattr(self._local, "log_conn", None)
+        if conn is None:
+            conn = self._local.log_conn = tier_logs.connect(self.path)
+        return conn
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
+        self._close_local("conn")
+        self._close_local("log_conn")
+
+    def _close_local(self, name: str) -> None:
+        conn = getattr(self._local, name, None)
         if conn is not None:
             conn.close()
-            self._local.conn = None
+            setattr(self._local, name, None)
 
 
 class _FeatureTable:

@@ -1,4 +1,4 @@
-"""Reading the search log each tier's store keeps (``rag log``, the HTTP API's status)."""
+"""Reading the search log each tier keeps beside its store (``rag log``; :mod:`rag_assets.index.tier_logs`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from rag_assets.index import store
+from rag_assets.index import tier_logs
 
 _COLUMNS = "at, query, results, top_score, latency_ms, top_relevance"
 
@@ -26,9 +26,10 @@ def _row(at: str, query: str, results: str, top: float, latency: float, relevanc
 def read_log(path: Path, limit: int = 10) -> tuple[list[dict], list[dict], int]:
     """(most recent searches, weakest searches, total logged). The weakest are those whose best
     candidate had the lowest calibrated relevance: the questions the content answers worst
-    (a search that found nothing at all counts as 0)."""
-    with closing(store.connect(path)) as conn:
-        store.ensure_schema(conn)
+    (a search that found nothing at all counts as 0). ``path``: the tier's store."""
+    if not tier_logs.exists(path):
+        return [], [], 0
+    with closing(tier_logs.connect(path)) as conn:
         recent = [
             _row(*r) for r in conn.execute(f"SELECT {_COLUMNS} FROM search_log ORDER BY id DESC LIMIT ?", (limit,))
         ]

@@ -206,7 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="rescan every field of a tier's store for secrets and identifying values; exit 1 on findings",
         description=(
             "Leak audit: every text field of the tier's SQLite store (chunks: text, headings, IDs; documents: "
-            "title, slug, tags, frontmatter; the search and answer logs, sessions included) is rescanned with the "
+            "title, slug, tags, frontmatter) and of its log file (the search and answer logs, sessions included) is "
+            "rescanned with the "
             "full secret detector (and, for the Safe tier, the identity map). Findings show the row, field, kind "
             "and a masked preview, never the secret. The Private "
             "tier keeps secrets on purpose and is not audited."
@@ -333,7 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
         "log",
         parents=[common],
         help="recent searches and the weakest ones (lowest best relevance)",
-        description="Reads the search_log table of a tier's store: what was asked, how well it matched, how fast.",
+        description=(
+            "Reads the search_log and answer_log tables of a tier's log file (beside its store): what was asked, "
+            "how well it matched, how fast."
+        ),
     )
     log.add_argument("--tier", choices=tiers, default="public", help="which store's log (default: public)")
     log.add_argument("-n", type=int_between(1, 10_000), default=10, help="rows per list (default: 10)")

@@ -113,7 +113,7 @@ def _tier_search(cfg: RagConfig, tier: str):
 
         where = "in PostgreSQL" if cfg.store.postgres else f"at {index.path}"
         raise SearchError(f"the {tier} tier has no store yet (expected {where}); build it with `rag build`")
-    index.loaded()  # with PostgreSQL, the local mirror (where the answer log lives) is made now
+    index.loaded()  # with PostgreSQL, the local mirror (the answer log lives beside it) is made now
     stage = rerank_stage(cfg, tier, None)
     embedder: list[Any] = []  # the tier's query embedder, made at the first search
 

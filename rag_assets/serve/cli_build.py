@@ -21,7 +21,7 @@ from rag_assets.config import (
 from rag_assets.embed import select_embedder
 from rag_assets.index import generations
 from rag_assets.index.freshness import detect_changes
-from rag_assets.index.integrity import cache_damage, discard_damaged_caches, verification_record
+from rag_assets.index.integrity import cache_damage, discard_damaged_caches, log_damage, verification_record
 from rag_assets.index.repair import repair_in_place
 from rag_assets.ingest.collections import VAULT_FOLDER_REASON, discover_collections, holds_configured_vault
 from rag_assets.pipeline import plan_collection
@@ -373,8 +373,11 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
     report = detect_changes(cfg, save_stat_cache=False, record=record)
     stale = False
     damage = report.damage + cache_damage(cfg, record)  # the published generation was verified just above
+    logs = log_damage(cfg, record)
     record.save()
     _print_verified(deep=record.deep)
+    for item in logs:  # not the index's damage: no rebuild would mend it, and it blocks nothing
+        print(f"Damaged log file: {item}")
     if damage:
         stale = True
         print("Damaged: run `rag build` to repair what is listed here (it republishes what it cannot repair).")

@@ -15,7 +15,7 @@ from rag_assets.config import (
 from rag_assets.config.masking import mask_url
 from rag_assets.index import generations, index_json, store
 from rag_assets.index.freshness import age_label
-from rag_assets.index.integrity import output_damage, verification_record
+from rag_assets.index.integrity import log_damage, output_damage, verification_record
 from rag_assets.ingest.collections import holds_only_vaults, only_vaults_message
 from rag_assets.privacy.tier_cards import tiers_report
 from rag_assets.reporting import human_bytes, relative_age
@@ -33,10 +33,10 @@ def status_report(cfg: RagConfig, check_damage: bool = True) -> dict[str, Any]:
     file: minutes at a million chunks), for the summary a build prints of what it just wrote.
     The checks read only the files changed since their last verification (rag_assets.base.verified)."""
     gen = generations.published(cfg)  # resolved once: every figure below is of one build
-    damage = []
+    damage, logs = [], []
     if check_damage:
         record = verification_record(cfg)
-        damage = output_damage(cfg, record)
+        damage, logs = output_damage(cfg, record), log_damage(cfg, record)
         record.save()
     # With what a damaged link now leads to: a store reached through it is not opened either.
     damaged = {d.path for d in damage} | {d.path.resolve() for d in damage}
@@ -47,6 +47,7 @@ def status_report(cfg: RagConfig, check_damage: bool = True) -> dict[str, Any]:
         "built": meta is not None,
         "generation": gen.id,
         "damaged": [{"path": str(d.path), "reason": d.reason} for d in damage],
+        "damagedLogs": [{"path": str(d.path), "reason": d.reason} for d in logs],  # they block nothing
     }
     if meta:
         built_at = meta.get("builtAt")
@@ -197,6 +198,8 @@ def print_status(cfg: RagConfig, check_damage: bool = True) -> int:
     report = status_report(cfg, check_damage)
     for item in report["damaged"]:
         print(f"Damaged     {item['path']}: {item['reason']}; run `rag build` to repair it")
+    for item in report.get("damagedLogs", []):
+        print(f"Damaged log {item['path']}: {item['reason']}")
     if not report["built"]:
         if holds_only_vaults(cfg):  # nothing public to index, and a build would not make one
             print(only_vaults_message(cfg))
