@@ -200,10 +200,26 @@ def main(argv: list[str]) -> int:
             or run(str(BIN / "mypy"))
         )
     if task == "test":
-        # One worker per core: the suite is CPU-bound (real builds, real Dagster runs). The bench
-        # smoke runs are `tasks.py benches` (CI runs both); a -m of the caller's comes later and wins.
-        # The 15 slowest tests are listed at the end, so a run that grows shows where.
-        return run(str(BIN / "python"), "-m", "pytest", "-n", "auto", "-m", "not bench_smoke", "--durations=15", *rest)
+        # One worker per core: the suite is CPU-bound (real builds, real Dagster runs). Each module
+        # goes whole to one worker (its module-scoped builds made once, not once per worker), in
+        # the order collected: rag_assets_tests/suite_order.py puts the costliest first, so the
+        # workers end together. The bench smoke runs are `tasks.py benches` (CI runs both); a -m
+        # (or --dist) of the caller's comes later and wins. The 15 slowest tests are listed at the
+        # end, so a run that grows shows where.
+        return run(
+            str(BIN / "python"),
+            "-m",
+            "pytest",
+            "-n",
+            "auto",
+            "--dist",
+            "loadfile",
+            "--no-loadscope-reorder",
+            "-m",
+            "not bench_smoke",
+            "--durations=15",
+            *rest,
+        )
     if task == "benches":
         # Every bench/*.py once at a tiny size, so that none breaks silently (several minutes:
         # the Celery benches start workers and Dagster's daemon).

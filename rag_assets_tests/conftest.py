@@ -258,6 +258,9 @@ from .browser import chromium, page  # noqa: E402,F401
 # Under CI=true a skip is a failure unless skip_allowlist.py lists the test (issue 29).
 from .skip_allowlist import pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402,F401
 
+# The costliest modules first, so that xdist's workers end together (tasks.py test; suite_order.py).
+from .suite_order import pytest_collection_modifyitems  # noqa: E402,F401
+
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def make_instance(request, monkeypatch) -> Callable:

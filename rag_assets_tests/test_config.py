@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
 
@@ -26,8 +26,10 @@ from rag_assets.defs.resources import (
     RagSettings,  # module level: Dagster resolves the probe asset's hints here
 )
 from rag_assets.ingest.collections import discover_collections
+from rag_assets.serve.cli import main
 
 from .conftest import instance_for_test
+from .deadline import deadline
 
 
 def write_config(tmp_path: Path, text: str) -> Path:
@@ -287,21 +289,40 @@ def test_listed_collections_reach_the_index_matches_content_check(tmp_path, writ
 # --- The CLI ---------------------------------------------------------------------------------
 
 
-def run_rag(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("RAG_") and k != "OPENROUTER_API_KEY"}
-    environ["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
-    environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "rag_assets.serve.cli", *args],
-        cwd=cwd,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+@dataclass(frozen=True)
+class Run:
+    """What one `rag` command did: its exit code and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def test_rag_build_with_a_misspelt_key_exits_2_and_names_the_key(tmp_path, write_tree):
+@pytest.fixture
+def run_rag(capsys: pytest.CaptureFixture[str]) -> Callable[..., Run]:
+    """``run_rag(*args, cwd=..., env=...)``: `rag ARGS` started in ``cwd``, with no RAG_* variable
+    (nor OpenRouter's key) but ``env``'s, as a `rag` process there would run it, in this process
+    (rag_assets.serve.cli.main): these tests are about the exit code and the messages, not the
+    process, whose start cost about 1 CPU s each. A hang still fails, after the 300 s the
+    subprocess's timeout gave; an exception, which a process would print as a traceback, fails too."""
+
+    def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Run:
+        with pytest.MonkeyPatch.context() as mp:
+            for key in [k for k in os.environ if k.startswith("RAG_")] + ["OPENROUTER_API_KEY"]:
+                mp.delenv(key, raising=False)
+            for key, value in (env or {}).items():
+                mp.setenv(key, value)
+            mp.chdir(cwd)
+            capsys.readouterr()
+            with deadline(300):
+                code = main(list(args))
+            printed = capsys.readouterr()
+        return Run(code, printed.out, printed.err)
+
+    return run
+
+
+def test_rag_build_with_a_misspelt_key_exits_2_and_names_the_key(tmp_path, write_tree, run_rag):
     content = write_tree({"posts/hello.md": "# Hello\n\nWorld.\n"})
     path = write_config(tmp_path, f"content_dir: {content}\nembeder: hashing\n")
     result = run_rag("build", cwd=path.parent)
@@ -309,7 +330,7 @@ def test_rag_build_with_a_misspelt_key_exits_2_and_names_the_key(tmp_path, write
     assert "rag.yaml, line 2: unknown key 'embeder' (did you mean 'embedder'?)" in result.stderr
 
 
-def test_rag_config_prints_the_effective_settings_with_secrets_masked(tmp_path):
+def test_rag_config_prints_the_effective_settings_with_secrets_masked(tmp_path, run_rag):
     text = (
         "embedder:\n  name: hashing\n  openai: {api_key_env: MY_KEY}\n"
         "  ollama: {host: 'http://me:hunter2@127.0.0.1:11434'}\n"
@@ -335,7 +356,7 @@ def test_rag_config_prints_the_effective_settings_with_secrets_masked(tmp_path):
     assert "(not set)" in run_rag("config", cwd=path.parent).stdout
 
 
-def test_rag_config_exits_2_listing_the_problems(tmp_path):
+def test_rag_config_exits_2_listing_the_problems(tmp_path, run_rag):
     path = write_config(tmp_path, "embedder:\n  ollama:\n    modle: x\nchunking: {target_words: abc}\n")
     result = run_rag("config", cwd=path.parent)
     assert result.returncode == 2
@@ -430,7 +451,7 @@ def _comments(size: int) -> bytes:
         ("root_output_dir", "output_dir: /\n", "rag.yaml, line 1: output_dir: / holds far more than notes"),
     ],
 )
-def test_a_hostile_rag_yaml_exits_2_naming_the_file_and_the_problem(tmp_path, name, body, expected):
+def test_a_hostile_rag_yaml_exits_2_naming_the_file_and_the_problem(tmp_path, name, body, expected, run_rag):
     """Each of these was a traceback (binary, nesting, digits, /etc/shadow at build), ran away
     (50 MB: over 15 minutes and 1.2 GB) or was accepted (a vault of /, timeout: .inf)."""
     path = write_config(tmp_path, "")
@@ -489,7 +510,7 @@ def test_a_folder_inside_tmp_or_a_system_looking_name_elsewhere_is_fine(tmp_path
     assert cfg.vaults[0].path == (tmp_path / "site/etc/notes").resolve()
 
 
-def test_an_identity_map_with_wrong_rules_is_a_configuration_error_not_a_traceback(tmp_path, write_tree):
+def test_an_identity_map_with_wrong_rules_is_a_configuration_error_not_a_traceback(tmp_path, write_tree, run_rag):
     content = write_tree({"posts/hello.md": "# Hello\n\nWorld.\n", "v/note.md": "# Note\n"})
     identity_map = tmp_path / "im.json"
     identity_map.write_text('{"hosts": ["pve01"], "rules": []}')

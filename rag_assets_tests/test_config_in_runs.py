@@ -6,6 +6,7 @@ fails here until the test's rag.yaml gives it a value of its own (and the run ca
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,7 +117,11 @@ def run_probe(cfg: RagConfig, run_config: dict | None = None) -> RagConfig:
         seen["cfg"] = rag.config
 
     resources = build_definitions(cfg).resources
-    assert dg.materialize([probe], resources={"rag": resources["rag"]}, run_config=run_config).success
+    # In an empty context, as loaded_definitions resolves definitions: an instance an earlier test of
+    # this worker entered leaves itself Dagster's current definitions-state storage, dead once
+    # collected ("Attempted to resolve undefined DagsterInstance weakref"; seen when the order changed).
+    run = contextvars.Context().run(dg.materialize, [probe], resources={"rag": resources["rag"]}, run_config=run_config)
+    assert run.success
     return seen["cfg"]
 
 

@@ -8,6 +8,8 @@ executor's run config is validated against the jobs that use ``k8s_job_executor`
 
 from __future__ import annotations
 
+import contextvars
+
 import dagster as dg
 import pytest
 import yaml
@@ -86,6 +88,10 @@ def test_the_executor_config_is_valid_for_the_kubernetes_jobs(dagster_k8s, tmp_p
 
     run_config = yaml.safe_load((DEPLOY / "k8s-executor.yaml").read_text())
     defs = kubernetes_definitions(load_config(None, content_dir=tmp_path, output_dir=tmp_path / "out", environ={}))
+    # Resolved in an empty context, as loaded_definitions does: an instance an earlier test of this
+    # worker entered leaves itself Dagster's current definitions-state storage, dead once collected
+    # ("Attempted to resolve undefined DagsterInstance weakref"; seen when the module order changed).
+    contextvars.Context().run(defs.get_repository_def)
     for name in (INDEX_JOB, PUBLISH_JOB):
         job = defs.resolve_job_def(name)
         assert job.executor_def.name == "k8s"
