@@ -89,6 +89,9 @@ class ListedFile:
 class Listing:
     files: list[ListedFile] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
+    # Each folder listed, with its stat taken before it was listed (None: it could not be
+    # stat'ed): an entry added or removed since changes the folder's mtime (ingest/watch.py).
+    folders: list[tuple[str, os.stat_result | None]] = field(default_factory=list)
 
 
 def default_policy(boundary: Path) -> WalkPolicy:
@@ -189,6 +192,11 @@ class _Walk:
         pending: list[tuple[Path, str, tuple[str, ...]]] = [(root, "", (root_real,))]
         while pending:
             folder, rel_folder, chain = pending.pop()
+            try:
+                info: os.stat_result | None = os.stat(folder)
+            except OSError:
+                info = None
+            self.listing.folders.append((str(folder), info))
             try:
                 entries = list(os.scandir(folder))
             except OSError as exc:
