@@ -8,7 +8,8 @@ changes the folder's mtime; a file or skipped entry by the stat the walk took (s
 stat'ed again, with and without following a link: a broken link whose target appears is a
 change). :meth:`ContentWatch.unchanged` stats the same paths again, with none of a walk's
 per-entry policy work and no hashing: the check after a publish (is the published content
-hash the content's now?) costs a tenth of the second walk it replaces.
+hash the content's now?) costs about a quarter of the second walk it replaces (0.37 CPU s
+against about 1.4 for 72,112 paths at 100,000 chunks).
 
 The verification record's racy rule (rag_assets.base.verified) applies, from the start of
 the walk: when any of those paths changed later than :data:`~rag_assets.base.verified.RACY_MARGIN_NS`
