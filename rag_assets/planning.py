@@ -220,14 +220,18 @@ def observe(
     collections: bool = True,
     vaults: bool = True,
     record: VerificationRecord | None = None,
+    watch: bool = False,
 ) -> ObservedState:
     """The state the planner decides from. ``verify_outputs=False`` skips reading the published
     files for damage (a sensor tick: that re-reads the whole index; `rag build` verifies);
     ``collections``/``vaults`` False leave that side unobserved (so unplanned), for a sensor
     that triggers only the other. ``record``: the files verified before and unchanged since are
-    not read again (rag_assets.base.verified)."""
+    not read again (rag_assets.base.verified). ``watch``: keep what the walk read, for the check
+    after the publish (rag_assets.index.freshness.content_hash_if_unchanged)."""
     if collections:
-        changes = detect_changes(cfg, save_stat_cache=save_stat_cache, verify_outputs=verify_outputs, record=record)
+        changes = detect_changes(
+            cfg, save_stat_cache=save_stat_cache, verify_outputs=verify_outputs, record=record, watch=watch
+        )
         names, signature, published = (
             list(discover_collections(cfg).collections),
             build_signature(cfg),

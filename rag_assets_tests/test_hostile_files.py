@@ -29,6 +29,7 @@ from rag_assets.ingest import parsing
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.parsing import parse_collection, parse_markdown_file
 from rag_assets.ingest.sources import combine_hashes, snapshot_collection
+from rag_assets.ingest.walker import WalkPolicy, list_folder, too_large_reason
 from rag_assets.serve.cli import main
 
 from .conftest import REPO_ROOT
@@ -187,6 +188,18 @@ def test_each_hostile_entry_is_skipped_with_its_reason(hostile, path, reason):
     assert f"  {path}: " in build.stdout and reason in build.stdout.split(f"  {path}: ", 1)[1].splitlines()[0]
     manifest = json.loads((base / "out/data/rag-manifest.json").read_text())
     assert reason in manifest["collections"]["docs"]["skipped"][path]
+
+
+def test_the_walk_lists_plain_files_within_the_limit_and_skips_the_larger_ones(tmp_path):
+    """The walk itself, not only the parser after it: a plain file over ``max_file_bytes`` is
+    never listed (the walker's fast path for plain files keeps the limit)."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "small.md").write_text("x" * 100)
+    (tmp_path / "sub" / "exact.md").write_text("x" * 200)
+    (tmp_path / "big.md").write_text("x" * 201)
+    listing = list_folder(tmp_path, WalkPolicy(boundary=tmp_path.resolve(), max_file_bytes=200))
+    assert [f.rel for f in listing.files] == ["sub/exact.md", "sub/small.md"]
+    assert [(s.path, s.reason) for s in listing.skipped] == [("big.md", too_large_reason(201, 200))]
 
 
 def test_collection_names_out_of_the_content_folder_are_refused(hostile):

@@ -5,8 +5,9 @@ import dagster as dg
 from rag_assets.config.masking import mask_url
 from rag_assets.defs.resources import RagSettings
 from rag_assets.embed.selection import service_status
+from rag_assets.index import generations
 from rag_assets.index.consistency import check_public_outputs
-from rag_assets.index.freshness import STALE_HOURS, age_label, detect_changes
+from rag_assets.index.freshness import STALE_HOURS, age_label, content_hash_if_unchanged, detect_changes
 from rag_assets.index.index_json import read_meta
 from rag_assets.index.integrity import verification_record
 
@@ -60,19 +61,34 @@ def embedding_service(rag: RagSettings) -> dg.AssetCheckResult:
 )
 def index_matches_content(rag: RagSettings) -> dg.AssetCheckResult:
     cfg = rag.config
+    # Nothing the planner's walk read has changed since (`rag build` watches it, in this
+    # process): its content hash is the content's now, told by a stat of each path it read
+    # instead of a second walk (ingest/watch.py). Else, or when the hashes differ, walk again.
+    current = content_hash_if_unchanged(cfg)
+    gen = generations.published(cfg)
+    published = (read_meta(gen.meta_path) or {}).get("contentHash")
+    if current is not None and current == published and gen.index_path.is_file():
+        return _matches_content_result(True, published, current, {})
     # The published files are not read for damage: the verdict does not use it, and reading
     # them (every segment's SHA-256, the store's quick_check) grows with the corpus.
     report = detect_changes(cfg, save_stat_cache=False, verify_outputs=False)
     changed = {c.collection: c.summary() for c in report.changed}
     # The manifest may not be rewritten yet when this runs (it is the next asset), so the
     # verdict compares hashes only; the per-collection list is for the reader.
+    passed = report.has_index and report.current_hash == report.published_hash
+    return _matches_content_result(passed, report.published_hash, report.current_hash, changed, report.has_index)
+
+
+def _matches_content_result(
+    passed: bool, published: str | None, current: str, changed: dict[str, str], has_index: bool = True
+) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
-        passed=report.has_index and report.current_hash == report.published_hash,
+        passed=passed,
         severity=dg.AssetCheckSeverity.WARN,
         metadata={
-            "index_exists": report.has_index,
-            "index_content_hash": report.published_hash or "",
-            "current_content_hash": report.current_hash,
+            "index_exists": has_index,
+            "index_content_hash": published or "",
+            "current_content_hash": current,
             "changed_collections": dg.MetadataValue.md(
                 "\n".join(f"- **{name}**: {why}" for name, why in changed.items()) or "_none_"
             ),

@@ -32,6 +32,8 @@ from rag_assets.ingest.sources import (
     overall_content_hash,
     snapshot_collection,
 )
+from rag_assets.ingest.walker import Listing, WalkPolicy, list_folder
+from rag_assets.ingest.watch import ContentWatch, WatchBuilder
 from rag_assets.records import CollectionSnapshot, SkippedFile
 
 # The one source of the freshness thresholds: `rag status` (Fresh/Stale/Old), the
@@ -91,24 +93,42 @@ class ChangeReport:
         return self.has_index and not self.damage and not self.changed and self.current_hash == self.published_hash
 
 
+@dataclass(frozen=True)
+class _Watched:
+    """The content hash a walk computed for a config, and what that walk read (by stat)."""
+
+    cfg: RagConfig
+    content_hash: str
+    watch: ContentWatch
+
+
+_watched: _Watched | None = None  # this process's last detect_changes(watch=True) with a watch
+
+
 def detect_changes(
     cfg: RagConfig,
     *,
     save_stat_cache: bool = True,
     verify_outputs: bool = True,
     record: VerificationRecord | None = None,
+    watch: bool = False,
 ) -> ChangeReport:
     """Compare the content on disk with the last published build; ``verify_outputs=False``
-    leaves the published files unread (no damage reported: a sensor tick)."""
+    leaves the published files unread (no damage reported: a sensor tick). ``watch``: keep
+    what the walk read (rag_assets.ingest.watch), so that :func:`content_hash_if_unchanged`
+    can later tell by stat alone whether the content hash is still this one."""
+    global _watched
     gen = generations.published(cfg)
     # The header first (collections and their hashes), no ledger segment read.
     previous = (manifest_io.read_manifest(gen.manifest_path, collections=()) or {}).get("collections", {})
     stat_cache = StatCache(cfg.stat_cache_path)
     indexed = read_indexed_collections(cfg)
     policy = collection_policy(cfg)
+    builder = WatchBuilder() if watch else None
+    if builder is not None:
+        builder.add_folder_entries(cfg.content_dir)  # before discovery reads it
     snapshots = {
-        name: snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy)
-        for name in discover_collections(cfg).collections
+        name: _snapshot(cfg, name, stat_cache, policy, builder) for name in discover_collections(cfg).collections
     }
     previous, known_by_collection = _known_files(gen.manifest_path, previous, snapshots)
     changes: list[CollectionChange] = []
@@ -153,15 +173,43 @@ def detect_changes(
         changes.append(CollectionChange(name, "removed", None))
     if save_stat_cache:
         stat_cache.save()
+    current_hash = overall_content_hash(hashes)
+    if builder is not None:
+        made = builder.finish()
+        _watched = _Watched(cfg, current_hash, made) if made is not None else None
     meta = read_meta(gen.meta_path)
     damage = publication_damage(cfg, gen, record) if verify_outputs else []
     return ChangeReport(
         changes,
-        overall_content_hash(hashes),
+        current_hash,
         meta.get("contentHash") if meta else None,
         gen.index_path.is_file(),
         damage,
     )
+
+
+def _snapshot(
+    cfg: RagConfig, name: str, stat_cache: StatCache, policy: WalkPolicy, builder: WatchBuilder | None
+) -> CollectionSnapshot:
+    """One collection hashed; with a ``builder``, what its walk read goes into the watch."""
+    if builder is None:
+        return snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy)
+    root = cfg.content_dir / name
+    builder.add_path(root, links_too=True)  # before it is listed
+    listing = list_folder(root, policy, prefix=f"{name}/") if root.is_dir() else Listing()
+    snapshot = snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy, listing=listing)
+    builder.add_listing(listing, cfg.content_dir)
+    return snapshot
+
+
+def content_hash_if_unchanged(cfg: RagConfig) -> str | None:
+    """The content hash of this process's last ``detect_changes(cfg, watch=True)``, when
+    nothing its walk read has changed since (a ``stat`` of each path, no walk, no hashing);
+    None when there is none for ``cfg`` or something changed: walk again."""
+    watched = _watched
+    if watched is None or watched.cfg != cfg or not watched.watch.unchanged():
+        return None
+    return watched.content_hash
 
 
 def _known_files(

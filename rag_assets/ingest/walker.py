@@ -89,6 +89,9 @@ class ListedFile:
 class Listing:
     files: list[ListedFile] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
+    # Each folder listed, with its stat taken before it was listed (None: it could not be
+    # stat'ed): an entry added or removed since changes the folder's mtime (ingest/watch.py).
+    folders: list[tuple[str, os.stat_result | None]] = field(default_factory=list)
 
 
 def default_policy(boundary: Path) -> WalkPolicy:
@@ -190,14 +193,38 @@ class _Walk:
         while pending:
             folder, rel_folder, chain = pending.pop()
             try:
+                info: os.stat_result | None = os.stat(folder)
+            except OSError:
+                info = None
+            self.listing.folders.append((str(folder), info))
+            try:
                 entries = list(os.scandir(folder))
             except OSError as exc:
                 if rel_folder:
                     self.skip(rel_folder.rstrip("/"), f"cannot list folder: {exc.strerror or exc}")
                 continue
             for entry in entries:
-                if not entry.name.startswith("."):
+                if not entry.name.startswith(".") and not self.plain_file(entry, rel_folder):
                     pending.extend(self.visit(entry, rel_folder, chain))
+
+    def plain_file(self, entry: os.DirEntry, rel_folder: str) -> bool:
+        """List ``entry`` when it is the common case, a regular file reached without a link,
+        with an ASCII name, no exclusions and within the size limit; False: ask :meth:`visit`
+        (which decides these same files alike, with every other check on the way: a
+        walk of 71,111 files spent twice its system calls' time in them)."""
+        policy = self.policy
+        if policy.excluded_folders or policy.excluded_suffixes or not entry.name.isascii():
+            return False
+        try:
+            if not entry.is_file(follow_symlinks=False):  # the folder's entry type: no system call
+                return False
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            return False
+        if not stat_module.S_ISREG(info.st_mode) or info.st_size > policy.max_file_bytes:
+            return False  # changed type since the folder was read, or too large: visit says so
+        self.listing.files.append(ListedFile(rel_folder + entry.name, entry.path, info))
+        return True
 
     def visit(self, entry: os.DirEntry, rel_folder: str, chain: tuple[str, ...]) -> list:
         """Record one entry; return the folder to list next, if it is one."""

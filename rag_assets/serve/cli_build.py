@@ -208,14 +208,15 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
 def _observe_and_repair(cfg: RagConfig, record: VerificationRecord, *, repair: bool) -> ObservedState:
     """The planner's view of the outputs, after repairing in place what of their damage can be
     (links, and files made again exactly as published): what is left is republished."""
-    state = observe(cfg, record=record)
+    # Watched: the check after the publish tells by stat whether the content is still as walked.
+    state = observe(cfg, record=record, watch=True)
     if not (repair and state.changes.damage and state.collections):
         return state
     repaired = repair_in_place(cfg, state.changes.damage)
     for path in repaired:
         reasons = "; ".join(d.reason for d in state.changes.damage if d.path == path) or "stray"
         print(f"repaired {path} (damaged: {reasons})")
-    return observe(cfg, record=record) if repaired else state
+    return observe(cfg, record=record, watch=True) if repaired else state
 
 
 def _print_plan(cfg: RagConfig, state: ObservedState, the_plan: Plan) -> None:
