@@ -219,39 +219,31 @@ def test_real_corpus_builds_with_every_file_accounted_for(corpus, make_config):
     assert len(indexed) >= 0.95 * len(on_disk)
 
 
-def test_definitions_validate_with_the_dagster_cli():
-    """With no target, Dagster's CLI loads the top-level workspace.yaml, as `dagster dev` does."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "dagster", "definitions", "validate"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Validation successful for code location rag_assets." in proc.stdout + proc.stderr
-
-
 def test_the_workspace_is_the_one_code_location_and_reads_the_config_it_is_given(tmp_path):
     """workspace.yaml names the lazy ``defs``: the configuration is read when the location
-    loads, from $RAG_CONFIG; a broken one fails the load with its message, not the import."""
+    loads, from $RAG_CONFIG; a broken one fails the load with its message, not the import.
+    With no target, Dagster's CLI loads the top-level workspace.yaml, as `dagster dev` does.
+
+    Two CLI processes (each starts Python and Dagster, ~6 CPU s): the broken configuration
+    through ``-w`` from another folder, the good one with no target from the checkout."""
     workspace = REPO_ROOT / "workspace.yaml"
     assert "tool.dagster" not in (REPO_ROOT / "pyproject.toml").read_text()  # one entry point only
     bad = tmp_path / "bad.yaml"
     bad.write_text("chunking: {min_words: 900}\n")
 
-    def validate(config: Path) -> subprocess.CompletedProcess:
+    def validate(config: Path, *target: str, cwd: Path) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DAGSTER_")}
         return subprocess.run(
-            [sys.executable, "-m", "dagster", "definitions", "validate", "-w", str(workspace)],
-            cwd=tmp_path,
+            [sys.executable, "-m", "dagster", "definitions", "validate", *target],
+            cwd=cwd,
             env={**env, "RAG_CONFIG": str(config)},
             capture_output=True,
             text=True,
             timeout=300,
         )
 
-    broken = validate(bad)
+    broken = validate(bad, "-w", str(workspace), cwd=tmp_path)
     assert broken.returncode != 0 and "chunking.min_words must not exceed target_words" in broken.stdout + broken.stderr
-    good = validate(REPO_ROOT / "rag.yaml")
+    good = validate(REPO_ROOT / "rag.yaml", cwd=REPO_ROOT)
     assert good.returncode == 0, good.stdout + good.stderr
+    assert "Validation successful for code location rag_assets." in good.stdout + good.stderr
