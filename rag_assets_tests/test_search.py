@@ -16,6 +16,7 @@ from rag_assets.defs.runner import run_build
 from rag_assets.embed.hashing import HashingEmbedder
 from rag_assets.index.params import SearchError, SearchParams
 from rag_assets.index.query import fts_match_query
+from rag_assets.index.tier_logs import log_path
 from rag_assets.search.fusion import fuse
 from rag_assets.search.retrieval import SearchIndex, tier_embedder
 from rag_assets.serve.cli import main as rag
@@ -241,8 +242,16 @@ class _OtherModel(HashingEmbedder):
 def test_cli_search_context_and_log(cfg, capsys):
     args = ["--content-dir", str(cfg.content_dir), "--output-dir", str(cfg.output_dir)]
     assert rag(["search", "how do I set up vlans on proxmox", "-k", "3", "--min-score", "0", *args]) == 0
-    first = capsys.readouterr().out.splitlines()[0]
+    printed = capsys.readouterr()
+    first = printed.out.splitlines()[0]
     assert first.startswith("posts/proxmox ::") and first.rsplit(" ", 1)[1].replace(".", "").isdigit()
+    # The count on stderr is the pages printed (a page's other sections are indented beneath it).
+    pages = [line for line in printed.out.splitlines() if not line.startswith(" ")]
+    assert len(pages) == 3 and printed.err.startswith("(3 results in "), printed
+    # One page (the only one tagged zfs): "1 result", not "1 results".
+    assert rag(["search", "snapshots", "--tag", "zfs", "--min-score", "0", *args]) == 0
+    printed = capsys.readouterr()
+    assert printed.out.startswith("posts/zfs ::") and printed.err.startswith("(1 result in "), printed
     assert rag(["search", "vlan", "--json", "--collections", "posts", "--min-score", "0", *args]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["query"] == "vlan"
@@ -268,6 +277,8 @@ def test_cli_search_context_and_log(cfg, capsys):
     assert rag(["log", "-n", "3", *args]) == 0
     out = capsys.readouterr().out
     assert "searches logged" in out and "Weakest" in out and "zzzqqq nothing" in out
+    # It names the file that holds them: the log file beside the store, not the store.
+    assert out.splitlines()[0].endswith(f" searches logged in {log_path(cfg.public_store_path)}"), out
     # Each table has column headers, and each row's figures sit under them.
     lines = out.splitlines()
     header = lines[lines.index("Recent") + 1]

@@ -347,8 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         parents=[common],
-        help="HTTP API: GET /search, /context, /status (JSON), and MCP at /mcp",
-        description="Serve the search API with uvicorn. Bad parameters get a 400 with a message, never a 500.",
+        help="the web page at /, the HTTP API (GET /search, /context, /status; POST /ask) and MCP at /mcp",
+        description=(
+            "Serve the page for people at /, the HTTP API and MCP at /mcp with uvicorn. "
+            "Bad parameters get a 400 with a message, never a 500."
+        ),
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=int_between(0, 65535), default=8765, help="port (default: 8765)")

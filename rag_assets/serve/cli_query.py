@@ -141,9 +141,10 @@ def cmd_search(cfg: RagConfig, args: argparse.Namespace) -> int:
         print(f"{hit.collection}/{hit.slug} ::{_heading(hit)} {hit.relevance:.2f}{rerank}")
         for section in hit.sections[1:]:
             print(f"    ::{_heading(section)} {section.relevance:.2f}")
+    found = len(result.hits)
     print(
-        f"({len(result.hits)} results in {result.latency_ms:.1f} ms, of which {result.embed_ms:.1f} ms embedding the "
-        f"query{_rerank_note(result.rerank)}; {args.tier} tier)",
+        f"({found} result{'' if found == 1 else 's'} in {result.latency_ms:.1f} ms, of which {result.embed_ms:.1f} ms "
+        f"embedding the query{_rerank_note(result.rerank)}; {args.tier} tier)",
         file=sys.stderr,
     )
     if result.rerank is not None and result.rerank.error:
@@ -215,6 +216,7 @@ def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
         print(f"rag: no {args.tier} store at {path}; run `rag build` first", file=sys.stderr)
         return EXIT_USAGE
     from rag_assets.index.answer_log import read_answers
+    from rag_assets.index.tier_logs import log_path
 
     recent, weakest, total = read_log(path, args.n)
     answers, answered = read_answers(path, args.n)
@@ -232,7 +234,8 @@ def cmd_log(cfg: RagConfig, args: argparse.Namespace) -> int:
             )
         )
         return EXIT_OK
-    print(f"{total} searches logged in {path}")
+    # The searches are in the log file beside the store, not in the store (index/tier_logs.py).
+    print(f"{total} searches logged in {log_path(path)}")
     when = max((len(row["at"]) for row in recent + weakest), default=4)
     for title, rows in (
         ("Recent", recent),
