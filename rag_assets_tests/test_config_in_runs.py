@@ -19,6 +19,7 @@ from rag_assets.config import CONFIG_ADAPTER, RagConfig, load_config
 from rag_assets.defs.assembly import build_definitions
 from rag_assets.defs.distributed import config_json
 from rag_assets.defs.resources import (
+    RESOURCES_KEPT,
     RagSettings,  # module level: Dagster resolves the probe asset's hints here
 )
 
@@ -156,3 +157,34 @@ def test_a_launchpad_override_of_one_setting_keeps_the_others_as_loaded(tmp_path
         dataclasses.replace(got, embedding=cfg.embedding, private_embedding=cfg.private_embedding, vaults=cfg.vaults)
         == cfg
     )
+
+
+def test_builds_of_one_configuration_share_its_resource_and_no_other(tmp_path):
+    """``RagSettings.from_config`` is made once per configuration and rag.yaml digest (it was about 50
+    ms of every build of the definitions): an equal configuration gets the same frozen resource,
+    one nested setting or the file's bytes apart get their own, a run's launchpad override does not
+    stick to the shared one, and only the most recent ``RESOURCES_KEPT`` are kept."""
+    cfg = every_field_config(tmp_path)
+    first = RagSettings.from_config(cfg)
+    assert cfg.config_path is not None
+    reread = load_config(cfg.config_path, environ={})
+    assert reread is not cfg and RagSettings.from_config(reread) is first
+    assert build_definitions(cfg).resources["rag"] is first
+    # One nested setting apart: a resource of its own, carrying that value.
+    other = dataclasses.replace(cfg, embedding=cfg.embedding.model_copy(update={"batch_size": 8}))
+    apart = RagSettings.from_config(other)
+    assert apart is not first and apart.config == other and first.config == cfg
+    # An override of one run, then a run of the shared resource without one: the loaded value.
+    assert run_probe(cfg, {"resources": {"rag": {"config": {"settings": {"embedding": {"name": "ollama"}}}}}}) != cfg
+    assert run_probe(cfg) == cfg
+    # The same settings from a file whose bytes changed (a comment): its own digest, so the old
+    # resource still says it is stale and the new one does not.
+    cfg.config_path.write_text(cfg.config_path.read_text() + "# edited\n")
+    edited = RagSettings.from_config(load_config(cfg.config_path, environ={}))
+    assert edited.config == cfg and edited.config_digest != first.config_digest
+    assert edited.stale_reason() is None and first.stale_reason() is not None
+    # Bounded: after RESOURCES_KEPT other configurations, the first one's is made anew (and equal).
+    for size in range(RESOURCES_KEPT):
+        RagSettings.from_config(dataclasses.replace(cfg, max_file_bytes=10_000 + size))
+    assert RagSettings.from_config(cfg) is not edited
+    assert RagSettings.from_config(cfg).config == cfg

@@ -6,17 +6,28 @@ in rag.yaml's schema, and the launchpad can change any of them for one run (the 
 vault's tier, the Private tier's embedder...) while the others keep their loaded values.
 """
 
+import threading
 from pathlib import Path
 
 import dagster as dg
 import pydantic
 from pydantic import Field
 
-from rag_assets.config import RagConfig, config_digest
+from rag_assets.config import CONFIG_ADAPTER, RagConfig, config_digest
 from rag_assets.defs.config_schema import config_from_value, config_value
 from rag_assets.embed.selection import Selection, select_embedder
 from rag_assets.privacy.local_only import select_private_embedder
 from rag_assets.privacy.sanitize import Sanitizer
+
+# Every build of the definitions made this resource anew: about 50 ms of CPU, nine tenths of
+# build_definitions (generating the config classes, then Dagster inferring their schema when the
+# resource is made), repeated for every `rag build` run, sensor tick and test build of one
+# configuration. A resource is a frozen pydantic model, so one per (class, configuration, file
+# digest) can be shared; the few most recent are kept (a code server reloading an edited rag.yaml
+# makes a new one each time).
+_MADE: dict[tuple[type, bytes, str], "RagSettings"] = {}
+RESOURCES_KEPT = 16
+_MADE_LOCK = threading.Lock()
 
 
 class RagSettings(dg.ConfigurableResource):
@@ -34,17 +45,22 @@ class RagSettings(dg.ConfigurableResource):
     @classmethod
     def from_config(cls, cfg: RagConfig) -> "RagSettings":
         """The resource for ``cfg``: a subclass whose ``settings`` field defaults to ``cfg`` throughout,
-        so a run config that sets one nested value keeps every other one as loaded."""
-        value = config_value(cfg)
-        loaded = pydantic.create_model(
-            cls.__name__,
-            __base__=cls,
-            __module__=cls.__module__,
-            settings=(type(value), Field(default_factory=type(value), description="Every setting, as loaded.")),
-        )
-        return loaded(
-            config_file=str(cfg.config_path) if cfg.config_path else None, config_digest=config_digest(cfg.config_path)
-        )
+        so a run config that sets one nested value keeps every other one as loaded.
+
+        Made once per configuration and rag.yaml digest (the cache above the class): the same
+        inputs give the same (frozen) resource, which every later build of the definitions reuses."""
+        digest = config_digest(cfg.config_path)
+        # The dump is everything `_new_settings` reads of `cfg` (config_value dumps it the same way, and
+        # config_path is one of its fields), so equal keys make equal resources.
+        key = (cls, CONFIG_ADAPTER.dump_json(cfg), digest)
+        with _MADE_LOCK:  # a code server loads definitions on several threads
+            made = _MADE.pop(key, None)
+            if made is None:
+                made = _new_settings(cls, cfg, digest)
+            _MADE[key] = made  # the most recently used last
+            while len(_MADE) > RESOURCES_KEPT:
+                del _MADE[next(iter(_MADE))]
+        return made
 
     @property
     def config(self) -> RagConfig:
@@ -77,3 +93,15 @@ class RagSettings(dg.ConfigurableResource):
     def sanitizer(self) -> Sanitizer:
         """The Safe tier's sanitiser, with the configured identity map."""
         return Sanitizer.from_file(self.config.identity_map_path)
+
+
+def _new_settings(cls: type[RagSettings], cfg: RagConfig, digest: str) -> RagSettings:
+    """A new resource of class ``cls`` for ``cfg`` (its file's digest given, as read for the key)."""
+    value = config_value(cfg)
+    loaded = pydantic.create_model(
+        cls.__name__,
+        __base__=cls,
+        __module__=cls.__module__,
+        settings=(type(value), Field(default_factory=type(value), description="Every setting, as loaded.")),
+    )
+    return loaded(config_file=str(cfg.config_path) if cfg.config_path else None, config_digest=digest)
