@@ -244,6 +244,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--collections", type=int, default=10, help="update part: collections of the generated corpus")
     p.add_argument("--edits", type=int, default=3, help="update part: one-paragraph edits at each size")
+    p.add_argument(
+        "--update-shards",
+        type=int,
+        default=1,
+        help="update part: shards of each collection (rag.yaml's shards:); its own output folder",
+    )
     p.add_argument("--status-runs", type=int, default=3, help="update part: rag status and rag check runs at each size")
     p.add_argument("--update-size", type=int, help=argparse.SUPPRESS)
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -599,6 +605,8 @@ def main() -> None:
         str(args.collections),
         "--edits",
         str(args.edits),
+        "--update-shards",
+        str(args.update_shards),
     ]
     print(f"load average at start: {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores", flush=True)
     for part in args.parts:

@@ -110,10 +110,11 @@ def pick_target(content: Path, collection: str) -> str:
     return best[1]
 
 
-def corpus(cache_dir: Path, chunks: int, collections: int) -> dict[str, Any]:
+def corpus(cache_dir: Path, chunks: int, collections: int, shards: int = 1) -> dict[str, Any]:
     """The cached corpus of about ``chunks`` chunks (generated on first use): its folders, rag.yaml,
     file count and edited document, whose original text is put back first (an edit of an
-    interrupted run must not change what the next run measures)."""
+    interrupted run must not change what the next run measures). ``shards`` > 1 splits every
+    collection into that many shards (rag.yaml's ``shards:``), built into an output folder of its own."""
     folder = cache_dir / f"update-{chunks}-c{collections}-v{GENERATOR_VERSION}"
     meta_path = folder / "corpus.json"
     if not meta_path.is_file():
@@ -129,18 +130,24 @@ def corpus(cache_dir: Path, chunks: int, collections: int) -> dict[str, Any]:
         target = pick_target(content, f"col{collections // 2:02d}")
         (folder / "target.orig").write_bytes((content / target).read_bytes())
         print(f"  generated {files:,} files in {time.perf_counter() - t0:.0f} s; edited document {target}", flush=True)
-        (folder / "rag.yaml").write_text(
-            f"content_dir: {content}\noutput_dir: {folder / 'out'}\nembedder: hashing\n", encoding="utf-8"
-        )
         meta_path.write_text(json.dumps({"files": files, "target": target}))
     meta = json.loads(meta_path.read_text())
-    out = {
-        **meta,
-        "folder": folder,
-        "content": folder / "content",
-        "output": folder / "out",
-        "config": folder / "rag.yaml",
-    }
+    # Each shard count builds into its own output folder, with its own rag.yaml.
+    output, config = (
+        (folder / "out", folder / "rag.yaml")
+        if shards == 1
+        else (
+            folder / f"out-s{shards}",
+            folder / f"rag-s{shards}.yaml",
+        )
+    )
+    split = "".join(f"  col{n:02d}: {shards}\n" for n in range(collections)) if shards > 1 else ""
+    config.write_text(
+        f"content_dir: {folder / 'content'}\noutput_dir: {output}\nembedder: hashing\n"
+        + (f"shards:\n{split}" if split else ""),
+        encoding="utf-8",
+    )
+    out = {**meta, "folder": folder, "content": folder / "content", "output": output, "config": config}
     shutil.copyfile(folder / "target.orig", out["content"] / meta["target"])
     return out
 
@@ -162,7 +169,7 @@ def part_update_build(args) -> dict:
     """A full `rag build` in-process into an empty output folder."""
     import resource
 
-    c = corpus(args.cache_dir, args.update_size, args.collections)
+    c = corpus(args.cache_dir, args.update_size, args.collections, args.update_shards)
     shutil.rmtree(c["output"], ignore_errors=True)
 
     def cpu() -> float:
@@ -322,7 +329,7 @@ def one_edit(c: dict, rep: int, spy: QuickCheckSpy | None = None) -> dict:
 
 def part_update_edit(args) -> dict:
     """--edits one-paragraph edits of the same document, each made searchable."""
-    c = corpus(args.cache_dir, args.update_size, args.collections)
+    c = corpus(args.cache_dir, args.update_size, args.collections, args.update_shards)
     edits, spy = [], QuickCheckSpy()
     for rep in range(1, args.edits + 1):
         edits.append(one_edit(c, rep, spy))
@@ -373,7 +380,7 @@ def measure_size(args, size: int, run_child) -> dict:
     """Every measure at one corpus size; ``run_child(part, args, extra, env)`` runs a child part."""
     load_before = os.getloadavg()
     print(f"size {size:,} chunks (load average {load_before[0]:.1f})", flush=True)
-    c = corpus(args.cache_dir, size, args.collections)
+    c = corpus(args.cache_dir, size, args.collections, args.update_shards)
     env = incremental().clean_env()
     extra = ["--update-size", str(size)]
     build = run_child("update-build", args, extra, env)
@@ -384,6 +391,7 @@ def measure_size(args, size: int, run_child) -> dict:
     chunks = checks.pop("chunks") or build.get("chunks_said")  # `rag status --json`, else the build's own lines
     return {
         "size": size,
+        "shards": args.update_shards,
         "files": c["files"],
         "chunks": chunks,
         "target": c["target"],
@@ -410,6 +418,7 @@ def column(r: dict) -> dict[str, str]:
     build = r["build"]
     return {
         "chunks (files)": f"{r['chunks'] or 0:,} ({r['files']:,})",
+        "shards per collection": str(r.get("shards", 1)),
         "full build wall / CPU": f"{build['wall_s']:.1f} s / {build['cpu_s']:.1f} s",
         "full build chunks/s (wall; per CPU s)": f"{build['chunks_per_s']:,.0f}; {(r['chunks'] or 0) / build['cpu_s']:,.0f}",
         "full build peak RSS": f"{build['peak_rss_mb']:,.0f} MB",
