@@ -312,6 +312,49 @@ def test_rag_build_after_an_edit_re_indexes_only_the_shard_holding_the_file(
     assert main(["check", *args]) == 0
 
 
+def test_an_edit_rejoins_only_the_edited_sharded_collection(content: Path, tmp_path: Path, monkeypatch) -> None:
+    """An unchanged sharded collection is published from its shards' facts and the facts kept
+    of its last rejoin, not unpickled and rejoined; the outputs are an unsharded build's."""
+    from rag_assets.index import rejoin as rejoin_module
+    from rag_assets.serve.cli import main
+
+    for i in range(6):
+        (content / "posts" / f"post-{i}.md").write_text(f"# Post {i}\n\nposts in shards too, uq{i}post.\n")
+    config = tmp_path / "rag.yaml"
+    config.write_text("shards:\n  docs: 3\n  posts: 2\n")
+    args = ["--config", str(config), "--content-dir", str(content), "--output-dir", str(tmp_path / "out")]
+    joins: list[str] = []
+    real_rejoin = rejoin_module.rejoin
+    monkeypatch.setattr(rejoin_module, "rejoin", lambda name, shards: joins.append(name) or real_rejoin(name, shards))
+    assert main(["build", *args]) == 0
+    assert sorted(joins) == ["docs", "posts"]
+    cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})
+    assert (cfg.intermediate_dir / "joined" / "posts.json").is_file()
+
+    for n in range(3):  # every store slot taken in turn: each publish keeps posts from its facts
+        joins.clear()
+        page = content / "docs" / "guides" / "page-03.md"
+        page.write_text(page.read_text() + f"\nEdited: uqclix{n}.\n")
+        assert main(["build", *args]) == 0
+        assert joins == ["docs"]
+        assert f"uqclix{n}" in index_text(cfg)
+    # Joined facts that are not those of the shards' records (a record changed since): rejoined.
+    joined = cfg.intermediate_dir / "joined" / "posts.json"
+    joined.write_bytes(joined.read_bytes().replace(b'"chunks":', b'"chunks":1', 1))
+    (content / "docs" / "page-01.md").write_text("# Page 1\n\nrewritten uqlast.\n")
+    joins.clear()
+    assert main(["build", *args]) == 0
+    assert sorted(joins) == ["docs", "posts"]
+    assert main(["check", *args]) == 0
+
+    (tmp_path / "plain.yaml").write_text("")
+    plain = ["--config", str(tmp_path / "plain.yaml"), "--content-dir", str(content), "--output-dir"]
+    assert main(["build", *plain, str(tmp_path / "plain")]) == 0
+    plain_cfg = load_config(tmp_path / "plain.yaml", content_dir=content, output_dir=tmp_path / "plain", environ={})
+    assert store_rows(cfg) == store_rows(plain_cfg)
+    assert read_index(cfg.index_path)["chunks"] == read_index(plain_cfg.index_path)["chunks"]
+
+
 def test_publishing_takes_the_records_of_the_current_shard_layout_only(make_config, tmp_path: Path) -> None:
     import numpy as np
 

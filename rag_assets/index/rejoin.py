@@ -6,6 +6,12 @@ as it would be unsharded, so that the published outputs do not depend on the sha
 documents in path order (the walker's), chunks in document order, the skipped files in path
 order, the content hash over every file, and one document per slug (the first in path
 order, as the parser keeps it; shards parse apart, so two of them may each keep one).
+
+A rejoined collection's facts are kept (``<intermediate>/joined/<collection>.json``) with the
+facts of the shard records they were joined from, so the next publish tells an unchanged
+sharded collection from its shards' facts, as it tells an unsharded one from its own, without
+unpickling and rejoining every shard (at 100,000 chunks in 10 collections of 2 shards, 9 of a
+one-file edit's 17 CPU s).
 """
 
 from __future__ import annotations
@@ -13,15 +19,19 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
+import orjson
 
+from rag_assets.base.atomic import atomic_write_bytes
 from rag_assets.config import RagConfig
 from rag_assets.ingest.parsing import slug_taken
 from rag_assets.ingest.shards import Shard, collection_of, collection_shards
 from rag_assets.ingest.sources import combine_hashes
 from rag_assets.records import Document, EmbeddedCollection, RecordFacts, RecordSequence, SkippedFile
 
+JOINED_FOLDER = "joined"  # under the intermediate folder: the rejoined records' facts
 _SLUG_TAKEN = re.compile(r"^same slug '(?P<slug>.*)' as .*; rename one of them$", re.DOTALL)
 
 
@@ -63,21 +73,68 @@ def rejoined(
         keys,
         lambda name: _join(cfg, name, {key: records[key] for key in keys[name]}, ledger),
         keep_chunks,
-        (lambda name: _facts(cfg, name, keys[name], read_facts)) if read_facts else None,
+        (lambda name: _facts(cfg, name, keys[name], read_facts, ledger)) if read_facts else None,
     )
 
 
 def _facts(
-    cfg: RagConfig, name: str, keys: list[str], read_facts: Callable[[str], RecordFacts | None]
+    cfg: RagConfig,
+    name: str,
+    keys: list[str],
+    read_facts: Callable[[str], RecordFacts | None],
+    ledger: Collection[str] | None = None,
 ) -> RecordFacts | None:
-    """The facts of an unsharded collection's record, as :func:`_join` would take it (a record
-    made unsharded, under the collection's own key); None for a sharded collection, whose joined
-    facts would need every shard's hash entries: it is loaded."""
+    """The facts of the collection's record as :func:`_join` would make it, without loading it:
+    an unsharded collection's own (a record made unsharded, under the collection's own key); a
+    sharded one's kept joined facts while every shard's facts are those they were joined from.
+    None: load the collection."""
     shards = collection_shards(cfg, name)
-    if len(shards) != 1 or shards[0].sharded or keys != [shards[0].key]:
+    if sorted(keys) != sorted(s.key for s in shards):
         return None
-    facts = read_facts(shards[0].key)
-    return facts if facts is not None and facts.shard is None else None
+    if len(shards) == 1 and not shards[0].sharded:
+        facts = read_facts(shards[0].key)
+        return facts if facts is not None and facts.shard is None else None
+    parts: dict[str, RecordFacts] = {}
+    for shard in shards:
+        facts = read_facts(shard.key)
+        if facts is None or facts.shard != (shard.index, shard.count) or not _in_ledger(shard, ledger):
+            return None
+        parts[shard.key] = facts
+    return read_joined_facts(cfg, name, parts)
+
+
+def joined_facts_path(cfg: RagConfig, collection: str) -> Path:
+    """Where the facts of a sharded collection's last rejoined record are kept."""
+    return cfg.intermediate_dir / JOINED_FOLDER / f"{collection}.json"
+
+
+def read_joined_facts(cfg: RagConfig, collection: str, parts: Mapping[str, RecordFacts]) -> RecordFacts | None:
+    """The kept facts of the collection's rejoined record, when they were joined from shard
+    records of exactly the facts ``parts`` (``{partition key: facts}``); else None."""
+    try:
+        data = orjson.loads(joined_facts_path(cfg, collection).read_bytes())
+        if data["shards"] != {key: facts.to_json() for key, facts in parts.items()}:
+            return None
+        return RecordFacts.from_json(data["joined"])
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def write_joined_facts(
+    cfg: RagConfig, collection: str, parts: Mapping[str, EmbeddedCollection], joined: EmbeddedCollection
+) -> None:
+    """Keep the rejoined record's facts with the facts of the shard records it was joined from.
+    A file that cannot be written only costs the next publish a rejoin."""
+    payload = {
+        "shards": {key: RecordFacts.of(record).to_json() for key, record in parts.items()},
+        "joined": RecordFacts.of(joined).to_json(),
+    }
+    path = joined_facts_path(cfg, collection)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, orjson.dumps(payload))
+    except OSError:
+        path.unlink(missing_ok=True)
 
 
 def _join(
@@ -96,7 +153,11 @@ def _join(
             "build every shard of the collection before publishing it (rag build, or materialize its partitions)"
         )
     records_in_order = [current[s.key] for s in shards]
-    return records_in_order[0] if len(shards) == 1 else rejoin(name, records_in_order)
+    if len(shards) == 1:
+        return records_in_order[0]
+    joined = rejoin(name, records_in_order)
+    write_joined_facts(cfg, name, current, joined)
+    return joined
 
 
 def _in_ledger(shard: Shard, ledger: Collection[str] | None) -> bool:

@@ -48,11 +48,16 @@ class Shard:
         """Whether the file ``<collection>/<path in the collection>`` belongs to this shard."""
         if self.count == 1:
             return True
-        inside = path.split("/", 1)[1] if "/" in path else path
-        return shard_index(inside, self.count) == self.index
+        return shard_of(path, self.count) == self.index
 
     def label(self) -> str:
         return f"{self.index + 1} of {self.count}"
+
+
+def shard_of(path: str, count: int) -> int:
+    """The shard of the file ``<collection>/<path in the collection>`` among ``count``."""
+    inside = path.split("/", 1)[1] if "/" in path else path
+    return shard_index(inside, count)
 
 
 def shard_index(path_in_collection: str, count: int) -> int:
@@ -111,11 +116,13 @@ def split_snapshot(snapshot: CollectionSnapshot, shards: Sequence[Shard]) -> dic
     the hashes the shards' own ``content_hash`` partitions compute (one walk instead of n)."""
     if len(shards) == 1 and not shards[0].sharded:
         return {shards[0].key: snapshot.content_hash}
-    entries = snapshot_entries(snapshot)
-    return {
-        shard.key: shard_hash({path: digest for path, digest in entries.items() if shard.holds(path)}, shard)
-        for shard in shards
-    }
+    # Each path's shard computed once (a SHA-256 each), not asked of every shard in turn: at
+    # 16 shards of 71,000 files that was 1.1 million hashes per change detection.
+    count = shards[0].count
+    parts: list[dict[str, str]] = [{} for _ in range(count)]
+    for path, digest in snapshot_entries(snapshot).items():
+        parts[shard_of(path, count)][path] = digest
+    return {shard.key: shard_hash(parts[shard.index], shard) for shard in shards}
 
 
 def snapshot_shard(
