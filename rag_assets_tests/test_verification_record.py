@@ -128,3 +128,36 @@ def test_a_memo_computes_again_only_after_the_file_changed(tmp_path: Path) -> No
     time.sleep(verified.RACY_MARGIN_NS / 1e9 * 2)
     memo.get(path, compute)
     assert memo.get(path, compute) == {"bytes": b"two"} and len(calls) == 4
+
+
+def test_the_store_a_publish_synced_is_not_read_again_until_it_changes(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The publish vouches for the store slot it synced (sound when prepared, written since only
+    by its own transactions): neither the check after the publish nor `rag check` reads it
+    whole again; a write to it after the publish has it verified again."""
+    from rag_assets.index import integrity, store_slots
+
+    read: list[Path] = []
+    real = integrity.sqlite_problem
+    monkeypatch.setattr(integrity, "sqlite_problem", lambda path: read.append(Path(path).resolve()) or real(path))
+    content = tmp_path / "content"
+    shutil.copytree(SAMPLE_CONTENT, content)
+    config = tmp_path / "rag.yaml"
+    config.write_text(f"content_dir: {content}\noutput_dir: {tmp_path / 'out'}\nembedder: hashing\nvaults: []\n")
+    assert main(["build", "--config", str(config)]) == 0
+    cfg = load_config(config, environ={})
+    page = next(content.glob("*/*.md"))
+    for n in range(2):  # each edit's build takes another slot, synced by diff
+        page.write_text(page.read_text() + f"\nOne more sentence, uqvouch{n}.\n")
+        assert main(["build", "--config", str(config)]) == 0
+    slot = store_slots.slot_named(generations.published(cfg).store_path)
+    assert slot is not None and slot.name.startswith("rag-store-public.")
+    assert slot.resolve() not in read
+    capsys.readouterr()
+    code, counts = run(config, "check")
+    assert code == 0 and slot.resolve() not in read, capsys.readouterr().out
+
+    with store_slots.store.connect(slot) as conn:  # any write after the publish: read again
+        conn.execute("PRAGMA user_version = 7")
+    os.utime(slot)
+    code, again = run(config, "check")
+    assert code == 0 and slot.resolve() in read

@@ -103,6 +103,24 @@ class VerificationRecord:
             self.changed = True
         return problem
 
+    def vouch(self, file: Path, check: str) -> None:
+        """Remember ``file`` as passing ``check`` without reading it: for a file this process has
+        just made, or changed by committed SQLite transactions after it passed the check, while
+        no other writer could reach it (a store slot under the publish lock, named by no
+        generation until the swap). Its present fingerprint is remembered once it is past the
+        racy margin (waited for, at most :data:`RACY_MARGIN_NS`) and unchanged meanwhile; any
+        later write changes it, so damage done after is still found. ``deep`` records vouch
+        for nothing."""
+        before = fingerprint(file)
+        if before is None or self.deep:
+            return
+        wait_ns = RACY_MARGIN_NS - (time.time_ns() - _latest_change_ns(before))
+        if wait_ns > 0:
+            time.sleep(wait_ns / 1e9)
+        if fingerprint(file) == before and not _racy(before):
+            self.entries.setdefault(str(file), {})[check] = before
+            self.changed = True
+
     def save(self) -> None:
         """Write the record atomically, without the files that are gone; a record that
         cannot be written only costs verifications."""
@@ -119,8 +137,12 @@ class VerificationRecord:
 def _racy(print_: Fingerprint, seen_at_ns: int | None = None) -> bool:
     """Whether the file changed within the margin before ``seen_at_ns`` (default now): its
     fingerprint could repeat after a write in the same tick."""
-    latest = max(print_[1], print_[2], *print_[6:7])  # mtime, ctime and the log's mtime
-    return (time.time_ns() if seen_at_ns is None else seen_at_ns) - latest < RACY_MARGIN_NS
+    return (time.time_ns() if seen_at_ns is None else seen_at_ns) - _latest_change_ns(print_) < RACY_MARGIN_NS
+
+
+def _latest_change_ns(print_: Fingerprint) -> int:
+    """When the file last changed: its mtime, ctime and its log's mtime, whichever is latest."""
+    return max(print_[1], print_[2], *print_[6:7])
 
 
 class FingerprintMemo(Generic[T]):
