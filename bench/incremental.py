@@ -64,6 +64,7 @@ from rag_assets.index.integrity import output_damage, verification_record  # noq
 from rag_assets.ingest.chunking import chunk_document  # noqa: E402
 from rag_assets.ingest.parsing import parse_markdown_file  # noqa: E402
 from rag_assets.ingest.sources import iter_collection_files  # noqa: E402
+from rag_assets.ingest.stat_cache import part_files  # noqa: E402
 from rag_assets.records import Chunk  # noqa: E402
 from rag_assets.serve import cli  # noqa: E402
 from rag_assets.serve import cli_build as build_command  # noqa: E402
@@ -685,7 +686,7 @@ def main() -> None:
         io_sizes = {
             "index": cfg.index_path.stat().st_size,
             "manifest": cfg.manifest_path.stat().st_size,
-            "stat_cache": cfg.stat_cache_path.stat().st_size,
+            "stat_cache": sum(p.stat().st_size for p in part_files(cfg.stat_cache_path)),
             "pickles": sum(p.stat().st_size for p in (cfg.intermediate_dir / "embeddings").iterdir()),
             "store": cfg.public_store_path.stat().st_size,
         }
@@ -772,7 +773,7 @@ def main() -> None:
         f"  data/rag-manifest.json        {mb['manifest']:6.1f} MB  read by detect_changes (CLI and check), the publish step and outputs_consistent; rewritten"
     )
     print(
-        f"  data/stat-cache.json          {mb['stat_cache']:6.1f} MB  read by detect_changes (CLI and check) and content_hash; rewritten"
+        f"  data/stat-cache/*.json        {mb['stat_cache']:6.1f} MB  read by detect_changes (CLI and check) and content_hash; the edited part rewritten"
     )
     if profiler is not None:
         print_profile(profiler)

@@ -21,7 +21,7 @@ from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.ingest.doc_cache import DocumentCache
 from rag_assets.ingest.parsing import parse_collection
 from rag_assets.ingest.shards import Shard, shard_for_key, shard_part, snapshot_shard
-from rag_assets.ingest.sources import StatCache
+from rag_assets.ingest.stat_cache import StatCache
 from rag_assets.ingest.walker import Listing, list_folder
 from rag_assets.pipeline import chunk_collection
 from rag_assets.records import ChunkedCollection, CollectionSnapshot, ParsedCollection

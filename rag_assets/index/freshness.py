@@ -27,11 +27,8 @@ from rag_assets.index.integrity import Damage, publication_damage, read_json_obj
 from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.shards import collection_of, collection_shards, split_snapshot
-from rag_assets.ingest.sources import (
-    StatCache,
-    overall_content_hash,
-    snapshot_collection,
-)
+from rag_assets.ingest.sources import overall_content_hash, snapshot_collection
+from rag_assets.ingest.stat_cache import StatCache
 from rag_assets.ingest.walker import Listing, WalkPolicy, list_folder
 from rag_assets.ingest.watch import ContentWatch, WatchBuilder
 from rag_assets.records import CollectionSnapshot, SkippedFile

@@ -28,6 +28,7 @@ from rag_assets.index import generations, store_slots, tier_logs
 from rag_assets.index.generations import Generation
 from rag_assets.index.index_json import FILE_DIGEST_CHARS, segment_folder
 from rag_assets.index.segments import SegmentFile, known_files, sha256_of
+from rag_assets.ingest.stat_cache import part_files
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,8 @@ def cache_files(cfg: RagConfig) -> tuple[list[Path], list[Path]]:
         cfg.safe_store_path,
         cfg.private_store_path,
     ]
-    json_files = [cfg.stat_cache_path, cfg.data_dir / "stat-cache-vaults.json", cfg.indexed_ledger_path]
+    stat_caches = [*part_files(cfg.stat_cache_path), *part_files(cfg.data_dir / "stat-cache-vaults.json")]
+    json_files = [*stat_caches, cfg.indexed_ledger_path]
     return sqlite_files, json_files
 
 

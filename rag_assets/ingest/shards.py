@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_assets.config import SHARD_MARK, RagConfig
-from rag_assets.ingest.sources import StatCache, combine_hashes, snapshot_collection, snapshot_entries
+from rag_assets.ingest.sources import combine_hashes, snapshot_collection, snapshot_entries
+from rag_assets.ingest.stat_cache import StatCache
 from rag_assets.ingest.walker import Listing, WalkPolicy
 from rag_assets.records import CollectionSnapshot, ShardPart
 

@@ -1,4 +1,5 @@
-"""Hashing the files of a collection, with a cache of unchanged files' hashes.
+"""Hashing the files of a collection, with a cache of unchanged files' hashes
+(:mod:`rag_assets.ingest.stat_cache`).
 
 The content hash is SHA-256 over every indexed file's relative path and bytes, in sorted
 order, so renaming, moving, editing, adding or removing a file changes it. The files are
@@ -15,16 +16,12 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-import orjson
-
-from rag_assets.base.atomic import atomic_write_bytes
+from rag_assets.ingest.stat_cache import StatCache
 from rag_assets.ingest.walker import (
-    DEFAULT_MAX_FILE_BYTES,
     FileRefused,
     Listing,
     WalkPolicy,
     default_policy,
-    iter_blocks,
     list_folder,
 )
 from rag_assets.records import CollectionSnapshot, SkippedFile
@@ -39,15 +36,6 @@ def iter_collection_files(root: Path, policy: WalkPolicy | None = None) -> Itera
 def iter_collection_entries(root: Path, policy: WalkPolicy | None = None) -> list[tuple[str, Path, os.stat_result]]:
     """(relative path, path, stat) of every file :func:`list_folder` lets a build read."""
     return [(f.rel, f.path, f.stat) for f in list_folder(root, policy).files]
-
-
-def sha256_file(path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
-    digest = hashlib.sha256()
-    blocks = iter_blocks(path, max_bytes)
-    next(blocks)  # the stat
-    for block in blocks:
-        digest.update(block)
-    return digest.hexdigest()
 
 
 def combine_hashes(entries: Mapping[str, str]) -> str:
@@ -66,84 +54,6 @@ def combine_hashes(entries: Mapping[str, str]) -> str:
 def skip_marker(reason: str) -> str:
     """What a skipped entry contributes to the content hash: its reason, not its bytes."""
     return "skipped:" + hashlib.sha256(reason.encode("utf-8", "backslashreplace")).hexdigest()
-
-
-class StatCache:
-    """SHA-256 of files by (relative path, size, mtime): hashing 10,000 unchanged files costs
-    10,000 ``stat`` calls, not 10,000 reads. Kept as one JSON file beside the outputs.
-
-    The key also holds the inode and ctime, which a rename or ``cp -p`` over the file
-    changes even when size and mtime stay the same. ``rag build --force`` and the nightly
-    rebuild ignore the cache and rehash everything.
-    """
-
-    def __init__(self, path: Path | None, *, trust: bool = True) -> None:
-        self.path = path
-        self._trust = trust
-        self._entries: dict[str, list] = {}
-        self._dirty = False
-        # The entries' paths by top folder ("docs/"), made at the first forget_missing: one pass
-        # over the cache, where each collection's scan of every entry was collections x files.
-        self._by_folder: dict[str, set[str]] | None = None
-        if path is not None and path.is_file():
-            try:
-                entries = orjson.loads(path.read_bytes())
-            except (orjson.JSONDecodeError, OSError):
-                entries = {}
-            # A damaged cache (or one of the wrong shape) only costs a rehash; never trust it.
-            self._entries = entries if isinstance(entries, dict) else {}
-
-    def sha256(self, rel: str, path: str | Path, stat: os.stat_result, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
-        """The file's SHA-256: the cached one while its stat key is unchanged, else read.
-        ``path`` may be the walk's plain string: a hit never needs a ``Path``."""
-        key = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
-        entry = self._entries.get(rel)
-        if (
-            self._trust
-            and isinstance(entry, list)
-            and len(entry) == 5
-            and entry[:4] == key
-            and isinstance(entry[4], str)
-        ):
-            return entry[4]
-        digest = sha256_file(path, max_bytes)
-        self._entries[rel] = [*key, digest]
-        if self._by_folder is not None:
-            self._by_folder.setdefault(_top_folder(rel), set()).add(rel)
-        self._dirty = True
-        return digest
-
-    def forget_missing(self, prefix: str, seen: set[str], holds: Callable[[str], bool] | None = None) -> None:
-        """Drop the entries under ``prefix`` not ``seen``; with ``holds``, only those it holds
-        (a shard forgets its own departed files, not the other shards' ones)."""
-        under = self._under(prefix)
-        stale = [rel for rel in under if rel not in seen and (holds is None or holds(rel))]
-        for rel in stale:
-            del self._entries[rel]
-        under.difference_update(stale)
-        self._dirty = self._dirty or bool(stale)
-
-    def _under(self, prefix: str) -> set[str]:
-        """The entries whose paths start with ``prefix``: the live set of its top folder when
-        ``prefix`` is one (``docs/``), else a set made for this call."""
-        if _top_folder(prefix) != prefix:
-            return {rel for rel in self._entries if rel.startswith(prefix)}
-        if self._by_folder is None:
-            self._by_folder = {}
-            for rel in self._entries:
-                self._by_folder.setdefault(_top_folder(rel), set()).add(rel)
-        return self._by_folder.setdefault(prefix, set())
-
-    def save(self) -> None:
-        if self.path is not None and self._dirty:
-            atomic_write_bytes(self.path, orjson.dumps(self._entries))
-            self._dirty = False
-
-
-def _top_folder(rel: str) -> str:
-    """``docs/`` of ``docs/a/b.md`` (a path without a folder is its own)."""
-    head, sep, _ = rel.partition("/")
-    return head + sep
 
 
 def snapshot_collection(

@@ -31,11 +31,8 @@ from rag_assets.ingest.boundaries import vault_policy
 from rag_assets.ingest.link_resolution import LinkReport, resolve_vault
 from rag_assets.ingest.obsidian import NOTE_READING_VERSION
 from rag_assets.ingest.parsing import parse_collection
-from rag_assets.ingest.sources import (
-    StatCache,
-    combine_hashes,
-    snapshot_collection,
-)
+from rag_assets.ingest.sources import combine_hashes, snapshot_collection
+from rag_assets.ingest.stat_cache import StatCache
 from rag_assets.ingest.transclusion import TRANSCLUSION_VERSION, transclude_vault
 from rag_assets.pipeline import (
     EmbeddingStats,
