@@ -250,6 +250,11 @@ def parser() -> argparse.ArgumentParser:
         default=1,
         help="update part: shards of each collection (rag.yaml's shards:); its own output folder",
     )
+    p.add_argument(
+        "--update-keep-build",
+        action="store_true",
+        help="update part: measure the edits on the build already in the output folder (no full build)",
+    )
     p.add_argument("--status-runs", type=int, default=3, help="update part: rag status and rag check runs at each size")
     p.add_argument("--update-size", type=int, help=argparse.SUPPRESS)
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -607,6 +612,7 @@ def main() -> None:
         str(args.edits),
         "--update-shards",
         str(args.update_shards),
+        *(["--update-keep-build"] if args.update_keep_build else []),
     ]
     print(f"load average at start: {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores", flush=True)
     for part in args.parts:

@@ -49,6 +49,42 @@ def test_replace_writes_schema_rows_vectors_and_fts(tmp_path):
     assert store.orphan_counts(path) == {"chunks_without_document": 0, "fts_rows_without_chunk": 0}
 
 
+def test_the_summary_counts_from_the_indexes_what_the_rows_hold(tmp_path):
+    """Per-collection counts by ID range and the embedded count by the partial index equal the
+    counts of the rows themselves, also with a chunk whose vector is missing and collections
+    whose names sort apart from their IDs ("a" and "a-b": "a-b/" sorts before "a/")."""
+    path = tmp_path / "s.db"
+    cols = [
+        make_collection("a", ["one", "two", "three"]),
+        make_collection("a-b", ["four"]),
+        make_collection("b", ["x"]),
+    ]
+    store.replace_contents(path, cols, model="m", dimension=8, built_at="t")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE chunks SET embedding = NULL WHERE id = 'a/doc/chunk-1'")
+        rows = {
+            collection: {"documents": docs, "chunks": chunks}
+            for collection, docs, chunks in conn.execute(
+                "SELECT d.collection, COUNT(DISTINCT d.id), COUNT(c.id) FROM documents d"
+                " LEFT JOIN chunks c ON c.document_id = d.id GROUP BY d.collection"
+            )
+        }
+        plan = conn.execute("EXPLAIN QUERY PLAN SELECT COUNT(*) FROM chunks WHERE embedding IS NULL").fetchall()
+    store.summaries.clear()
+    summary = store.summarise(path)
+    assert (
+        summary.per_collection
+        == rows
+        == {
+            "a": {"documents": 1, "chunks": 3},
+            "a-b": {"documents": 1, "chunks": 1},
+            "b": {"documents": 1, "chunks": 1},
+        }
+    )
+    assert (summary.chunks, summary.embedded) == (5, 4)
+    assert "idx_chunks_unembedded" in str(plan)  # not a read of every vector
+
+
 def test_replacing_again_leaves_no_stale_rows_or_fts_entries(tmp_path):
     path = tmp_path / "s.db"
     store.replace_contents(

@@ -132,8 +132,9 @@ def test_a_memo_computes_again_only_after_the_file_changed(tmp_path: Path) -> No
 
 def test_the_store_a_publish_synced_is_not_read_again_until_it_changes(tmp_path: Path, monkeypatch, capsys) -> None:
     """The publish vouches for the store slot it synced (sound when prepared, written since only
-    by its own transactions): neither the check after the publish nor `rag check` reads it
-    whole again; a write to it after the publish has it verified again."""
+    by its own transactions) and for the slots it seeded: neither the check after the publish,
+    nor `rag check`, nor the next publishes taking a slot read it whole again; a write to it
+    after the publish has it verified again."""
     from rag_assets.index import integrity, store_slots
 
     read: list[Path] = []
@@ -145,6 +146,13 @@ def test_the_store_a_publish_synced_is_not_read_again_until_it_changes(tmp_path:
     config.write_text(f"content_dir: {content}\noutput_dir: {tmp_path / 'out'}\nembedder: hashing\nvaults: []\n")
     assert main(["build", "--config", str(config)]) == 0
     cfg = load_config(config, environ={})
+    # The slots the first publish seeded (copies of its store) are vouched for too: the next
+    # publishes, which take them, do not read them whole before syncing.
+    prepared: list[Path] = []
+    real_slot_check = store_slots.sqlite_problem
+    monkeypatch.setattr(
+        store_slots, "sqlite_problem", lambda path: prepared.append(Path(path).resolve()) or real_slot_check(path)
+    )
     page = next(content.glob("*/*.md"))
     for n in range(2):  # each edit's build takes another slot, synced by diff
         page.write_text(page.read_text() + f"\nOne more sentence, uqvouch{n}.\n")
@@ -152,6 +160,7 @@ def test_the_store_a_publish_synced_is_not_read_again_until_it_changes(tmp_path:
     slot = store_slots.slot_named(generations.published(cfg).store_path)
     assert slot is not None and slot.name.startswith("rag-store-public.")
     assert slot.resolve() not in read
+    assert prepared == []
     capsys.readouterr()
     code, counts = run(config, "check")
     assert code == 0 and slot.resolve() not in read, capsys.readouterr().out

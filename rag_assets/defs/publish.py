@@ -27,7 +27,7 @@ from rag_assets.index.rejoin import rejoined
 from rag_assets.ingest.shards import collection_of
 from rag_assets.pipeline import reembed_other_models, utc_now_iso
 from rag_assets.planning import records_to_reembed, signature_of
-from rag_assets.publishing import publish_all, vouch_for_store
+from rag_assets.publishing import publish_all, vouch_for_stores
 from rag_assets.records import CollectionFacts, EmbeddedCollection, RecordFacts
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
@@ -190,7 +190,7 @@ def publish(
     collections = all_collections(cfg, embeddings, ledger)
     full = context.run.tags.get(BUILD_TAG, "full") == "full"
     published = publish_all(collections, cfg, utc_now_iso(), full_build=full)
-    vouch_for_store(cfg, published)  # the store this step wrote is not read whole again by its checks
+    vouch_for_stores(cfg, published)  # the store this step wrote is not read whole again by its checks
     header, summary, sync, data = published.header, published.store_summary, published.store_sync, published.manifest
     facts = published.collections  # what the publish kept of each collection's records
     common = _common_metadata(context, facts)

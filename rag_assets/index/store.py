@@ -75,6 +75,9 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS idx_chunks_document ON chunks(document_id);
 CREATE INDEX IF NOT EXISTS idx_documents_collection ON documents(collection);
+-- The chunks without a vector (a failed batch's; usually none): counted without reading every
+-- chunk's vector (the summary after each publish, at a million chunks 1.5 GB of them).
+CREATE INDEX IF NOT EXISTS idx_chunks_unembedded ON chunks(id) WHERE embedding IS NULL;
 CREATE TABLE IF NOT EXISTS embeddings_meta (
     model TEXT NOT NULL,
     dimension INTEGER NOT NULL,
@@ -531,18 +534,22 @@ def summarise(path: Path) -> StoreSummary | None:
 
 
 def _count(path: Path) -> StoreSummary:
-    """The counts and model read from the store (every chunk row: 0.6 CPU s at 100,000 chunks)."""
+    """The counts and model read from the store, from its indexes (0.25 s at 100,000 chunks when
+    they were counted from the rows: the vectors read to count the embedded chunks, and a join
+    of every chunk with its document for the per-collection counts; 0.01 s so)."""
     with closing(connect(path, readonly=True)) as conn:
         docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
         chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-        embedded = conn.execute("SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0]
+        # By idx_chunks_unembedded where the store has it (a store synced by this version).
+        embedded = chunks - conn.execute("SELECT COUNT(*) FROM chunks WHERE embedding IS NULL").fetchone()[0]
         fts = conn.execute("SELECT COUNT(*) FROM fts_chunks_docsize").fetchone()[0]
         meta = conn.execute("SELECT model, dimension, built_at FROM embeddings_meta LIMIT 1").fetchone()
         per_collection: dict[str, dict[str, int]] = {}
-        for collection, n_docs, n_chunks in conn.execute(
-            "SELECT d.collection, COUNT(DISTINCT d.id), COUNT(c.id)"
-            " FROM documents d LEFT JOIN chunks c ON c.document_id = d.id GROUP BY d.collection"
-        ):
+        for collection, n_docs in conn.execute("SELECT collection, COUNT(*) FROM documents GROUP BY collection"):
+            # A chunk's ID starts with its collection's name and "/": a range of the primary key.
+            (n_chunks,) = conn.execute(
+                "SELECT COUNT(*) FROM chunks WHERE id >= ? AND id < ?", (f"{collection}/", f"{collection}0")
+            ).fetchone()
             per_collection[collection] = {"documents": n_docs, "chunks": n_chunks}
     size = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
     return StoreSummary(
