@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,50 @@ def test_the_store_a_publish_synced_is_not_read_again_until_it_changes(tmp_path:
     os.utime(slot)
     code, again = run(config, "check")
     assert code == 0 and slot.resolve() in read
+
+
+def test_caches_changed_only_by_a_build_are_not_read_whole_at_the_next(tmp_path: Path, monkeypatch) -> None:
+    """A build vouches for the caches its own sessions changed since its start's check: the next
+    build's start does not quick_check them. A change by anyone else between two of its
+    sessions (here a write of another connection while the build runs) breaks that: the cache
+    is read whole at the next start."""
+    import sqlite3
+
+    from rag_assets.base import sqlite_cache
+    from rag_assets.ingest.doc_cache import DocumentCache
+
+    content = tmp_path / "content"
+    shutil.copytree(SAMPLE_CONTENT, content)
+    config = tmp_path / "rag.yaml"
+    config.write_text(f"content_dir: {content}\noutput_dir: {tmp_path / 'out'}\nembedder: hashing\nvaults: []\n")
+    cfg = load_config(config, environ={})
+    caches = {cfg.document_cache_path.resolve(), cfg.embedding_cache_path.resolve()}
+    page = next(content.glob("*/*.md"))
+    checked: list[Path] = []
+    real = sqlite_cache.sqlite_problem
+    monkeypatch.setattr(sqlite_cache, "sqlite_problem", lambda path: checked.append(Path(path).resolve()) or real(path))
+
+    def edit_and_build(n: int) -> set[Path]:
+        checked.clear()
+        page.write_text(page.read_text() + f"\nOne more sentence, uqcache{n}.\n")
+        assert main(["build", "--config", str(config)]) == 0
+        return set(checked) & caches
+
+    edit_and_build(0)
+    edit_and_build(1)  # its start may check what the first build left; it vouches for its own
+    assert edit_and_build(2) == set()
+    assert edit_and_build(3) == set()
+
+    real_store = DocumentCache.store
+
+    def store_then_foreign_write(self, entries):
+        real_store(self, entries)
+        with closing(sqlite3.connect(self.path)) as conn:  # another writer between two sessions
+            conn.execute("CREATE TABLE IF NOT EXISTS foreign_rows (x)")
+            conn.execute("INSERT INTO foreign_rows VALUES (1)")
+            conn.commit()
+
+    monkeypatch.setattr(DocumentCache, "store", store_then_foreign_write)
+    assert edit_and_build(4) == set()  # its start: the cache as the build before left it
+    monkeypatch.setattr(DocumentCache, "store", real_store)
+    assert edit_and_build(5) == {cfg.document_cache_path.resolve()}

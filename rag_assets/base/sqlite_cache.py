@@ -9,16 +9,51 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
+import threading
+from collections.abc import Iterator
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
-from rag_assets.base.verified import VerificationRecord
+from rag_assets.base.verified import Fingerprint, VerificationRecord, fingerprint
 
 log = logging.getLogger(__name__)
 
 # (path, inode, size, mtime) of cache files already verified by this process: a build opens
 # the same cache once per collection, and one quick_check per file and process is enough.
 _verified: set[tuple[str, int, int, int]] = set()
+
+
+@dataclass
+class _Sessions:
+    """This process's sessions on one cache file since :func:`track_sessions`: the file's
+    fingerprint before the first and after the last, and whether each began with the file as
+    the one before had left it (``unbroken``: nothing else changed it between them)."""
+
+    first: Fingerprint | None
+    last: Fingerprint | None
+    unbroken: bool = True
+
+
+_sessions: dict[str, _Sessions] = {}
+_sessions_lock = threading.Lock()
+
+
+def track_sessions() -> None:
+    """Start noting the cache sessions of this process afresh (a build, before its run)."""
+    with _sessions_lock:
+        _sessions.clear()
+
+
+def changed_only_here(path: Path, since: Fingerprint) -> bool:
+    """Whether the cache file at ``path`` went from the fingerprint ``since`` to the one it has
+    now through this process's sessions alone, since :func:`track_sessions`: the first began
+    at ``since``, each next one where the one before left the file, and nothing changed it after
+    the last. A change made between them by another process (or by hand) breaks that; one made
+    while a session of this process had the file open does not show (the window of a call)."""
+    with _sessions_lock:
+        noted = _sessions.get(str(path))
+        return bool(noted and noted.unbroken and noted.first == since and noted.last == fingerprint(path))
 
 
 class SqliteCache:
@@ -33,12 +68,33 @@ class SqliteCache:
         self.discarded = discard_if_damaged(path)
         if self.discarded:
             log.warning("discarded the damaged cache %s (%s); it is rebuilt as work is redone", path, self.discarded)
-        with closing(self._connect()) as conn:
+        with self.session() as conn:
             conn.executescript(self.schema)
             self.prepare(conn)
 
     def prepare(self, conn: sqlite3.Connection) -> None:
         """Bring an older file up to the schema (a migration), on the connection that made it."""
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one call, closed after it; the file's fingerprint is noted before
+        and after (see :func:`changed_only_here`)."""
+        key = str(self.path)
+        before = fingerprint(self.path)
+        with _sessions_lock:
+            noted = _sessions.get(key)
+            if noted is None:
+                _sessions[key] = _Sessions(before, before)
+            elif noted.last != before:
+                noted.unbroken = False
+        try:
+            with closing(self._connect()) as conn:
+                yield conn
+        finally:
+            after = fingerprint(self.path)
+            with _sessions_lock:
+                if (noted := _sessions.get(key)) is not None:  # None: tracking started afresh meanwhile
+                    noted.last = after
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)

@@ -106,8 +106,9 @@ class VerificationRecord:
     def vouch(self, file: Path, check: str) -> None:
         """Remember ``file`` as passing ``check`` without reading it: for a file this process has
         just made, or changed by committed SQLite transactions after it passed the check, while
-        no other writer could reach it (a store slot under the publish lock, named by no
-        generation until the swap). Its present fingerprint is remembered once it is past the
+        nothing else changed it (a store slot under the publish lock, named by no generation
+        until the swap; a cache whose changes since its check were all this process's, see
+        rag_assets.base.sqlite_cache.changed_only_here). Its present fingerprint is remembered once it is past the
         racy margin (waited for, at most :data:`RACY_MARGIN_NS`) and unchanged meanwhile; any
         later write changes it, so damage done after is still found. ``deep`` records vouch
         for nothing."""

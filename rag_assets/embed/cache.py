@@ -17,7 +17,6 @@ import hashlib
 import sqlite3
 import time
 from collections.abc import Sequence
-from contextlib import closing
 
 import numpy as np
 
@@ -59,7 +58,7 @@ class EmbeddingCache(SqliteCache):
             positions.setdefault(key, []).append(i)
         found: dict[int, np.ndarray] = {}
         unique = list(positions)
-        with closing(self._connect()) as conn:
+        with self.session() as conn:
             for start in range(0, len(unique), _LOOKUP_CHUNK):
                 part = unique[start : start + _LOOKUP_CHUNK]
                 marks = ",".join("?" * len(part))
@@ -82,7 +81,7 @@ class EmbeddingCache(SqliteCache):
             (model, text_key(t), int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes(), now)
             for t, v in zip(texts, vectors)
         ]
-        with closing(self._connect()) as conn:
+        with self.session() as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany(f"INSERT OR REPLACE INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", rows)
             conn.execute("COMMIT")
@@ -92,7 +91,7 @@ class EmbeddingCache(SqliteCache):
         return CacheWriter(self, model, interval)
 
     def count(self, model: str | None = None) -> int:
-        with closing(self._connect()) as conn:
+        with self.session() as conn:
             if model is None:
                 return conn.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0]
             return conn.execute(f"SELECT COUNT(*) FROM {TABLE} WHERE model = ?", (model,)).fetchone()[0]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from contextlib import closing
 from pathlib import Path
 
 import orjson
@@ -57,7 +56,7 @@ class DocumentCache(SqliteCache):
     def lookup(self, collection: str, files: dict[str, str]) -> dict[str, tuple[Document, list[Chunk]]]:
         """Cached (document, chunks) for the ``path -> sha256`` entries that are unchanged."""
         found: dict[str, tuple[Document, list[Chunk]]] = {}
-        with closing(self._connect()) as conn:
+        with self.session() as conn:
             rows = conn.execute(
                 "SELECT path, sha256, settings, document, chunks FROM documents WHERE path LIKE ?",
                 (f"{collection}/%",),
@@ -85,14 +84,14 @@ class DocumentCache(SqliteCache):
             )
             for doc, chunks in entries
         )
-        with closing(self._connect()) as conn:
+        with self.session() as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany("INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?)", rows)
             conn.execute("COMMIT")
 
     def prune(self, collection: str, keep: set[str], holds: Callable[[str], bool] | None = None) -> int:
         """Forget files of a collection that no longer exist (with ``holds``: of one shard)."""
-        with closing(self._connect()) as conn:
+        with self.session() as conn:
             paths = [r[0] for r in conn.execute("SELECT path FROM documents WHERE path LIKE ?", (f"{collection}/%",))]
             gone = [(p,) for p in paths if p not in keep and (holds is None or holds(p))]
             if gone:

@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from rag_assets.base import verified
+from rag_assets.base.sqlite_cache import track_sessions
 from rag_assets.base.verified import VerificationRecord
 from rag_assets.config import (
     RagConfig,
@@ -21,7 +22,13 @@ from rag_assets.config import (
 from rag_assets.embed import select_embedder
 from rag_assets.index import generations
 from rag_assets.index.freshness import detect_changes
-from rag_assets.index.integrity import cache_damage, discard_damaged_caches, log_damage, verification_record
+from rag_assets.index.integrity import (
+    cache_damage,
+    discard_damaged_caches,
+    log_damage,
+    verification_record,
+    vouch_for_caches,
+)
 from rag_assets.index.repair import repair_in_place
 from rag_assets.ingest.collections import VAULT_FOLDER_REASON, discover_collections, holds_configured_vault
 from rag_assets.pipeline import plan_collection
@@ -161,6 +168,7 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
         except DistributedBuildError as error:
             print(f"rag: {error}", file=sys.stderr)
             return EXIT_USAGE
+    track_sessions()  # the caches' sessions of this run, for vouch_for_caches
     with cli_instance() as instance:
         try:
             outcome = run_build(
@@ -184,6 +192,7 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
         except cannot_start as error:
             print(f"rag: build not started: {error}", file=sys.stderr)
             return EXIT_FAILED
+    vouch_for_caches(cfg)  # written only by this run since the check above: not read whole next time
     skipped = [s for c in outcome.collections for s in c.skipped]
     if skipped:
         print(f"\nSkipped {len(skipped)} file(s):")
