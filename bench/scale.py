@@ -184,7 +184,9 @@ def recall_counts(found_rows: list[int], scores: np.ndarray, k: int = 10) -> tup
 def run_child(part: str, args, extra: list[str] | None = None, env: dict[str, str] | None = None) -> dict:
     """Run one part in a child process (``extra`` arguments, ``env`` its environment); its JSON
     result plus its own peak RSS and CPU seconds (imports included), from ``os.wait4``."""
-    out = args.cache_dir / f"result-{part}-{args.chunks}.json"
+    # Named by this process too: two benches sharing --cache-dir (one size each) read each
+    # other's results when they were named by part and --chunks alone.
+    out = args.cache_dir / f"result-{part}-{args.chunks}-{os.getpid()}.json"
     out.unlink(missing_ok=True)
     argv = [sys.executable, __file__, "--child", part, "--result", str(out), *args.passthrough, *(extra or [])]
     proc = subprocess.Popen(argv, env=env)
@@ -192,6 +194,7 @@ def run_child(part: str, args, extra: list[str] | None = None, env: dict[str, st
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"part {part} failed (exit {os.waitstatus_to_exitcode(status)})")
     result = json.loads(out.read_text())
+    out.unlink()
     result.setdefault("peak_rss_mb", usage.ru_maxrss / 1024)  # the child's own figure (above), else wait4's
     result["process_cpu_s"] = usage.ru_utime + usage.ru_stime
     return result
