@@ -127,13 +127,14 @@ def rag_build(tmp_path: Path, content: Path, capsys, *more: str) -> str:
 def walks_in_the_check(monkeypatch) -> list[int]:
     """How often the check after the publish walked the content (its fallback)."""
     calls: list[int] = []
-    from rag_assets.defs import checks
+    from rag_assets.index import freshness
 
     def counted(*args, **kwargs):
         calls.append(1)
         return detect_changes(*args, **kwargs)
 
-    monkeypatch.setattr(checks, "detect_changes", counted)
+    # The check's comparison (freshness.published_matches_content) walks through this name.
+    monkeypatch.setattr(freshness, "detect_changes", counted)
     return calls
 
 

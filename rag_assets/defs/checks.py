@@ -5,9 +5,8 @@ import dagster as dg
 from rag_assets.config.masking import mask_url
 from rag_assets.defs.resources import RagSettings
 from rag_assets.embed.selection import service_status
-from rag_assets.index import generations
 from rag_assets.index.consistency import check_public_outputs
-from rag_assets.index.freshness import STALE_HOURS, age_label, content_hash_if_unchanged, detect_changes
+from rag_assets.index.freshness import STALE_HOURS, age_label, published_matches_content
 from rag_assets.index.index_json import read_meta
 from rag_assets.index.integrity import verification_record
 
@@ -60,23 +59,10 @@ def embedding_service(rag: RagSettings) -> dg.AssetCheckResult:
     description="The published index exists and its contentHash matches the content on disk now.",
 )
 def index_matches_content(rag: RagSettings) -> dg.AssetCheckResult:
-    cfg = rag.config
-    # Nothing the planner's walk read has changed since (`rag build` watches it, in this
-    # process): its content hash is the content's now, told by a stat of each path it read
-    # instead of a second walk (ingest/watch.py). Else, or when the hashes differ, walk again.
-    current = content_hash_if_unchanged(cfg)
-    gen = generations.published(cfg)
-    published = (read_meta(gen.meta_path) or {}).get("contentHash")
-    if current is not None and current == published and gen.index_path.is_file():
-        return _matches_content_result(True, published, current, {})
-    # The published files are not read for damage: the verdict does not use it, and reading
-    # them (every segment's SHA-256, the store's quick_check) grows with the corpus.
-    report = detect_changes(cfg, save_stat_cache=False, verify_outputs=False)
-    changed = {c.collection: c.summary() for c in report.changed}
-    # The manifest may not be rewritten yet when this runs (it is the next asset), so the
-    # verdict compares hashes only; the per-collection list is for the reader.
-    passed = report.has_index and report.current_hash == report.published_hash
-    return _matches_content_result(passed, report.published_hash, report.current_hash, changed, report.has_index)
+    match = published_matches_content(rag.config)  # by stat after `rag build`'s walk, else a walk
+    return _matches_content_result(
+        match.passed, match.published_hash, match.current_hash, match.changed, match.has_index
+    )
 
 
 def _matches_content_result(

@@ -209,6 +209,42 @@ def content_hash_if_unchanged(cfg: RagConfig) -> str | None:
     return watched.content_hash
 
 
+@dataclass(frozen=True)
+class ContentMatch:
+    """Whether the published index is of the content on disk now: both content hashes, whether
+    an index exists, and what changed by collection (for the reader; empty when told by stat)."""
+
+    passed: bool
+    published_hash: str | None
+    current_hash: str
+    changed: dict[str, str]
+    has_index: bool = True
+
+
+def published_matches_content(cfg: RagConfig) -> ContentMatch:
+    """Compare the published index's content hash with the content's now. When nothing this
+    process's last watched walk read has changed since (``rag build`` watches its planner's walk,
+    see :func:`content_hash_if_unchanged`), its hash is the content's, told by a ``stat`` of each
+    path instead of a second walk; else, or when the hashes differ, the content is walked again.
+    The published files are not read for damage: the verdict does not use it, and reading them
+    (every segment's SHA-256, the store's quick_check) grows with the corpus."""
+    current = content_hash_if_unchanged(cfg)
+    gen = generations.published(cfg)
+    published = (read_meta(gen.meta_path) or {}).get("contentHash")
+    if current is not None and current == published and gen.index_path.is_file():
+        return ContentMatch(True, published, current, {})
+    report = detect_changes(cfg, save_stat_cache=False, verify_outputs=False)
+    # The manifest may not be rewritten yet when the check after a publish runs (it is the next
+    # asset), so the verdict compares hashes only; the per-collection list is for the reader.
+    return ContentMatch(
+        report.has_index and report.current_hash == report.published_hash,
+        report.published_hash,
+        report.current_hash,
+        {c.collection: c.summary() for c in report.changed},
+        report.has_index,
+    )
+
+
 def _known_files(
     manifest_path: Path, previous: dict[str, Any], snapshots: dict[str, CollectionSnapshot]
 ) -> tuple[dict[str, Any], dict[str, dict[str, str | None]]]:
