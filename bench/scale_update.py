@@ -438,7 +438,8 @@ def column(r: dict) -> dict[str, str]:
         "shards per collection": str(r.get("shards", 1)),
         "full build wall / CPU": ("(kept) " if build.get("kept") else "")
         + f"{build['wall_s']:.1f} s / {build['cpu_s']:.1f} s",
-        "full build chunks/s (wall; per CPU s)": f"{build['chunks_per_s']:,.0f}; {(r['chunks'] or 0) / build['cpu_s']:,.0f}",
+        "full build chunks/s (wall; per CPU s)": f"{build['chunks_per_s']:,.0f}; "
+        + (f"{(r['chunks'] or 0) / build['cpu_s']:,.0f}" if build["cpu_s"] else "-"),  # a kept build's may be unknown
         "full build peak RSS": f"{build['peak_rss_mb']:,.0f} MB",
         "edit -> searchable (median)": f"{med('searchable_s'):.2f} s",
         "  runs": ", ".join(f"{e['searchable_s']:.2f}" for e in edits),
