@@ -355,6 +355,35 @@ def test_an_edit_rejoins_only_the_edited_sharded_collection(content: Path, tmp_p
     assert read_index(cfg.index_path)["chunks"] == read_index(plain_cfg.index_path)["chunks"]
 
 
+def test_shard_splits_are_kept_by_content_hash(content: Path, tmp_path: Path, monkeypatch) -> None:
+    """A collection's shard hashes are cut once per content: kept by its content hash and shard
+    count, cut again when either changes, and always those split_snapshot makes."""
+    from rag_assets.ingest import shards as shards_module
+    from rag_assets.ingest.shards import ShardSplits, collection_shards, split_snapshot
+    from rag_assets.ingest.sources import snapshot_collection
+
+    cuts: list[int] = []
+    real = shards_module.split_snapshot
+    monkeypatch.setattr(shards_module, "split_snapshot", lambda snap, shards: cuts.append(1) or real(snap, shards))
+    cfg = sharded(RagConfig(content_dir=content, output_dir=tmp_path / "out"), docs=3)
+    path = tmp_path / "shard-splits.json"
+    three = collection_shards(cfg, "docs")
+    snapshot = snapshot_collection(content, "docs")
+    first = ShardSplits(path)
+    assert first.split(snapshot, three) == split_snapshot(snapshot, three) and len(cuts) == 1
+    first.save()
+    again = ShardSplits(path)
+    assert again.split(snapshot, three) == split_snapshot(snapshot, three) and len(cuts) == 1  # kept
+    two = collection_shards(sharded(cfg, docs=2), "docs")
+    assert again.split(snapshot, two) == split_snapshot(snapshot, two) and len(cuts) == 2  # another count
+    (content / "docs" / "page-01.md").write_text("# Page 1\n\nchanged\n")
+    changed = snapshot_collection(content, "docs")
+    cuts.clear()
+    assert again.split(changed, three) == split_snapshot(changed, three) and len(cuts) == 1
+    path.write_bytes(b"[damaged")
+    assert ShardSplits(path).split(changed, three) == split_snapshot(changed, three)
+
+
 def test_publishing_takes_the_records_of_the_current_shard_layout_only(make_config, tmp_path: Path) -> None:
     import numpy as np
 

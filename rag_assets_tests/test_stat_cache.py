@@ -82,3 +82,23 @@ def test_an_earlier_single_file_is_read_once_and_replaced_by_parts(tmp_path: Pat
     again = StatCache(path)
     blog = content / "blog/sub/page-2.md"
     assert again.sha256("blog/sub/page-2.md", blog, os.stat(blog)) == "kept-blog/sub/page-2.md"
+
+
+def test_paths_go_to_their_own_part_whatever_came_before(tmp_path: Path) -> None:
+    """The part of the last path is kept at hand: a path of another folder sharing its prefix
+    ("docs/" then "docs2/"), or after a top-level file ("a" then "ab/"), goes to its own part."""
+    content, path = tmp_path / "content", tmp_path / "data" / "stat-cache.json"
+    for rel in ("docs/x.md", "docs2/y.md", "a", "ab/z.md", "docs/w.md"):
+        (content / rel).parent.mkdir(parents=True, exist_ok=True)
+        (content / rel).write_text(rel)
+    cache = StatCache(path)
+    for rel in ("docs/x.md", "docs2/y.md", "a", "ab/z.md", "docs/w.md"):
+        cache.sha256(rel, content / rel, os.stat(content / rel))
+    cache.save()
+    parts = {p.name: sorted(orjson.loads(p.read_bytes())) for p in part_files(path)}
+    assert parts == {
+        "docs.json": ["docs/w.md", "docs/x.md"],
+        "docs2.json": ["docs2/y.md"],
+        "a~file.json": ["a"],
+        "ab.json": ["ab/z.md"],
+    }

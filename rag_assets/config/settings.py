@@ -180,6 +180,11 @@ class RagConfig:
         return self.data_dir / "stat-cache.json"
 
     @property
+    def shard_splits_path(self) -> Path:
+        """The sharded collections' shard hashes by content hash (rag_assets.ingest.shards.ShardSplits)."""
+        return self.data_dir / "shard-splits.json"
+
+    @property
     def public_dir(self) -> Path:
         return self.output_dir / "public"
 

@@ -26,7 +26,7 @@ from rag_assets.index.index_json import read_meta
 from rag_assets.index.integrity import Damage, publication_damage, read_json_object
 from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.ingest.collections import discover_collections
-from rag_assets.ingest.shards import collection_of, collection_shards, split_snapshot
+from rag_assets.ingest.shards import ShardSplits, collection_of, collection_shards
 from rag_assets.ingest.sources import overall_content_hash, snapshot_collection
 from rag_assets.ingest.stat_cache import StatCache
 from rag_assets.ingest.walker import Listing, WalkPolicy, list_folder
@@ -119,6 +119,7 @@ def detect_changes(
     # The header first (collections and their hashes), no ledger segment read.
     previous = (manifest_io.read_manifest(gen.manifest_path, collections=()) or {}).get("collections", {})
     stat_cache = StatCache(cfg.stat_cache_path)
+    splits = ShardSplits(cfg.shard_splits_path)
     indexed = read_indexed_collections(cfg)
     policy = collection_policy(cfg)
     builder = WatchBuilder() if watch else None
@@ -152,7 +153,7 @@ def detect_changes(
             name, "unchanged", snapshot.content_hash, files=snapshot.files, skipped=snapshot.skipped
         )
         still_skipped = {s.path for s in snapshot.skipped}
-        if before.get("contentHash") == snapshot.content_hash and not records_current(cfg, snapshot, indexed):
+        if before.get("contentHash") == snapshot.content_hash and not records_current(cfg, snapshot, indexed, splits):
             # Published output is current, but the record the next publish would load is not
             # (a build was killed after indexing): re-index so stale text is never published.
             change.status = "changed"
@@ -163,13 +164,14 @@ def detect_changes(
             change.removed = sorted(p for p in known if p not in snapshot.files and p not in still_skipped)
             change.renamed = renamed_files(change.removed, change.added, known, snapshot.files)
         if change.status == "changed":
-            change.partitions = stale_partitions(cfg, snapshot, indexed)
+            change.partitions = stale_partitions(cfg, snapshot, indexed, splits)
             change.resharded = resharded(cfg, name, indexed)
         changes.append(change)
     for name in sorted(set(previous) - set(hashes)):
         changes.append(CollectionChange(name, "removed", None))
     if save_stat_cache:
         stat_cache.save()
+        splits.save()
     current_hash = overall_content_hash(hashes)
     if builder is not None:
         made = builder.finish()
@@ -294,7 +296,9 @@ def encoding_change(cfg: RagConfig) -> str | None:
     return None if published == cfg.vector_encoding else f"{published} -> {cfg.vector_encoding}"
 
 
-def records_current(cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[str, str]) -> bool:
+def records_current(
+    cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[str, str], splits: ShardSplits | None = None
+) -> bool:
     """Whether the intermediate records the next publish loads hold the collection as it is.
 
     An unsharded collection missing from the ledger is trusted (the ledger is younger than
@@ -307,7 +311,7 @@ def records_current(cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[
         if resharded(cfg, snapshot.collection, indexed):
             return False
         return indexed.get(snapshot.collection, snapshot.content_hash) == snapshot.content_hash
-    return not stale_partitions(cfg, snapshot, indexed)
+    return not stale_partitions(cfg, snapshot, indexed, splits)
 
 
 def resharded(cfg: RagConfig, collection: str, indexed: dict[str, str]) -> bool:
@@ -318,13 +322,17 @@ def resharded(cfg: RagConfig, collection: str, indexed: dict[str, str]) -> bool:
     return bool(built or len(wanted) > 1) and built != wanted
 
 
-def stale_partitions(cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[str, str]) -> list[str]:
+def stale_partitions(
+    cfg: RagConfig, snapshot: CollectionSnapshot, indexed: dict[str, str], splits: ShardSplits | None = None
+) -> list[str]:
     """The partitions of a changed collection to re-index: itself, or (sharded) the shards whose
-    record, per the ledger, does not hold their files as they are now."""
+    record, per the ledger, does not hold their files as they are now (``splits``: the shard
+    hashes kept by content hash, see ShardSplits)."""
     shards = collection_shards(cfg, snapshot.collection)
     if len(shards) == 1:
         return [snapshot.collection]
-    return [key for key, digest in split_snapshot(snapshot, shards).items() if indexed.get(key) != digest]
+    hashes = (splits or ShardSplits(None)).split(snapshot, shards)
+    return [key for key, digest in hashes.items() if indexed.get(key) != digest]
 
 
 def age_label(built_at: str | None, now: dt.datetime | None = None) -> tuple[str, float | None]:

@@ -252,7 +252,7 @@ def cache_files(cfg: RagConfig) -> tuple[list[Path], list[Path]]:
         cfg.private_store_path,
     ]
     stat_caches = [*part_files(cfg.stat_cache_path), *part_files(cfg.data_dir / "stat-cache-vaults.json")]
-    json_files = [*stat_caches, cfg.indexed_ledger_path]
+    json_files = [*stat_caches, cfg.shard_splits_path, cfg.indexed_ledger_path]
     return sqlite_files, json_files
 
 

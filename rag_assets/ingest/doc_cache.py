@@ -21,6 +21,7 @@ from rag_assets.records import Chunk, Document, Link
 
 # Bump when the parser or chunker changes its output for the same input.
 PIPELINE_VERSION = "1"
+_LOOKUP_BATCH = 500  # paths per query (SQLite allows 32,766 parameters; smaller batches stream)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -54,18 +55,26 @@ class DocumentCache(SqliteCache):
         super().__init__(path)
 
     def lookup(self, collection: str, files: dict[str, str]) -> dict[str, tuple[Document, list[Chunk]]]:
-        """Cached (document, chunks) for the ``path -> sha256`` entries that are unchanged."""
+        """Cached (document, chunks) for the ``path -> sha256`` entries that are unchanged.
+
+        Looked up by path, a batch at a time: a shard of 4,400 files read its collection's
+        every row (71,000 at a million chunks, 1.6 s of an edit's build) when it scanned by
+        ``LIKE 'collection/%'``, which SQLite cannot answer from the primary key."""
         found: dict[str, tuple[Document, list[Chunk]]] = {}
+        paths = [path for path in files if path.startswith(f"{collection}/")]
         with self.session() as conn:
-            rows = conn.execute(
-                "SELECT path, sha256, settings, document, chunks FROM documents WHERE path LIKE ?",
-                (f"{collection}/%",),
-            )
-            for path, sha, settings, doc_json, chunks_json in rows:
-                if files.get(path) == sha and settings == self.settings:
-                    entry = _decode_entry(doc_json, chunks_json)
-                    if entry is not None:  # a damaged row is a miss: the file is parsed again
-                        found[path] = entry
+            for start in range(0, len(paths), _LOOKUP_BATCH):
+                batch = paths[start : start + _LOOKUP_BATCH]
+                rows = conn.execute(
+                    "SELECT path, sha256, settings, document, chunks FROM documents"
+                    f" WHERE path IN ({','.join('?' * len(batch))})",
+                    batch,
+                )
+                for path, sha, settings, doc_json, chunks_json in rows:
+                    if files.get(path) == sha and settings == self.settings:
+                        entry = _decode_entry(doc_json, chunks_json)
+                        if entry is not None:  # a damaged row is a miss: the file is parsed again
+                            found[path] = entry
         return found
 
     def store(self, entries: Iterable[tuple[Document, list[Chunk]]]) -> None:
@@ -92,7 +101,13 @@ class DocumentCache(SqliteCache):
     def prune(self, collection: str, keep: set[str], holds: Callable[[str], bool] | None = None) -> int:
         """Forget files of a collection that no longer exist (with ``holds``: of one shard)."""
         with self.session() as conn:
-            paths = [r[0] for r in conn.execute("SELECT path FROM documents WHERE path LIKE ?", (f"{collection}/%",))]
+            # The collection's paths by a range of the primary key ("/" sorts just before "0").
+            paths = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT path FROM documents WHERE path >= ? AND path < ?", (f"{collection}/", f"{collection}0")
+                )
+            ]
             gone = [(p,) for p in paths if p not in keep and (holds is None or holds(p))]
             if gone:
                 conn.executemany("DELETE FROM documents WHERE path = ?", gone)

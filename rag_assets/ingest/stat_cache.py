@@ -72,6 +72,8 @@ class StatCache:
         self._parts: dict[str, dict[str, list]] = {}  # top folder -> {path: [size, mtime, ino, ctime, sha]}
         self._dirty: set[str] = set()
         self._legacy: dict[str, dict[str, list]] | None = None  # an earlier version's single file, by folder
+        self._last_folder = ""  # the top folder ("docs/") of the last path asked for, and its part
+        self._last_entries: dict[str, list] = {}
         if path is not None and path.is_file():
             self._legacy = _by_folder(_read_object(path))
             self._dirty.update(self._legacy)  # written as parts by the next save
@@ -80,8 +82,14 @@ class StatCache:
         """The file's SHA-256: the cached one while its stat key is unchanged, else read.
         ``path`` may be the walk's plain string: a hit never needs a ``Path``."""
         key = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
-        folder = top_folder(rel)
-        entries = self._part(folder)
+        # A walk asks for one folder's files in a row: its part kept at hand (finding it for each
+        # of 711,000 files was 1.9 of a million-chunk edit's profiled 63 s).
+        folder, entries = self._last_folder, self._last_entries
+        if not (folder and rel.startswith(folder)):
+            folder = top_folder(rel)
+            entries = self._part(folder)
+            # A top-level file's "folder" is its own name: no prefix of the next path's.
+            self._last_folder, self._last_entries = (folder, entries) if folder.endswith("/") else ("", {})
         entry = entries.get(rel)
         if (
             self._trust
