@@ -83,6 +83,11 @@ def test_the_summary_counts_from_the_indexes_what_the_rows_hold(tmp_path):
     )
     assert (summary.chunks, summary.embedded) == (5, 4)
     assert "idx_chunks_unembedded" in str(plan)  # not a read of every vector
+    assert store.orphan_counts(path) == {"chunks_without_document": 0, "fts_rows_without_chunk": 0}
+    with sqlite3.connect(path) as conn:  # an FTS row of no chunk, a chunk whose document is gone
+        conn.execute("INSERT INTO fts_chunks(rowid, text, title) VALUES (100000, 'orphan row', 'orphan')")
+        conn.execute("DELETE FROM documents WHERE id = 'a-b/doc'")
+    assert store.orphan_counts(path) == {"chunks_without_document": 1, "fts_rows_without_chunk": 1}
 
 
 def test_replacing_again_leaves_no_stale_rows_or_fts_entries(tmp_path):
