@@ -101,6 +101,13 @@ class Backlink:
         return out
 
 
+def under_collection(collection: str) -> tuple[str, str]:
+    """The bounds (low inclusive, high exclusive) of the keys under ``<collection>/``: a document's
+    or chunk's ID, a file's path. A collection's name holds no "/", and "0" sorts just after it,
+    so ``key >= low AND key < high`` is a range of a primary key, not a scan or a join."""
+    return f"{collection}/", f"{collection}0"
+
+
 @dataclass
 class Document:
     """One Markdown file, parsed: frontmatter split from the body."""

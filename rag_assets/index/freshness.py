@@ -26,7 +26,7 @@ from rag_assets.index.index_json import read_meta
 from rag_assets.index.integrity import Damage, publication_damage, read_json_object
 from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.ingest.collections import discover_collections
-from rag_assets.ingest.shards import ShardSplits, collection_of, collection_shards
+from rag_assets.ingest.shards import ShardSplits, collection_of, collection_shards, split_snapshot
 from rag_assets.ingest.sources import overall_content_hash, snapshot_collection
 from rag_assets.ingest.stat_cache import StatCache
 from rag_assets.ingest.walker import Listing, WalkPolicy, list_folder
@@ -331,7 +331,7 @@ def stale_partitions(
     shards = collection_shards(cfg, snapshot.collection)
     if len(shards) == 1:
         return [snapshot.collection]
-    hashes = (splits or ShardSplits(None)).split(snapshot, shards)
+    hashes = splits.split(snapshot, shards) if splits else split_snapshot(snapshot, shards)
     return [key for key, digest in hashes.items() if indexed.get(key) != digest]
 
 

@@ -47,7 +47,7 @@ from rag_assets.base import cjk
 from rag_assets.base.verified import FingerprintMemo
 from rag_assets.index import fts, vector_blocks
 from rag_assets.index.profiles import profile_for, write_profile
-from rag_assets.records import EmbeddedCollection
+from rag_assets.records import EmbeddedCollection, under_collection
 
 SCHEMA = (
     """
@@ -546,10 +546,8 @@ def _count(path: Path) -> StoreSummary:
         meta = conn.execute("SELECT model, dimension, built_at FROM embeddings_meta LIMIT 1").fetchone()
         per_collection: dict[str, dict[str, int]] = {}
         for collection, n_docs in conn.execute("SELECT collection, COUNT(*) FROM documents GROUP BY collection"):
-            # A chunk's ID starts with its collection's name and "/": a range of the primary key.
-            (n_chunks,) = conn.execute(
-                "SELECT COUNT(*) FROM chunks WHERE id >= ? AND id < ?", (f"{collection}/", f"{collection}0")
-            ).fetchone()
+            query = "SELECT COUNT(*) FROM chunks WHERE id >= ? AND id < ?"
+            (n_chunks,) = conn.execute(query, under_collection(collection)).fetchone()
             per_collection[collection] = {"documents": n_docs, "chunks": n_chunks}
     size = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
     return StoreSummary(

@@ -17,7 +17,7 @@ import orjson
 
 from rag_assets.base.sqlite_cache import SqliteCache
 from rag_assets.config.settings import ChunkingParams
-from rag_assets.records import Chunk, Document, Link
+from rag_assets.records import Chunk, Document, Link, under_collection
 
 # Bump when the parser or chunker changes its output for the same input.
 PIPELINE_VERSION = "1"
@@ -101,13 +101,8 @@ class DocumentCache(SqliteCache):
     def prune(self, collection: str, keep: set[str], holds: Callable[[str], bool] | None = None) -> int:
         """Forget files of a collection that no longer exist (with ``holds``: of one shard)."""
         with self.session() as conn:
-            # The collection's paths by a range of the primary key ("/" sorts just before "0").
-            paths = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT path FROM documents WHERE path >= ? AND path < ?", (f"{collection}/", f"{collection}0")
-                )
-            ]
+            query = "SELECT path FROM documents WHERE path >= ? AND path < ?"
+            paths = [r[0] for r in conn.execute(query, under_collection(collection))]
             gone = [(p,) for p in paths if p not in keep and (holds is None or holds(p))]
             if gone:
                 conn.executemany("DELETE FROM documents WHERE path = ?", gone)
