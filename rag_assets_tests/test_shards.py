@@ -484,16 +484,17 @@ def test_a_build_stopped_while_writing_the_shard_records_is_completed_by_the_nex
     page = content / "docs" / "page-05.md"
     page.write_text(page.read_text() + "\nEdited: uqstoppedx.\n")
     shard = f"docs~{shard_index('page-05.md', 3)}"
-    original = AtomicPickleIOManager.dump_to_path
+    # The step's records are staged as it makes them and put in place by the IO manager.
+    original = AtomicPickleIOManager.commit_staged
 
-    def stopped(self, context, obj, path) -> None:
-        if path.parent.name == "embeddings" and path.name == shard:
+    def stopped(self, records, key, target) -> None:
+        if target.parent.name == "embeddings" and key == shard:
             raise OSError("no space left on device")
-        original(self, context, obj, path)
+        original(self, records, key, target)
 
-    monkeypatch.setattr(AtomicPickleIOManager, "dump_to_path", stopped)
+    monkeypatch.setattr(AtomicPickleIOManager, "commit_staged", stopped)
     assert main(["build", *args]) != 0
-    monkeypatch.setattr(AtomicPickleIOManager, "dump_to_path", original)
+    monkeypatch.setattr(AtomicPickleIOManager, "commit_staged", original)
     capsys.readouterr()
     assert main(["build", *args]) == 0
     cfg = load_config(config, content_dir=content, output_dir=tmp_path / "out", environ={})

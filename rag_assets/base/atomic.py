@@ -18,15 +18,17 @@ def stage_bytes(path: Path, data: bytes) -> Path:
     Staging several outputs first and renaming them together keeps the moment in which
     a kill could leave them from different builds down to a few renames.
     """
-    with _staged_file(path) as (handle, tmp):
+    with staged_open(path) as (handle, tmp):
         handle.write(data)
     return tmp
 
 
 @contextmanager
-def _staged_file(path: Path, staging: Path | None = None) -> Iterator[tuple[BinaryIO, Path]]:
+def staged_open(path: Path, staging: Path | None = None) -> Iterator[tuple[BinaryIO, Path]]:
     """A temporary file for ``path`` (in ``staging``, else beside it), open for writing and
-    synced when the block ends, removed when it raises; (its handle, its path)."""
+    synced when the block ends, removed when it raises; (its handle, its path). The caller
+    renames it over ``path`` with :func:`commit_staged`, or drops it with :func:`discard_staged`;
+    one a kill leaves behind goes with a later write of ``path`` (:func:`remove_abandoned_temp_files`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned_temp_files(path)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=staging or path.parent)
@@ -71,7 +73,7 @@ def atomic_open(path: Path, staging: Path | None = None) -> Iterator[BinaryIO]:
     ``staging``: a folder on the same file system to hold the temporary file instead, for a
     write that lasts long: one a kill leaves there is removed with that folder (the
     generation being written, see rag_assets.index.generations) rather than an hour later."""
-    with _staged_file(path, staging) as (handle, tmp):
+    with staged_open(path, staging) as (handle, tmp):
         yield handle
     commit_staged(tmp, path)
 

@@ -7,13 +7,14 @@ rag_assets/ingest/shards.py), whose records hold only that shard's files.
 """
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
 
 from rag_assets.config import RagConfig
+from rag_assets.defs.io_managers import LAZY
 from rag_assets.defs.jobs import BUILD_TAG
 from rag_assets.defs.ranges import SINGLE_RUN, for_each_partition
 from rag_assets.defs.resources import RagSettings
@@ -28,6 +29,18 @@ from rag_assets.records import ChunkedCollection, CollectionSnapshot, ParsedColl
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
 GROUP = "collections"
+
+
+def one_at_a_time(asset: str) -> dg.AssetIn:
+    """The run's records of ``asset`` as a mapping that unpickles each when it is looked up
+    and keeps none (rag_assets.defs.io_managers.LazyRecords): a step holds one partition's
+    input at a time, not the run's."""
+    return dg.AssetIn(asset, metadata={LAZY: 0}, dagster_type=dg.Any)
+
+
+# A step's output: {partition: record}, as a StagedRecords mapping (rag_assets.defs.ranges),
+# which Dagster's check of a dict annotation would refuse.
+STAGED = dg.Any
 
 
 def shard_metadata(shard: Shard) -> dict:
@@ -53,8 +66,14 @@ def build_content_assets(
     """The hash, parse and chunk assets over the given collection partitions (``chunking_version``:
     the chunks asset's code version, rag_assets.planning.chunking_code_version)."""
 
-    @dg.asset(partitions_def=partitions_def, backfill_policy=SINGLE_RUN, group_name=GROUP, kinds={"markdown"})
-    def content_hash(context: dg.AssetExecutionContext, rag: RagSettings) -> dict[str, CollectionSnapshot]:
+    @dg.asset(
+        partitions_def=partitions_def,
+        backfill_policy=SINGLE_RUN,
+        group_name=GROUP,
+        kinds={"markdown"},
+        dagster_type=STAGED,
+    )
+    def content_hash(context: dg.AssetExecutionContext, rag: RagSettings) -> Mapping[str, CollectionSnapshot]:
         """SHA-256 over the relative paths and bytes of every file in one collection."""
         cfg = rag.config
         stale = rag.stale_reason()
@@ -81,15 +100,26 @@ def build_content_assets(
             }
 
         snapshots = for_each_partition(
-            context, "collection", one, lambda s: f"{len(s.files)} files, hash {s.content_hash[:12]}"
+            context,
+            "collection",
+            one,
+            lambda s: f"{len(s.files)} files, hash {s.content_hash[:12]}",
+            records_dir=cfg.intermediate_dir,
         )
         stat_cache.save()
         return snapshots
 
-    @dg.asset(partitions_def=partitions_def, backfill_policy=SINGLE_RUN, group_name=GROUP, kinds={"markdown"})
+    @dg.asset(
+        partitions_def=partitions_def,
+        backfill_policy=SINGLE_RUN,
+        group_name=GROUP,
+        kinds={"markdown"},
+        ins={"content_hash": one_at_a_time("content_hash")},
+        dagster_type=STAGED,
+    )
     def parsed_documents(
-        context: dg.AssetExecutionContext, rag: RagSettings, content_hash: dict[str, CollectionSnapshot]
-    ) -> dict[str, ParsedCollection]:
+        context: dg.AssetExecutionContext, rag: RagSettings, content_hash: Mapping[str, CollectionSnapshot]
+    ) -> Mapping[str, ParsedCollection]:
         """Markdown files parsed into frontmatter and body; unusable files listed with reasons."""
         cfg = rag.config
         cache = DocumentCache(cfg.document_cache_path, cfg.chunking)
@@ -132,7 +162,10 @@ def build_content_assets(
                 f"{len(parsed.skipped)} skipped"
             )
 
-        return for_each_partition(context, "collection", one, describe)
+        # The skipped files kept in memory: `rag build` reports them after the run.
+        return for_each_partition(
+            context, "collection", one, describe, records_dir=cfg.intermediate_dir, keep=lambda p: p.skipped
+        )
 
     @dg.asset(
         partitions_def=partitions_def,
@@ -140,10 +173,12 @@ def build_content_assets(
         group_name=GROUP,
         kinds={"python"},
         code_version=chunking_version,
+        ins={"parsed_documents": one_at_a_time("parsed_documents")},
+        dagster_type=STAGED,
     )
     def chunks(
-        context: dg.AssetExecutionContext, rag: RagSettings, parsed_documents: dict[str, ParsedCollection]
-    ) -> dict[str, ChunkedCollection]:
+        context: dg.AssetExecutionContext, rag: RagSettings, parsed_documents: Mapping[str, ParsedCollection]
+    ) -> Mapping[str, ChunkedCollection]:
         """Heading-aware chunks of about 400 words with 50 words of overlap."""
         cfg = rag.config
         cache = DocumentCache(cfg.document_cache_path, cfg.chunking)
@@ -162,7 +197,11 @@ def build_content_assets(
             }
 
         return for_each_partition(
-            context, "collection", one, lambda c: f"{len(c.chunks)} chunks from {len(c.documents)} documents"
+            context,
+            "collection",
+            one,
+            lambda c: f"{len(c.chunks)} chunks from {len(c.documents)} documents",
+            records_dir=cfg.intermediate_dir,
         )
 
     return [content_hash, parsed_documents, chunks]

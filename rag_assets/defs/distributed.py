@@ -309,9 +309,11 @@ def _run_slice(
     with dg.DagsterInstance.from_ref(ref) as instance:
         result = dg.execute_job(job, instance=instance, run_config=run_config, tags={**tags, **run_tags(keys)})
         # The skipped files are in the parsed records on the shared disk, where the workers wrote them.
-        parsed = {key: load_record(cfg.intermediate_dir, "parsed_documents", key) for key in _built(result, keys)}
+        skipped = {
+            key: load_record(cfg.intermediate_dir, "parsed_documents", key).skipped for key in _built(result, keys)
+        }
         errors, warnings = check_outcomes(result)
-        return RunReport(collection_outcomes(result, keys, parsed, started), errors, warnings)
+        return RunReport(collection_outcomes(result, keys, skipped, started), errors, warnings)
 
 
 def run_tags(keys: Sequence[str]) -> dict[str, str]:

@@ -1,9 +1,11 @@
 """Per-collection embeddings asset, and the checks on its provider."""
 
+from collections.abc import Mapping
+
 import dagster as dg
 
 from rag_assets.config import RagConfig
-from rag_assets.defs.content import shard_metadata
+from rag_assets.defs.content import STAGED, one_at_a_time, shard_metadata
 from rag_assets.defs.ranges import SINGLE_RUN, for_each_partition, throttled
 from rag_assets.defs.resources import RagSettings
 from rag_assets.embed.cache import EmbeddingCache
@@ -33,12 +35,14 @@ def build_embedding_assets(
         kinds={"numpy"},
         pool="embedding_api",
         code_version=code_version,
+        ins={"chunks": one_at_a_time("chunks")},
+        dagster_type=STAGED,
     )
     def embeddings(
         context: dg.AssetExecutionContext,
         rag: RagSettings,
-        chunks: dict[str, ChunkedCollection],
-    ) -> dict[str, EmbeddedCollection]:
+        chunks: Mapping[str, ChunkedCollection],
+    ) -> Mapping[str, EmbeddedCollection]:
         """One L2-normalised float32 vector per chunk, from the configured embedder, through the cache."""
         cfg = rag.config
         selection = rag.select()
@@ -80,6 +84,7 @@ def build_embedding_assets(
                 one,
                 lambda e: f"{len(e.chunks)} chunks, {len(e.failed_chunk_ids)} without a vector",
                 header=f"embedder {selection.provider}: {model.model} ({selection.reason})",
+                records_dir=cfg.intermediate_dir,
             )
         finally:
             close = getattr(model, "close", None)

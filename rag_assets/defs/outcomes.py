@@ -18,6 +18,7 @@ from typing import Any
 import dagster as dg
 
 from rag_assets.defs.jobs import COLLECTION_ASSETS
+from rag_assets.defs.staged_records import StagedRecords
 from rag_assets.records import SkippedFile
 
 # Metadata key of a step failure's JSON value {partition: its error}; the assets that handle
@@ -167,13 +168,23 @@ def unpartitioned_metadata(result: RunResult) -> dict[str, dict[str, Any]]:
     return {asset: values for asset, partition, values in materializations(result) if partition is None}
 
 
+def skipped_files(result: RunResult) -> dict[str, list[SkippedFile]]:
+    """The files each partition's parse skipped, as the parse step kept them in its output
+    (rag_assets.defs.staged_records.StagedRecords.kept), without unpickling its records."""
+    if not produced(result, "parsed_documents"):
+        return {}
+    parsed = result.output_for_node("parsed_documents")
+    if isinstance(parsed, StagedRecords):
+        return {key: list(parsed.kept(key) or []) for key in parsed}
+    return {key: list(record.skipped) for key, record in parsed.items()}
+
+
 def collection_outcomes(
-    result: RunResult, keys: Sequence[str], parsed: dict[str, Any], t0: float
+    result: RunResult, keys: Sequence[str], skipped: Mapping[str, list[SkippedFile]], t0: float
 ) -> list[CollectionOutcome]:
     """Each collection of a run over ``keys``: built, failed, or (stopped by another's failure) left out.
 
-    ``parsed`` holds the run's parsed_documents records ({partition: record}) for their skipped files.
-    """
+    ``skipped``: the files each partition's parse skipped ({partition: [SkippedFile]})."""
     by_partition = partition_metadata(result)
     named = failed_partitions(result)
     error = failure_message(result) if not result.success else ""
@@ -190,7 +201,7 @@ def collection_outcomes(
                 # A range runs in one step per asset: a partition's time is the sum of its shares.
                 seconds=sum(m.get("seconds", 0.0) for m in metadata.values()) if done else time.perf_counter() - t0,
                 metadata=metadata,
-                skipped=list(parsed[key].skipped) if key in parsed else [],
+                skipped=list(skipped.get(key, [])),
                 error=None if done else error,
             )
         )

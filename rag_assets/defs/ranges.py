@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import dagster as dg
 
 from rag_assets.defs.outcomes import failed_partitions_metadata
+from rag_assets.defs.staged_records import StagedRecords
 
 T = TypeVar("T")
 
@@ -32,7 +34,10 @@ def for_each_partition(
     work: Callable[[str], tuple[T, dict[str, Any]]],
     describe: Callable[[T], str] | None = None,
     header: str = "",
-) -> dict[str, T]:
+    *,
+    records_dir: Path | None = None,
+    keep: Callable[[T], Any] | None = None,
+) -> Mapping[str, T]:
     """``{partition: value}`` of ``work(partition)`` over the run's partitions.
 
     ``work`` returns (value, metadata); the metadata (plus the partition's ``seconds``) goes
@@ -41,8 +46,14 @@ def for_each_partition(
     gives each partition's part of one summary line logged at the end, after ``header`` (e.g.
     the embedder chosen): one log event per step rather than per partition, as every event
     costs a disk sync in a persistent instance. A failure logs the line of the partitions done.
+
+    ``records_dir`` (the IO manager's base folder): each value is pickled to a staged file as
+    soon as it is made and not held (a :class:`~rag_assets.defs.staged_records.StagedRecords`,
+    keeping ``keep(value)`` of each), so the step's memory is one partition's, not the run's.
     """
     out: dict[str, T] = {}
+    staged = StagedRecords(records_dir.joinpath(*context.asset_key.path), keep) if records_dir else None
+    described: list[str] = []
     try:
         for key in context.partition_keys:
             started = time.perf_counter()
@@ -56,14 +67,22 @@ def for_each_partition(
             context.add_asset_metadata(
                 {**metadata, "seconds": round(time.perf_counter() - started, 3)}, partition_key=key
             )
-            out[key] = value
+            if describe:
+                described.append(f"[{key}] {describe(value)}")
+            if staged is not None:
+                staged.add(key, value)
+            else:
+                out[key] = value
+            del value  # a staged record is on disk: the next partition's is made without it
+    except BaseException:
+        if staged is not None:
+            staged.discard()
+        raise
     finally:
-        parts = [header] if header else []
-        if describe:
-            parts += [f"[{key}] {describe(value)}" for key, value in out.items()]
+        parts = ([header] if header else []) + described
         if parts:
             context.log.info("; ".join(parts))
-    return out
+    return staged if staged is not None else out
 
 
 def throttled(log: Callable[[str], None], interval: float = 2.0) -> Callable[[str], None]:

@@ -37,7 +37,7 @@ from rag_assets.defs.outcomes import (
     failed_partitions,
     failure_message,
     partition_metadata,
-    produced,
+    skipped_files,
     unpartitioned_metadata,
 )
 from rag_assets.defs.partitions import (
@@ -153,8 +153,7 @@ def run_build(
         result = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(
             instance=instance, raise_on_error=False, run_config=run_config, tags=tags
         )
-    skipped = result.output_for_node("parsed_documents") if produced(result, "parsed_documents") else {}
-    outcomes = collection_outcomes(result, keys, skipped, t0)
+    outcomes = collection_outcomes(result, keys, skipped_files(result), t0)
     for collection_outcome in outcomes:
         on_collection(collection_outcome)
     error = failure_message(result) if not result.success else ""

@@ -20,11 +20,13 @@ def facts_path(path: Path) -> Path:
     return path.with_name(path.name + FACTS_SUFFIX)
 
 
-def write_facts(record: EmbeddedCollection, path: Path) -> None:
+def write_facts(record: EmbeddedCollection | RecordFacts, path: Path) -> None:
     """The record's facts beside its pickle, with the pickle's size and mtime: facts that do not
-    match the pickle on disk (a record written since by a version without facts) are not read."""
+    match the pickle on disk (a record written since by a version without facts) are not read.
+    ``record`` may be the facts themselves, taken when the record was made (a staged record)."""
     stat = path.stat()
-    payload = {"record": {"size": stat.st_size, "mtimeNs": stat.st_mtime_ns}, **RecordFacts.of(record).to_json()}
+    facts = record if isinstance(record, RecordFacts) else RecordFacts.of(record)
+    payload = {"record": {"size": stat.st_size, "mtimeNs": stat.st_mtime_ns}, **facts.to_json()}
     atomic_write_bytes(facts_path(path), orjson.dumps(payload))
 
 
