@@ -9,8 +9,9 @@ of every partition held side by side (memray), and memory grew with the corpus. 
 manager gives that partition as soon as it is made, and keeps only the file's path, the
 record's facts and what the step asked to keep of it (the skipped files of a parse, say).
 The files are staged in a folder of their own (``<asset folder>/.staging/<name>``), locked
-while its owner lives: a build killed mid-step leaves that folder, and the next step to
-stage records of the asset removes every staging folder whose lock it can take. The IO manager then renames the files into place instead of
+while its owner lives and removed with ``.staging`` when the step is done: a build killed
+mid-step leaves that folder, and the next step to stage records of the asset removes every
+staging folder whose lock it can take. The IO manager then renames the files into place instead of
 pickling the records again (rag_assets.defs.io_managers), so the records land only after the
 step succeeded, as before; a lookup unpickles the record from wherever its file is now.
 """
@@ -55,22 +56,32 @@ class StagingFolder:
     this object holds it: the lock goes with its process, however that ends."""
 
     def __init__(self, root: Path) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        remove_abandoned(root)
-        # Locked before it gets its name, so that no other step takes it for abandoned.
-        made = Path(tempfile.mkdtemp(prefix=_NEW, dir=root))
+        for attempt in range(3):
+            root.mkdir(parents=True, exist_ok=True)
+            remove_abandoned(root)
+            try:
+                # Locked before it gets its name, so that no other step takes it for abandoned.
+                made = Path(tempfile.mkdtemp(prefix=_NEW, dir=root))
+                break
+            except FileNotFoundError:  # another step removed ``root`` as it emptied it
+                if attempt == 2:
+                    raise
         self._fd: int | None = os.open(made / _LOCK, os.O_CREAT | os.O_RDWR | getattr(os, "O_CLOEXEC", 0), 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         self.path = made.with_name(made.name[len(_NEW) :])
         os.rename(made, self.path)
 
     def remove(self) -> None:
-        """Remove the folder and what is left in it, then release it."""
+        """Remove the folder and what is left in it, then release it; and ``root`` once empty."""
         if self._fd is None:
             return
         shutil.rmtree(self.path, ignore_errors=True)
         os.close(self._fd)
         self._fd = None
+        try:
+            self.path.parent.rmdir()
+        except OSError:
+            pass  # another step's folder is in it, or it is gone
 
 
 def remove_abandoned(root: Path) -> None:
