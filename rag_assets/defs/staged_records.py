@@ -5,15 +5,15 @@ A build is one run over a range of partitions, and each asset step handles the w
 at once, and ``execute_in_process`` keeps each step's output value until the run ends: at
 100,000 chunks a full build peaked at 2.2 GB, most of it parsed documents, chunks and vectors
 of every partition held side by side (memray), and memory grew with the corpus. A
-:class:`StagedRecords` pickles each record to a synced temporary file beside the path the IO
-manager gives that partition as soon as it is made, and keeps only the file's path, the
-record's facts and what the step asked to keep of it (the skipped files of a parse, say).
-The files are staged in a folder of their own (``<asset folder>/.staging/<name>``), locked
-while its owner lives and removed with ``.staging`` when the step is done: a build killed
-mid-step leaves that folder, and the next step to stage records of the asset removes every
-staging folder whose lock it can take. The IO manager then renames the files into place instead of
-pickling the records again (rag_assets.defs.io_managers), so the records land only after the
-step succeeded, as before; a lookup unpickles the record from wherever its file is now.
+:class:`StagedRecords` pickles each record, as soon as it is made, to a synced temporary file
+in a staging folder of the asset's (``<asset folder>/.staging/<name>``, on the file system of
+the records), and keeps only the file's path, the record's facts and what the step asked to
+keep of it (the skipped files of a parse, say). The IO manager then renames the files into
+place instead of pickling the records again (rag_assets.defs.io_managers), so the records land
+only after the step succeeded, as before; a lookup unpickles a record from wherever its file
+is now. The staging folder is locked while its owner lives and removed, with ``.staging`` once
+empty, when the step is done; a build killed mid-step leaves it, and the next step to stage
+records of the asset removes every staging folder whose lock it can take.
 """
 
 from __future__ import annotations
