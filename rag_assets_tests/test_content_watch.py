@@ -96,12 +96,44 @@ def test_a_hidden_file_is_not_content_but_only_costs_a_walk(tmp_path, content) -
     assert detect_changes(cfg, save_stat_cache=False, verify_outputs=False).current_hash == before
 
 
-def test_nothing_is_watched_when_a_file_changed_within_the_racy_margin(tmp_path, content) -> None:
+def test_a_file_changed_within_the_racy_margin_is_read_again_before_it_is_watched(
+    tmp_path, content, monkeypatch
+) -> None:
     """A file written in the same clock tick after its stat could keep that stat: a walk that
-    ends within the margin after a change keeps no watch."""
+    ends within the margin after a change to a file watches it only once the margin has passed
+    and the file, with the walk's stat before and after, hashes as the walk hashed it."""
+    from rag_assets.ingest import watch
+
+    cfg = config(tmp_path, content)
+    watched(cfg)
+    reread: list[str] = []
+    real = watch.sha256_file
+    monkeypatch.setattr(watch, "sha256_file", lambda path, limit: reread.append(str(path)) or real(path, limit))
+    edited = content / "notes" / "c.md"
+    edited.write_text("# Charlie\n\nAbout currants.\n", encoding="utf-8")
+    report = detect_changes(cfg, save_stat_cache=False, verify_outputs=False, watch=True)
+    assert reread == [str(edited)]  # the racy file alone, read again
+    assert content_hash_if_unchanged(cfg) == report.current_hash
+    edited.write_text("# Charlie\n\nAbout cherries!\n", encoding="utf-8")
+    assert content_hash_if_unchanged(cfg) is None
+
+
+def test_nothing_is_watched_when_a_racy_file_reads_otherwise(tmp_path, content, monkeypatch) -> None:
+    # As if its bytes had changed in the tick of the walk's stat, keeping that stat.
+    from rag_assets.ingest import watch
+
     cfg = config(tmp_path, content)
     watched(cfg)  # an earlier watch, which the racy walk must not leave in place either
+    monkeypatch.setattr(watch, "sha256_file", lambda path, limit: "0" * 64)
     (content / "notes" / "c.md").write_text("# Charlie\n\nAbout currants.\n", encoding="utf-8")
+    detect_changes(cfg, save_stat_cache=False, verify_outputs=False, watch=True)
+    assert content_hash_if_unchanged(cfg) is None
+
+
+def test_nothing_is_watched_when_a_folder_changed_within_the_racy_margin(tmp_path, content) -> None:
+    cfg = config(tmp_path, content)
+    watched(cfg)
+    (content / "notes" / "new.md").write_text("# New\n\nJust added.\n", encoding="utf-8")
     detect_changes(cfg, save_stat_cache=False, verify_outputs=False, watch=True)
     assert content_hash_if_unchanged(cfg) is None
 

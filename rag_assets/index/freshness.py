@@ -197,7 +197,7 @@ def _snapshot(
     builder.add_path(root, links_too=True)  # before it is listed
     listing = list_folder(root, policy, prefix=f"{name}/") if root.is_dir() else Listing()
     snapshot = snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy, listing=listing)
-    builder.add_listing(listing, cfg.content_dir)
+    builder.add_listing(listing, cfg.content_dir, snapshot.files, prefix=f"{name}/")
     return snapshot
 
 
