@@ -173,10 +173,8 @@ def skipped_files(result: RunResult) -> dict[str, list[SkippedFile]]:
     (rag_assets.defs.staged_records.StagedRecords.kept), without unpickling its records."""
     if not produced(result, "parsed_documents"):
         return {}
-    parsed = result.output_for_node("parsed_documents")
-    if isinstance(parsed, StagedRecords):
-        return {key: list(parsed.kept(key) or []) for key in parsed}
-    return {key: list(record.skipped) for key, record in parsed.items()}
+    parsed: StagedRecords = result.output_for_node("parsed_documents")
+    return {key: list(parsed.kept(key) or []) for key in parsed}
 
 
 def collection_outcomes(

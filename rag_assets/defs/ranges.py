@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,9 +35,9 @@ def for_each_partition(
     describe: Callable[[T], str] | None = None,
     header: str = "",
     *,
-    records_dir: Path | None = None,
+    records_dir: Path,
     keep: Callable[[T], Any] | None = None,
-) -> Mapping[str, T]:
+) -> StagedRecords:
     """``{partition: value}`` of ``work(partition)`` over the run's partitions.
 
     ``work`` returns (value, metadata); the metadata (plus the partition's ``seconds``) goes
@@ -47,12 +47,11 @@ def for_each_partition(
     the embedder chosen): one log event per step rather than per partition, as every event
     costs a disk sync in a persistent instance. A failure logs the line of the partitions done.
 
-    ``records_dir`` (the IO manager's base folder): each value is pickled to a staged file as
-    soon as it is made and not held (a :class:`~rag_assets.defs.staged_records.StagedRecords`,
-    keeping ``keep(value)`` of each), so the step's memory is one partition's, not the run's.
+    Each value is pickled to a staged file under ``records_dir`` (the IO manager's base folder)
+    as soon as it is made and not held: a :class:`~rag_assets.defs.staged_records.StagedRecords`,
+    keeping ``keep(value)`` of each, so the step's memory is one partition's, not the run's.
     """
-    out: dict[str, T] = {}
-    staged = StagedRecords(records_dir.joinpath(*context.asset_key.path), keep) if records_dir else None
+    staged = StagedRecords(records_dir.joinpath(*context.asset_key.path), keep)
     described: list[str] = []
     try:
         for key in context.partition_keys:
@@ -69,20 +68,16 @@ def for_each_partition(
             )
             if describe:
                 described.append(f"[{key}] {describe(value)}")
-            if staged is not None:
-                staged.add(key, value)
-            else:
-                out[key] = value
-            del value  # a staged record is on disk: the next partition's is made without it
+            staged.add(key, value)
+            del value  # on disk now: the next partition's record is made without it
     except BaseException:
-        if staged is not None:
-            staged.discard()
+        staged.discard()
         raise
     finally:
         parts = ([header] if header else []) + described
         if parts:
             context.log.info("; ".join(parts))
-    return staged if staged is not None else out
+    return staged
 
 
 def throttled(log: Callable[[str], None], interval: float = 2.0) -> Callable[[str], None]:
