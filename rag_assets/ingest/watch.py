@@ -79,16 +79,21 @@ class WatchBuilder:
     :class:`ContentWatch`, or None when something changed too recently to be trusted."""
 
     def __init__(self) -> None:
-        self._started_ns = time.time_ns()  # made before the walk begins
+        # Made before the walk begins: a path changed after the cutoff is racy.
+        self._cutoff_ns = time.time_ns() - RACY_MARGIN_NS
         self._paths: list[tuple[str, bool]] = []
         self._keys = array("q")
         self._latest_ns = 0  # the latest mtime or ctime seen
-        self._hashes: dict[int, str] = {}  # a listed file's place in _paths -> the walk's SHA-256 of it
+        # Each racy path: (path, the walk's stat key, the walk's SHA-256 when it is a hashed file).
+        self._racy: list[tuple[str, tuple[int, ...], str | None]] = []
 
-    def _add(self, path: str, follow: bool, key: tuple[int, ...]) -> None:
+    def _add(self, path: str, follow: bool, key: tuple[int, ...], digest: str | None = None) -> None:
         self._paths.append((path, follow))
         self._keys.extend(key)
-        self._latest_ns = max(self._latest_ns, key[2], key[3])
+        changed_ns = max(key[2], key[3])
+        self._latest_ns = max(self._latest_ns, changed_ns)
+        if changed_ns >= self._cutoff_ns:
+            self._racy.append((path, key, digest if follow else None))
 
     def add_path(self, path: str | Path, *, links_too: bool = False) -> None:
         """``path`` as it is now (before the walk reads it); ``links_too``: its link's own stat as well."""
@@ -118,38 +123,29 @@ class WatchBuilder:
             self._add(where, True, stat_key(info) if info is not None else _MISSING)
         for item in listing.files:
             # The walk's stat: of the link's target for a linked file, else of the file.
-            digest = (hashes or {}).get(prefix + item.rel)
-            if digest is not None:
-                self._hashes[len(self._paths)] = digest
-            self._add(item.where, True, stat_key(item.stat))
+            self._add(item.where, True, stat_key(item.stat), (hashes or {}).get(prefix + item.rel))
         for skipped in listing.skipped:
             self.add_path(content_dir / skipped.path, links_too=True)
 
     def finish(self) -> ContentWatch | None:
         """The watch, unless a path changed later than the racy margin before the walk began
         and is not a file that reads again as the walk read it (see the module docstring)."""
-        cutoff = self._started_ns - RACY_MARGIN_NS
-        if self._latest_ns >= cutoff and not self._racy_files_confirmed(cutoff):
+        if self._racy and not self._racy_files_confirmed():
             return None
         return ContentWatch(tuple(self._paths), _digest(self._keys))
 
-    def _racy_files_confirmed(self, cutoff: int) -> bool:
-        """Whether every path changed after ``cutoff`` is a hashed file that, once the margin has
-        passed since the latest change, has the walk's stat before and after its bytes are
-        hashed again, and the walk's hash."""
-        width = len(_MISSING)
-        racy = [
-            i for i in range(len(self._paths)) if max(self._keys[i * width + 2], self._keys[i * width + 3]) >= cutoff
-        ]
-        if not all(i in self._hashes and self._paths[i][1] for i in racy):
+    def _racy_files_confirmed(self) -> bool:
+        """Whether every racy path is a hashed file that, once the margin has passed since the
+        latest change, has the walk's stat before and after its bytes are hashed again, and the
+        walk's hash."""
+        if any(digest is None for _, _, digest in self._racy):
             return False  # a folder, a skipped entry or an unhashed file
         wait_ns = self._latest_ns + RACY_MARGIN_NS - time.time_ns()
         if wait_ns > 0:
             time.sleep(wait_ns / 1e9)
-        for i in racy:
-            path, seen = self._paths[i][0], tuple(self._keys[i * width : (i + 1) * width])
+        for path, seen, digest in self._racy:
             try:
-                if _key_now(path, True) != seen or sha256_file(path, seen[1]) != self._hashes[i]:
+                if _key_now(path, True) != seen or sha256_file(path, seen[1]) != digest:
                     return False
             except (OSError, FileRefused):
                 return False
