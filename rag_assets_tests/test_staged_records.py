@@ -32,6 +32,19 @@ class Record:
         self.payload = b"x" * 100_000
 
 
+def run_range(asset: dg.AssetsDefinition, records_dir: Path, first: str, last: str):
+    """One run of ``asset`` over the partitions ``first`` to ``last``, as `rag build` runs a
+    range, with the project's IO manager (on an instance of its own)."""
+    with dg.DagsterInstance.ephemeral() as instance:
+        return dg.materialize(
+            [asset],
+            instance=instance,
+            resources={"io_manager": AtomicPickleIOManager(base_dir=str(records_dir))},
+            tags={"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last},
+            raise_on_error=False,
+        )
+
+
 def test_a_step_holds_one_record_at_a_time_and_keeps_only_what_it_asks_for(tmp_path: Path) -> None:
     partitions = dg.StaticPartitionsDefinition(["a", "b", "c"])
     alive: list[weakref.ref] = []
@@ -48,13 +61,7 @@ def test_a_step_holds_one_record_at_a_time_and_keeps_only_what_it_asks_for(tmp_p
 
         return for_each_partition(context, "collection", work, records_dir=tmp_path, keep=lambda r: r.skipped)
 
-    with dg.DagsterInstance.ephemeral() as instance:
-        result = dg.materialize(
-            [records],
-            instance=instance,
-            resources={"io_manager": AtomicPickleIOManager(base_dir=str(tmp_path))},
-            tags={"dagster/asset_partition_range_start": "a", "dagster/asset_partition_range_end": "c"},
-        )
+    result = run_range(records, tmp_path, "a", "c")
     assert result.success
     # No earlier partition's record was alive while the next one was made.
     assert seen_alive == [0, 0, 0]
@@ -78,14 +85,7 @@ def test_a_failed_step_leaves_no_staged_file_and_no_record(tmp_path: Path) -> No
 
         return for_each_partition(context, "collection", work, records_dir=tmp_path)
 
-    with dg.DagsterInstance.ephemeral() as instance:
-        result = dg.materialize(
-            [records],
-            instance=instance,
-            resources={"io_manager": AtomicPickleIOManager(base_dir=str(tmp_path))},
-            tags={"dagster/asset_partition_range_start": "a", "dagster/asset_partition_range_end": "b"},
-            raise_on_error=False,
-        )
+    result = run_range(records, tmp_path, "a", "b")
     assert not result.success
     assert list((tmp_path / "records").iterdir()) == []
 
