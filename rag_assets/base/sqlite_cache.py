@@ -49,8 +49,9 @@ def changed_only_here(path: Path, since: Fingerprint | None) -> bool:
     """Whether the cache file at ``path`` went from the fingerprint ``since`` (None: no file) to
     the one it has now through this process's sessions alone, since :func:`track_sessions`: the
     first began at ``since``, each next one where the one before left the file, and nothing
-    changed it after the last. A change made between them by another process (or by hand) breaks that; one made
-    while a session of this process had the file open does not show (the window of a call)."""
+    changed it after the last. A change made between them by another process (or by hand)
+    breaks that; one made while a session of this process had the file open does not show
+    (the window of a call)."""
     with _sessions_lock:
         noted = _sessions.get(str(path))
         return bool(noted and noted.unbroken and noted.first == since and noted.last == fingerprint(path))

@@ -112,8 +112,9 @@ class AtomicPickleIOManager(dg.UPathIOManager):
 class LazyRecords(Mapping[str, Any]):
     """``{partition: record}`` whose records are unpickled when looked up. Records are kept for
     the next lookup while the kept ones hold at most ``keep_chunks`` chunks in all (0: none is
-    kept, as a step that looks each partition up once needs); beyond, a record is not kept, so the caller holds it for as long as it needs it (the publish step:
-    one collection at a time, see rag_assets.records.RecordSequence)."""
+    kept, as a step that looks each partition up once needs); beyond, a record is not kept, so
+    the caller holds it for as long as it needs it (the publish step: one collection at a time,
+    see rag_assets.records.RecordSequence)."""
 
     def __init__(self, manager: AtomicPickleIOManager, paths: dict[str, UPath], keep_chunks: int = 0) -> None:
         self._manager = manager

@@ -258,8 +258,8 @@ def cache_files(cfg: RagConfig) -> tuple[list[Path], list[Path]]:
 
 def vouch_for_caches(cfg: RagConfig) -> None:
     """Remember as verified each SQLite cache that passed its ``quick_check`` (this build's, at
-    its start), or that this build made, and was changed since only by this process's sessions (see
-    rag_assets.base.sqlite_cache.changed_only_here): the next build's start does not read it
+    its start), or that this build made, and was changed since only by this process's sessions
+    (see rag_assets.base.sqlite_cache.changed_only_here): the next build's start does not read it
     whole again (at 100,000 chunks 2.3 of a one-file edit's 10 profiled CPU s; 4.9 GB of caches
     at a million chunks). A change by another process between those sessions, or by hand, has it
     verified again; `rag check --deep` reads every cache."""
