@@ -7,12 +7,14 @@ other orchestrator; the assets add partitions, metadata and logging around them.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from rag_assets.base.work_pool import WorkPool
 from rag_assets.config import RagConfig
 from rag_assets.config.settings import ChunkingParams
 from rag_assets.embed import Embedder, EmbeddingBatchError
@@ -31,17 +33,20 @@ def utc_now_iso() -> str:
 
 
 def chunk_collection(
-    parsed: ParsedCollection, params: ChunkingParams, cache: DocumentCache | None = None
+    parsed: ParsedCollection, params: ChunkingParams, cache: DocumentCache | None = None, pool: WorkPool | None = None
 ) -> ChunkedCollection:
     """Chunk every new or changed document (reusing the chunks of unchanged ones); bodies
-    are dropped afterwards since only chunks travel on."""
+    are dropped afterwards since only chunks travel on. ``pool``: the new and changed documents
+    are chunked in its worker processes (rag_assets.base.work_pool), to the same chunks."""
+    to_chunk = [doc for doc in parsed.documents if doc.path not in parsed.cached_chunks]
+    made = iter((pool or WorkPool(1)).map(functools.partial(chunk_document, params=params), to_chunk))
     chunks = []
     documents = []
     fresh: list[tuple[Document, list[Chunk]]] = []
     for doc in parsed.documents:
         doc_chunks = parsed.cached_chunks.get(doc.path)
         if doc_chunks is None:
-            doc_chunks = chunk_document(doc, params)
+            doc_chunks = next(made)
             fresh.append((doc, doc_chunks))
         chunks.extend(doc_chunks)
         documents.append(replace(doc, body=""))

@@ -53,6 +53,7 @@ public_index: {vector_encoding: int8}
 automation: {sensor_enabled: false, sensor_interval_seconds: 90, nightly_cron: '0 4 * * *', timezone: Europe/Paris}
 follow_symlinks: true
 max_file_bytes: 1234
+workers: 3
 evaluation: {questions: [qs.jsonl], hit_at_5_floor: 0.7}
 reranker: {name: http, base_url: 'http://127.0.0.1:2', model: judge, top_n: 7, api_key_env: RR_KEY,
            model_path: models/judge, timeout: 4, max_retries: 1, batch_size: 3}

@@ -355,6 +355,7 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
         config_path=config_path,
         follow_symlinks=model.follow_symlinks,
         max_file_bytes=model.max_file_bytes,
+        workers=model.workers,
         evaluation=evaluation,
         llm=model.llm,
         store=model.store,

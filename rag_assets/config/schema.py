@@ -579,6 +579,11 @@ class ConfigFile(_Section):
         description="Follow symlinks whose target is outside the content folder (or vault); never into another tier's.",
     )
     max_file_bytes: int = Field(20_000_000, gt=0, description="Larger files are skipped and reported, never read.")
+    workers: int = Field(
+        0,
+        ge=0,
+        description="Processes that parse and chunk a build's new and changed files: 0 one per CPU core, 1 none.",
+    )
     evaluation: EvaluationSection = Field(
         default_factory=EvaluationSection, description="What the retrieval_eval asset scores."
     )

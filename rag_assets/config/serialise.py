@@ -61,6 +61,7 @@ def effective_settings(cfg: RagConfig, environ: Mapping[str, str] | None = None)
         "llm": _llm_shown(cfg.llm, env),
         "follow_symlinks": cfg.follow_symlinks,
         "max_file_bytes": cfg.max_file_bytes,
+        "workers": cfg.workers,
         "evaluation": {
             "questions": [str(q) for q in cfg.evaluation.questions],
             "hit_at_5_floor": cfg.evaluation.hit_at_5_floor,

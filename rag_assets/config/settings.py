@@ -151,6 +151,8 @@ class RagConfig:
     follow_symlinks: bool = FILE_DEFAULTS.follow_symlinks
     # A larger file is skipped and reported: one huge file must not exhaust a build.
     max_file_bytes: int = FILE_DEFAULTS.max_file_bytes
+    # Processes that parse and chunk (rag_assets.base.work_pool): 0 is one per core.
+    workers: int = FILE_DEFAULTS.workers
     evaluation: EvaluationConfig = EvaluationConfig()
     # The chat model of `rag ask` and POST /ask; the Private tier answers only with a local one.
     llm: LlmSettings = field(default_factory=LlmSettings)

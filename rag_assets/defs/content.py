@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from rag_assets.base.work_pool import WorkPool
 from rag_assets.config import RagConfig
 from rag_assets.defs.io_managers import LAZY
 from rag_assets.defs.jobs import BUILD_TAG
@@ -29,6 +30,8 @@ from rag_assets.records import ChunkedCollection, CollectionSnapshot, ParsedColl
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
 GROUP = "collections"
+# What the workers of the parse and chunk steps import once, in their forkserver.
+WORK_MODULES = ("rag_assets.ingest.parsing", "rag_assets.ingest.chunking")
 
 
 def one_at_a_time(asset: str) -> dg.AssetIn:
@@ -46,6 +49,12 @@ STAGED = dg.Any
 def shard_metadata(shard: Shard) -> dict:
     """A shard partition's place in the UI: its collection and which shard it is (none unsharded)."""
     return {"collection": shard.collection, "shard": shard.label()} if shard.sharded else {}
+
+
+def build_pool(cfg: RagConfig) -> WorkPool:
+    """The worker processes of a parse or chunk step (rag.yaml's ``workers``), started only
+    when a partition has enough new or changed files to pay for them."""
+    return WorkPool(cfg.workers, preload=WORK_MODULES)
 
 
 def collection_listings(cfg: RagConfig) -> Callable[[str], Listing]:
@@ -124,8 +133,10 @@ def build_content_assets(
         cfg = rag.config
         cache = DocumentCache(cfg.document_cache_path, cfg.chunking)
         listing = collection_listings(cfg)
+        pool = build_pool(cfg)
 
         def one(key: str) -> tuple[ParsedCollection, dict]:
+            spread = pool.parallel_items
             snapshot = content_hash[key]
             shard = shard_for_key(cfg, key)
             collection = shard.collection
@@ -140,6 +151,7 @@ def build_content_assets(
                 holds=shard.holds if shard.sharded else None,
                 hashed=snapshot.files,
                 listing=listing(collection),
+                pool=pool,
             )
             parsed = replace(parsed, shard=shard_part(shard, snapshot))
             for item in parsed.skipped:
@@ -149,6 +161,7 @@ def build_content_assets(
                 **shard_metadata(shard),
                 "documents": len(parsed.documents),
                 "parsed_now": len(parsed.documents) - reused,
+                "processes": pool.processes(since=spread),
                 "unchanged": reused,
                 "skipped_files": len(parsed.skipped),
                 "skipped": dg.MetadataValue.md(skipped_markdown(parsed.skipped)),
@@ -163,9 +176,10 @@ def build_content_assets(
             )
 
         # The skipped files kept in memory: `rag build` reports them after the run.
-        return for_each_partition(
-            context, "collection", one, describe, records_dir=cfg.intermediate_dir, keep=lambda p: p.skipped
-        )
+        with pool:
+            return for_each_partition(
+                context, "collection", one, describe, records_dir=cfg.intermediate_dir, keep=lambda p: p.skipped
+            )
 
     @dg.asset(
         partitions_def=partitions_def,
@@ -182,9 +196,11 @@ def build_content_assets(
         """Heading-aware chunks of about 400 words with 50 words of overlap."""
         cfg = rag.config
         cache = DocumentCache(cfg.document_cache_path, cfg.chunking)
+        pool = build_pool(cfg)
 
         def one(key: str) -> tuple[ChunkedCollection, dict]:
-            chunked = chunk_collection(parsed_documents[key], cfg.chunking, cache)
+            spread = pool.parallel_items
+            chunked = chunk_collection(parsed_documents[key], cfg.chunking, cache, pool)
             words = [c.word_count for c in chunked.chunks]
             return chunked, {
                 **shard_metadata(shard_for_key(cfg, key)),
@@ -192,16 +208,18 @@ def build_content_assets(
                 "chunks": len(chunked.chunks),
                 "mean_words_per_chunk": round(sum(words) / len(words), 1) if words else 0.0,
                 "max_words_per_chunk": max(words, default=0),
+                "processes": pool.processes(since=spread),
                 "preview": dg.MetadataValue.md(chunk_preview_markdown(chunked.chunks)),
                 "content_hash": chunked.content_hash,
             }
 
-        return for_each_partition(
-            context,
-            "collection",
-            one,
-            lambda c: f"{len(c.chunks)} chunks from {len(c.documents)} documents",
-            records_dir=cfg.intermediate_dir,
-        )
+        with pool:
+            return for_each_partition(
+                context,
+                "collection",
+                one,
+                lambda c: f"{len(c.chunks)} chunks from {len(c.documents)} documents",
+                records_dir=cfg.intermediate_dir,
+            )
 
     return [content_hash, parsed_documents, chunks]

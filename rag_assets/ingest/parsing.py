@@ -15,6 +15,7 @@ aliases, the "billion laughs", would otherwise expand to billions).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Collection, Mapping
@@ -24,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from rag_assets.base.work_pool import WorkPool
 from rag_assets.ingest.obsidian import read_obsidian_note
 from rag_assets.ingest.sources import VANISHED_REASON, unreadable_reason
 from rag_assets.ingest.walker import (
@@ -66,6 +68,7 @@ def parse_collection(
     hashed: Collection[str] = (),
     obsidian: bool = False,
     listing: Listing | None = None,
+    pool: WorkPool | None = None,
 ) -> ParsedCollection:
     """Parse every file of one collection folder, keeping the failures with their reasons.
 
@@ -83,6 +86,8 @@ def parse_collection(
     (wikilinks, embeds, comments, callouts, tags, aliases: see rag_assets/ingest/obsidian.py),
     for the notes of a vault. ``listing``: the folder's :func:`list_folder` (this policy, the
     ``<collection>/`` prefix) when the caller has it already, as for the content hash.
+    ``pool``: the files not reused are parsed in its worker processes (rag_assets.base.work_pool),
+    the same documents in the same order as here.
     """
     reuse = reuse or {}
     keep = holds or (lambda _: True)
@@ -98,19 +103,20 @@ def parse_collection(
     listing = listing if listing is not None else list_folder(root, policy, prefix=f"{collection}/")
     skipped: list[SkippedFile] = [s for s in listing.skipped if keep(s.path)]
     slug_owner: dict[str, str] = {}
+    kept = [(f"{collection}/{item.rel}", item.where) for item in listing.files]
+    kept = [(rel, where) for rel, where in kept if keep(rel)]
+    read = functools.partial(
+        _parse_file, root=root, collection=collection, max_file_bytes=policy.max_file_bytes, obsidian=obsidian
+    )
+    # The files not reused parsed first (in worker processes with a pool), then taken in order.
+    parsed = iter((pool or WorkPool(1)).map(read, [where for rel, where in kept if rel not in reuse]))
     result: Document | SkippedFile  # reused documents are parsed ones; a fresh parse may skip
-    for item in listing.files:
-        path = item.path
-        rel = f"{collection}/{item.rel}"
-        if not keep(rel):
-            continue
+    for rel, _ in kept:
         if rel in reuse:
             result, chunks = reuse[rel]
             cached_chunks[rel] = chunks
         else:
-            result = parse_markdown_file(
-                path, root=root, collection=collection, max_file_bytes=policy.max_file_bytes, obsidian=obsidian
-            )
+            result = next(parsed)
         if isinstance(result, SkippedFile):
             skipped.append(result)
             continue
@@ -135,6 +141,15 @@ def vanished_since_hashing(
 def slug_taken(path: str, slug: str, owner: str) -> SkippedFile:
     """The file at ``path`` is skipped: ``owner`` (first in path order) already has its slug."""
     return SkippedFile(path=path, reason=f"same slug '{slug}' as {owner}; rename one of them")
+
+
+def _parse_file(
+    path: str, *, root: Path, collection: str, max_file_bytes: int, obsidian: bool
+) -> Document | SkippedFile:
+    """parse_markdown_file of a listed path (the walk's string), as a worker process calls it."""
+    return parse_markdown_file(
+        Path(path), root=root, collection=collection, max_file_bytes=max_file_bytes, obsidian=obsidian
+    )
 
 
 def parse_markdown_file(
