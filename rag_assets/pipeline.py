@@ -32,6 +32,16 @@ def utc_now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+# What the worker processes of a build import once, in their forkserver: the parser and chunker.
+WORK_MODULES = ("rag_assets.ingest.parsing", "rag_assets.ingest.chunking")
+
+
+def build_pool(cfg: RagConfig) -> WorkPool:
+    """The worker processes that parse and chunk for one step (rag.yaml's ``workers``), started
+    only when a collection has enough new or changed files to pay for them."""
+    return WorkPool(cfg.workers, preload=WORK_MODULES)
+
+
 def chunk_collection(
     parsed: ParsedCollection, params: ChunkingParams, cache: DocumentCache | None = None, pool: WorkPool | None = None
 ) -> ChunkedCollection:

@@ -95,8 +95,9 @@ def write_collection(root: Path, files: int) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         words = " ".join(f"word{(n * 31 + i) % 997}" for i in range(300 + (n % 5) * 200))
         code = "```python\nprint('x')\n```\n" if n % 3 == 0 else ""
+        links = f"See [[note{(n + 1) % files:04d}]] and #tag{n % 3}.\n\n> [!note] A callout\n> inside\n\n"
         (folder / f"note{n:04d}.md").write_text(
-            f"---\ntitle: Note {n}\ntags: [t{n % 4}]\n---\n# Heading {n}\n\n{words}\n\n{code}## More\n\n{words}\n",
+            f"---\ntitle: Note {n}\ntags: [t{n % 4}]\n---\n# Heading {n}\n\n{links}{words}\n\n{code}## More\n\n{words}\n",
             encoding="utf-8",
         )
     (root / "docs" / "empty.md").write_text("", encoding="utf-8")
@@ -116,6 +117,9 @@ def test_parse_and_chunk_in_workers_make_what_one_process_makes(tmp_path: Path) 
         assert spread == alone
         assert {s.path for s in spread.skipped} >= {"docs/empty.md", "docs/binary.md", "docs/broken.md"}
         chunked_there = chunk_collection(spread, params, pool=pool)
+        # As vault notes (their Obsidian syntax read: wikilinks, tags, callouts), as a vault's build parses them.
+        notes = parse_collection(tmp_path, "docs", "hash", obsidian=True, pool=pool)
+        assert notes == parse_collection(tmp_path, "docs", "hash", obsidian=True)
     chunked_here = chunk_collection(alone, params)
     assert chunked_there == chunked_here and len(chunked_here.chunks) > len(alone.documents)
 

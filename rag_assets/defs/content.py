@@ -13,7 +13,6 @@ from pathlib import Path
 
 import dagster as dg
 
-from rag_assets.base.work_pool import WorkPool
 from rag_assets.config import RagConfig
 from rag_assets.defs.io_managers import LAZY
 from rag_assets.defs.jobs import BUILD_TAG
@@ -25,13 +24,11 @@ from rag_assets.ingest.parsing import parse_collection
 from rag_assets.ingest.shards import Shard, shard_for_key, shard_part, snapshot_shard
 from rag_assets.ingest.stat_cache import StatCache
 from rag_assets.ingest.walker import Listing, list_folder
-from rag_assets.pipeline import chunk_collection
+from rag_assets.pipeline import build_pool, chunk_collection
 from rag_assets.records import ChunkedCollection, CollectionSnapshot, ParsedCollection
 from rag_assets.reporting import chunk_preview_markdown, human_bytes, skipped_markdown
 
 GROUP = "collections"
-# What the workers of the parse and chunk steps import once, in their forkserver.
-WORK_MODULES = ("rag_assets.ingest.parsing", "rag_assets.ingest.chunking")
 
 
 def one_at_a_time(asset: str) -> dg.AssetIn:
@@ -49,12 +46,6 @@ STAGED = dg.Any
 def shard_metadata(shard: Shard) -> dict:
     """A shard partition's place in the UI: its collection and which shard it is (none unsharded)."""
     return {"collection": shard.collection, "shard": shard.label()} if shard.sharded else {}
-
-
-def build_pool(cfg: RagConfig) -> WorkPool:
-    """The worker processes of a parse or chunk step (rag.yaml's ``workers``), started only
-    when a partition has enough new or changed files to pay for them."""
-    return WorkPool(cfg.workers, preload=WORK_MODULES)
 
 
 def collection_listings(cfg: RagConfig) -> Callable[[str], Listing]:

@@ -22,6 +22,7 @@ import orjson
 
 from rag_assets.base.atomic import atomic_write_bytes
 from rag_assets.base.sqlite_cache import discard_if_damaged
+from rag_assets.base.work_pool import WorkPool
 from rag_assets.config import RagConfig, VaultConfig
 from rag_assets.embed import Embedder
 from rag_assets.embed.cache import EmbeddingCache
@@ -36,6 +37,7 @@ from rag_assets.ingest.stat_cache import StatCache
 from rag_assets.ingest.transclusion import TRANSCLUSION_VERSION, transclude_vault
 from rag_assets.pipeline import (
     EmbeddingStats,
+    build_pool,
     chunk_collection,
     embed_collection,
     utc_now_iso,
@@ -86,8 +88,11 @@ def snapshot_vault(cfg: RagConfig, vault: VaultConfig, stat_cache: StatCache | N
     )
 
 
-def parse_vault(cfg: RagConfig, vault: VaultConfig, snapshot: CollectionSnapshot) -> ParsedCollection:
-    """The vault's notes read as Obsidian shows them, from the files its snapshot hashed."""
+def parse_vault(
+    cfg: RagConfig, vault: VaultConfig, snapshot: CollectionSnapshot, pool: WorkPool | None = None
+) -> ParsedCollection:
+    """The vault's notes read as Obsidian shows them, from the files its snapshot hashed
+    (``pool``: in its worker processes, on this machine)."""
     return parse_collection(
         vault.path.parent,
         vault.name,
@@ -96,6 +101,7 @@ def parse_vault(cfg: RagConfig, vault: VaultConfig, snapshot: CollectionSnapshot
         policy=vault_policy(cfg, vault),
         hashed=snapshot.files,
         obsidian=True,
+        pool=pool,
     )
 
 
@@ -148,7 +154,8 @@ def build_vault_tier(
     stat_cache = vault_stat_cache(cfg, trust=not full)
     snapshot = snapshot_vault(cfg, vault, stat_cache)
     stat_cache.save()
-    parsed = parse_vault(cfg, vault, snapshot)
+    with build_pool(cfg) as pool:  # the notes read on every core, on this machine
+        parsed = parse_vault(cfg, vault, snapshot, pool)
     tally = SanitizeTally()
     if tier == "safe":
         assert sanitizer is not None
@@ -166,7 +173,8 @@ def build_vault_tier(
     if vault.transclude_embeds:  # after sanitising: the embedded text is the Safe text of a note of this vault
         parsed.documents = transclude_vault(parsed.documents, resolved.report)
     log(f"[{vault.name}] links: {resolved.report.summary()}")
-    chunked = chunk_collection(parsed, cfg.chunking, cache=None)
+    with build_pool(cfg) as pool:
+        chunked = chunk_collection(parsed, cfg.chunking, cache=None, pool=pool)
     embedded, stats = embed_collection(
         chunked,
         embedder,
