@@ -8,8 +8,10 @@ whose published segments (named by their content) are compared with a build in o
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -80,6 +82,46 @@ def test_the_workers_do_not_run_the_main_program_again(tmp_path: Path) -> None:
         assert run.returncode == 0, run.stderr
         assert run.stdout.strip() == str(work_pool.MIN_ITEMS)
     assert len(marker.read_text().splitlines()) == 2  # once per program, never in a worker
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_the_workers_end_when_the_build_is_killed(tmp_path: Path) -> None:
+    """SIGKILL (the OOM killer) gives the workers no word: each watches its parent and ends, rather
+    than waiting for ever on a result pipe no one reads (which kept the build's stdout open)."""
+    script = tmp_path / "killed.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from rag_assets.base.work_pool import MIN_ITEMS, WorkPool\n"
+        "from rag_assets_tests.test_work_pool import pid_of, slow\n"
+        "with WorkPool(2) as pool:\n"
+        "    print(*sorted(set(pool.map(pid_of, list(range(MIN_ITEMS))))), flush=True)\n"
+        "    pool.map(slow, list(range(MIN_ITEMS * 10)))\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    build = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    assert build.stdout is not None
+    workers = [int(pid) for pid in build.stdout.readline().split()]
+    assert workers and all(alive(pid) for pid in workers)
+    time.sleep(0.5)  # the slow map under way
+    build.send_signal(signal.SIGKILL)
+    build.wait()
+    deadline = time.monotonic() + 30  # only against a hang: they end within a second
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in workers)
+
+
+def slow(_: object) -> bytes:
+    time.sleep(0.05)
+    return b"x" * 100_000
 
 
 def test_zero_workers_means_one_per_core() -> None:

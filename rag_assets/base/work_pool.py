@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -69,6 +71,21 @@ def _main_left_out() -> Iterator[None]:
         yield
     finally:
         sys.modules["__main__"] = main
+
+
+def _exit_with_parent() -> None:
+    """In a new worker: end it as soon as the process that started the pool is gone. A build
+    killed with SIGKILL (the OOM killer, `kill -9`) otherwise leaves its workers blocked for
+    ever on a result pipe no one reads, and with them the forkserver and the build's stdout."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)  # no cleanup to run: the work of a dead build is lost anyway
+
+    threading.Thread(target=watch, name="rag-work-pool-parent", daemon=True).start()
 
 
 def _run_batch(fn: Callable[[Any], Any], batch: Sequence[Any]) -> list[Any]:
@@ -120,7 +137,9 @@ class WorkPool:
                 # Effective only if this process's forkserver is not running yet; the workers of
                 # a later pool fork from the one already started (its imports made).
                 context.set_forkserver_preload(self.preload)
-            self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+            self._executor = ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=context, initializer=_exit_with_parent
+            )
         return self._executor
 
     def close(self) -> None:
