@@ -111,6 +111,22 @@ def test_dates_in_frontmatter_become_iso_strings(write_tree):
     assert doc.frontmatter["updated"] == "2026-02-03T04:05:06"
 
 
+def test_a_date_that_does_not_exist_skips_its_file_not_the_collection(write_tree):
+    """YAML reads `2024-02-30` as a date and Python refuses it (ValueError, not a YAMLError):
+    one file is skipped with the reason, the rest is indexed (found by an attack run)."""
+    parsed = parse(
+        write_tree,
+        {
+            "posts/bad.md": "---\ntitle: Bad\ndate: 2024-02-30\n---\ntext",
+            "posts/good.md": "---\ntitle: Good\ndate: 2024-02-28\n---\ntext",
+        },
+    )
+    assert [d.title for d in parsed.documents] == ["Good"]
+    [skipped] = parsed.skipped
+    assert skipped.path == "posts/bad.md"
+    assert skipped.reason == "invalid YAML frontmatter: day is out of range for month; fix the value"
+
+
 def test_one_long_string_aliased_many_times_is_refused_before_it_expands(write_tree):
     """Under the value count but not under the size: 9,000 characters referenced 500 times
     would be 4.5 MB in every copy (cache, store, index); the file is skipped, not expanded."""

@@ -257,6 +257,9 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
         line = f" at line {where.line + 2}" if where is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UnusableFile(f"invalid YAML frontmatter{line}: {problem}") from None
+    except (ValueError, OverflowError) as exc:
+        # A value YAML reads but Python cannot hold: `date: 2024-02-30` (day is out of range).
+        raise UnusableFile(f"invalid YAML frontmatter: {exc}; fix the value") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
