@@ -38,6 +38,7 @@ def test_enough_items_go_to_other_processes_in_order() -> None:
     items = list(range(work_pool.MIN_ITEMS * 2))
     with WorkPool(2) as pool:
         pids = pool.map(pid_of, items)
+        assert pool.started
         doubled = pool.map(fails_on_seven, [n for n in items if n != 7])
         assert pool.parallel_items == 2 * len(items) - 1
         assert pool.processes(since=0) == 2 and pool.processes(since=pool.parallel_items) == 1
@@ -49,7 +50,7 @@ def test_few_items_or_one_worker_stay_in_this_process() -> None:
     few = list(range(work_pool.MIN_ITEMS - 1))
     with WorkPool(2) as pool:
         assert set(pool.map(pid_of, few)) == {os.getpid()}
-        assert pool.parallel_items == 0 and pool._executor is None  # nothing was started
+        assert pool.parallel_items == 0 and not pool.started
     with WorkPool(1) as pool:
         assert set(pool.map(pid_of, list(range(work_pool.MIN_ITEMS * 2)))) == {os.getpid()}
 
@@ -170,14 +171,14 @@ def test_a_build_with_workers_publishes_the_segments_of_a_build_without(tmp_path
     content = tmp_path / "content"
     write_collection(content, 60)
     monkeypatch.setattr(work_pool, "MIN_ITEMS", 10)  # the sample is small: spread it all the same
-    started: list[int] = []
-    real_start = WorkPool._start
+    started: list[int] = []  # per pool closed: its workers if it started them, else 0
+    real_close = WorkPool.close
 
-    def counted_start(self: WorkPool):
-        started.append(self.workers)
-        return real_start(self)
+    def recorded_close(self: WorkPool) -> None:
+        started.append(self.workers if self.started else 0)
+        real_close(self)
 
-    monkeypatch.setattr(WorkPool, "_start", counted_start)
+    monkeypatch.setattr(WorkPool, "close", recorded_close)
     segments = {}
     for workers in ("2", "1"):
         out = tmp_path / f"out{workers}"
@@ -186,5 +187,5 @@ def test_a_build_with_workers_publishes_the_segments_of_a_build_without(tmp_path
         assert main(["build", "--config", str(config)]) == 0
         capsys.readouterr()
         segments[workers] = sorted(p.name for p in (out / "data" / "segments").iterdir() if "ledger" not in p.name)
-    assert started == [2, 2]  # the parse and chunk steps of the first build, none in the second
+    assert started == [2, 2, 0, 0]  # the parse and chunk steps of each build: workers in the first only
     assert segments["2"] == segments["1"] and segments["1"]

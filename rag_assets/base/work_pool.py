@@ -109,6 +109,11 @@ class WorkPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def started(self) -> bool:
+        """Whether worker processes were started (a map had enough items)."""
+        return self._executor is not None
+
     def processes(self, since: int) -> int:
         """How many processes did the work of the maps since ``parallel_items`` was ``since``."""
         return self.workers if self.parallel_items > since else 1
