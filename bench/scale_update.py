@@ -208,22 +208,26 @@ class DescendantsPeak:
             self.peak_mb = max(self.peak_mb, descendants_rss_mb())
 
 
-def descendants_rss_mb() -> float:
-    """RSS of every descendant of this process, summed, in MB (from /proc)."""
-    parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
+def process_stats() -> dict[int, list[str]]:
+    """Every process's /proc/PID/stat fields after its command name (so field 0 is its state,
+    1 its parent's pid, 11-14 utime, stime, cutime, cstime, 21 its RSS in pages)."""
+    stats: dict[int, list[str]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
+            stats[int(stat.parent.name)] = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
             continue
-        pid = int(stat.parent.name)
-        parents[pid], rss[pid] = int(fields[1]), int(fields[21])  # ppid, rss in pages
+    return stats
+
+
+def descendants_rss_mb() -> float:
+    """RSS of every descendant of this process, summed, in MB (from /proc)."""
+    stats = process_stats()
     mine, frontier = set(), {os.getpid()}
     while frontier:
-        frontier = {pid for pid, ppid in parents.items() if ppid in frontier} - mine
+        frontier = {pid for pid, fields in stats.items() if int(fields[1]) in frontier} - mine
         mine |= frontier
-    return sum(rss[pid] for pid in mine) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return sum(int(stats[pid][21]) for pid in mine) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def own_cpu_s() -> float:
@@ -240,15 +244,9 @@ def own_cpu_s() -> float:
 def live_children_cpu_s() -> float:
     """CPU seconds of this process's live children and of the children they reaped (from
     /proc: utime, stime, cutime, cstime)."""
-    total, me, tick = 0, os.getpid(), os.sysconf("SC_CLK_TCK")
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == me:  # ppid (the fields after the command name start at state)
-            total += sum(int(f) for f in fields[11:15])
-    return total / tick
+    me = os.getpid()
+    ticks = sum(sum(int(f) for f in fields[11:15]) for fields in process_stats().values() if int(fields[1]) == me)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def own_peak_rss_mb() -> float:

@@ -60,22 +60,27 @@ def test_a_workers_error_is_raised_here() -> None:
         pool.map(fails_on_seven, list(range(work_pool.MIN_ITEMS)))
 
 
+def write_program(script: Path, *lines: str) -> dict[str, str]:
+    """Write a Python program of ``lines``; the environment that runs it with this checkout."""
+    script.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+
 def test_the_workers_do_not_run_the_main_program_again(tmp_path: Path) -> None:
     """A worker would run the parent's main script again under another name (the `rag` script,
     Dagster's CLI, a script with side effects), or die on a ``<stdin>`` it cannot find."""
     marker = tmp_path / "runs.txt"
     script = tmp_path / "main_script.py"
-    script.write_text(
-        "import os, sys\n"
-        f"open({str(marker)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
-        "from rag_assets.base.work_pool import MIN_ITEMS, WorkPool\n"
-        "if __name__ == '__main__':\n"
-        "    with WorkPool(2) as pool:\n"
-        "        pool.map(abs, list(range(MIN_ITEMS)))\n"
-        "        print(pool.parallel_items)\n",
-        encoding="utf-8",
+    env = write_program(
+        script,
+        "import os",
+        f"open({str(marker)!r}, 'a').write(f'{{os.getpid()}}\\n')",
+        "from rag_assets.base.work_pool import MIN_ITEMS, WorkPool",
+        "if __name__ == '__main__':",
+        "    with WorkPool(2) as pool:",
+        "        pool.map(abs, list(range(MIN_ITEMS)))",
+        "        print(pool.parallel_items)",
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     for source in ("file", "stdin"):
         argv = [sys.executable, str(script)] if source == "file" else [sys.executable, "-"]
         stdin = None if source == "file" else script.read_text(encoding="utf-8")
@@ -97,16 +102,14 @@ def test_the_workers_end_when_the_build_is_killed(tmp_path: Path) -> None:
     """SIGKILL (the OOM killer) gives the workers no word: each watches its parent and ends, rather
     than waiting for ever on a result pipe no one reads (which kept the build's stdout open)."""
     script = tmp_path / "killed.py"
-    script.write_text(
-        "import os, sys, time\n"
-        "from rag_assets.base.work_pool import MIN_ITEMS, WorkPool\n"
-        "from rag_assets_tests.test_work_pool import pid_of, slow\n"
-        "with WorkPool(2) as pool:\n"
-        "    print(*sorted(set(pool.map(pid_of, list(range(MIN_ITEMS))))), flush=True)\n"
-        "    pool.map(slow, list(range(MIN_ITEMS * 10)))\n",
-        encoding="utf-8",
+    env = write_program(
+        script,
+        "from rag_assets.base.work_pool import MIN_ITEMS, WorkPool",
+        "from rag_assets_tests.test_work_pool import pid_of, slow",
+        "with WorkPool(2) as pool:",
+        "    print(*sorted(set(pool.map(pid_of, list(range(MIN_ITEMS))))), flush=True)",
+        "    pool.map(slow, list(range(MIN_ITEMS * 10)))",
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     build = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
     assert build.stdout is not None
     workers = [int(pid) for pid in build.stdout.readline().split()]
