@@ -282,6 +282,11 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="update part: measure the edits on the build already in the output folder (no full build)",
     )
+    p.add_argument(
+        "--update-watch",
+        action="store_true",
+        help="update part: run `rag watch` during the edits and the status and check runs (Linux)",
+    )
     p.add_argument("--status-runs", type=int, default=3, help="update part: rag status and rag check runs at each size")
     p.add_argument("--update-size", type=int, help=argparse.SUPPRESS)
     p.add_argument("--child", help=argparse.SUPPRESS)

@@ -452,8 +452,11 @@ def measure_size(args, size: int, run_child) -> dict:
         build = run_child("update-build", args, extra, env)
         built.write_text(json.dumps(build))
     print(f"  full build: {json.dumps(build)}", flush=True)
-    edit = run_child("update-edit", args, extra, env)
-    checks = status_and_check(c, args.status_runs, env)
+    with rag_watch(c, env, args.update_watch) as banner:
+        if banner:
+            print(f"  {banner}", flush=True)
+        edit = run_child("update-edit", args, extra, env)
+        checks = status_and_check(c, args.status_runs, env)
     shutil.copyfile(c["folder"] / "target.orig", c["content"] / c["target"])  # the corpus as generated
     chunks = checks.pop("chunks") or build.get("chunks_said")  # `rag status --json`, else the build's own lines
     return {
@@ -468,7 +471,27 @@ def measure_size(args, size: int, run_child) -> dict:
         **checks,
         "load_before": load_before,
         "load_after": os.getloadavg(),
+        "watch": bool(args.update_watch),
     }
+
+
+@contextlib.contextmanager
+def rag_watch(c: dict, env: dict[str, str], wanted: bool):
+    """With ``wanted``: `rag watch` on the corpus while the block runs (its banner, once every
+    folder is watched); else nothing (None)."""
+    if not wanted:
+        yield None
+        return
+    argv = [sys.executable, "-m", "rag_assets.serve.cli", "watch", "--config", str(c["config"])]
+    proc = subprocess.Popen(argv, env=env, cwd=c["folder"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        banner = proc.stdout.readline().strip() if proc.stdout else ""
+        if not banner.startswith("Watching"):
+            raise SystemExit(f"rag watch did not start: {banner}")
+        yield banner
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.communicate(timeout=60)
 
 
 def column(r: dict) -> dict[str, str]:
@@ -492,7 +515,7 @@ def column(r: dict) -> dict[str, str]:
         + (f"{(r['chunks'] or 0) / build['cpu_s']:,.0f}" if build["cpu_s"] else "-"),  # a kept build's may be unknown
         "full build peak RSS (+ workers)": f"{build['peak_rss_mb']:,.0f} MB"
         + (f" (+ {build['workers_peak_rss_mb']:,.0f} MB)" if build.get("workers_peak_rss_mb") else ""),
-        "edit -> searchable (median)": f"{med('searchable_s'):.2f} s",
+        "edit -> searchable (median)": f"{med('searchable_s'):.2f} s" + (" (rag watch)" if r.get("watch") else ""),
         "  runs": ", ".join(f"{e['searchable_s']:.2f}" for e in edits),
         "  of which rag build / search": f"{med('build_s'):.2f} / {med('search_s'):.2f} s",
         "  rag build CPU (median; runs)": f"{med('build_cpu_s'):.2f} s; "

@@ -168,6 +168,7 @@ SMOKE: dict[str, list[str]] = {
         "1",
         "--status-runs",
         "1",
+        "--update-watch",
         "--cache-dir",
         "{tmp}/cache",
     ],

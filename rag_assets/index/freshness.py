@@ -24,7 +24,9 @@ from rag_assets.index import generations
 from rag_assets.index import manifest as manifest_io
 from rag_assets.index.index_json import read_meta
 from rag_assets.index.integrity import Damage, publication_damage, read_json_object
+from rag_assets.ingest import journal_snapshots
 from rag_assets.ingest.boundaries import collection_policy
+from rag_assets.ingest.change_journal import JournalToken, journal_files, read_since
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.shards import ShardSplits, collection_of, collection_shards, split_snapshot
 from rag_assets.ingest.sources import overall_content_hash, snapshot_collection
@@ -80,6 +82,9 @@ class ChangeReport:
     published_hash: str | None
     has_index: bool
     damage: list[Damage] = field(default_factory=list)  # published outputs that fail verification
+    # With `rag watch`'s journal: the collections walked (the others' snapshots were taken as
+    # the journal vouched for them); None: no journal was read, every collection was walked.
+    walked: list[str] | None = None
 
     @property
     def changed(self) -> list[CollectionChange]:
@@ -96,7 +101,16 @@ class _Watched:
 
     cfg: RagConfig
     content_hash: str
-    watch: ContentWatch
+    watch: ContentWatch | None
+    # With `rag watch` running: the journal point the walk's snapshots are of (None: any
+    # collection's walk met a symlink, which the journal cannot vouch for).
+    token: JournalToken | None = None
+
+    def unchanged(self) -> bool:
+        if self.token is not None:
+            read = read_since(journal_files(self.cfg.data_dir), self.cfg.content_dir.resolve(), self.token)
+            return read is not None and not read.everything and not read.changed
+        return self.watch is not None and self.watch.unchanged()
 
 
 _watched: _Watched | None = None  # this process's last detect_changes(watch=True) with a watch
@@ -109,11 +123,14 @@ def detect_changes(
     verify_outputs: bool = True,
     record: VerificationRecord | None = None,
     watch: bool = False,
+    journal: bool = True,
 ) -> ChangeReport:
     """Compare the content on disk with the last published build; ``verify_outputs=False``
     leaves the published files unread (no damage reported: a sensor tick). ``watch``: keep
     what the walk read (rag_assets.ingest.watch), so that :func:`content_hash_if_unchanged`
-    can later tell by stat alone whether the content hash is still this one."""
+    can later tell by stat alone whether the content hash is still this one. With `rag watch`
+    running (and ``journal``), only the collections its journal names are walked
+    (rag_assets.ingest.change_journal); ``journal=False`` walks them all."""
     global _watched
     gen = generations.published(cfg)
     # The header first (collections and their hashes), no ledger segment read.
@@ -122,12 +139,21 @@ def detect_changes(
     splits = ShardSplits(cfg.shard_splits_path)
     indexed = read_indexed_collections(cfg)
     policy = collection_policy(cfg)
-    builder = WatchBuilder() if watch else None
+    names = discover_collections(cfg).collections
+    files = journal_files(cfg.data_dir)
+    reuse = journal_snapshots.reusable(files, cfg.content_dir, policy, names) if journal else None
+    builder = WatchBuilder() if watch and reuse is None else None
     if builder is not None:
         builder.add_folder_entries(cfg.content_dir)  # before discovery reads it
-    snapshots = {
-        name: _snapshot(cfg, name, stat_cache, policy, builder) for name in discover_collections(cfg).collections
-    }
+    snapshots: dict[str, CollectionSnapshot] = {}
+    linked: dict[str, bool] = {}
+    for name in names:
+        if reuse is not None and name in reuse.snapshots:
+            snapshots[name] = reuse.snapshots[name]
+        else:
+            snapshots[name], linked[name] = _snapshot(cfg, name, stat_cache, policy, builder)
+    if reuse is not None:
+        journal_snapshots.save(files, cfg.content_dir, policy, reuse.token, snapshots, linked, reuse.files)
     previous, known_by_collection = _known_files(gen.manifest_path, previous, snapshots)
     changes: list[CollectionChange] = []
     hashes: dict[str, str] = {}
@@ -176,6 +202,8 @@ def detect_changes(
     if builder is not None:
         made = builder.finish()
         _watched = _Watched(cfg, current_hash, made) if made is not None else None
+    elif watch and reuse is not None:
+        _watched = _Watched(cfg, current_hash, None, None if any(linked.values()) else reuse.token)
     meta = read_meta(gen.meta_path)
     damage = publication_damage(cfg, gen, record) if verify_outputs else []
     return ChangeReport(
@@ -184,21 +212,23 @@ def detect_changes(
         meta.get("contentHash") if meta else None,
         gen.index_path.is_file(),
         damage,
+        sorted(linked) if reuse is not None else None,
     )
 
 
 def _snapshot(
     cfg: RagConfig, name: str, stat_cache: StatCache, policy: WalkPolicy, builder: WatchBuilder | None
-) -> CollectionSnapshot:
-    """One collection hashed; with a ``builder``, what its walk read goes into the watch."""
-    if builder is None:
-        return snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy)
+) -> tuple[CollectionSnapshot, bool]:
+    """One collection walked and hashed, and whether the walk met a symlink (the collection
+    folder one, or one in it); with a ``builder``, what its walk read goes into the watch."""
     root = cfg.content_dir / name
-    builder.add_path(root, links_too=True)  # before it is listed
+    if builder is not None:
+        builder.add_path(root, links_too=True)  # before it is listed
     listing = list_folder(root, policy, prefix=f"{name}/") if root.is_dir() else Listing()
     snapshot = snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy, listing=listing)
-    builder.add_listing(listing, cfg.content_dir, snapshot.files, prefix=f"{name}/")
-    return snapshot
+    if builder is not None:
+        builder.add_listing(listing, cfg.content_dir, snapshot.files, prefix=f"{name}/")
+    return snapshot, listing.links or root.is_symlink()
 
 
 def content_hash_if_unchanged(cfg: RagConfig) -> str | None:
@@ -206,7 +236,7 @@ def content_hash_if_unchanged(cfg: RagConfig) -> str | None:
     nothing its walk read has changed since (a ``stat`` of each path, no walk, no hashing);
     None when there is none for ``cfg`` or something changed: walk again."""
     watched = _watched
-    if watched is None or watched.cfg != cfg or not watched.watch.unchanged():
+    if watched is None or watched.cfg != cfg or not watched.unchanged():
         return None
     return watched.content_hash
 

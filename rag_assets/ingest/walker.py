@@ -92,6 +92,9 @@ class Listing:
     # Each folder listed, with its stat taken before it was listed (None: it could not be
     # stat'ed): an entry added or removed since changes the folder's mtime (ingest/watch.py).
     folders: list[tuple[str, os.stat_result | None]] = field(default_factory=list)
+    # Whether the walk met a symlink (followed or skipped): a change at its target is not a
+    # change under this folder, so the change journal cannot vouch for it (journal_snapshots).
+    links: bool = False
 
 
 def default_policy(boundary: Path) -> WalkPolicy:
@@ -241,6 +244,7 @@ class _Walk:
             return []
         rel = rel_folder + entry.name
         if is_link:
+            self.listing.links = True
             real = os.path.realpath(entry.path)
             problem = symlink_problem(real, self.policy) or _loop_problem(real, chain)
         else:

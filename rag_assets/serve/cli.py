@@ -20,6 +20,7 @@ from rag_assets.serve.cli_links import add_related_parser
 from rag_assets.serve.cli_mcp import add_mcp_command
 from rag_assets.serve.cli_numbers import finite_float, int_between
 from rag_assets.serve.cli_token import add_token_command
+from rag_assets.serve.cli_watch import add_watch_command
 from rag_assets.serve.exit_codes import EXIT_OK, EXIT_USAGE
 
 Handler = Callable[..., int]
@@ -190,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="re-verify every output and cache file, also those unchanged since their last verification",
     )
     check.set_defaults(handler=lazy("rag_assets.serve.cli_build", "cmd_check"))
+
+    add_watch_command(commands, common)
 
     status = commands.add_parser(
         "status",

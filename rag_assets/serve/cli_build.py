@@ -21,7 +21,7 @@ from rag_assets.config import (
 )
 from rag_assets.embed import select_embedder
 from rag_assets.index import generations
-from rag_assets.index.freshness import detect_changes
+from rag_assets.index.freshness import ChangeReport, detect_changes
 from rag_assets.index.integrity import (
     cache_damage,
     discard_damaged_caches,
@@ -128,6 +128,7 @@ def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     asked = bool(args.collection or args.vault)
     state = _observe_and_repair(cfg, record, repair=not asked and not args.force)
     record.save()
+    _print_journal_use(state.changes)
     the_plan = plan(
         cfg,
         state,
@@ -380,7 +381,9 @@ def _dry_run(cfg: RagConfig, targets: list[str]) -> int:
 def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
     record = verification_record(cfg, deep=getattr(args, "deep", False))
     verified.reset_counts()
-    report = detect_changes(cfg, save_stat_cache=False, record=record)
+    # --deep walks every collection too, whatever `rag watch`'s journal says.
+    report = detect_changes(cfg, save_stat_cache=False, record=record, journal=not record.deep)
+    _print_journal_use(report)
     stale = False
     damage = report.damage + cache_damage(cfg, record)  # the published generation was verified just above
     logs = log_damage(cfg, record)
@@ -427,6 +430,15 @@ def cmd_check(cfg: RagConfig, args: argparse.Namespace) -> int:
             print(f"Fresh: the Safe and Private stores match {len(cfg.vaults)} vault(s).")
         print_link_reports(cfg)  # a report, not staleness: an unresolved link is the notes' own state
     return EXIT_FAILED if stale else EXIT_OK
+
+
+def _print_journal_use(report: ChangeReport) -> None:
+    """Which collections were walked, when `rag watch`'s journal said the others were unchanged."""
+    if report.walked is None:
+        return
+    total = len([c for c in report.collections if c.status != "removed"])
+    names = f": {', '.join(report.walked[:5])}{' ...' if len(report.walked) > 5 else ''}" if report.walked else ""
+    print(f"rag watch's journal: walked {len(report.walked)} of {total} collection(s){names}")
 
 
 def _print_verified(*, deep: bool) -> None:

@@ -1,0 +1,229 @@
+"""The change journal `rag watch` keeps: which collections changed since a build last looked.
+
+A walk of the content folder stats every file (711,111 at a million chunks), so change
+detection grows with the corpus even when one paragraph changed. `rag watch`
+(:mod:`rag_assets.ingest.journal_writer`) follows the kernel's file events instead and appends
+to ``<data>/watch/journal`` the name of each collection something happened in, as git's
+fsmonitor and watchman do for a worktree. A build that finds it running walks only the
+collections named since its last look and takes the others' snapshots as they were
+(:mod:`rag_assets.ingest.journal_snapshots`).
+
+The file, one line per record, after a header line ``rag-watch 1 <watcher id> <content folder>``:
+
+- ``"<collection>"`` (a JSON string): something changed under that top-level folder;
+- ``*``: anything may have changed (the kernel's queue overflowed and events were lost);
+- ``!``: the watcher stopped following the folder (it could not watch a new folder); no
+  reader trusts the journal after it;
+- ``cookie <name>``: the file ``<name>`` appeared in ``<data>/watch/cookies``.
+
+A reader cannot know whether the watcher has read the events of an edit made a moment ago
+(they wait in the kernel's queue). So each reader creates a cookie file and waits until its
+line appears (:func:`read_since`): one inotify queue delivers events in the order they
+happened, so every change made before the cookie is in the lines before it. Only then may a
+reader take "not named" as "unchanged". With no live watcher (its lock on
+``<data>/watch/lock`` free), another watcher's journal, a ``!``, or no cookie line within
+:data:`SYNC_TIMEOUT_S`, :func:`read_since` returns None and the caller walks everything.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+JOURNAL_VERSION = 1
+ALL = b"*"
+BROKEN = b"!"
+COOKIE = b"cookie "
+SYNC_TIMEOUT_S = 2.0  # a watcher that has not echoed a cookie by then is stuck: walk instead
+COOKIE_RETRY_S = 0.25
+
+
+@dataclass(frozen=True)
+class JournalFiles:
+    """Where one output folder's watcher keeps its journal, lock, cookies and snapshots."""
+
+    folder: Path
+
+    @property
+    def journal(self) -> Path:
+        return self.folder / "journal"
+
+    @property
+    def lock(self) -> Path:
+        return self.folder / "lock"
+
+    @property
+    def cookies(self) -> Path:
+        return self.folder / "cookies"
+
+    @property
+    def snapshots(self) -> Path:
+        return self.folder / "snapshots"
+
+
+def journal_files(data_dir: Path) -> JournalFiles:
+    return JournalFiles(data_dir / "watch")
+
+
+@dataclass(frozen=True)
+class JournalToken:
+    """A point in one watcher's journal: what a reader has seen up to (a byte offset)."""
+
+    watcher: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class JournalRead:
+    """What the journal says happened since a token: the collections named (``everything``:
+    any may have changed), and the token to read from next time."""
+
+    token: JournalToken
+    changed: frozenset[str]
+    everything: bool
+
+
+def header_line(watcher: str, content_dir: Path) -> bytes:
+    return f"rag-watch {JOURNAL_VERSION} {watcher} ".encode() + orjson.dumps(str(content_dir)) + b"\n"
+
+
+def collection_line(name: str) -> bytes:
+    return orjson.dumps(name) + b"\n"
+
+
+def watcher_alive(files: JournalFiles) -> bool:
+    """Whether a `rag watch` holds the lock (a dead one's lock is released by the kernel)."""
+    try:
+        fd = os.open(files.lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # also releases a shared lock taken just now
+    return False
+
+
+def parse_header(line: bytes) -> tuple[str, str] | None:
+    """(watcher id, content folder) of a journal's first line; None when it is not one."""
+    parts = line.rstrip(b"\n").split(b" ", 3)
+    if len(parts) != 4 or parts[0] != b"rag-watch" or parts[1] != str(JOURNAL_VERSION).encode():
+        return None
+    try:
+        return parts[2].decode(), str(orjson.loads(parts[3]))
+    except (UnicodeDecodeError, orjson.JSONDecodeError):
+        return None
+
+
+def read_since(
+    files: JournalFiles, content_dir: Path, since: JournalToken | None, timeout_s: float = SYNC_TIMEOUT_S
+) -> JournalRead | None:
+    """What changed since ``since``, after a cookie round trip with the watcher (see the
+    module's docstring); ``everything`` when ``since`` is another watcher's or None. None:
+    no watcher of ``content_dir`` answered, or its journal cannot be trusted."""
+    if not watcher_alive(files):
+        return None
+    try:
+        with open(files.journal, "rb") as handle:
+            header = parse_header(handle.readline())
+            body_start = handle.tell()
+    except OSError:
+        return None
+    if header is None or header[1] != str(content_dir):
+        return None
+    watcher = header[0]
+    same = since is not None and since.watcher == watcher and since.offset >= body_start
+    start = since.offset if same and since is not None else body_start
+    body = _sync(files, start, timeout_s)
+    if body is None:
+        return None
+    chunk, end = body
+    if _watcher_of(files) != watcher:
+        return None  # a new watcher truncated the journal meanwhile: those bytes may be its own
+    changed: set[str] = set()
+    everything = not same
+    for line in chunk.splitlines():
+        if line == BROKEN:
+            return None
+        if line == ALL:
+            everything = True
+        elif line.startswith(b'"'):
+            changed.add(orjson.loads(line))
+    return JournalRead(JournalToken(watcher, end), frozenset(changed), everything)
+
+
+def _watcher_of(files: JournalFiles) -> str | None:
+    try:
+        with open(files.journal, "rb") as handle:
+            header = parse_header(handle.readline())
+    except OSError:
+        return None
+    return header[0] if header else None
+
+
+def _sync(files: JournalFiles, start: int, timeout_s: float) -> tuple[bytes, int] | None:
+    """Create a cookie and wait for its line: (the journal's bytes from ``start`` to just
+    before that line, the offset just after it); None when none comes in time. A cookie made
+    while the kernel's queue is full is lost with the other events (the watcher then writes
+    ``*``), so another is made every :data:`COOKIE_RETRY_S` until one comes back."""
+    made: list[Path] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            if not _add_cookie(files, made):
+                return None
+            retry_at = min(time.monotonic() + COOKIE_RETRY_S, deadline)
+            pause = 0.0005
+            while True:
+                found = _cookie_line(files, start, made)
+                if found is not None:
+                    return found
+                now = time.monotonic()
+                if now > deadline:
+                    return None
+                if now > retry_at:
+                    break
+                time.sleep(pause)
+                pause = min(pause * 2, 0.02)
+    finally:
+        for cookie in made:
+            try:
+                cookie.unlink()
+            except OSError:
+                pass
+
+
+def _add_cookie(files: JournalFiles, made: list[Path]) -> bool:
+    cookie = files.cookies / uuid.uuid4().hex
+    try:
+        cookie.touch()
+    except OSError:
+        return False
+    made.append(cookie)
+    return True
+
+
+def _cookie_line(files: JournalFiles, start: int, made: list[Path]) -> tuple[bytes, int] | None:
+    """The first line of one of ``made``'s cookies after ``start``, as :func:`_sync` returns it."""
+    try:
+        with open(files.journal, "rb") as handle:
+            handle.seek(start)
+            data = handle.read()
+    except OSError:
+        return None
+    for cookie in made:
+        marker = COOKIE + cookie.name.encode() + b"\n"
+        at = data.find(marker)
+        if at >= 0 and (at == 0 or data[at - 1 : at] == b"\n"):
+            return data[:at], start + at + len(marker)
+    return None

@@ -1,0 +1,254 @@
+"""`rag watch`'s change journal: change detection that walks only the collections it names
+finds exactly what a walk of everything finds, and walks everything when it cannot be sure.
+
+Each test runs the real `rag watch` in a subprocess (its own inotify queue, as in use) and
+compares :func:`detect_changes` with the journal against the same call walking everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from rag_assets.config import RagConfig
+from rag_assets.index.freshness import ChangeReport, content_hash_if_unchanged, detect_changes
+from rag_assets.ingest.change_journal import journal_files, watcher_alive
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+
+COLLECTIONS = ("alpha", "beta", "gamma")
+
+
+def page(title: str, body: str = "Some words about the topic.") -> str:
+    return f"---\ntitle: {title}\n---\n\n# {title}\n\n{body}\n"
+
+
+class Watcher:
+    """`rag watch` for one content and output folder, in its own process group."""
+
+    def __init__(self, cfg: RagConfig) -> None:
+        self.cfg = cfg
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DAGSTER_"))}
+        env["PYTHONPATH"] = str(REPO_ROOT)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rag_assets.serve.cli",
+                "watch",
+                "--content-dir",
+                str(cfg.content_dir),
+                "--output-dir",
+                str(cfg.output_dir),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert self.proc.stdout is not None
+        self.banner = self.proc.stdout.readline()  # printed once every folder is watched
+        assert self.banner.startswith("Watching "), self.banner + self.proc.stderr.read()  # type: ignore[union-attr]
+
+    def signal(self, signum: int) -> None:
+        os.killpg(self.proc.pid, signum)
+
+    def stop(self) -> tuple[int, str]:
+        if self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=60)
+        return self.proc.returncode, out
+
+
+@pytest.fixture
+def content(write_tree: Callable[[dict[str, str]], Path]) -> Path:
+    files = {f"{c}/topic-{i}.md": page(f"{c} {i}") for c in COLLECTIONS for i in range(3)}
+    files.update({f"{c}/deep/er/note.md": page(f"{c} deep") for c in COLLECTIONS})
+    return write_tree(files)
+
+
+@pytest.fixture
+def cfg(content: Path, make_config: Callable[..., RagConfig]) -> RagConfig:
+    return make_config(content)
+
+
+@pytest.fixture
+def watcher(cfg: RagConfig) -> Iterator[Watcher]:
+    running = Watcher(cfg)
+    yield running
+    running.stop()
+
+
+def facts(report: ChangeReport) -> list[tuple]:
+    """What a build plans from: each collection's status, hash, files and their changes."""
+    return [
+        (c.collection, c.status, c.content_hash, sorted(c.files.items()), c.added, c.changed, c.removed)
+        for c in report.collections
+    ]
+
+
+def same_as_a_walk(cfg: RagConfig) -> ChangeReport:
+    """Detect with the journal, check it against a walk of everything, return the journal's."""
+    with_journal = detect_changes(cfg, save_stat_cache=False, verify_outputs=False)
+    walked = detect_changes(cfg, save_stat_cache=False, verify_outputs=False, journal=False)
+    assert walked.walked is None
+    assert facts(with_journal) == facts(walked)
+    assert with_journal.current_hash == walked.current_hash
+    return with_journal
+
+
+def test_each_kind_of_change_is_found_by_walking_only_the_collections_it_touched(
+    cfg: RagConfig, content: Path, watcher: Watcher
+) -> None:
+    # The first look with a new watcher walks everything (nothing is known of its journal yet).
+    assert same_as_a_walk(cfg).walked == list(COLLECTIONS)
+    assert same_as_a_walk(cfg).walked == []  # nothing happened since
+
+    (content / "alpha/topic-0.md").write_text(page("alpha 0", "An edited paragraph."), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked == ["alpha"]
+
+    new = content / "beta/new/folder/deeper"
+    new.mkdir(parents=True)
+    (new / "fresh.md").write_text(page("fresh"), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked == ["beta"]
+    # A file in a folder made since: the new folders are watched too.
+    (new / "fresh.md").write_text(page("fresh", "Changed inside the new folder."), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked == ["beta"]
+
+    (content / "gamma/topic-1.md").unlink()
+    assert same_as_a_walk(cfg).walked == ["gamma"]
+
+    # A folder moved from one collection to another: both are walked, and an edit in it later
+    # is seen under its new collection.
+    (content / "alpha/deep").rename(content / "gamma/deep-from-alpha")
+    assert same_as_a_walk(cfg).walked == ["alpha", "gamma"]
+    (content / "gamma/deep-from-alpha/er/note.md").write_text(page("moved", "Edited after the move."), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked == ["gamma"]
+
+    # A hidden folder renamed into view is a new folder: watched from then on.
+    hidden = content / "beta/.drafts"
+    hidden.mkdir()
+    (hidden / "draft.md").write_text(page("draft"), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked == ["beta"]
+    hidden.rename(content / "beta/drafts")
+    assert same_as_a_walk(cfg).walked == ["beta"]
+    (content / "beta/drafts/draft.md").write_text(page("draft", "Now in view and edited."), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked == ["beta"]
+
+    # A new collection and a removed one.
+    (content / "delta").mkdir()
+    (content / "delta/one.md").write_text(page("delta"), encoding="utf-8")
+    shutil.rmtree(content / "beta")
+    assert same_as_a_walk(cfg).walked == ["delta"]
+    assert same_as_a_walk(cfg).walked == []
+
+
+def test_an_edit_made_just_before_detection_is_never_missed(cfg: RagConfig, content: Path, watcher: Watcher) -> None:
+    """The cookie round trip: the watcher's events of an edit made a moment ago are in the
+    journal before a reader trusts it (without the round trip this fails most rounds)."""
+    same_as_a_walk(cfg)
+    target = content / "beta/topic-2.md"
+    for round_ in range(25):
+        target.write_text(page("beta 2", f"Round {round_} of edits."), encoding="utf-8")
+        report = detect_changes(cfg, save_stat_cache=False, verify_outputs=False)
+        assert report.walked == ["beta"], round_
+        assert next(c for c in report.collections if c.collection == "beta").files["beta/topic-2.md"] == (
+            hashlib.sha256(target.read_bytes()).hexdigest()
+        )
+
+
+def test_a_collection_with_a_symlink_is_always_walked(cfg: RagConfig, content: Path, watcher: Watcher) -> None:
+    """An edit at a link's target is no event under the collection that links to it."""
+    (content / "gamma/linked.md").symlink_to(content / "alpha/topic-1.md")
+    same_as_a_walk(cfg)
+    assert same_as_a_walk(cfg).walked == ["gamma"]
+    (content / "alpha/topic-1.md").write_text(page("alpha 1", "Edited through its other name."), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked == ["alpha", "gamma"]
+
+
+def test_lost_events_a_stopped_or_killed_watcher_and_a_new_one_mean_walking_everything(
+    cfg: RagConfig, content: Path
+) -> None:
+    first = Watcher(cfg)
+    same_as_a_walk(cfg)
+    assert same_as_a_walk(cfg).walked == []
+    # Lost events: the watcher stopped while more events happen than the kernel queues for it.
+    first.signal(signal.SIGSTOP)
+    queue = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    target = content / "alpha/topic-2.md"
+    for _ in range(queue // 2 + 100):  # two events per write (modify, close)
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write("x")
+    first.signal(signal.SIGCONT)
+    assert same_as_a_walk(cfg).walked == list(COLLECTIONS)
+    assert b"\n*\n" in journal_files(cfg.data_dir).journal.read_bytes()
+    assert same_as_a_walk(cfg).walked == []
+
+    # Killed: its lock is gone, so nothing is trusted and everything is walked.
+    first.signal(signal.SIGKILL)
+    first.proc.wait(timeout=30)
+    assert not watcher_alive(journal_files(cfg.data_dir))
+    (content / "beta/topic-0.md").write_text(page("beta 0", "Edited with no watcher."), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked is None
+
+    # A new watcher's journal: the first look walks everything again.
+    second = Watcher(cfg)
+    try:
+        assert same_as_a_walk(cfg).walked == list(COLLECTIONS)
+        assert same_as_a_walk(cfg).walked == []
+        # One per output folder.
+        third = subprocess.run(
+            [sys.executable, "-m", "rag_assets.serve.cli", "watch", "--content-dir", str(cfg.content_dir)]
+            + ["--output-dir", str(cfg.output_dir)],
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert third.returncode == 1
+        assert "another `rag watch` already keeps" in third.stderr
+    finally:
+        code, out = second.stop()
+    assert code == 0 and "Stopped after" in out
+    assert same_as_a_walk(cfg).walked is None
+
+
+def test_the_check_after_a_publish_asks_the_journal_instead_of_statting_every_path(
+    cfg: RagConfig, content: Path, watcher: Watcher
+) -> None:
+    report = detect_changes(cfg, save_stat_cache=False, verify_outputs=False, watch=True)
+    assert content_hash_if_unchanged(cfg) == report.current_hash
+    (content / "gamma/topic-0.md").write_text(page("gamma 0", "Edited after the walk."), encoding="utf-8")
+    assert content_hash_if_unchanged(cfg) is None
+
+
+def test_rag_build_and_rag_check_walk_only_what_the_journal_names(
+    cfg: RagConfig, content: Path, watcher: Watcher, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rag_assets.serve import cli
+
+    where = ["--content-dir", str(cfg.content_dir), "--output-dir", str(cfg.output_dir)]
+    assert cli.main(["build", *where]) == 0
+    assert "walked 3 of 3 collection(s)" in capsys.readouterr().out  # a new watcher: everything
+    (content / "beta/topic-1.md").write_text(page("beta 1", "The zeppelin hangar opened today."), encoding="utf-8")
+    assert cli.main(["build", *where]) == 0
+    out = capsys.readouterr().out
+    assert "rag watch's journal: walked 1 of 3 collection(s): beta" in out
+    assert "[beta] 1 changed" in out
+    assert cli.main(["search", "zeppelin hangar", "--json", *where]) == 0
+    assert "beta/topic-1/chunk-0" in capsys.readouterr().out
+    assert cli.main(["check", *where]) == 0
+    out = capsys.readouterr().out
+    assert "walked 0 of 3 collection(s)" in out and "Fresh" in out
+    assert cli.main(["check", "--deep", *where]) == 0
+    assert "rag watch's journal" not in capsys.readouterr().out  # --deep walks everything
