@@ -252,3 +252,21 @@ def test_rag_build_and_rag_check_walk_only_what_the_journal_names(
     assert "walked 0 of 3 collection(s)" in out and "Fresh" in out
     assert cli.main(["check", "--deep", *where]) == 0
     assert "rag watch's journal" not in capsys.readouterr().out  # --deep walks everything
+
+
+def test_a_hard_link_makes_every_look_walk_everything_until_it_is_gone(
+    cfg: RagConfig, content: Path, watcher: Watcher
+) -> None:
+    """An edit through one name of a file is an event in that name's folder only: the other
+    collection holding the file would be taken as unchanged."""
+    same_as_a_walk(cfg)
+    os.link(content / "alpha/topic-0.md", content / "beta/shared.md")  # an event in beta only
+    assert same_as_a_walk(cfg).walked == list(COLLECTIONS)
+    with open(content / "beta/shared.md", "a", encoding="utf-8") as handle:
+        handle.write("\nEdited through the second name.\n")  # alpha's file changes, no event under alpha
+    assert same_as_a_walk(cfg).walked == list(COLLECTIONS)
+    (content / "beta/shared.md").unlink()
+    # The event's collection, and alpha, recorded as linked at its last walk; none has a
+    # second name now, so after this look the journal vouches for them again.
+    assert same_as_a_walk(cfg).walked == ["alpha", "beta"]
+    assert same_as_a_walk(cfg).walked == []

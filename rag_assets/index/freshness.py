@@ -145,13 +145,7 @@ def detect_changes(
     builder = WatchBuilder() if watch and reuse is None else None
     if builder is not None:
         builder.add_folder_entries(cfg.content_dir)  # before discovery reads it
-    snapshots: dict[str, CollectionSnapshot] = {}
-    linked: dict[str, bool] = {}
-    for name in names:
-        if reuse is not None and name in reuse.snapshots:
-            snapshots[name] = reuse.snapshots[name]
-        else:
-            snapshots[name], linked[name] = _snapshot(cfg, name, stat_cache, policy, builder)
+    snapshots, linked = _snapshots(cfg, names, stat_cache, policy, builder, reuse)
     if reuse is not None:
         journal_snapshots.save(files, cfg.content_dir, policy, reuse.token, snapshots, linked, reuse.files)
     previous, known_by_collection = _known_files(gen.manifest_path, previous, snapshots)
@@ -216,11 +210,42 @@ def detect_changes(
     )
 
 
+def _snapshots(
+    cfg: RagConfig,
+    names: list[str],
+    stat_cache: StatCache,
+    policy: WalkPolicy,
+    builder: WatchBuilder | None,
+    reuse: journal_snapshots.Reuse | None,
+) -> tuple[dict[str, CollectionSnapshot], dict[str, bool]]:
+    """Each collection's snapshot, walked or (with ``reuse``) as the journal vouches for it;
+    and for each walked one, whether the journal cannot vouch for it next time (links)."""
+    snapshots: dict[str, CollectionSnapshot] = {}
+    linked: dict[str, bool] = {}
+    hard_links = False
+    for name in names:
+        if reuse is not None and name in reuse.snapshots:
+            continue
+        snapshots[name], linked[name], hard = _snapshot(cfg, name, stat_cache, policy, builder)
+        hard_links = hard_links or hard
+    for name in names:
+        if name in snapshots:
+            continue
+        if hard_links:
+            # A file with a second name: the other name may be in a collection the journal
+            # took as unchanged (an edit through a hard link is an event at one name only).
+            snapshots[name], linked[name], _ = _snapshot(cfg, name, stat_cache, policy, builder)
+        elif reuse is not None:
+            snapshots[name] = reuse.snapshots[name]
+    return {name: snapshots[name] for name in names}, linked
+
+
 def _snapshot(
     cfg: RagConfig, name: str, stat_cache: StatCache, policy: WalkPolicy, builder: WatchBuilder | None
-) -> tuple[CollectionSnapshot, bool]:
-    """One collection walked and hashed, and whether the walk met a symlink (the collection
-    folder one, or one in it); with a ``builder``, what its walk read goes into the watch."""
+) -> tuple[CollectionSnapshot, bool, bool]:
+    """One collection walked and hashed, whether the journal cannot vouch for it (the folder
+    is a symlink, or holds one or a hard-linked file), and whether it holds a hard-linked
+    file; with a ``builder``, what its walk read goes into the watch."""
     root = cfg.content_dir / name
     if builder is not None:
         builder.add_path(root, links_too=True)  # before it is listed
@@ -228,7 +253,7 @@ def _snapshot(
     snapshot = snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy, listing=listing)
     if builder is not None:
         builder.add_listing(listing, cfg.content_dir, snapshot.files, prefix=f"{name}/")
-    return snapshot, listing.links or root.is_symlink()
+    return snapshot, listing.links or listing.hard_links or root.is_symlink(), listing.hard_links
 
 
 def content_hash_if_unchanged(cfg: RagConfig) -> str | None:

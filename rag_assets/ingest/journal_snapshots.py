@@ -99,11 +99,12 @@ def save(
     reused: Mapping[str, str],
 ) -> None:
     """Keep ``snapshots`` (each collection's, taken after ``token``'s cookie) for the next
-    detection; ``reused``: the files of those taken from the last (not written again)."""
+    detection; ``linked``: each walked one's, True when the journal cannot vouch for it;
+    ``reused``: the files of those taken from the last (not written again)."""
     files.snapshots.mkdir(parents=True, exist_ok=True)
     named: dict[str, dict] = {}
     for name, snapshot in snapshots.items():
-        if name in reused:
+        if name in reused and name not in linked:  # not walked this time: named as before
             named[name] = {"file": reused[name], "linked": False}
             continue
         data = pickle.dumps(snapshot, protocol=pickle.HIGHEST_PROTOCOL)

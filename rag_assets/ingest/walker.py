@@ -92,9 +92,11 @@ class Listing:
     # Each folder listed, with its stat taken before it was listed (None: it could not be
     # stat'ed): an entry added or removed since changes the folder's mtime (ingest/watch.py).
     folders: list[tuple[str, os.stat_result | None]] = field(default_factory=list)
-    # Whether the walk met a symlink (followed or skipped): a change at its target is not a
-    # change under this folder, so the change journal cannot vouch for it (journal_snapshots).
+    # Whether the walk met a symlink (followed or skipped), and a file with a second hard
+    # link: a change through the other name is not a change under this folder, so the change
+    # journal cannot vouch for it (rag_assets.ingest.journal_snapshots).
     links: bool = False
+    hard_links: bool = False
 
 
 def default_policy(boundary: Path) -> WalkPolicy:
@@ -227,6 +229,8 @@ class _Walk:
         if not stat_module.S_ISREG(info.st_mode) or info.st_size > policy.max_file_bytes:
             return False  # changed type since the folder was read, or too large: visit says so
         self.listing.files.append(ListedFile(rel_folder + entry.name, entry.path, info))
+        if info.st_nlink > 1:
+            self.listing.hard_links = True
         return True
 
     def visit(self, entry: os.DirEntry, rel_folder: str, chain: tuple[str, ...]) -> list:
@@ -281,6 +285,8 @@ class _Walk:
                 self.skip(rel, too_large_reason(info.st_size, self.policy.max_file_bytes))
             else:
                 self.listing.files.append(ListedFile(rel, entry.path, info))
+                if info.st_nlink > 1:
+                    self.listing.hard_links = True
             return []
         self.skip(rel, f"{_special_kind(mode)}, not a regular file; never read")
         return []
