@@ -9,7 +9,7 @@ sensor and the freshness checks all read it from here.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,7 +212,7 @@ def detect_changes(
 
 def _snapshots(
     cfg: RagConfig,
-    names: list[str],
+    names: Sequence[str],
     stat_cache: StatCache,
     policy: WalkPolicy,
     builder: WatchBuilder | None,
