@@ -9,7 +9,7 @@ sensor and the freshness checks all read it from here.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from rag_assets.base.verified import VerificationRecord
 from rag_assets.config import RagConfig
 from rag_assets.index import generations
 from rag_assets.index import manifest as manifest_io
+from rag_assets.index.collection_snapshots import take_snapshots
 from rag_assets.index.index_json import read_meta
 from rag_assets.index.integrity import Damage, publication_damage, read_json_object
 from rag_assets.ingest import journal_snapshots
@@ -29,9 +30,8 @@ from rag_assets.ingest.boundaries import collection_policy
 from rag_assets.ingest.change_journal import JournalToken, journal_files, read_since
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.shards import ShardSplits, collection_of, collection_shards, split_snapshot
-from rag_assets.ingest.sources import overall_content_hash, snapshot_collection
+from rag_assets.ingest.sources import overall_content_hash
 from rag_assets.ingest.stat_cache import StatCache
-from rag_assets.ingest.walker import Listing, WalkPolicy, list_folder
 from rag_assets.ingest.watch import ContentWatch, WatchBuilder
 from rag_assets.records import CollectionSnapshot, SkippedFile
 
@@ -145,7 +145,7 @@ def detect_changes(
     builder = WatchBuilder() if watch and reuse is None else None
     if builder is not None:
         builder.add_folder_entries(cfg.content_dir)  # before discovery reads it
-    snapshots, linked = _snapshots(cfg, names, stat_cache, policy, builder, reuse)
+    snapshots, linked = take_snapshots(cfg, names, stat_cache, policy, builder, reuse)
     if reuse is not None:
         journal_snapshots.save(files, cfg.content_dir, policy, reuse.token, snapshots, linked, reuse.files)
     previous, known_by_collection = _known_files(gen.manifest_path, previous, snapshots)
@@ -208,52 +208,6 @@ def detect_changes(
         damage,
         sorted(linked) if reuse is not None else None,
     )
-
-
-def _snapshots(
-    cfg: RagConfig,
-    names: Sequence[str],
-    stat_cache: StatCache,
-    policy: WalkPolicy,
-    builder: WatchBuilder | None,
-    reuse: journal_snapshots.Reuse | None,
-) -> tuple[dict[str, CollectionSnapshot], dict[str, bool]]:
-    """Each collection's snapshot, walked or (with ``reuse``) as the journal vouches for it;
-    and for each walked one, whether the journal cannot vouch for it next time (links)."""
-    snapshots: dict[str, CollectionSnapshot] = {}
-    linked: dict[str, bool] = {}
-    hard_links = False
-    for name in names:
-        if reuse is not None and name in reuse.snapshots:
-            continue
-        snapshots[name], linked[name], hard = _snapshot(cfg, name, stat_cache, policy, builder)
-        hard_links = hard_links or hard
-    for name in names:
-        if name in snapshots:
-            continue
-        if hard_links:
-            # A file with a second name: the other name may be in a collection the journal
-            # took as unchanged (an edit through a hard link is an event at one name only).
-            snapshots[name], linked[name], _ = _snapshot(cfg, name, stat_cache, policy, builder)
-        elif reuse is not None:
-            snapshots[name] = reuse.snapshots[name]
-    return {name: snapshots[name] for name in names}, linked
-
-
-def _snapshot(
-    cfg: RagConfig, name: str, stat_cache: StatCache, policy: WalkPolicy, builder: WatchBuilder | None
-) -> tuple[CollectionSnapshot, bool, bool]:
-    """One collection walked and hashed, whether the journal cannot vouch for it (the folder
-    is a symlink, or holds one or a hard-linked file), and whether it holds a hard-linked
-    file; with a ``builder``, what its walk read goes into the watch."""
-    root = cfg.content_dir / name
-    if builder is not None:
-        builder.add_path(root, links_too=True)  # before it is listed
-    listing = list_folder(root, policy, prefix=f"{name}/") if root.is_dir() else Listing()
-    snapshot = snapshot_collection(cfg.content_dir, name, stat_cache, policy=policy, listing=listing)
-    if builder is not None:
-        builder.add_listing(listing, cfg.content_dir, snapshot.files, prefix=f"{name}/")
-    return snapshot, listing.links or listing.hard_links or root.is_symlink(), listing.hard_links
 
 
 def content_hash_if_unchanged(cfg: RagConfig) -> str | None:
