@@ -63,11 +63,11 @@ class Watcher:
     def signal(self, signum: int) -> None:
         os.killpg(self.proc.pid, signum)
 
-    def stop(self) -> tuple[int, str]:
+    def stop(self) -> tuple[int, str, str]:
         if self.proc.poll() is None:
             self.signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=60)
-        return self.proc.returncode, out
+        out, err = self.proc.communicate(timeout=60)
+        return self.proc.returncode, out, err
 
 
 @pytest.fixture
@@ -218,7 +218,7 @@ def test_lost_events_a_stopped_or_killed_watcher_and_a_new_one_mean_walking_ever
         assert third.returncode == 1
         assert "another `rag watch` already keeps" in third.stderr
     finally:
-        code, out = second.stop()
+        code, out, _ = second.stop()
     assert code == 0 and "Stopped after" in out
     assert same_as_a_walk(cfg).walked is None
 
@@ -270,3 +270,51 @@ def test_a_hard_link_makes_every_look_walk_everything_until_it_is_gone(
     # second name now, so after this look the journal vouches for them again.
     assert same_as_a_walk(cfg).walked == ["alpha", "beta"]
     assert same_as_a_walk(cfg).walked == []
+
+
+def test_a_content_folder_replaced_under_its_path_is_walked_and_the_watcher_stops(
+    tmp_path: Path, write_tree: Callable[[dict[str, str]], Path], make_config: Callable[..., RagConfig]
+) -> None:
+    """The watcher follows the folder it started on; a copy put in its place (a re-clone, a
+    re-extract, `mv site site.old && cp -a site.old site`, even done to a parent folder) is
+    another folder with no watch on it."""
+    site = tmp_path / "site"
+    (site / "content/alpha").mkdir(parents=True)
+    (site / "content/alpha/one.md").write_text(page("one"), encoding="utf-8")
+    cfg = make_config(site / "content")
+    running = Watcher(cfg)
+    same_as_a_walk(cfg)
+    assert same_as_a_walk(cfg).walked == []
+    site.rename(tmp_path / "site.old")  # the parent: no event reaches the watcher
+    shutil.copytree(tmp_path / "site.old", site, symlinks=True)
+    (site / "content/alpha/one.md").write_text(page("one", "Edited in the copy."), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked is None
+    running.stop()
+
+    running = Watcher(cfg)
+    assert same_as_a_walk(cfg).walked == ["alpha"]
+    shutil.rmtree(site / "content")
+    running.proc.wait(timeout=60)  # it stops by itself
+    code, _, err = running.stop()
+    assert code == 1
+    assert "was moved or deleted; start `rag watch` again" in err
+
+
+def test_a_journal_cut_back_or_a_cookies_folder_removed_never_hides_a_change(
+    cfg: RagConfig, content: Path, watcher: Watcher
+) -> None:
+    files = journal_files(cfg.data_dir)
+    same_as_a_walk(cfg)
+    assert same_as_a_walk(cfg).walked == []
+    # Cut back to its header (as logrotate's copytruncate would): the saved point is gone.
+    header = files.journal.read_bytes().split(b"\n", 1)[0] + b"\n"
+    os.truncate(files.journal, len(header))
+    (content / "alpha/topic-0.md").write_text(page("alpha 0", "Edited after the cut."), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked == list(COLLECTIONS)
+    assert same_as_a_walk(cfg).walked == []
+    # The cookies folder removed: the watcher makes it again and readers go on.
+    shutil.rmtree(files.cookies)
+    (content / "beta/topic-0.md").write_text(page("beta 0", "Edited while cookies were gone."), encoding="utf-8")
+    same_as_a_walk(cfg)
+    (content / "gamma/topic-0.md").write_text(page("gamma 0", "Edited after."), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked == ["gamma"]

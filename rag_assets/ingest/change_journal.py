@@ -8,7 +8,9 @@ fsmonitor and watchman do for a worktree. A build that finds it running walks on
 collections named since its last look and takes the others' snapshots as they were
 (:mod:`rag_assets.ingest.journal_snapshots`).
 
-The file, one line per record, after a header line ``rag-watch 1 <watcher id> <content folder>``:
+The file, one line per record, after a header line ``rag-watch 1 <watcher id> <dev>:<inode>
+<content folder>`` (the folder's device and inode: a folder moved aside or replaced under the
+same path is another folder, whose events this watcher never sees):
 
 - ``"<collection>"`` (a JSON string): something changed under that top-level folder;
 - ``*``: anything may have changed (the kernel's queue overflowed and events were lost);
@@ -21,8 +23,10 @@ A reader cannot know whether the watcher has read the events of an edit made a m
 line appears (:func:`read_since`): one inotify queue delivers events in the order they
 happened, so every change made before the cookie is in the lines before it. Only then may a
 reader take "not named" as "unchanged". With no live watcher (its lock on
-``<data>/watch/lock`` free), another watcher's journal, a ``!``, or no cookie line within
-:data:`SYNC_TIMEOUT_S`, :func:`read_since` returns None and the caller walks everything.
+``<data>/watch/lock`` free), another watcher's journal or content folder, a ``!``, or no cookie
+line within :data:`SYNC_TIMEOUT_S`, :func:`read_since` returns None and the caller walks
+everything; a token whose cookie line is not where it says (a journal cut back) means
+"everything changed" too.
 """
 
 from __future__ import annotations
@@ -73,10 +77,19 @@ def journal_files(data_dir: Path) -> JournalFiles:
 
 @dataclass(frozen=True)
 class JournalToken:
-    """A point in one watcher's journal: what a reader has seen up to (a byte offset)."""
+    """A point in one watcher's journal: what a reader has seen up to (a byte offset), just
+    after the line of its cookie ``cookie``."""
 
     watcher: str
     offset: int
+    cookie: str
+
+
+@dataclass(frozen=True)
+class JournalHeader:
+    watcher: str
+    folder: str
+    identity: str  # "<st_dev>:<st_ino>" of the content folder when the watcher started
 
 
 @dataclass(frozen=True)
@@ -89,8 +102,21 @@ class JournalRead:
     everything: bool
 
 
-def header_line(watcher: str, content_dir: Path) -> bytes:
-    return f"rag-watch {JOURNAL_VERSION} {watcher} ".encode() + orjson.dumps(str(content_dir)) + b"\n"
+def folder_identity(folder: Path) -> str | None:
+    """``<st_dev>:<st_ino>`` of ``folder`` (None when it cannot be stat'ed)."""
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return None
+    return f"{info.st_dev}:{info.st_ino}"
+
+
+def header_line(watcher: str, content_dir: Path, identity: str) -> bytes:
+    return f"rag-watch {JOURNAL_VERSION} {watcher} {identity} ".encode() + orjson.dumps(str(content_dir)) + b"\n"
+
+
+def cookie_line(name: str) -> bytes:
+    return COOKIE + name.encode("utf-8", "surrogateescape") + b"\n"
 
 
 def collection_line(name: str) -> bytes:
@@ -114,15 +140,37 @@ def watcher_alive(files: JournalFiles) -> bool:
     return False
 
 
-def parse_header(line: bytes) -> tuple[str, str] | None:
-    """(watcher id, content folder) of a journal's first line; None when it is not one."""
-    parts = line.rstrip(b"\n").split(b" ", 3)
-    if len(parts) != 4 or parts[0] != b"rag-watch" or parts[1] != str(JOURNAL_VERSION).encode():
+def parse_header(line: bytes) -> JournalHeader | None:
+    """A journal's first line; None when it is not one."""
+    parts = line.rstrip(b"\n").split(b" ", 4)
+    if len(parts) != 5 or parts[0] != b"rag-watch" or parts[1] != str(JOURNAL_VERSION).encode():
         return None
     try:
-        return parts[2].decode(), str(orjson.loads(parts[3]))
+        return JournalHeader(parts[2].decode(), str(orjson.loads(parts[4])), parts[3].decode())
     except (UnicodeDecodeError, orjson.JSONDecodeError):
         return None
+
+
+def read_header(files: JournalFiles) -> tuple[JournalHeader, int] | None:
+    """The journal's header and the offset of its first record."""
+    try:
+        with open(files.journal, "rb") as handle:
+            header = parse_header(handle.readline())
+            return (header, handle.tell()) if header else None
+    except OSError:
+        return None
+
+
+def _token_holds(files: JournalFiles, token: JournalToken) -> bool:
+    """Whether ``token``'s cookie line ends where the token says: else the journal was cut
+    back or rewritten since, and what happened after the token is not all in it."""
+    marker = cookie_line(token.cookie)
+    try:
+        with open(files.journal, "rb") as handle:
+            handle.seek(max(token.offset - len(marker), 0))
+            return handle.read(len(marker)) == marker and token.offset >= len(marker)
+    except OSError:
+        return False
 
 
 def read_since(
@@ -133,22 +181,21 @@ def read_since(
     no watcher of ``content_dir`` answered, or its journal cannot be trusted."""
     if not watcher_alive(files):
         return None
-    try:
-        with open(files.journal, "rb") as handle:
-            header = parse_header(handle.readline())
-            body_start = handle.tell()
-    except OSError:
+    found = read_header(files)
+    if found is None:
         return None
-    if header is None or header[1] != str(content_dir):
-        return None
-    watcher = header[0]
-    same = since is not None and since.watcher == watcher and since.offset >= body_start
+    header, body_start = found
+    if header.folder != str(content_dir) or header.identity != folder_identity(content_dir):
+        return None  # another folder, or this path's folder moved aside or replaced since the watcher started
+    same = since is not None and since.watcher == header.watcher and since.offset >= body_start
+    same = same and since is not None and _token_holds(files, since)
     start = since.offset if same and since is not None else body_start
     body = _sync(files, start, timeout_s)
     if body is None:
         return None
-    chunk, end = body
-    if _watcher_of(files) != watcher:
+    chunk, end, cookie = body
+    again = read_header(files)
+    if again is None or again[0].watcher != header.watcher:
         return None  # a new watcher truncated the journal meanwhile: those bytes may be its own
     changed: set[str] = set()
     everything = not same
@@ -159,21 +206,12 @@ def read_since(
             everything = True
         elif line.startswith(b'"'):
             changed.add(orjson.loads(line))
-    return JournalRead(JournalToken(watcher, end), frozenset(changed), everything)
+    return JournalRead(JournalToken(header.watcher, end, cookie), frozenset(changed), everything)
 
 
-def _watcher_of(files: JournalFiles) -> str | None:
-    try:
-        with open(files.journal, "rb") as handle:
-            header = parse_header(handle.readline())
-    except OSError:
-        return None
-    return header[0] if header else None
-
-
-def _sync(files: JournalFiles, start: int, timeout_s: float) -> tuple[bytes, int] | None:
+def _sync(files: JournalFiles, start: int, timeout_s: float) -> tuple[bytes, int, str] | None:
     """Create a cookie and wait for its line: (the journal's bytes from ``start`` to just
-    before that line, the offset just after it); None when none comes in time. A cookie made
+    before that line, the offset just after it, the cookie's name); None when none comes in time. A cookie made
     while the kernel's queue is full is lost with the other events (the watcher then writes
     ``*``), so another is made every :data:`COOKIE_RETRY_S` until one comes back."""
     made: list[Path] = []
@@ -213,7 +251,7 @@ def _add_cookie(files: JournalFiles, made: list[Path]) -> bool:
     return True
 
 
-def _cookie_line(files: JournalFiles, start: int, made: list[Path]) -> tuple[bytes, int] | None:
+def _cookie_line(files: JournalFiles, start: int, made: list[Path]) -> tuple[bytes, int, str] | None:
     """The first line of one of ``made``'s cookies after ``start``, as :func:`_sync` returns it."""
     try:
         with open(files.journal, "rb") as handle:
@@ -222,8 +260,8 @@ def _cookie_line(files: JournalFiles, start: int, made: list[Path]) -> tuple[byt
     except OSError:
         return None
     for cookie in made:
-        marker = COOKIE + cookie.name.encode() + b"\n"
+        marker = cookie_line(cookie.name)
         at = data.find(marker)
         if at >= 0 and (at == 0 or data[at - 1 : at] == b"\n"):
-            return data[:at], start + at + len(marker)
+            return data[:at], start + at + len(marker), cookie.name
     return None

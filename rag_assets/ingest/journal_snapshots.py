@@ -34,7 +34,7 @@ from rag_assets.ingest.change_journal import JournalFiles, JournalRead, JournalT
 from rag_assets.ingest.walker import WalkPolicy
 from rag_assets.records import CollectionSnapshot
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the token's cookie kept
 KEEP_UNNAMED_S = 600.0  # a snapshot file no state names, younger than this, may be another process's
 
 
@@ -57,7 +57,7 @@ def reusable(files: JournalFiles, content_dir: Path, policy: WalkPolicy, names: 
     """The saved snapshots of ``names`` that the journal says are unchanged; None when no
     watcher answered (walk everything, save nothing)."""
     state = _load_state(files)
-    since = JournalToken(state["watcher"], state["offset"]) if state else None
+    since = JournalToken(state["watcher"], state["offset"], state["cookie"]) if state else None
     read = read_since(files, Path(os.path.realpath(content_dir)), since)
     if read is None:
         return None
@@ -117,6 +117,7 @@ def save(
         "version": STATE_VERSION,
         "watcher": token.watcher,
         "offset": token.offset,
+        "cookie": token.cookie,
         "policy": policy_digest(content_dir, policy),
         "collections": named,
     }
@@ -146,7 +147,7 @@ def _load_state(files: JournalFiles) -> dict | None:
         return None
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
         return None
-    if not isinstance(state.get("watcher"), str) or not isinstance(state.get("offset"), int):
+    if not all(isinstance(state.get(key), kind) for key, kind in (("watcher", str), ("offset", int), ("cookie", str))):
         return None
     return state
 

@@ -18,6 +18,9 @@ What keeps the journal true:
   and stops the watcher with what to do: readers walk until a watcher runs again.
 - The watcher holds an exclusive lock on ``<data>/watch/lock`` while it runs; the kernel
   releases it when the process dies, however it dies, and readers then walk.
+- The content folder moved or deleted, or the journal removed or replaced, ends the watcher
+  (``!``): what it watches or writes is no longer what readers look at. A removed cookies
+  folder is made again.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -34,9 +38,10 @@ from inotify_simple import INotify, flags
 from rag_assets.ingest.change_journal import (
     ALL,
     BROKEN,
-    COOKIE,
     JournalFiles,
     collection_line,
+    cookie_line,
+    folder_identity,
     header_line,
 )
 
@@ -62,6 +67,25 @@ class WatcherRunning(RuntimeError):
 
 class WatchLimitReached(RuntimeError):
     """The kernel would not watch one more folder."""
+
+
+class WatchEnded(RuntimeError):
+    """What the watcher follows is gone: the content folder moved or deleted, the journal
+    removed or replaced. Readers walk (they check both) until a watcher starts again."""
+
+
+LOCK_TRIES = 20  # a reader's liveness probe holds the lock shared for a moment: try again
+
+
+def _take_lock(lock_fd: int, files: JournalFiles) -> None:
+    for attempt in range(LOCK_TRIES):
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if attempt + 1 < LOCK_TRIES:
+                time.sleep(0.05)
+    raise WatcherRunning(f"another `rag watch` already keeps {files.journal}; one per output folder is enough")
 
 
 class JournalWriter:
@@ -94,12 +118,7 @@ class JournalWriter:
         self.files.cookies.mkdir(exist_ok=True)
         lock_fd = os.open(self.files.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            try:
-                fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise WatcherRunning(
-                    f"another `rag watch` already keeps {self.files.journal}; one per output folder is enough"
-                ) from None
+            _take_lock(lock_fd, self.files)
             with INotify() as inotify:
                 journal = os.open(
                     self.files.journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644
@@ -112,7 +131,10 @@ class JournalWriter:
             os.close(lock_fd)  # releases the lock
 
     def _loop(self, inotify: INotify, journal: int, on_ready: Callable[[JournalWriter], None] | None) -> None:
-        os.write(journal, header_line(self.watcher, self.content_dir))
+        identity = folder_identity(self.content_dir)
+        if identity is None:
+            raise WatchEnded(f"cannot stat the content folder {self.content_dir}")
+        os.write(journal, header_line(self.watcher, self.content_dir, identity))
         try:
             self._watch_tree(inotify, "")
         except WatchLimitReached:
@@ -129,7 +151,8 @@ class JournalWriter:
                 for event in inotify.read(timeout=READ_TIMEOUT_MS):
                     self.events += 1
                     self._handle(inotify, event.wd, event.mask, event.name, lines)
-            except WatchLimitReached:
+                self._check_journal(journal)
+            except (WatchLimitReached, WatchEnded):
                 os.write(journal, b"".join(lines) + BROKEN + b"\n")
                 raise
             if lines:
@@ -142,8 +165,11 @@ class JournalWriter:
             self._watch_tree(inotify, "")  # folders made while events were lost are watched now
             return
         if wd == self._cookies_wd:
-            if name and mask & (flags.CREATE | flags.MOVED_TO):
-                lines.append(COOKIE + name.encode("utf-8", "surrogateescape") + b"\n")
+            if mask & flags.IGNORED:  # the cookies folder was removed: readers' cookies wait for this
+                self.files.cookies.mkdir(parents=True, exist_ok=True)
+                self._cookies_wd = inotify.add_watch(self.files.cookies, COOKIE_MASK)
+            elif name and mask & (flags.CREATE | flags.MOVED_TO):
+                lines.append(cookie_line(name))
                 self._marked.clear()
                 for collection in sorted(self._unwatched):
                     self._mark(collection, lines)
@@ -151,6 +177,11 @@ class JournalWriter:
         folder = self._folders.get(wd)
         if folder is None:
             return
+        if folder == "" and mask & (flags.DELETE_SELF | flags.MOVE_SELF | flags.IGNORED):
+            raise WatchEnded(
+                f"the content folder {self.content_dir} was moved or deleted; start `rag watch` again "
+                "once it is back (builds walk the content meanwhile)"
+            )
         if mask & flags.IGNORED:
             del self._folders[wd]
             return
@@ -168,6 +199,15 @@ class JournalWriter:
             lines.append(ALL + b"\n")
             return
         self._mark(rel.split("/", 1)[0], lines)
+
+    def _check_journal(self, journal: int) -> None:
+        """Stop when the journal file was removed or replaced: readers could not see our lines."""
+        try:
+            same = os.stat(self.files.journal).st_ino == os.fstat(journal).st_ino
+        except OSError:
+            same = False
+        if not same:
+            raise WatchEnded(f"the journal {self.files.journal} was removed or replaced; start `rag watch` again")
 
     def _mark(self, collection: str, lines: list[bytes]) -> None:
         if collection in self._marked:

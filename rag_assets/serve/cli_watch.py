@@ -42,7 +42,7 @@ def cmd_watch(cfg: RagConfig, args: argparse.Namespace) -> int:
         print("rag watch: follows inotify events, which only Linux has; builds walk the content here.", file=sys.stderr)
         return EXIT_FAILED
     from rag_assets.ingest.change_journal import journal_files
-    from rag_assets.ingest.journal_writer import JournalWriter, WatcherRunning, WatchLimitReached
+    from rag_assets.ingest.journal_writer import JournalWriter, WatchEnded, WatcherRunning, WatchLimitReached
 
     if not cfg.content_dir.is_dir():
         print(f"rag watch: no content folder at {cfg.content_dir}; create it or fix content_dir.", file=sys.stderr)
@@ -65,7 +65,7 @@ def cmd_watch(cfg: RagConfig, args: argparse.Namespace) -> int:
 
     try:
         writer.run(on_ready=ready)
-    except (WatcherRunning, WatchLimitReached) as exc:
+    except (WatcherRunning, WatchLimitReached, WatchEnded) as exc:
         print(f"rag watch: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except OSError as exc:
