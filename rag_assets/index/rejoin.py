@@ -195,11 +195,7 @@ def rejoin(collection: str, shards: Sequence[EmbeddedCollection]) -> EmbeddedCol
     order = [(i, row) for doc, i in kept for row in rows[i].get(doc.id, [])]
     kept_ids = {(i, doc.id) for doc, i in kept}
     first = shards[0]
-    vectors = (
-        np.vstack([shards[i].vectors[row] for i, row in order]).astype(np.float32, copy=False)
-        if order
-        else np.zeros((0, first.dimension), dtype=np.float32)
-    )
+    vectors = _gathered_vectors(shards, order, first.dimension)
     entries = {path: digest for s in shards if s.shard for path, digest in s.shard.hash_entries.items()}
     return EmbeddedCollection(
         collection=collection,
@@ -218,6 +214,22 @@ def rejoin(collection: str, shards: Sequence[EmbeddedCollection]) -> EmbeddedCol
             if (i, chunk_id.rsplit("/chunk-", 1)[0]) in kept_ids
         ],
     )
+
+
+def _gathered_vectors(shards: Sequence[EmbeddedCollection], order: list[tuple[int, int]], dimension: int) -> np.ndarray:
+    """The rows ``order`` names (shard, row), in that order, as one float32 matrix: one
+    gather per shard into a matrix made once (a stack of one-row slices took seconds at
+    100,000 chunks)."""
+    out = np.empty((len(order), dimension), dtype=np.float32)
+    if not order:
+        return out
+    shard_of = np.fromiter((i for i, _ in order), dtype=np.int64, count=len(order))
+    row_of = np.fromiter((row for _, row in order), dtype=np.int64, count=len(order))
+    for i, shard in enumerate(shards):
+        at = np.flatnonzero(shard_of == i)
+        if len(at):
+            out[at] = np.asarray(shard.vectors)[row_of[at]]
+    return out
 
 
 def _rows_by_document(record: EmbeddedCollection) -> dict[str, list[int]]:
