@@ -6,8 +6,10 @@ from dataclasses import dataclass, field
 
 from rag_assets.base.verified import VerificationRecord
 from rag_assets.config import RagConfig
-from rag_assets.index import generations, index_json, manifest, store
+from rag_assets.index import generations, index_json, ledger_facts, manifest, store
 from rag_assets.index.integrity import publication_damage
+
+LEDGER_FACTS_FILE = "ledger-facts.json"  # in the data folder: see rag_assets.index.ledger_facts
 
 
 @dataclass
@@ -63,12 +65,23 @@ def check_public_outputs(cfg: RagConfig, record: VerificationRecord | None = Non
         report.problems.append(
             f"store model {summary.model} ({summary.dimension}) != index model {meta.get('model')} ({meta.get('dimension')})"
         )
-    data = manifest.read_manifest(gen.manifest_path) or {}
-    report.manifest_chunks = sum(d.get("chunkCount", 0) for d in data.get("documents", {}).values())
+    facts = ledger_facts.manifest_facts(gen.manifest_path, cfg.data_dir / LEDGER_FACTS_FILE)
+    store_docs = {chunk_id.rsplit("/chunk-", 1)[0] for chunk_id in store_ids}
+    orphan_docs: list[str] = []
+    if facts is not None and facts.chunks == report.index_chunks and _same_documents(store_docs, facts):
+        report.manifest_chunks = facts.chunks
+    else:
+        # Something differs (or the kept facts are wrong): the whole ledger read, to say what.
+        documents = (manifest.read_manifest(gen.manifest_path) or {}).get("documents", {})
+        report.manifest_chunks = sum(d.get("chunkCount", 0) for d in documents.values())
+        orphan_docs = sorted(store_docs - set(documents))
     if report.manifest_chunks != report.index_chunks:
         report.problems.append(f"manifest counts {report.manifest_chunks} chunks, index has {report.index_chunks}")
-    store_docs = {chunk_id.rsplit("/chunk-", 1)[0] for chunk_id in store_ids}
-    orphan_docs = sorted(store_docs - set(data.get("documents", {})))
     if orphan_docs:
         report.problems.append(f"chunks of documents missing from the manifest: {orphan_docs[:5]}")
     return report
+
+
+def _same_documents(store_docs: set[str], facts: ledger_facts.LedgerFacts) -> bool:
+    """Whether the store's documents are the ledger's documents that count chunks (by digest)."""
+    return len(store_docs) == facts.with_chunks and ledger_facts.id_digest(store_docs) == facts.digest

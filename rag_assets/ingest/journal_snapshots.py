@@ -45,7 +45,6 @@ class Reuse:
     token: JournalToken
     snapshots: dict[str, CollectionSnapshot]
     files: dict[str, str]  # collection -> its snapshot's file, for save() to name again
-    walk_all: bool  # the journal named everything (a new watcher, lost events, a new policy)
 
 
 def policy_digest(content_dir: Path, policy: WalkPolicy) -> str:
@@ -62,13 +61,12 @@ def reusable(files: JournalFiles, content_dir: Path, policy: WalkPolicy, names: 
     if read is None:
         return None
     if state is None or read.everything or state.get("policy") != policy_digest(content_dir, policy):
-        return Reuse(read.token, {}, {}, walk_all=True)
+        return Reuse(read.token, {}, {})  # a new watcher, lost events, another walk policy: walk all
     kept = _unchanged(files, content_dir, state, read, names)
     return Reuse(
         read.token,
         {name: snapshot for name, (snapshot, _) in kept.items()},
         {name: file for name, (_, file) in kept.items()},
-        walk_all=False,
     )
 
 

@@ -102,7 +102,6 @@ class JournalWriter:
         # cookie, so every reader walks them.
         self._unwatched: set[str] = set()
         self._stop = threading.Event()
-        self.ready = threading.Event()
         self.events = 0  # inotify events handled (for the status line)
 
     @property
@@ -142,7 +141,6 @@ class JournalWriter:
             raise
         # The cookies last: a reader's cookie comes back only once every folder is watched.
         self._cookies_wd = inotify.add_watch(self.files.cookies, COOKIE_MASK)
-        self.ready.set()
         if on_ready is not None:
             on_ready(self)
         while not self._stop.is_set():
