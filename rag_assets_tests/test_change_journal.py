@@ -8,6 +8,7 @@ compares :func:`detect_changes` with the journal against the same call walking e
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -252,6 +253,16 @@ def test_rag_build_and_rag_check_walk_only_what_the_journal_names(
     assert "walked 0 of 3 collection(s)" in out and "Fresh" in out
     assert cli.main(["check", "--deep", *where]) == 0
     assert "rag watch's journal" not in capsys.readouterr().out  # --deep walks everything
+    assert cli.main(["status", *where]) == 0
+    assert "Watch       rag watch is running" in capsys.readouterr().out
+    assert cli.main(["status", "--json", *where]) == 0
+    assert json.loads(capsys.readouterr().out)["watch"]["running"] is True
+    watcher.stop()
+    assert cli.main(["status", "--json", *where]) == 0
+    assert json.loads(capsys.readouterr().out)["watch"] == {
+        "running": False,
+        "journal": str(journal_files(cfg.data_dir).journal),
+    }
 
 
 def test_a_hard_link_makes_every_look_walk_everything_until_it_is_gone(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from rag_assets.config.masking import mask_url
 from rag_assets.index import generations, index_json, store
 from rag_assets.index.freshness import age_label
 from rag_assets.index.integrity import log_damage, output_damage, verification_record
+from rag_assets.ingest.change_journal import journal_files, watcher_alive
 from rag_assets.ingest.collections import holds_only_vaults, only_vaults_message
 from rag_assets.privacy.tier_cards import tiers_report
 from rag_assets.reporting import human_bytes, relative_age
@@ -74,6 +76,9 @@ def status_report(cfg: RagConfig, check_damage: bool = True) -> dict[str, Any]:
             "model": summary.model,
         }
     report["tiers"] = tiers_report(cfg, damaged, {"public": summary} if summary else None)
+    journal = journal_files(cfg.data_dir)
+    # Whether change detection walks only what `rag watch`'s journal names (else everything).
+    report["watch"] = {"running": watcher_alive(journal), "journal": str(journal.journal)}
     if cfg.store.postgres:
         from rag_assets.index.pg_status import postgres_report
 
@@ -222,6 +227,7 @@ def print_status(cfg: RagConfig, check_damage: bool = True) -> int:
     for name, counts in report["collections"].items():
         print(f"  {name:<20} {counts['documents']:>6} documents {counts['chunks']:>7} chunks")
     _print_tiers(report["tiers"])
+    _print_watch(report["watch"])
     if "postgres" in report:
         from rag_assets.index.pg_status import report_lines
 
@@ -230,6 +236,13 @@ def print_status(cfg: RagConfig, check_damage: bool = True) -> int:
 
 
 TIER_LABELS = {"public": "Public", "safe": "Safe", "private": "Private"}
+
+
+def _print_watch(watch: dict[str, Any]) -> None:
+    if watch["running"]:
+        print(f"Watch       rag watch is running (journal {watch['journal']}): builds walk only what it names")
+    elif sys.platform.startswith("linux"):
+        print("Watch       rag watch is not running: change detection walks every collection")
 
 
 def _print_tiers(tiers: dict[str, dict]) -> None:
