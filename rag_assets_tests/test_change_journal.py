@@ -329,3 +329,13 @@ def test_a_journal_cut_back_or_a_cookies_folder_removed_never_hides_a_change(
     same_as_a_walk(cfg)
     (content / "gamma/topic-0.md").write_text(page("gamma 0", "Edited after."), encoding="utf-8")
     assert same_as_a_walk(cfg).walked == ["gamma"]
+
+
+def test_a_line_the_watcher_did_not_write_means_walking_everything_once(
+    cfg: RagConfig, content: Path, watcher: Watcher
+) -> None:
+    same_as_a_walk(cfg)
+    with open(journal_files(cfg.data_dir).journal, "ab") as journal:
+        journal.write(b'"unterminated\n')  # appended by hand: what it meant is unknown
+    assert same_as_a_walk(cfg).walked == list(COLLECTIONS)
+    assert same_as_a_walk(cfg).walked == []  # read past it

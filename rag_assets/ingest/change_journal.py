@@ -205,15 +205,21 @@ def read_since(
         if line == ALL:
             everything = True
         elif line.startswith(b'"'):
-            changed.add(orjson.loads(line))
+            try:
+                changed.add(str(orjson.loads(line)))
+            except orjson.JSONDecodeError:
+                everything = True  # not a line the watcher wrote: walk everything once
+        elif not line.startswith(COOKIE):
+            everything = True
     return JournalRead(JournalToken(header.watcher, end, cookie), frozenset(changed), everything)
 
 
 def _sync(files: JournalFiles, start: int, timeout_s: float) -> tuple[bytes, int, str] | None:
     """Create a cookie and wait for its line: (the journal's bytes from ``start`` to just
-    before that line, the offset just after it, the cookie's name); None when none comes in time. A cookie made
-    while the kernel's queue is full is lost with the other events (the watcher then writes
-    ``*``), so another is made every :data:`COOKIE_RETRY_S` until one comes back."""
+    before that line, the offset just after it, the cookie's name); None when none comes in
+    time. A cookie made while the kernel's queue is full is lost with the other events (the
+    watcher then writes ``*``), so another is made every :data:`COOKIE_RETRY_S` until one
+    comes back."""
     made: list[Path] = []
     deadline = time.monotonic() + timeout_s
     try:
