@@ -118,3 +118,39 @@ def test_a_store_document_the_ledger_does_not_name_is_reported(cfg: RagConfig, m
     monkeypatch.setattr(ledger_facts, "manifest_facts", lambda *_: stale)
     report = check_public_outputs(cfg)
     assert "chunks of documents missing from the manifest: ['gamma/page-4']" in report.problems
+
+
+def test_a_facts_file_that_cannot_be_written_costs_reads_never_the_check(cfg: RagConfig) -> None:
+    facts_path = cfg.data_dir / LEDGER_FACTS_FILE
+    facts_path.unlink()
+    facts_path.mkdir()  # as a read-only output folder would refuse it
+    assert check_public_outputs(cfg).ok
+    assert check_public_outputs(cfg).ok
+
+
+@pytest.mark.parametrize(
+    ("documents", "why"),
+    [
+        ({"alpha/a": {"chunkCount": 1}, "alpha/b": 7}, "an entry that is not an object"),
+        ({"alpha/a": {"chunkCount": 0.5}}, "a chunk count that is not a whole number"),
+        ({"alpha/a": {"chunkCount": "2"}}, "a chunk count that is a string"),
+        ({"alpha/a": {"chunkCount": True}}, "a chunk count that is a boolean"),
+        ({"alpha/a": {"chunkCount": -1}}, "a negative chunk count"),
+        ({"beta/a": {"chunkCount": 1}}, "a document of another collection"),
+    ],
+)
+def test_entries_a_publish_does_not_write_leave_the_ledger_to_be_read_whole(documents: dict, why: str) -> None:
+    assert ledger_facts.facts_of(documents, ("alpha", 0, 1)) is None, why
+
+
+def test_a_document_outside_its_bucket_is_not_counted_from_facts() -> None:
+    """Each document is in one segment, so no document is summed twice (read_manifest's merge
+    keeps the later of two entries of one document)."""
+    from rag_assets.index.segments import bucket_of
+
+    doc = "alpha/page"
+    mine = bucket_of(doc, 4)
+    assert ledger_facts.facts_of({doc: {"chunkCount": 2}}, ("alpha", mine, 4)) == ledger_facts.LedgerFacts(
+        1, 2, 1, ledger_facts.id_digest([doc])
+    )
+    assert ledger_facts.facts_of({doc: {"chunkCount": 2}}, ("alpha", (mine + 1) % 4, 4)) is None
