@@ -339,3 +339,37 @@ def test_a_line_the_watcher_did_not_write_means_walking_everything_once(
         journal.write(b'"unterminated\n')  # appended by hand: what it meant is unknown
     assert same_as_a_walk(cfg).walked == list(COLLECTIONS)
     assert same_as_a_walk(cfg).walked == []  # read past it
+
+
+def test_the_change_sensor_walks_only_the_collection_the_journal_names(
+    cfg: RagConfig, content: Path, watcher: Watcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dagster as dg
+
+    from rag_assets.defs.assembly import build_definitions
+    from rag_assets.defs.partitions import sync_partitions
+    from rag_assets.defs.runner import run_build
+    from rag_assets.defs.sensors import build_change_sensor
+    from rag_assets.index import collection_snapshots
+
+    walked: list[str] = []
+    real = collection_snapshots.walk_collection
+
+    def spy(config, name, *rest):
+        walked.append(name)
+        return real(config, name, *rest)
+
+    monkeypatch.setattr(collection_snapshots, "walk_collection", spy)
+    sensor = build_change_sensor(cfg)
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert run_build(cfg, instance).success
+        sync_partitions(instance, cfg)
+        tick = sensor(dg.build_sensor_context(instance=instance, cursor=None, definitions=build_definitions(cfg)))
+        assert not tick.run_requests
+        walked.clear()
+        (content / "gamma/topic-2.md").write_text(page("gamma 2", "Edited for the sensor."), encoding="utf-8")
+        tick = sensor(
+            dg.build_sensor_context(instance=instance, cursor=tick.cursor, definitions=build_definitions(cfg))
+        )
+        assert [r.partition_key for r in tick.run_requests] == ["gamma"]
+        assert walked == ["gamma"]  # the other collections' snapshots as the journal vouched for them
