@@ -21,7 +21,7 @@ import pytest
 
 from rag_assets.config import RagConfig
 from rag_assets.index.freshness import ChangeReport, content_hash_if_unchanged, detect_changes
-from rag_assets.ingest.change_journal import journal_files, watcher_alive
+from rag_assets.ingest.change_journal import JournalFiles, watcher_alive
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
@@ -192,13 +192,13 @@ def test_lost_events_a_stopped_or_killed_watcher_and_a_new_one_mean_walking_ever
             handle.write("x")
     first.signal(signal.SIGCONT)
     assert same_as_a_walk(cfg).walked == list(COLLECTIONS)
-    assert b"\n*\n" in journal_files(cfg.data_dir).journal.read_bytes()
+    assert b"\n*\n" in JournalFiles(cfg.watch_dir).journal.read_bytes()
     assert same_as_a_walk(cfg).walked == []
 
     # Killed: its lock is gone, so nothing is trusted and everything is walked.
     first.signal(signal.SIGKILL)
     first.proc.wait(timeout=30)
-    assert not watcher_alive(journal_files(cfg.data_dir))
+    assert not watcher_alive(JournalFiles(cfg.watch_dir))
     (content / "beta/topic-0.md").write_text(page("beta 0", "Edited with no watcher."), encoding="utf-8")
     assert same_as_a_walk(cfg).walked is None
 
@@ -261,7 +261,7 @@ def test_rag_build_and_rag_check_walk_only_what_the_journal_names(
     assert cli.main(["status", "--json", *where]) == 0
     assert json.loads(capsys.readouterr().out)["watch"] == {
         "running": False,
-        "journal": str(journal_files(cfg.data_dir).journal),
+        "journal": str(JournalFiles(cfg.watch_dir).journal),
     }
 
 
@@ -314,7 +314,7 @@ def test_a_content_folder_replaced_under_its_path_is_walked_and_the_watcher_stop
 def test_a_journal_cut_back_or_a_cookies_folder_removed_never_hides_a_change(
     cfg: RagConfig, content: Path, watcher: Watcher
 ) -> None:
-    files = journal_files(cfg.data_dir)
+    files = JournalFiles(cfg.watch_dir)
     same_as_a_walk(cfg)
     assert same_as_a_walk(cfg).walked == []
     # Cut back to its header (as logrotate's copytruncate would): the saved point is gone.
@@ -335,7 +335,7 @@ def test_a_line_the_watcher_did_not_write_means_walking_everything_once(
     cfg: RagConfig, content: Path, watcher: Watcher
 ) -> None:
     same_as_a_walk(cfg)
-    with open(journal_files(cfg.data_dir).journal, "ab") as journal:
+    with open(JournalFiles(cfg.watch_dir).journal, "ab") as journal:
         journal.write(b'"unterminated\n')  # appended by hand: what it meant is unknown
     assert same_as_a_walk(cfg).walked == list(COLLECTIONS)
     assert same_as_a_walk(cfg).walked == []  # read past it

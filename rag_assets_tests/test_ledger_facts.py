@@ -10,7 +10,7 @@ import pytest
 
 from rag_assets.config import RagConfig
 from rag_assets.index import consistency, generations, ledger_facts, manifest
-from rag_assets.index.consistency import LEDGER_FACTS_FILE, check_public_outputs
+from rag_assets.index.consistency import check_public_outputs
 from rag_assets.serve import cli
 
 from .conftest import build_files_once, copy_built
@@ -50,7 +50,7 @@ def test_the_kept_facts_are_the_whole_ledgers_and_only_new_segments_are_read(
     gen = generations.published(cfg)
     whole = manifest.read_manifest(gen.manifest_path)
     assert whole is not None
-    facts_path = cfg.data_dir / LEDGER_FACTS_FILE
+    facts_path = cfg.ledger_facts_path
     assert facts_path.is_file()  # kept by the build's own check
     facts_path.unlink()
     reads = counted_segment_reads(monkeypatch)
@@ -90,7 +90,7 @@ def test_wrong_kept_facts_cost_a_whole_read_never_a_false_problem(
         return real(path, collections)
 
     monkeypatch.setattr(consistency.manifest, "read_manifest", spy)
-    facts_path = cfg.data_dir / LEDGER_FACTS_FILE
+    facts_path = cfg.ledger_facts_path
     assert check_public_outputs(cfg).ok and whole_reads == []
     kept = facts_path.read_bytes()
     assert kept.count(b"[6,6,6,") == 3  # documents, chunks, documents with chunks, digest
@@ -121,7 +121,7 @@ def test_a_store_document_the_ledger_does_not_name_is_reported(cfg: RagConfig, m
 
 
 def test_a_facts_file_that_cannot_be_written_costs_reads_never_the_check(cfg: RagConfig) -> None:
-    facts_path = cfg.data_dir / LEDGER_FACTS_FILE
+    facts_path = cfg.ledger_facts_path
     facts_path.unlink()
     facts_path.mkdir()  # as a read-only output folder would refuse it
     assert check_public_outputs(cfg).ok

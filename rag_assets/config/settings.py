@@ -182,6 +182,16 @@ class RagConfig:
         return self.data_dir / "stat-cache.json"
 
     @property
+    def ledger_facts_path(self) -> Path:
+        """The output check's facts of each manifest ledger segment (rag_assets.index.ledger_facts)."""
+        return self.data_dir / "ledger-facts.json"
+
+    @property
+    def watch_dir(self) -> Path:
+        """`rag watch`'s journal, lock, cookies and snapshots (rag_assets.ingest.change_journal)."""
+        return self.data_dir / "watch"
+
+    @property
     def shard_splits_path(self) -> Path:
         """The sharded collections' shard hashes by content hash (rag_assets.ingest.shards.ShardSplits)."""
         return self.data_dir / "shard-splits.json"

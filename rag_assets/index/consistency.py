@@ -9,8 +9,6 @@ from rag_assets.config import RagConfig
 from rag_assets.index import generations, index_json, ledger_facts, manifest, store
 from rag_assets.index.integrity import publication_damage
 
-LEDGER_FACTS_FILE = "ledger-facts.json"  # in the data folder: see rag_assets.index.ledger_facts
-
 
 @dataclass
 class ConsistencyReport:
@@ -65,7 +63,7 @@ def check_public_outputs(cfg: RagConfig, record: VerificationRecord | None = Non
         report.problems.append(
             f"store model {summary.model} ({summary.dimension}) != index model {meta.get('model')} ({meta.get('dimension')})"
         )
-    facts = ledger_facts.manifest_facts(gen.manifest_path, cfg.data_dir / LEDGER_FACTS_FILE)
+    facts = ledger_facts.manifest_facts(gen.manifest_path, cfg.ledger_facts_path)
     store_docs = {chunk_id.rsplit("/chunk-", 1)[0] for chunk_id in store_ids}
     orphan_docs: list[str] = []
     if facts is not None and facts.chunks == report.index_chunks and _same_documents(store_docs, facts):

@@ -27,7 +27,7 @@ from rag_assets.index.index_json import read_meta
 from rag_assets.index.integrity import Damage, publication_damage, read_json_object
 from rag_assets.ingest import journal_snapshots
 from rag_assets.ingest.boundaries import collection_policy
-from rag_assets.ingest.change_journal import JournalToken, journal_files, read_since
+from rag_assets.ingest.change_journal import JournalFiles, JournalToken, read_since
 from rag_assets.ingest.collections import discover_collections
 from rag_assets.ingest.shards import ShardSplits, collection_of, collection_shards, split_snapshot
 from rag_assets.ingest.sources import overall_content_hash
@@ -108,7 +108,7 @@ class _Watched:
 
     def unchanged(self) -> bool:
         if self.token is not None:
-            read = read_since(journal_files(self.cfg.data_dir), self.cfg.content_dir.resolve(), self.token)
+            read = read_since(JournalFiles(self.cfg.watch_dir), self.cfg.content_dir, self.token)
             return read is not None and not read.everything and not read.changed
         return self.watch is not None and self.watch.unchanged()
 
@@ -140,7 +140,7 @@ def detect_changes(
     indexed = read_indexed_collections(cfg)
     policy = collection_policy(cfg)
     names = discover_collections(cfg).collections
-    files = journal_files(cfg.data_dir)
+    files = JournalFiles(cfg.watch_dir)
     reuse = journal_snapshots.reusable(files, cfg.content_dir, policy, names) if journal else None
     builder = WatchBuilder() if watch and reuse is None else None
     if builder is not None:

@@ -71,10 +71,6 @@ class JournalFiles:
         return self.folder / "snapshots"
 
 
-def journal_files(data_dir: Path) -> JournalFiles:
-    return JournalFiles(data_dir / "watch")
-
-
 @dataclass(frozen=True)
 class JournalToken:
     """A point in one watcher's journal: what a reader has seen up to (a byte offset), just
@@ -181,6 +177,7 @@ def read_since(
     no watcher of ``content_dir`` answered, or its journal cannot be trusted."""
     if not watcher_alive(files):
         return None
+    content_dir = Path(os.path.realpath(content_dir))  # as the watcher names it
     found = read_header(files)
     if found is None:
         return None

@@ -57,7 +57,7 @@ def reusable(files: JournalFiles, content_dir: Path, policy: WalkPolicy, names: 
     watcher answered (walk everything, save nothing)."""
     state = _load_state(files)
     since = JournalToken(state["watcher"], state["offset"], state["cookie"]) if state else None
-    read = read_since(files, Path(os.path.realpath(content_dir)), since)
+    read = read_since(files, content_dir, since)
     if read is None:
         return None
     if state is None or read.everything or state.get("policy") != policy_digest(content_dir, policy):

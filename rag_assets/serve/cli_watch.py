@@ -41,13 +41,13 @@ def cmd_watch(cfg: RagConfig, args: argparse.Namespace) -> int:
     if not sys.platform.startswith("linux"):
         print("rag watch: follows inotify events, which only Linux has; builds walk the content here.", file=sys.stderr)
         return EXIT_FAILED
-    from rag_assets.ingest.change_journal import journal_files
+    from rag_assets.ingest.change_journal import JournalFiles
     from rag_assets.ingest.journal_writer import JournalWriter, WatchEnded, WatcherRunning, WatchLimitReached
 
     if not cfg.content_dir.is_dir():
         print(f"rag watch: no content folder at {cfg.content_dir}; create it or fix content_dir.", file=sys.stderr)
         return EXIT_FAILED
-    writer = JournalWriter(cfg.content_dir, journal_files(cfg.data_dir))
+    writer = JournalWriter(cfg.content_dir, JournalFiles(cfg.watch_dir))
 
     def stop(_signum: int, _frame: object) -> None:
         writer.stop()

@@ -17,7 +17,7 @@ from rag_assets.config.masking import mask_url
 from rag_assets.index import generations, index_json, store
 from rag_assets.index.freshness import age_label
 from rag_assets.index.integrity import log_damage, output_damage, verification_record
-from rag_assets.ingest.change_journal import journal_files, watcher_alive
+from rag_assets.ingest.change_journal import JournalFiles, watcher_alive
 from rag_assets.ingest.collections import holds_only_vaults, only_vaults_message
 from rag_assets.privacy.tier_cards import tiers_report
 from rag_assets.reporting import human_bytes, relative_age
@@ -76,7 +76,7 @@ def status_report(cfg: RagConfig, check_damage: bool = True) -> dict[str, Any]:
             "model": summary.model,
         }
     report["tiers"] = tiers_report(cfg, damaged, {"public": summary} if summary else None)
-    journal = journal_files(cfg.data_dir)
+    journal = JournalFiles(cfg.watch_dir)
     # Whether change detection walks only what `rag watch`'s journal names (else everything).
     report["watch"] = {"running": watcher_alive(journal), "journal": str(journal.journal)}
     if cfg.store.postgres:
