@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -323,10 +324,17 @@ def test_a_journal_cut_back_or_a_cookies_folder_removed_never_hides_a_change(
     (content / "alpha/topic-0.md").write_text(page("alpha 0", "Edited after the cut."), encoding="utf-8")
     assert same_as_a_walk(cfg).walked == list(COLLECTIONS)
     assert same_as_a_walk(cfg).walked == []
-    # The cookies folder removed: the watcher makes it again and readers go on.
+    # The cookies folder removed: the watcher makes it again and readers wait for it (the
+    # watcher is stopped for a moment so that the reader surely finds no folder first).
+    watcher.signal(signal.SIGSTOP)
     shutil.rmtree(files.cookies)
     (content / "beta/topic-0.md").write_text(page("beta 0", "Edited while cookies were gone."), encoding="utf-8")
-    same_as_a_walk(cfg)
+    resume = threading.Timer(0.3, watcher.signal, (signal.SIGCONT,))
+    resume.start()
+    try:
+        assert same_as_a_walk(cfg).walked == ["beta"]
+    finally:
+        resume.join()
     (content / "gamma/topic-0.md").write_text(page("gamma 0", "Edited after."), encoding="utf-8")
     assert same_as_a_walk(cfg).walked == ["gamma"]
 

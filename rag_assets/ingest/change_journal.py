@@ -46,6 +46,7 @@ BROKEN = b"!"
 COOKIE = b"cookie "
 SYNC_TIMEOUT_S = 2.0  # a watcher that has not echoed a cookie by then is stuck: walk instead
 COOKIE_RETRY_S = 0.25
+MISSING_FOLDER_RETRY_S = 0.01
 
 
 @dataclass(frozen=True)
@@ -221,9 +222,11 @@ def _sync(files: JournalFiles, start: int, timeout_s: float) -> tuple[bytes, int
     deadline = time.monotonic() + timeout_s
     try:
         while True:
-            if not _add_cookie(files, made):
+            added = _add_cookie(files, made)
+            if added is None:
                 return None
-            retry_at = min(time.monotonic() + COOKIE_RETRY_S, deadline)
+            # No cookies folder: the watcher makes it again on its removal's event; try soon.
+            retry_at = min(time.monotonic() + (COOKIE_RETRY_S if added else MISSING_FOLDER_RETRY_S), deadline)
             pause = 0.0005
             while True:
                 found = _cookie_line(files, start, made)
@@ -244,12 +247,16 @@ def _sync(files: JournalFiles, start: int, timeout_s: float) -> tuple[bytes, int
                 pass
 
 
-def _add_cookie(files: JournalFiles, made: list[Path]) -> bool:
+def _add_cookie(files: JournalFiles, made: list[Path]) -> bool | None:
+    """Make a cookie: True; False when the cookies folder is missing (for a moment: the
+    watcher makes it again); None when it cannot be made at all."""
     cookie = files.cookies / uuid.uuid4().hex
     try:
         cookie.touch()
-    except OSError:
+    except FileNotFoundError:
         return False
+    except OSError:
+        return None
     made.append(cookie)
     return True
 
