@@ -106,6 +106,40 @@ def test_collections_are_top_level_folders_without_hidden_and_vault_folders(tmp_
     assert "Dagster forbids" in excluded["bad...name"]
 
 
+@pytest.mark.parametrize(
+    ("output", "written"),
+    [
+        ("content/out", ["out"]),  # the output folder a collection folder
+        ("content/assets/rag", ["assets"]),  # deeper in one: the folder holding it
+        ("content", ["data", "public"]),  # the content folder itself: its data/ and public/
+    ],
+)
+def test_a_folder_builds_write_in_is_never_a_collection(tmp_path, output: str, written: list[str]) -> None:
+    content = tmp_path / "site" / "content"
+    for folder in ("posts", "docs", *written):
+        (content / folder).mkdir(parents=True, exist_ok=True)
+    config = f"output_dir: {tmp_path / 'site' / output}\ncollections: [posts, docs, {written[0]}]\n"
+    found = discover_collections(load_config(write_config(tmp_path, config), environ={}))
+    assert found.collections == ("posts", "docs")
+    excluded = dict(found.excluded)
+    assert sorted(excluded) == sorted(written)
+    assert all("set output_dir outside the content folder" in excluded[name] for name in written)
+
+
+def test_a_build_into_the_content_folder_leaves_its_outputs_out_of_the_index(tmp_path, capsys) -> None:
+    content = tmp_path / "content"
+    (content / "posts").mkdir(parents=True)
+    (content / "posts" / "hello.md").write_text("---\ntitle: Hello\n---\n\n# Hello\n\nWords.\n")
+    where = ["--content-dir", str(content), "--output-dir", str(content / "out")]
+    assert main(["build", *where]) == 0
+    assert "[posts] 1 documents" in capsys.readouterr().out
+    assert main(["build", *where]) == 0  # its own outputs are no change: nothing to build
+    second = capsys.readouterr().out
+    assert "note: folder 'out' is not a collection: it holds this project's outputs" in second
+    assert "nothing to build" in second and "[out]" not in second
+    assert main(["check", *where]) == 0
+
+
 def test_listed_collections_restrict_and_report_missing_folders(tmp_path):
     content = tmp_path / "site" / "content"
     for folder in ("posts", "docs"):

@@ -23,6 +23,20 @@ def holds_configured_vault(folder: Path, vaults: tuple[VaultConfig, ...]) -> boo
 VAULT_FOLDER_REASON = "note vault (indexed by the vault tiers, never public)"
 
 
+def output_folder_reason(cfg: RagConfig, folder: Path) -> str | None:
+    """Why a top-level content folder cannot be a collection because builds write in it (the
+    output folder inside the content folder): its files change with every build, so the
+    index would hold its own outputs and never match the content. None for any other folder."""
+    folder = folder.resolve()
+    for written in (cfg.data_dir.resolve(), cfg.public_dir.resolve()):
+        if folder == written or folder in written.parents:
+            return (
+                f"it holds this project's outputs ({written}; output_dir), which every build changes; "
+                "set output_dir outside the content folder to index it"
+            )
+    return None
+
+
 @dataclass(frozen=True)
 class CollectionDiscovery:
     """The collections to index, and the folders left out with a reason."""
@@ -76,7 +90,8 @@ def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
                 excluded.append((entry.name, VAULT_FOLDER_REASON))
                 continue
             reason = (
-                invalid_collection_reason(entry.name)
+                output_folder_reason(cfg, entry)
+                or invalid_collection_reason(entry.name)
                 or shard_mark_problem(entry.name)
                 or collection_name_problem(cfg, entry.name)
             )
