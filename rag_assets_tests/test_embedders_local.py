@@ -182,8 +182,8 @@ def test_status_is_false_when_sentence_transformers_is_missing(monkeypatch: pyte
     ok, reason = local_model_status()
     assert not ok
     assert (
-        reason
-        == "sentence-transformers is not installed: pip install '.[local]' (see docs/configuration.md, Embedders)"
+        reason == "sentence-transformers is not installed: PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu "
+        "pip install torch==2.13.0, then pip install '.[local]' (see docs/configuration.md, Embedders)"
     )
     with pytest.raises(LocalModelUnavailable, match="sentence-transformers is not installed"):
         LocalEmbedder().embed_documents(["text"])

