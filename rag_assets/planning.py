@@ -61,7 +61,7 @@ class Reason(str, Enum):
     FILES_RENAMED = "files renamed"
     RESHARDED = "its shard count changed"
     UNPUBLISHED = "its last indexing was not published"
-    COLLECTION_REMOVED = "collection folder removed"
+    COLLECTION_REMOVED = "no longer a collection (its folder was removed or is left out)"
     MODEL_CHANGED = "the embedder's model or dimension changed"
     CHUNKER_CHANGED = "the chunker settings changed"
     ENCODING_CHANGED = "public_index.vector_encoding changed"

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -337,6 +338,24 @@ def test_a_journal_cut_back_or_a_cookies_folder_removed_never_hides_a_change(
         resume.join()
     (content / "gamma/topic-0.md").write_text(page("gamma 0", "Edited after."), encoding="utf-8")
     assert same_as_a_walk(cfg).walked == ["gamma"]
+
+
+def test_a_cookies_folder_moved_away_or_removed_over_and_over_is_made_again(
+    cfg: RagConfig, content: Path, watcher: Watcher, tmp_path: Path
+) -> None:
+    files = JournalFiles(cfg.watch_dir)
+    same_as_a_walk(cfg)
+    # Moved away (its watch follows it, with no IGNORED event): made again where readers look.
+    files.cookies.rename(tmp_path / "cookies-moved")
+    (content / "alpha/topic-1.md").write_text(page("alpha 1", "Edited after the move."), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked == ["alpha"]
+    # Removed as fast as a shell loop can, while the watcher makes it again: it never stops.
+    until = time.monotonic() + 3
+    while time.monotonic() < until:
+        shutil.rmtree(files.cookies, ignore_errors=True)
+    assert watcher.proc.poll() is None, watcher.stop()
+    (content / "beta/topic-1.md").write_text(page("beta 1", "Edited after the loop."), encoding="utf-8")
+    assert same_as_a_walk(cfg).walked == ["beta"]
 
 
 def test_a_line_the_watcher_did_not_write_means_walking_everything_once(

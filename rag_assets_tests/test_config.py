@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,8 +110,7 @@ def test_collections_are_top_level_folders_without_hidden_and_vault_folders(tmp_
 @pytest.mark.parametrize(
     ("output", "written"),
     [
-        ("content/out", ["out"]),  # the output folder a collection folder
-        ("content/assets/rag", ["assets"]),  # deeper in one: the folder holding it
+        ("content/out", ["out"]),  # the output folder a top-level folder
         ("content", ["data", "public"]),  # the content folder itself: its data/ and public/
     ],
 )
@@ -118,26 +118,44 @@ def test_a_folder_builds_write_in_is_never_a_collection(tmp_path, output: str, w
     content = tmp_path / "site" / "content"
     for folder in ("posts", "docs", *written):
         (content / folder).mkdir(parents=True, exist_ok=True)
-    config = f"output_dir: {tmp_path / 'site' / output}\ncollections: [posts, docs, {written[0]}]\n"
+    config = f"output_dir: {tmp_path / 'site' / output}\n"
     found = discover_collections(load_config(write_config(tmp_path, config), environ={}))
-    assert found.collections == ("posts", "docs")
+    assert found.collections == ("docs", "posts")
     excluded = dict(found.excluded)
     assert sorted(excluded) == sorted(written)
-    assert all("set output_dir outside the content folder" in excluded[name] for name in written)
+    assert all("it is where builds write" in excluded[name] for name in written)
 
 
-def test_a_build_into_the_content_folder_leaves_its_outputs_out_of_the_index(tmp_path, capsys) -> None:
+def test_a_listed_output_folder_is_refused_before_a_build_made_it(tmp_path) -> None:
+    (tmp_path / "site" / "content" / "posts").mkdir(parents=True)
+    config = f"output_dir: {tmp_path / 'site' / 'content' / 'out'}\ncollections: [posts, out]\n"
+    found = discover_collections(load_config(write_config(tmp_path, config), environ={}))
+    assert found.collections == ("posts",)
+    assert found.missing == ()  # not "configured but missing": it is the output folder
+    assert "it is where builds write" in dict(found.excluded)["out"]
+
+
+@pytest.mark.parametrize("output", ["out", "docs/build/rag", "docs/.rag", "."])
+def test_a_build_into_the_content_folder_leaves_its_outputs_out_of_the_index(tmp_path, capsys, output: str) -> None:
     content = tmp_path / "content"
-    (content / "posts").mkdir(parents=True)
-    (content / "posts" / "hello.md").write_text("---\ntitle: Hello\n---\n\n# Hello\n\nWords.\n")
-    where = ["--content-dir", str(content), "--output-dir", str(content / "out")]
+    for name in ("posts", "docs"):
+        (content / name).mkdir(parents=True)
+        (content / name / "hello.md").write_text(f"---\ntitle: Hello {name}\n---\n\n# Hello\n\nWords.\n")
+    where = ["--content-dir", str(content), "--output-dir", str(content / output)]
     assert main(["build", *where]) == 0
-    assert "[posts] 1 documents" in capsys.readouterr().out
-    assert main(["build", *where]) == 0  # its own outputs are no change: nothing to build
+    first = capsys.readouterr().out
+    assert "[docs] 1 documents" in first and "[posts] 1 documents" in first and "Skipped" not in first
+    # Its own outputs, written by the first build, are no change: nothing to build.
+    assert main(["build", *where]) == 0
     second = capsys.readouterr().out
-    assert "note: folder 'out' is not a collection: it holds this project's outputs" in second
-    assert "nothing to build" in second and "[out]" not in second
+    assert "nothing to build" in second
+    if output in ("out", "."):
+        assert "is not a collection: it is where builds write" in second
     assert main(["check", *where]) == 0
+    capsys.readouterr()
+    assert main(["search", "Hello", "--json", *where]) == 0
+    found = {hit["collection"] for hit in json.loads(capsys.readouterr().out)["hits"]}
+    assert found == {"docs", "posts"}  # the documents, and nothing of the outputs
 
 
 def test_listed_collections_restrict_and_report_missing_folders(tmp_path):

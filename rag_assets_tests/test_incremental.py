@@ -617,7 +617,7 @@ def test_no_change_is_up_to_date_and_rag_check_names_what_changed(tmp_path: Path
     assert main(["check", *args]) == 0
     shutil.rmtree(content / "journal")
     assert main(["check", *args]) == 1
-    assert "[journal] collection folder removed" in capsys.readouterr().out
+    assert "[journal] no longer a collection (its folder was removed or is left out)" in capsys.readouterr().out
     assert main(["build", *args]) == 0
     assert main(["check", *args]) == 0
     assert "journal" not in read_index(cfg.index_path)["collections"]

@@ -62,7 +62,7 @@ class CollectionChange:
         if self.status == "new":
             return f"new collection ({len(self.added)} files)"
         if self.status == "removed":
-            return "collection folder removed"
+            return "no longer a collection (its folder was removed or is left out)"
         if self.status == "changed" and self.resharded:
             return "re-index needed: its shard count changed"
         if self.status == "changed" and not (self.added or self.changed or self.removed):

@@ -38,7 +38,13 @@ def collection_policy(cfg: RagConfig) -> WalkPolicy:
         forbidden=public_forbidden(cfg),
         follow_symlinks=cfg.follow_symlinks,
         max_file_bytes=cfg.max_file_bytes,
+        outputs=output_folders(cfg),
     )
+
+
+def output_folders(cfg: RagConfig) -> tuple[str, ...]:
+    """The folders a build writes (resolved), never walked as content."""
+    return (str(_real(cfg.data_dir)), str(_real(cfg.public_dir)))
 
 
 def vault_policy(cfg: RagConfig, vault: VaultConfig) -> WalkPolicy:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,16 +25,18 @@ VAULT_FOLDER_REASON = "note vault (indexed by the vault tiers, never public)"
 
 
 def output_folder_reason(cfg: RagConfig, folder: Path) -> str | None:
-    """Why a top-level content folder cannot be a collection because builds write in it (the
-    output folder inside the content folder): its files change with every build, so the
-    index would hold its own outputs and never match the content. None for any other folder."""
-    folder = folder.resolve()
-    for written in (cfg.data_dir.resolve(), cfg.public_dir.resolve()):
-        if folder == written or folder in written.parents:
-            return (
-                f"it holds this project's outputs ({written}; output_dir), which every build changes; "
-                "set output_dir outside the content folder to index it"
-            )
+    """Why a top-level content folder cannot be a collection because it is where builds write:
+    the output folder itself, or its ``data/`` or ``public/`` (an output folder that is the
+    content folder). Its files change with every build, so the index would hold its own
+    outputs and never match the content. Deeper in a collection, the walk passes over the
+    written folders (:attr:`rag_assets.ingest.walker.WalkPolicy.outputs`). None for any other folder."""
+    # Imported here, as in discover_collections: boundaries builds on this module's config types.
+    from rag_assets.ingest.boundaries import output_folders
+    from rag_assets.ingest.walker import is_within
+
+    real = os.path.realpath(folder)
+    if real == os.path.realpath(cfg.output_dir) or any(is_within(real, out) for out in output_folders(cfg)):
+        return f"it is where builds write (output_dir {cfg.output_dir}): its files change with every build, so it is never content"
     return None
 
 
@@ -107,7 +110,8 @@ def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
     refused = dict(excluded)
     for name in cfg.collections:
         reason = (
-            invalid_collection_reason(name)
+            output_folder_reason(cfg, cfg.content_dir / name)
+            or invalid_collection_reason(name)
             or shard_mark_problem(name)
             or refused.get(name)
             or collection_name_problem(cfg, name)

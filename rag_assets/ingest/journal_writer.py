@@ -19,8 +19,8 @@ What keeps the journal true:
 - The watcher holds an exclusive lock on ``<data>/watch/lock`` while it runs; the kernel
   releases it when the process dies, however it dies, and readers then walk.
 - The content folder moved or deleted, or the journal removed or replaced, ends the watcher
-  (``!``): what it watches or writes is no longer what readers look at. A removed cookies
-  folder is made again.
+  (``!``): what it watches or writes is no longer what readers look at. A cookies folder
+  removed or moved away is made again (readers wait for it).
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ WATCH_MASK = (
     | flags.MOVE_SELF
     | flags.ONLYDIR
 )
-COOKIE_MASK = flags.CREATE | flags.MOVED_TO | flags.ONLYDIR
+COOKIE_MASK = flags.CREATE | flags.MOVED_TO | flags.MOVE_SELF | flags.ONLYDIR
+COOKIE_FOLDER_TRIES = 100
 READ_TIMEOUT_MS = 200  # how often the loop looks at its stop flag
 
 
@@ -140,7 +141,7 @@ class JournalWriter:
             os.write(journal, BROKEN + b"\n")
             raise
         # The cookies last: a reader's cookie comes back only once every folder is watched.
-        self._cookies_wd = inotify.add_watch(self.files.cookies, COOKIE_MASK)
+        self._watch_cookies(inotify)
         if on_ready is not None:
             on_ready(self)
         while not self._stop.is_set():
@@ -163,9 +164,13 @@ class JournalWriter:
             self._watch_tree(inotify, "")  # folders made while events were lost are watched now
             return
         if wd == self._cookies_wd:
-            if mask & flags.IGNORED:  # the cookies folder was removed: readers' cookies wait for this
-                self.files.cookies.mkdir(parents=True, exist_ok=True)
-                self._cookies_wd = inotify.add_watch(self.files.cookies, COOKIE_MASK)
+            if mask & (flags.IGNORED | flags.MOVE_SELF):  # removed or moved away: readers' cookies wait for this
+                if mask & flags.MOVE_SELF:
+                    try:
+                        inotify.rm_watch(wd)  # it follows the moved folder, where no reader looks
+                    except OSError:
+                        pass
+                self._watch_cookies(inotify)
             elif name and mask & (flags.CREATE | flags.MOVED_TO):
                 lines.append(cookie_line(name))
                 self._marked.clear()
@@ -197,6 +202,21 @@ class JournalWriter:
             lines.append(ALL + b"\n")
             return
         self._mark(rel.split("/", 1)[0], lines)
+
+    def _watch_cookies(self, inotify: INotify) -> None:
+        """Make the cookies folder (again) and watch it; removed once more in between, it is
+        made again, a few times, before the watcher gives up (readers then walk)."""
+        for _ in range(COOKIE_FOLDER_TRIES):
+            self.files.cookies.mkdir(parents=True, exist_ok=True)
+            try:
+                self._cookies_wd = inotify.add_watch(self.files.cookies, COOKIE_MASK)
+                return
+            except FileNotFoundError:
+                continue
+        raise WatchEnded(
+            f"the cookies folder {self.files.cookies} was removed again each time it was made; "
+            "start `rag watch` again once nothing removes it"
+        )
 
     def _check_journal(self, journal: int) -> None:
         """Stop when the journal file was removed or replaced: readers could not see our lines."""

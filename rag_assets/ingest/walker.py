@@ -68,6 +68,11 @@ class WalkPolicy:
     # folder, files by suffix (lower case, with the dot).
     excluded_folders: tuple[tuple[str, str], ...] = ()
     excluded_suffixes: tuple[tuple[str, str], ...] = ()
+    # The folders builds write (resolved): an output folder inside the content folder is
+    # never content, or the index would hold its own outputs and never match the content.
+    # Passed over without a word, as hidden folders are: reported, the skip itself would be a
+    # change the next build sees (the folders appear during the first build).
+    outputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,11 @@ def symlink_outside_reason(policy: WalkPolicy) -> str:
 def forbidden_folder(real_target: str, policy: WalkPolicy) -> ForbiddenFolder | None:
     """The other tier's folder that ``real_target`` lies in, if any."""
     return next((f for f in policy.forbidden if is_within(real_target, f.path)), None)
+
+
+def holds_outputs(real_target: str, policy: WalkPolicy) -> bool:
+    """Whether ``real_target`` is (or lies in) a folder builds write."""
+    return any(is_within(real_target, folder) for folder in policy.outputs)
 
 
 def symlink_problem(real_target: str, policy: WalkPolicy) -> str | None:
@@ -250,9 +260,13 @@ class _Walk:
         if is_link:
             self.listing.links = True
             real = os.path.realpath(entry.path)
-            problem = symlink_problem(real, self.policy) or _loop_problem(real, chain)
         else:
             real = os.path.join(chain[-1], entry.name)
+        if self.policy.outputs and holds_outputs(real, self.policy):
+            return []  # what builds write (see WalkPolicy.outputs)
+        if is_link:
+            problem = symlink_problem(real, self.policy) or _loop_problem(real, chain)
+        else:
             # A plain subfolder can still be another tier's: a vault nested in the walked folder.
             problem = folder_problem(real, self.policy) if is_dir else None
         if problem:

@@ -367,7 +367,7 @@ def _dry_run(cfg: RagConfig, targets: list[str]) -> int:
         if change.collection not in targets and change.status != "removed":
             continue
         if change.status == "removed":
-            print(f"[{change.collection}] folder removed: its chunks would be deleted from every output")
+            print(f"[{change.collection}] no longer a collection: its chunks would be deleted from every output")
             continue
         plan = plan_collection(cfg, change.collection, change.files, embedder)
         print(
