@@ -3,6 +3,7 @@
 Atomic file writes (:mod:`.atomic`), file locks (:mod:`.file_lock`), the SQLite cache helper
 (:mod:`.sqlite_cache`), CJK word splitting (:mod:`.cjk`), the HTTP retry policy
 (:mod:`.http_retry`), the egress guard with the only HTTP client that may carry private
-text (:mod:`.egress`), and the BLAS thread limit of the code that searches many times (:mod:`.blas`). Nothing here imports a stage; the layers contract in pyproject.toml
+text (:mod:`.egress`), the BLAS thread limit of the code that searches many times (:mod:`.blas`), and fewer
+garbage-collector passes while a build runs (:mod:`.gc_passes`). Nothing here imports a stage; the layers contract in pyproject.toml
 (``lint-imports``) keeps it so.
 """

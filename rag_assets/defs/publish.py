@@ -11,6 +11,7 @@ from typing import Any
 
 import dagster as dg
 
+from rag_assets.base.gc_passes import fewer_gc_passes
 from rag_assets.config import RagConfig
 from rag_assets.defs.io_managers import LAZY
 from rag_assets.defs.jobs import BUILD_TAG
@@ -189,7 +190,8 @@ def publish(
     )
     collections = all_collections(cfg, embeddings, ledger)
     full = context.run.tags.get(BUILD_TAG, "full") == "full"
-    published = publish_all(collections, cfg, utc_now_iso(), full_build=full)
+    with fewer_gc_passes():  # see rag_assets/base/gc_passes.py
+        published = publish_all(collections, cfg, utc_now_iso(), full_build=full)
     vouch_for_stores(cfg, published)  # the store this step wrote is not read whole again by its checks
     header, summary, sync, data = published.header, published.store_summary, published.store_sync, published.manifest
     facts = published.collections  # what the publish kept of each collection's records

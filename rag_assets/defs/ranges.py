@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import dagster as dg
 
+from rag_assets.base.gc_passes import fewer_gc_passes
 from rag_assets.defs.outcomes import failed_partitions_metadata
 from rag_assets.defs.staged_records import StagedRecords
 
@@ -57,7 +58,8 @@ def for_each_partition(
         for key in context.partition_keys:
             started = time.perf_counter()
             try:
-                value, metadata = work(key)
+                with fewer_gc_passes():  # a run launched from the UI: see rag_assets/base/gc_passes.py
+                    value, metadata = work(key)
             except Exception as error:
                 why = f"{type(error).__name__}: {error}"
                 raise dg.Failure(

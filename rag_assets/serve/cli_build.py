@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from rag_assets.base import verified
+from rag_assets.base.gc_passes import fewer_gc_passes
 from rag_assets.base.sqlite_cache import track_sessions
 from rag_assets.base.verified import VerificationRecord
 from rag_assets.config import (
@@ -87,6 +88,7 @@ def exclusion_note(cfg: RagConfig, folder: str, reason: str) -> str | None:
     )
 
 
+@fewer_gc_passes()  # the build's records are freed by reference counting: see rag_assets/base/gc_passes.py
 def cmd_build(cfg: RagConfig, args: argparse.Namespace) -> int:
     discovery = discover_collections(cfg)
     for folder, reason in discovery.excluded:
