@@ -158,6 +158,16 @@ def test_a_build_into_the_content_folder_leaves_its_outputs_out_of_the_index(tmp
     assert found == {"docs", "posts"}  # the documents, and nothing of the outputs
 
 
+def test_a_path_through_a_symlink_loop_is_a_configuration_error(tmp_path, capsys) -> None:
+    content = tmp_path / "site" / "content"
+    content.mkdir(parents=True)
+    (content / "loop").symlink_to("loop")
+    with pytest.raises(ConfigError, match="rag.yaml: .* cannot be resolved .*points back at itself"):
+        load_config(write_config(tmp_path, "output_dir: content/loop/out\n"), environ={})
+    assert main(["build", "--content-dir", str(content), "--output-dir", str(content / "loop" / "out")]) == 2
+    assert "--output-dir: " in capsys.readouterr().err
+
+
 def test_listed_collections_restrict_and_report_missing_folders(tmp_path):
     content = tmp_path / "site" / "content"
     for folder in ("posts", "docs"):

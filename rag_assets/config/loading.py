@@ -144,8 +144,21 @@ def collect_overrides(
     found += [Override(label, path, str(value)) for label, path, value in flags if value is not None]
     # Flags and env vars name folders relative to where the user typed them, not to the file.
     return [
-        replace(o, value=str(Path(os.path.expanduser(o.value)).resolve())) if o.path in _PATH_KEYS else o for o in found
+        replace(o, value=str(resolved_path(Path(os.path.expanduser(o.value)), o.label))) if o.path in _PATH_KEYS else o
+        for o in found
     ]
+
+
+def resolved_path(path: Path, given_by: str) -> Path:
+    """``path`` made absolute with its symlinks resolved; a ConfigError naming ``given_by``
+    (a flag, a variable, the file) when a symlink loop makes that impossible."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:  # RuntimeError: pathlib's "Symlink loop from ..."
+        raise ConfigError(
+            f"{given_by}: {path} cannot be resolved ({exc}); a symlink on the way points back at itself, "
+            "so point it at a real folder"
+        ) from None
 
 
 def _apply_overrides(source: ConfigSource, overrides: Sequence[Override]) -> tuple[dict[str, Any], _Locator]:
@@ -311,7 +324,9 @@ def build_config(model: ConfigFile, *, base_dir: Path, config_path: Path | None 
 
     def resolve(value: str) -> Path:
         p = Path(os.path.expanduser(value))
-        return (p if p.is_absolute() else base_dir / p).resolve()
+        return resolved_path(
+            p if p.is_absolute() else base_dir / p, display_path(config_path) if config_path else "rag.yaml"
+        )
 
     vaults = tuple(
         VaultConfig(
