@@ -13,6 +13,8 @@ from rag_assets.config import (
     invalid_collection_reason,
     shard_mark_problem,
 )
+from rag_assets.ingest.boundaries import collection_name_problem, output_folders
+from rag_assets.ingest.walker import is_within, readable_name
 
 
 def holds_configured_vault(folder: Path, vaults: tuple[VaultConfig, ...]) -> bool:
@@ -30,10 +32,6 @@ def output_folder_reason(cfg: RagConfig, folder: Path) -> str | None:
     content folder). Its files change with every build, so the index would hold its own
     outputs and never match the content. Deeper in a collection, the walk passes over the
     written folders (:attr:`rag_assets.ingest.walker.WalkPolicy.outputs`). None for any other folder."""
-    # Imported here, as in discover_collections: boundaries builds on this module's config types.
-    from rag_assets.ingest.boundaries import output_folders
-    from rag_assets.ingest.walker import is_within
-
     real = os.path.realpath(folder)
     if real == os.path.realpath(cfg.output_dir) or any(is_within(real, out) for out in output_folders(cfg)):
         return f"it is where builds write (output_dir {cfg.output_dir}): its files change with every build, so it is never content"
@@ -74,10 +72,6 @@ def discover_collections(cfg: RagConfig) -> CollectionDiscovery:
     so that the other collections still build, but a listed name that is a path or a
     folder discovery excludes is excluded with its reason.
     """
-    # Imported here: boundaries builds on this module's config types.
-    from rag_assets.ingest.boundaries import collection_name_problem
-    from rag_assets.ingest.walker import readable_name
-
     excluded: list[tuple[str, str]] = []
     found: list[str] = []
     loose: list[str] = []
