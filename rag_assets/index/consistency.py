@@ -44,14 +44,14 @@ def check_public_outputs(cfg: RagConfig, record: VerificationRecord | None = Non
     if meta.get("sizeBytes") != index_size:
         report.problems.append(f"index is {index_size} bytes but its sidecar says {meta.get('sizeBytes')}")
     report.index_chunks = int(meta.get("totalChunks") or 0)
-    store_ids = store.chunk_ids(gen.store_path)
+    store_ids = store.sorted_chunk_ids(gen.store_path)
     summary = store.summarise(gen.store_path)
     assert summary is not None
     report.store_chunks, report.fts_rows = summary.chunks, summary.fts_rows
     if meta.get("chunkIdsSha256") != index_json.chunk_ids_digest(store_ids):
         index_ids = {c["id"] for c in index_json.read_index(gen.index_path)["chunks"]}
-        only_index = sorted(index_ids - store_ids)[:5]
-        only_store = sorted(store_ids - index_ids)[:5]
+        only_index = sorted(index_ids.difference(store_ids))[:5]
+        only_store = sorted(set(store_ids) - index_ids)[:5]
         report.problems.append(f"chunk IDs differ: only in index {only_index}, only in store {only_store}")
     if summary.fts_rows != summary.chunks:
         report.problems.append(f"FTS table has {summary.fts_rows} rows for {summary.chunks} chunks")

@@ -108,11 +108,15 @@ def _scan(
         f"CREATE VIRTUAL TABLE fts_chunks USING fts5({listed}, content='seg_fields', "
         f"content_rowid='chunk_rowid', tokenize='{TOKENIZE}')"
     )
-    select = f"SELECT chunk_rowid, {listed} FROM chunk_fields WHERE chunk_rowid = ?"
+    # One query for the segment's rows (the rowids as one JSON array, as segment_rowids does),
+    # inserted in one call: a query and an insert per chunk cost a third of the file's time.
+    select = (
+        f"SELECT chunk_rowid, {listed} FROM chunk_fields"
+        " WHERE chunk_rowid IN (SELECT value FROM json_each(?))"
+    )
     marks = ", ".join("?" * (len(columns) + 1))
     insert = f"INSERT INTO seg_fields(chunk_rowid, {listed}) VALUES ({marks})"
-    for rowid in rowids.tolist():
-        memory.execute(insert, conn.execute(select, (rowid,)).fetchone())
+    memory.executemany(insert, conn.execute(select, (orjson.dumps(rowids.tolist()).decode(),)))
     memory.execute("INSERT INTO fts_chunks(fts_chunks) VALUES('rebuild')")
     table = fts_table(memory)
     scan = InstanceScan(memory, table, RowPositions(content_rowids(memory, table)), fields.for_columns(columns))
