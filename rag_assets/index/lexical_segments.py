@@ -26,6 +26,7 @@ import base64
 import hashlib
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -65,58 +66,97 @@ def lexical_key(chunks_key: str, rowids: np.ndarray, fields: FieldWeights) -> st
     return digest.hexdigest()[:40]
 
 
-def render_segment_lexical(conn: sqlite3.Connection, rowids: np.ndarray, fields: FieldWeights) -> bytes:
-    """The BM25 file of the segment whose chunks have the store rowids ``rowids`` (in its order)."""
+@dataclass
+class Postings:
+    """A segment's postings: per posting its term (an index into ``terms``), its chunk's
+    position in the segment and its column-weighted tf; per chunk position its token count."""
+
+    terms: list[str]
+    term: np.ndarray
+    position: np.ndarray
+    tf: np.ndarray  # float32: the file's precision
+    doc_len: np.ndarray
+
+
+def segment_rows(conn: sqlite3.Connection, rowids: np.ndarray) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+    """The store's FTS5 columns and each of the segment's rows of ``chunk_fields`` (the text
+    FTS5 indexed), ``(rowid, *columns)`` in the segment's order, read in one query (the rowids
+    as one JSON array, as :func:`segment_rowids` does: a query per chunk cost a tenth of the file)."""
     columns = fts_table(conn).columns
+    select = (
+        f"SELECT chunk_rowid, {', '.join(columns)} FROM chunk_fields"
+        " WHERE chunk_rowid IN (SELECT value FROM json_each(?))"
+    )
+    by_rowid = {row[0]: row for row in conn.execute(select, (orjson.dumps(rowids.tolist()).decode(),))}
+    return columns, [by_rowid[rowid] for rowid in rowids.tolist()]
+
+
+def scan_rows(
+    columns: Sequence[str], rows: Sequence[tuple[Any, ...]], positions: np.ndarray, fields: FieldWeights, n: int
+) -> Postings:
+    """The postings of ``rows`` (``(rowid, *columns)``), indexed in an in-memory FTS5 table
+    declared like the store's (same columns, same tokenizer, the store's rowids), their chunks
+    at ``positions`` (one per row) of a segment of ``n`` chunks."""
     memory = sqlite3.connect(":memory:")
     try:
-        raw = _scan(conn, memory, columns, rowids, fields)
+        raw = _scan(memory, columns, rows, fields)
     finally:
         memory.close()
+    rowids = np.array([row[0] for row in rows], dtype=np.int64)
     order = np.argsort(rowids, kind="stable")  # a posting's row indexes the rowids ascending
-    position = order[raw["row"]].astype(np.int64) if len(order) else np.zeros(0, np.int64)
-    term, tf = raw["term"], raw["tf"]
-    by_term = np.lexsort((position, term))
-    position, tf, term = position[by_term], tf[by_term], term[by_term]
-    doc_len = np.zeros(len(rowids), dtype=np.int64)
+    at = np.asarray(positions, dtype=np.int64)[order]
+    doc_len = np.zeros(n, dtype=np.int64)
     if len(order):
-        doc_len[order] = raw["doc_len"]
+        doc_len[at] = raw["doc_len"]
+    position = at[raw["row"]] if len(order) else np.zeros(0, np.int64)
+    return Postings(raw["terms"], raw["term"], position, raw["tf"], doc_len)
+
+
+def render_postings(postings: Postings, rowids: np.ndarray) -> bytes:
+    """The BM25 file of postings of the segment whose chunks have the store rowids ``rowids``:
+    term-major, chunk positions ascending; a term no posting holds is left out."""
+    term, position, tf = postings.term, postings.position, postings.tf
+    by_term = np.lexsort((position, term))
+    term, position, tf = term[by_term], position[by_term], tf[by_term]
+    df = np.bincount(term, minlength=len(postings.terms))
+    terms = postings.terms
+    if len(df) and not df.all():  # terms that only left chunks held
+        held = df > 0
+        term = (np.cumsum(held) - 1)[term]
+        terms = [t for t, keep in zip(terms, held.tolist()) if keep]
+        df = df[held]
     payload: dict[str, Any] = {
         "version": SEGMENT_LEXICAL_VERSION,
         "chunks": len(rowids),
-        "terms": raw["terms"],
-        "df": np.bincount(term, minlength=len(raw["terms"])).astype(int).tolist(),
+        "terms": terms,
+        "df": df.astype(int).tolist(),
         "postingChunks": _b64(position, "<u4"),
         "postingTf": _b64(tf, "<f4"),
-        "docLength": _b64(doc_len, "<u4"),
+        "docLength": _b64(postings.doc_len, "<u4"),
         "rowids": _b64(rowids, "<f8"),
     }
     return orjson.dumps(payload)
 
 
+def render_segment_lexical(conn: sqlite3.Connection, rowids: np.ndarray, fields: FieldWeights) -> bytes:
+    """The BM25 file of the segment whose chunks have the store rowids ``rowids`` (in its order),
+    every chunk indexed (rag_assets.index.lexical_reuse indexes only the changed ones)."""
+    columns, rows = segment_rows(conn, rowids)
+    return render_postings(scan_rows(columns, rows, np.arange(len(rows)), fields, len(rows)), rowids)
+
+
 def _scan(
-    conn: sqlite3.Connection,
-    memory: sqlite3.Connection,
-    columns: Sequence[str],
-    rowids: np.ndarray,
-    fields: FieldWeights,
+    memory: sqlite3.Connection, columns: Sequence[str], rows: Sequence[tuple[Any, ...]], fields: FieldWeights
 ) -> dict[str, Any]:
-    """The segment's rows indexed in ``memory`` like the store's FTS5 table, and scanned."""
+    """``rows`` indexed in ``memory`` like the store's FTS5 table, and scanned."""
     listed = ", ".join(columns)
     memory.execute(f"CREATE TABLE seg_fields(chunk_rowid INTEGER PRIMARY KEY, {listed})")
     memory.execute(
         f"CREATE VIRTUAL TABLE fts_chunks USING fts5({listed}, content='seg_fields', "
         f"content_rowid='chunk_rowid', tokenize='{TOKENIZE}')"
     )
-    # One query for the segment's rows (the rowids as one JSON array, as segment_rowids does),
-    # inserted in one call: a query and an insert per chunk cost a third of the file's time.
-    select = (
-        f"SELECT chunk_rowid, {listed} FROM chunk_fields"
-        " WHERE chunk_rowid IN (SELECT value FROM json_each(?))"
-    )
     marks = ", ".join("?" * (len(columns) + 1))
-    insert = f"INSERT INTO seg_fields(chunk_rowid, {listed}) VALUES ({marks})"
-    memory.executemany(insert, conn.execute(select, (orjson.dumps(rowids.tolist()).decode(),)))
+    memory.executemany(f"INSERT INTO seg_fields(chunk_rowid, {listed}) VALUES ({marks})", rows)
     memory.execute("INSERT INTO fts_chunks(fts_chunks) VALUES('rebuild')")
     table = fts_table(memory)
     scan = InstanceScan(memory, table, RowPositions(content_rowids(memory, table)), fields.for_columns(columns))

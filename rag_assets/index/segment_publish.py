@@ -25,7 +25,8 @@ from rag_assets.index.fields import FieldWeights
 from rag_assets.index.generations import Generation
 from rag_assets.index.index_json import IndexHeader
 from rag_assets.index.lexical_json import lexical_header
-from rag_assets.index.lexical_segments import lexical_key, render_segment_lexical, segment_rowids
+from rag_assets.index.lexical_reuse import PreviousLexical, collect_digests, render_segment, save_digests
+from rag_assets.index.lexical_segments import lexical_key, segment_rowids
 from rag_assets.index.manifest import (
     build_segmented_manifest,
     collection_entry,
@@ -62,7 +63,9 @@ def collect_segments(data_dir: Path, kept: list[Generation]) -> list[str]:
         keep.update(known_files(generation.index_path, generation.manifest_path))
     # The rendered collections of the single-file index (older versions): the segments replace them.
     shutil.rmtree(data_dir / LEGACY_FRAGMENTS, ignore_errors=True)
-    return collect_garbage(segments_folder(data_dir), keep)
+    removed = collect_garbage(segments_folder(data_dir), keep)
+    collect_digests(data_dir, keep)  # the BM25 files' row digests (rag_assets.index.lexical_reuse)
+    return removed
 
 
 def _listed(fields: dict[str, Any], key: str) -> list[dict[str, Any]]:
@@ -154,7 +157,7 @@ class SegmentPublisher:
             files = {"chunks": write_chunks_file(self.writer, part, self.vector_decimals, self.encoding)}
             if self.encoding in FILE_ENCODINGS:
                 files["vectors"] = write_vectors_file(self.writer, part, self.vector_decimals)
-            files["lexical"] = self._lexical_file(part)
+            files["lexical"] = self._lexical_file(part, bucket, buckets)
             self.segments.append(Segment(col.collection, bucket, buckets, len(part.chunks), len(part.documents), files))
             self._add_ledger(part, bucket, buckets)
         self.collections[col.collection] = collection_entry(col)
@@ -190,13 +193,36 @@ class SegmentPublisher:
         self.documents += sum(s.documents for s in segments)
         return True
 
-    def _lexical_file(self, part: EmbeddedCollection) -> SegmentFile:
+    def _lexical_file(self, part: EmbeddedCollection, bucket: int, buckets: int) -> SegmentFile:
         conn = self._store()
         rowids = segment_rowids(conn, [c.id for c in part.chunks])
         key = lexical_key(chunks_key(part, self.vector_decimals, self.encoding), rowids, self.fields)
-        return self.writer.file(
-            f"{key}.bm25.json", lambda out: out.write(render_segment_lexical(conn, rowids, self.fields))
-        )
+        name = f"{key}.bm25.json"
+        digests: list[bytes] = []
+
+        def render(out: Any) -> None:
+            # Only the chunks whose text changed since the previous file of this segment are indexed.
+            payload, rows = render_segment(
+                conn, rowids, self.fields, self._previous_lexical(part.collection, bucket, buckets)
+            )
+            digests.extend(rows)
+            out.write(payload)
+
+        file = self.writer.file(name, render)
+        if name in self.writer.written:
+            save_digests(self.data_dir, name, self.fields, digests)
+        return file
+
+    def _previous_lexical(self, collection: str, bucket: int, buckets: int) -> PreviousLexical | None:
+        """The previous generation's BM25 file of this segment, if its index names one."""
+        for entry in _listed(self._previous_index_fields(), "segments"):
+            if (entry.get("collection"), entry.get("bucket"), entry.get("buckets")) != (collection, bucket, buckets):
+                continue
+            try:
+                return PreviousLexical(self.writer.folder, SegmentFile.from_json(entry["lexical"]), self.data_dir)
+            except (KeyError, TypeError, ValueError):
+                return None
+        return None
 
     def _add_ledger(self, part: EmbeddedCollection, bucket: int, buckets: int) -> None:
         before = self._previous_ledger.get((part.collection, bucket, buckets))
