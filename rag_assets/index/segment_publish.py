@@ -154,10 +154,12 @@ class SegmentPublisher:
         """Write (or name again) the segments of one collection; collections in name order."""
         buckets = bucket_count(len(col.chunks))
         for bucket, part in split_collection(col, buckets):
-            files = {"chunks": write_chunks_file(self.writer, part, self.vector_decimals, self.encoding)}
-            if self.encoding in FILE_ENCODINGS:
-                files["vectors"] = write_vectors_file(self.writer, part, self.vector_decimals)
-            files["lexical"] = self._lexical_file(part, bucket, buckets)
+            # The key hashes every chunk's text: made once for the segment's three files.
+            key = chunks_key(part, self.vector_decimals, self.encoding)
+            files = {"chunks": write_chunks_file(self.writer, part, self.vector_decimals, self.encoding, key)}
+            if self.encoding in FILE_ENCODINGS:  # int16-bin alone: the chunks' key is the vectors' too
+                files["vectors"] = write_vectors_file(self.writer, part, self.vector_decimals, key)
+            files["lexical"] = self._lexical_file(part, bucket, buckets, key)
             self.segments.append(Segment(col.collection, bucket, buckets, len(part.chunks), len(part.documents), files))
             self._add_ledger(part, bucket, buckets)
         self.collections[col.collection] = collection_entry(col)
@@ -193,10 +195,11 @@ class SegmentPublisher:
         self.documents += sum(s.documents for s in segments)
         return True
 
-    def _lexical_file(self, part: EmbeddedCollection, bucket: int, buckets: int) -> SegmentFile:
+    def _lexical_file(self, part: EmbeddedCollection, bucket: int, buckets: int, chunks: str) -> SegmentFile:
+        """``chunks``: the segment's chunks key (:func:`chunks_key`)."""
         conn = self._store()
         rowids = segment_rowids(conn, [c.id for c in part.chunks])
-        key = lexical_key(chunks_key(part, self.vector_decimals, self.encoding), rowids, self.fields)
+        key = lexical_key(chunks, rowids, self.fields)
         name = f"{key}.bm25.json"
         digests: list[bytes] = []
 

@@ -242,9 +242,10 @@ def _key(*parts: str) -> str:
 
 
 def write_chunks_file(
-    writer: SegmentWriter, col: EmbeddedCollection, vector_decimals: int, encoding: str
+    writer: SegmentWriter, col: EmbeddedCollection, vector_decimals: int, encoding: str, key: str | None = None
 ) -> SegmentFile:
-    """A segment's ``<key>.chunks.json``: ``{"collection", "chunks": [...]}``."""
+    """A segment's ``<key>.chunks.json``: ``{"collection", "chunks": [...]}``. ``key``: its
+    :func:`chunks_key`, when the caller has it (it hashes every chunk)."""
 
     def render(out: DigestingWriter) -> None:
         out.write(b'{"collection":' + orjson.dumps(col.collection) + b',"chunks":[')
@@ -252,11 +253,14 @@ def write_chunks_file(
             out.write(piece)
         out.write(b"]}")
 
-    return writer.file(f"{chunks_key(col, vector_decimals, encoding)}.chunks.json", render)
+    return writer.file(f"{key or chunks_key(col, vector_decimals, encoding)}.chunks.json", render)
 
 
-def write_vectors_file(writer: SegmentWriter, col: EmbeddedCollection, vector_decimals: int) -> SegmentFile:
-    """A segment's ``<key>.vectors.bin`` (int16-bin): its vectors in its chunk order."""
+def write_vectors_file(
+    writer: SegmentWriter, col: EmbeddedCollection, vector_decimals: int, int16_key: str | None = None
+) -> SegmentFile:
+    """A segment's ``<key>.vectors.bin`` (int16-bin): its vectors in its chunk order.
+    ``int16_key``: the segment's :func:`chunks_key` for int16-bin, when the caller has it."""
     import numpy as np
 
     from rag_assets.index.vector_file import render_vector_file
@@ -265,7 +269,7 @@ def write_vectors_file(writer: SegmentWriter, col: EmbeddedCollection, vector_de
         matrix = np.asarray(col.vectors, dtype=np.float32).reshape(-1, col.dimension)
         out.write(render_vector_file(matrix, None))
 
-    key = _key("vectors", chunks_key(col, vector_decimals, "int16-bin"))
+    key = _key("vectors", int16_key or chunks_key(col, vector_decimals, "int16-bin"))
     return writer.file(f"{key}.vectors.bin", render)
 
 
