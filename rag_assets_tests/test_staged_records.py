@@ -155,3 +155,77 @@ def test_a_steps_input_is_unpickled_per_lookup_and_not_kept(tmp_path: Path) -> N
     gc.collect()
     assert first() is None
     assert lazy["a"].skipped == ["a/skipped.md"]
+
+
+def test_a_one_partition_steps_record_goes_to_the_next_read_once_while_its_file_is_unchanged(tmp_path: Path) -> None:
+    from rag_assets.defs import record_handoff
+    from rag_assets.defs.staged_records import load_pickle
+
+    partitions = dg.StaticPartitionsDefinition(["a", "b"])
+    made: list[Record] = []
+
+    @dg.asset(partitions_def=partitions, dagster_type=dg.Any)
+    def records(context: dg.AssetExecutionContext):
+        def work(key: str):
+            made.append(Record(key))
+            return made[-1], {}
+
+        return for_each_partition(context, "collection", work, records_dir=tmp_path)
+
+    record_handoff.forget()
+    assert run_range(records, tmp_path, "a", "a").success
+    path = tmp_path / "records" / "a"
+    assert load_pickle(path) is made[-1]  # the object itself, not unpickled
+    again = load_pickle(path)
+    assert again is not made[-1] and again.payload == made[-1].payload  # once only
+    # The file replaced since (another build): read from disk.
+    assert run_range(records, tmp_path, "a", "a").success
+    os.utime(path, ns=(1, 1))
+    assert load_pickle(path) is not made[-1]
+    # A run of two partitions holds nothing for the next step.
+    assert run_range(records, tmp_path, "a", "b").success
+    assert all(load_pickle(tmp_path / "records" / key) is not made[-i] for i, key in ((1, "b"), (2, "a")))
+
+
+def test_a_large_record_is_not_held_for_the_next_step(tmp_path: Path) -> None:
+    from rag_assets.defs import record_handoff
+
+    class Big:
+        documents = [None] * (record_handoff.MAX_ITEMS + 1)
+
+    path = tmp_path / "big"
+    path.write_bytes(b"x")
+    record_handoff.offer(path, Big())
+    assert record_handoff.take(path) == (False, None)
+    small = Record("s")
+    record_handoff.offer(path, small)
+    assert record_handoff.take(tmp_path / "other") == (False, None)
+    assert record_handoff.take(path) == (True, small)
+    assert record_handoff.take(path) == (False, None)
+
+
+def test_an_edits_build_hands_the_edited_records_on_without_unpickling_them(write_tree, tmp_path, monkeypatch) -> None:
+    from rag_assets.defs import staged_records
+    from rag_assets.serve.cli import main
+
+    pages = {f"docs/page-{i}.md": f"---\ntitle: Page {i}\n---\nPage {i} is about otters.\n" for i in range(4)}
+    pages["posts/hello.md"] = "---\ntitle: Hello\n---\nA post about nothing.\n"
+    content = write_tree(pages)
+    out = tmp_path / "out"
+    out.mkdir()
+    config = out / "rag.yaml"
+    config.write_text(f"content_dir: {content}\noutput_dir: {out}\nembedder: hashing\nvaults: []\n")
+    assert main(["build", "--config", str(config)]) == 0
+    (content / "docs" / "page-2.md").write_text("---\ntitle: Page 2\n---\nPage 2 is about zebras now.\n")
+    unpickled: list[str] = []
+    load = staged_records.pickle.load
+    monkeypatch.setattr(
+        staged_records.pickle,
+        "load",
+        lambda handle: unpickled.append("/".join(Path(handle.name).parts[-2:])) or load(handle),
+    )
+    assert main(["build", "--config", str(config)]) == 0  # the planner runs the docs partition alone
+    # Each step's input from the step before, the publish's from the embed step: none read from disk.
+    assert not unpickled, unpickled
+    assert main(["search", "zebras", "--config", str(config), "--json"]) == 0
+    assert main(["check", "--config", str(config)]) == 0

@@ -52,7 +52,9 @@ def for_each_partition(
     as soon as it is made and not held: a :class:`~rag_assets.defs.staged_records.StagedRecords`,
     keeping ``keep(value)`` of each, so the step's memory is one partition's, not the run's.
     """
-    staged = StagedRecords(records_dir.joinpath(*context.asset_key.path), keep)
+    # One partition (an edit's run): its record goes on to the next step in memory, not unpickled.
+    hand_off = len(context.partition_keys) == 1
+    staged = StagedRecords(records_dir.joinpath(*context.asset_key.path), keep, hand_off=hand_off)
     described: list[str] = []
     try:
         for key in context.partition_keys:

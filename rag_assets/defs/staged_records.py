@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_assets.base.atomic import commit_staged, discard_staged, staged_open
+from rag_assets.defs import record_handoff
 from rag_assets.records import EmbeddedCollection, RecordFacts
 
 
@@ -36,6 +37,9 @@ def load_pickle(path: Path) -> Any:
     """A record from its pickle, read from the file as it unpickles (never its whole bytes
     beside the records). Unpickling tens of thousands of chunk records triggers the cyclic
     garbage collector over and over although they hold no cycles: pausing it is ~3x faster."""
+    handed, record = record_handoff.take(path)
+    if handed:  # the record a one-partition step just wrote (rag_assets.defs.record_handoff)
+        return record
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -107,11 +111,15 @@ class StagedRecords(Mapping[str, Any]):
     renamed into place by :meth:`commit`. ``folder``: the asset's folder of the IO manager (a
     partition's record is ``folder/<partition>``), where the staged files are made, so that the
     rename stays on one file system. ``keep``: what to hold of each record in memory
-    (:meth:`kept`), for whoever reads the run's output afterwards."""
+    (:meth:`kept`), for whoever reads the run's output afterwards. ``hand_off`` (a step of one
+    partition): each record is also held until it is committed, then offered to the next step
+    (rag_assets.defs.record_handoff)."""
 
-    def __init__(self, folder: Path, keep: Callable[[Any], Any] | None = None) -> None:
+    def __init__(self, folder: Path, keep: Callable[[Any], Any] | None = None, hand_off: bool = False) -> None:
         self.folder = folder
         self._keep = keep
+        self._hand_off = hand_off
+        self._records: dict[str, Any] = {}  # with hand_off: the records until committed
         self._files: dict[str, Path] = {}  # the staged file, then the committed one
         self._staged: set[str] = set()
         self._facts: dict[str, RecordFacts] = {}
@@ -130,6 +138,8 @@ class StagedRecords(Mapping[str, Any]):
             self._facts[key] = RecordFacts.of(record)
         if self._keep is not None:
             self._kept[key] = self._keep(record)
+        if self._hand_off:
+            self._records[key] = record
 
     def facts(self, key: str) -> RecordFacts | None:
         """The facts of an embedded record (written beside it once committed), else None."""
@@ -144,6 +154,8 @@ class StagedRecords(Mapping[str, Any]):
         commit_staged(self._files[key], target)
         self._files[key] = target
         self._staged.discard(key)
+        if key in self._records:
+            record_handoff.offer(target, self._records.pop(key))
 
     def discard(self) -> None:
         """Remove the files still staged (after a failure: nothing of it is published) and the
@@ -151,6 +163,7 @@ class StagedRecords(Mapping[str, Any]):
         for key in sorted(self._staged):
             discard_staged(self._files.pop(key))
         self._staged.clear()
+        self._records.clear()
         if self._staging is not None:
             self._staging.remove()
             self._staging = None
