@@ -72,8 +72,8 @@ class Renders:
             full = render_segment_lexical(conn, rowids, fields)
         assert payload == full  # byte for byte
         (self.folder / name).write_bytes(payload)
-        save_digests(self.data, name, fields, digests)
         file = SegmentFile(name, len(payload), sha256_of(self.folder / name))
+        save_digests(self.data, file, fields, digests)
         return PreviousLexical(self.folder, file, self.data), payload
 
 
@@ -126,9 +126,33 @@ def test_a_damaged_or_foreign_previous_file_means_indexing_every_chunk(tmp_path,
 def test_digests_go_with_their_bm25_files(tmp_path):
     data = tmp_path / "data"
     for name in ("a.bm25.json", "b.bm25.json"):
-        save_digests(data, name, FieldWeights(), [b"x" * 16])
+        save_digests(data, SegmentFile(name, 1, "0" * 64), FieldWeights(), [b"x" * 16])
+    (lexical_reuse.digests_folder(data) / "stray").mkdir()  # not a digests file: left alone
     assert collect_digests(data, {"a.bm25.json", "a.chunks.json"}) == ["b.digests"]
-    assert [p.name for p in lexical_reuse.digests_folder(data).iterdir()] == ["a.digests"]
+    assert sorted(p.name for p in lexical_reuse.digests_folder(data).iterdir()) == ["a.digests", "stray"]
+
+
+def test_another_segments_digests_copied_over_are_not_taken(tmp_path, monkeypatch):
+    # Digests of the same row count, whole, of the same weights, but made with another file.
+    renders = Renders(tmp_path, monkeypatch)
+    first, _ = renders.publish(collection(PAGES), None)
+    # The same rows in the reverse order (the slugs are not indexed): taken for seg-0's, they
+    # would point each row at another row's postings.
+    other = {f"{chr(ord('z') - i)}-{slug}": page for i, (slug, page) in enumerate(sorted(PAGES.items()))}
+    renders.publish(collection(other), None)
+    digests = lexical_reuse.digests_folder(renders.data)
+    (digests / "seg-0.digests").write_bytes((digests / "seg-1.digests").read_bytes())
+    renders.publish(collection(edited(PAGES)), first)
+    assert renders.scanned == [8, 8, 8]  # every chunk indexed, the full render's bytes
+
+
+def test_digests_that_cannot_be_kept_do_not_fail_the_publish(tmp_path, monkeypatch, caplog):
+    renders = Renders(tmp_path, monkeypatch)
+    (renders.data / lexical_reuse.DIGESTS_FOLDER).write_text("")  # a file where the folder goes
+    first, _ = renders.publish(collection(PAGES), None)
+    assert "could not keep the row digests" in caplog.text
+    renders.publish(collection(edited(PAGES)), first)
+    assert renders.scanned == [8, 8]
 
 
 def test_a_published_edit_writes_bm25_files_equal_to_full_renders(write_tree, tmp_path, monkeypatch):

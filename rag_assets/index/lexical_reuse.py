@@ -11,16 +11,20 @@ render writes, byte for byte (terms in FTS5's order, which is the code-point ord
 
 What tells the rows apart is a digest of each row, kept beside the data in
 ``data/lexical-digests/<BM25 file stem>.digests``: machine-local (never published), checked
-by its own SHA-256, written after its BM25 file and collected with it. A previous file is
-used only when its bytes match the digest the previous generation recorded, its digests file
-is whole and made with the same weights, and its arrays are consistent; otherwise every chunk
-is indexed, as before.
+by its own SHA-256, naming the SHA-256 of the BM25 file it was made with, written after that
+file and collected with it. A previous file is used only when its bytes match the digest the
+previous generation recorded and the digests file names, the digests file is whole and made
+with the same weights, tokenizer and SQLite version, and the arrays are consistent; otherwise
+every chunk is indexed, as before. The digests are a cache: one that cannot be written costs
+the next edit a full render, never the publish.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import logging
+import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +48,9 @@ from rag_assets.index.segments import SegmentFile
 DIGESTS_FOLDER = "lexical-digests"  # under the data folder
 _DIGESTS_SUFFIX = ".digests"
 _DIGEST_SIZE = 16  # bytes per row
-_MAGIC = b"rag-bm25-row-digests 1\n"
+_MAGIC = b"rag-bm25-row-digests 2\n"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -64,9 +70,11 @@ def _digests_path(data_dir: Path, lexical_name: str) -> Path:
     return digests_folder(data_dir) / (lexical_name.removesuffix(".bm25.json") + _DIGESTS_SUFFIX)
 
 
-def _settings(fields: FieldWeights) -> bytes:
-    """What a row's postings depend on besides its text: the file version, weights, tokenizer."""
-    return f"{SEGMENT_LEXICAL_VERSION}|{fields}|{TOKENIZE}\n".encode()
+def _settings(fields: FieldWeights, bm25_sha256: str) -> bytes:
+    """What a row's postings depend on besides its text (the file version, the exact weights,
+    the tokenizer and the SQLite that ran it), and the BM25 file the digests belong to."""
+    weights = ",".join(repr(float(w)) for w in fields.as_tuple())
+    return f"{SEGMENT_LEXICAL_VERSION}|{weights}|{TOKENIZE}|{sqlite3.sqlite_version}|{bm25_sha256}\n".encode()
 
 
 def row_digests(rows: Sequence[tuple[Any, ...]]) -> list[bytes]:
@@ -74,22 +82,27 @@ def row_digests(rows: Sequence[tuple[Any, ...]]) -> list[bytes]:
     return [hashlib.blake2b(orjson.dumps(row[1:]), digest_size=_DIGEST_SIZE).digest() for row in rows]
 
 
-def save_digests(data_dir: Path, lexical_name: str, fields: FieldWeights, digests: list[bytes]) -> None:
-    """Keep the row digests of the BM25 file ``lexical_name`` for the next render of its segment."""
-    body = _MAGIC + _settings(fields) + b"".join(digests)
-    path = _digests_path(data_dir, lexical_name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, body + hashlib.sha256(body).digest())
-
-
-def _load_digests(data_dir: Path, lexical_name: str, fields: FieldWeights) -> list[bytes] | None:
-    """The kept row digests of ``lexical_name``; None when missing, damaged or of other settings."""
+def save_digests(data_dir: Path, file: SegmentFile, fields: FieldWeights, digests: list[bytes]) -> None:
+    """Keep the row digests of the BM25 file ``file`` for the next render of its segment (a
+    failure is logged: the next render of the segment indexes every chunk)."""
+    body = _MAGIC + _settings(fields, file.sha256) + b"".join(digests)
+    path = _digests_path(data_dir, file.name)
     try:
-        data = _digests_path(data_dir, lexical_name).read_bytes()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, body + hashlib.sha256(body).digest())
+    except OSError as error:
+        log.warning("could not keep the row digests of %s (%s): its next render indexes every chunk", file.name, error)
+
+
+def _load_digests(data_dir: Path, file: SegmentFile, fields: FieldWeights) -> list[bytes] | None:
+    """The kept row digests of BM25 file ``file``; None when missing, damaged, of other
+    settings or made with another file's bytes."""
+    try:
+        data = _digests_path(data_dir, file.name).read_bytes()
     except OSError:
         return None
     body, check = data[:-32], data[-32:]
-    head = _MAGIC + _settings(fields)
+    head = _MAGIC + _settings(fields, file.sha256)
     if hashlib.sha256(body).digest() != check or not body.startswith(head):
         return None
     rows = body[len(head) :]
@@ -132,7 +145,7 @@ def _previous(previous: PreviousLexical | None, fields: FieldWeights) -> tuple[P
     """The previous file's postings and row digests, when both are whole and agree."""
     if previous is None:
         return None
-    digests = _load_digests(previous.data_dir, previous.file.name, fields)
+    digests = _load_digests(previous.data_dir, previous.file, fields)
     if digests is None:
         return None
     try:
@@ -206,7 +219,8 @@ def collect_digests(data_dir: Path, keep: Iterable[str]) -> list[str]:
     wanted = {name.removesuffix(".bm25.json") + _DIGESTS_SUFFIX for name in keep if name.endswith(".bm25.json")}
     removed = []
     for entry in sorted(folder.iterdir()):
-        if entry.name not in wanted:
-            entry.unlink(missing_ok=True)
-            removed.append(entry.name)
+        if entry.name in wanted or not entry.is_file():
+            continue  # what is not a digests file is not ours to remove (as in data/segments)
+        entry.unlink(missing_ok=True)
+        removed.append(entry.name)
     return removed

@@ -213,7 +213,7 @@ class SegmentPublisher:
 
         file = self.writer.file(name, render)
         if name in self.writer.written:
-            save_digests(self.data_dir, name, self.fields, digests)
+            save_digests(self.data_dir, file, self.fields, digests)
         return file
 
     def _previous_lexical(self, collection: str, bucket: int, buckets: int) -> PreviousLexical | None:
