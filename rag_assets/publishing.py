@@ -19,6 +19,7 @@ from rag_assets.config import RagConfig
 from rag_assets.index import generations, index_json, manifest, pg_sync, store, store_slots, tier_logs
 from rag_assets.index.browser import static_entries, write_static_files
 from rag_assets.index.integrity import verification_record
+from rag_assets.index.lexical_segments import rowids_digest
 from rag_assets.index.segment_publish import SegmentPublisher, collect_segments
 from rag_assets.ingest.doc_cache import settings_key
 from rag_assets.ingest.sources import overall_content_hash
@@ -199,13 +200,13 @@ def _kept(
     name = facts.collection
     if not publisher.unchanged(name, facts.content_hash, facts.model, facts.dimension):
         return False
-    chunk_ids = store_slots.keep_collection(
-        slot, name, facts.content_hash, (facts.model, facts.dimension), built_at, gen.id
-    )
+    rows = store_slots.keep_collection(slot, name, facts.content_hash, (facts.model, facts.dimension), built_at, gen.id)
     # The slot's rows are the record's (same hash and model): right whatever follows, and the
-    # previous segments are named only when all of them are still on disk.
-    if chunk_ids is None or len(chunk_ids) != facts.facts.chunks or not publisher.reuse(name):
+    # previous segments are named only when all of them are still on disk and their BM25 files
+    # hold the slot's rowids (another slot may hold the same chunks under other rowids).
+    if rows is None or len(rows) != facts.facts.chunks or not publisher.reuse(name, rowids_digest(rows)):
         return False
+    chunk_ids = [chunk_id for chunk_id, _ in rows]
     done.model = _same_model(done.model, facts)
     done.facts.append(facts.facts)
     done.content_hashes[name] = facts.content_hash

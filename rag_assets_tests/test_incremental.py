@@ -303,12 +303,15 @@ def assert_store_sound(path: Path) -> None:
 
 
 def manifest_view(data: dict[str, Any]) -> dict[str, Any]:
-    """The manifest without its timestamps."""
+    """The manifest without its timestamps, and without the digest of each collection's store
+    rowids (two stores built apart number their rows apart)."""
     return {
         "documents": {
             k: (d["path"], d["contentHash"], d["chunkCount"], d["lastModified"]) for k, d in data["documents"].items()
         },
-        "collections": data["collections"],
+        "collections": {
+            name: {k: v for k, v in entry.items() if k != "rowidsSha256"} for name, entry in data["collections"].items()
+        },
         "totals": (data["stats"]["totalDocuments"], data["stats"]["totalChunks"]),
         "model": (data["model"], data["dimension"]),
     }

@@ -185,3 +185,41 @@ def test_a_published_edit_writes_bm25_files_equal_to_full_renders(write_tree, tm
             assert (cfg.data_dir / segment["lexical"]["file"]).read_bytes() == expected
     digests = {p.stem for p in lexical_reuse.digests_folder(cfg.data_dir).iterdir()}
     assert {Path(s["lexical"]["file"]).name.removesuffix(".bm25.json") for s in index["segments"]} <= digests
+
+
+def test_an_unchanged_collection_is_not_named_again_when_the_slot_holds_it_under_other_rowids(write_tree, tmp_path):
+    # Store slots sync by diff, each with its own history, so the same chunk may have another
+    # rowid in the slot a publish takes than in the previous generation's: the previous BM25
+    # files (whose rowids are the browser's tie order) must then not be named again.
+    from rag_assets.index import vector_blocks
+
+    pages = {f"docs/page-{i}.md": f"---\ntitle: Page {i}\n---\nPage {i} is about otters.\n" for i in range(4)}
+    pages["posts/hello.md"] = "---\ntitle: Hello\n---\nA post about nothing.\n"
+    content = write_tree(pages)
+    out = tmp_path / "out"
+    out.mkdir()
+    config = out / "rag.yaml"
+    config.write_text(f"content_dir: {content}\noutput_dir: {out}\nembedder: hashing\nvaults: []\n")
+    cfg = load_config(config, environ={})
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert run_build(cfg, instance, vaults=[]).success
+        current = generations.published(cfg).store_path.resolve()
+        for slot in sorted((cfg.data_dir / "stores").glob("rag-store-public.*.db")):
+            if slot.resolve() == current:
+                continue
+            with closing(store.connect(slot)) as conn, store.transaction(conn):
+                # docs' chunks written again: the same rows under new rowids
+                conn.execute("CREATE TEMP TABLE moved AS SELECT * FROM chunks WHERE id LIKE 'docs/%'")
+                conn.execute("DELETE FROM chunks WHERE id LIKE 'docs/%'")
+                conn.execute("INSERT INTO chunks SELECT * FROM moved")
+                vector_blocks.refresh(conn)
+        (content / "posts" / "hello.md").write_text("---\ntitle: Hello\n---\nA post about zebras.\n")
+        assert run_build(cfg, instance, vaults=[]).success  # posts changed; docs' rows moved
+    gen = generations.published(cfg)
+    index = orjson.loads(gen.index_path.read_bytes())
+    with closing(sqlite3.connect(gen.store_path)) as conn:
+        for segment in index["segments"]:
+            chunks = orjson.loads((cfg.data_dir / segment["chunks"]["file"]).read_bytes())
+            rowids = segment_rowids(conn, [c["id"] for c in chunks["chunks"]])
+            expected = render_segment_lexical(conn, rowids, FieldWeights())
+            assert (cfg.data_dir / segment["lexical"]["file"]).read_bytes() == expected, segment["collection"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,12 @@ def segment_rowids(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> np.nda
     if missing:
         raise KeyError(f"the store lacks {len(missing)} chunk(s) of the segment, e.g. {missing[0]}")
     return np.array([rowid for _, rowid in rows], dtype=np.int64)
+
+
+def rowids_digest(pairs: Iterable[tuple[str, int]]) -> str:
+    """A digest of a collection's (chunk ID, store rowid) pairs, given in chunk ID order: its
+    BM25 files hold those rowids (the tie order), so they are named again only with the same."""
+    return hashlib.sha256("".join(f"{chunk_id}\t{rowid}\n" for chunk_id, rowid in pairs).encode()).hexdigest()
 
 
 def lexical_key(chunks_key: str, rowids: np.ndarray, fields: FieldWeights) -> str:

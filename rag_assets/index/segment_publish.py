@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from rag_assets.index import store
@@ -26,7 +27,7 @@ from rag_assets.index.generations import Generation
 from rag_assets.index.index_json import IndexHeader
 from rag_assets.index.lexical_json import lexical_header
 from rag_assets.index.lexical_reuse import PreviousLexical, collect_digests, render_segment, save_digests
-from rag_assets.index.lexical_segments import lexical_key, segment_rowids
+from rag_assets.index.lexical_segments import lexical_key, rowids_digest, segment_rowids
 from rag_assets.index.manifest import (
     build_segmented_manifest,
     collection_entry,
@@ -153,23 +154,30 @@ class SegmentPublisher:
     def add(self, col: EmbeddedCollection) -> None:
         """Write (or name again) the segments of one collection; collections in name order."""
         buckets = bucket_count(len(col.chunks))
+        pairs: list[tuple[str, int]] = []  # (chunk ID, store rowid) of every segment
         for bucket, part in split_collection(col, buckets):
+            ids = [c.id for c in part.chunks]
+            rowids = segment_rowids(self._store(), ids)
+            pairs.extend(zip(ids, rowids.tolist()))
             # The key hashes every chunk's text: made once for the segment's three files.
             key = chunks_key(part, self.vector_decimals, self.encoding)
             files = {"chunks": write_chunks_file(self.writer, part, self.vector_decimals, self.encoding, key)}
             if self.encoding in FILE_ENCODINGS:  # int16-bin alone: the chunks' key is the vectors' too
                 files["vectors"] = write_vectors_file(self.writer, part, self.vector_decimals, key)
-            files["lexical"] = self._lexical_file(part, bucket, buckets, key)
+            files["lexical"] = self._lexical_file(part, bucket, buckets, key, rowids)
             self.segments.append(Segment(col.collection, bucket, buckets, len(part.chunks), len(part.documents), files))
             self._add_ledger(part, bucket, buckets)
-        self.collections[col.collection] = collection_entry(col)
+        # The rowids its BM25 files hold: a later publish names them again only while the store
+        # holds the collection's chunks under the same rowids (store slots differ in them).
+        self.collections[col.collection] = {**collection_entry(col), "rowidsSha256": rowids_digest(sorted(pairs))}
         self.documents += len(col.documents)
 
-    def reuse(self, collection: str) -> bool:
+    def reuse(self, collection: str, rowids: str | None = None) -> bool:
         """Name again the previous generation's segments of ``collection``, unchanged, without
         its records (a publish that loads only the changed collections); False when the previous
         generation has none to name (then :meth:`add` it). Its BM25 files stay right while the
-        store keeps the collection's rows, as a sync by diff does."""
+        store holds the collection's rows under the same rowids: ``rowids``, the
+        :func:`rowids_digest` of the store's, must be the one the previous publish recorded."""
         index = self._previous_index_fields()
         entries = [e for e in _listed(index, "segments") if e.get("collection") == collection]
         ledger = [e for e in _listed(self._previous, "ledger") if e.get("collection") == collection]
@@ -177,6 +185,8 @@ class SegmentPublisher:
         entry = collections.get(collection) if isinstance(collections, dict) else None
         if not entries or len(entries) != len(ledger) or not isinstance(entry, dict):
             return False
+        if rowids is not None and entry.get("rowidsSha256") != rowids:
+            return False  # the store holds them under other rowids (or an older publish did not say)
         try:
             segments = [Segment.from_json(e) for e in entries]
         except (KeyError, TypeError, ValueError):
@@ -195,10 +205,11 @@ class SegmentPublisher:
         self.documents += sum(s.documents for s in segments)
         return True
 
-    def _lexical_file(self, part: EmbeddedCollection, bucket: int, buckets: int, chunks: str) -> SegmentFile:
-        """``chunks``: the segment's chunks key (:func:`chunks_key`)."""
+    def _lexical_file(
+        self, part: EmbeddedCollection, bucket: int, buckets: int, chunks: str, rowids: np.ndarray
+    ) -> SegmentFile:
+        """``chunks``: the segment's chunks key (:func:`chunks_key`); ``rowids``: its chunks' in the store."""
         conn = self._store()
-        rowids = segment_rowids(conn, [c.id for c in part.chunks])
         key = lexical_key(chunks, rowids, self.fields)
         name = f"{key}.bm25.json"
         digests: list[bytes] = []

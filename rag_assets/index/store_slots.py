@@ -150,11 +150,12 @@ def settle(slot: Path) -> None:
 
 def keep_collection(
     slot: Path, collection: str, content_hash: str, model: tuple[str, int], built_at: str, generation: str | None
-) -> list[str] | None:
+) -> list[tuple[str, int]] | None:
     """Keep the slot's rows of ``collection`` as they are, when the slot holds them for this
     content hash and model (a collection unchanged since the slot's build): the rows a sync of
     its record would leave untouched, with the sync's stamps (build time, generation). Returns
-    the collection's chunk IDs, or None when the slot holds another state (then sync its record)."""
+    the collection's (chunk ID, rowid) pairs in ID order, or None when the slot holds another
+    state (then sync its record)."""
     with closing(store.connect(slot)) as conn:
         store.ensure_schema(conn)  # an empty slot (built whole by this publish) holds no collection
         with store.transaction(conn):
@@ -167,5 +168,5 @@ def keep_collection(
             store.record_generation(conn, generation)
             # By a range of the primary key, 6x faster than a join of the documents (1.1 s of a
             # one-file edit at 100,000 chunks). The caller compares the count with the facts.
-            query = "SELECT id FROM chunks WHERE id >= ? AND id < ?"
-            return [row[0] for row in conn.execute(query, under_collection(collection))]
+            query = "SELECT id, rowid FROM chunks WHERE id >= ? AND id < ? ORDER BY id"
+            return [(row[0], row[1]) for row in conn.execute(query, under_collection(collection))]
